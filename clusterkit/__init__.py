@@ -1,0 +1,30 @@
+"""clusterkit: cluster the operator graph of a neural network into subgraphs an accelerator can
+run, under constraints, with interchangeable strategies, and fuse each cluster into one op."""
+
+from .api import make_problem, partition, run_strategy
+from .constraints import DEFAULT_VALUE_INPUTS, Constraints, Problem
+from .errors import (BackendError, ClusterkitError, ConstraintError, CycleError, ExecutionError,
+                     GraphError, ModelLoadError, PartitionError, SelectorError, StrategyError)
+from .graph import Graph, Node, Tensor
+from .loader import load_graph
+from .nx_io import from_networkx, graph_from_node_link, load_node_link, to_networkx, to_node_link
+from .onnx_io import load_onnx
+from .partition import Cluster, Partition, cut_bytes
+from .selector import (ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector,
+                       get_property, register_property, registered_properties)
+from .specs import parse_selector, parse_selectors
+from .strategies import get_strategy, register_strategy, strategy_names
+from .subgraph import Subgraph, SubgraphNode
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError", "Cluster", "ClusterkitError", "ConstraintError", "Constraints",
+    "ContainOpSelector", "CycleError", "DEFAULT_VALUE_INPUTS", "ExecutionError", "Graph",
+    "GraphError", "ModelLoadError", "Node", "OpsProperty", "Partition", "PartitionError",
+    "Problem", "SelectorError", "StrategyError", "Subgraph", "SubgraphNode", "SubgraphProperty",
+    "SubgraphSelector", "Tensor", "cut_bytes", "from_networkx", "get_property", "get_strategy",
+    "graph_from_node_link", "load_graph", "load_node_link", "load_onnx", "make_problem",
+    "parse_selector", "parse_selectors", "partition", "register_property", "register_strategy",
+    "registered_properties", "run_strategy", "strategy_names", "to_networkx", "to_node_link",
+]

@@ -1,0 +1,128 @@
+"""Arguments shared by the subcommands: model, selectors, constraints, strategy options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from ..constraints import DEFAULT_VALUE_INPUTS, Constraints, Problem
+from ..errors import ConstraintError, StrategyError
+from ..loader import load_graph
+from ..specs import parse_selectors
+
+
+def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "cycles") -> None:
+    """MODEL, --selector, --fallback and the constraint flags."""
+    p.add_argument("model", metavar="MODEL", help="an .onnx file or a node-link .json graph")
+    p.add_argument("--selector", action="append", default=[], metavar="SPEC",
+                   help="a shipped selector's name, a Python file defining a SubgraphProperty, or"
+                   " [DEVICE=]ops:OP,OP,... ; repeat for devices in priority order")
+    p.add_argument("--fallback", default="cpu", help="the fallback device (default: cpu)")
+    if strategy_default is not None:
+        p.add_argument("--strategy", default=strategy_default, metavar="NAME",
+                       help=f"clustering strategy (default: {strategy_default})")
+    g = p.add_argument_group("constraints")
+    g.add_argument("--value-inputs", default="default", metavar="RULES",
+                   help="'default' (Reshape, Expand, Tile, Slice, Resize, ...), 'none', or "
+                   "OP:POS[,POS];OP:POS... added to the defaults")
+    g.add_argument("--cut", action="append", default=[], metavar="A,B",
+                   help="an edge (node names) that must be cut")
+    g.add_argument("--never", action="append", default=[], metavar="A,B",
+                   help="two nodes (names) never in one cluster")
+    g.add_argument("--together", action="append", default=[], metavar="A,B,...",
+                   help="nodes (names) that must share a cluster")
+    g.add_argument("--min-size", type=int, default=1, help="minimum nodes per cluster")
+    g.add_argument("--max-size", type=int, default=None, help="maximum nodes per cluster")
+    g.add_argument("--max-const-bytes", type=int, default=None,
+                   help="maximum bytes of constants one cluster may hold")
+    o = p.add_argument_group("strategy options")
+    o.add_argument("--objective", default=None, help="cpsat: cut, partitions, or W1*cut+W2*"
+                   "partitions style weights as 'cut=1,partitions=1000'")
+    o.add_argument("--time-limit", type=float, default=None, help="cpsat: seconds")
+    o.add_argument("--workers", type=int, default=None, help="cpsat: solver workers")
+    o.add_argument("--seed", type=int, default=None, help="cpsat: random seed")
+    o.add_argument("--affinity", action="append", default=[], metavar="RULE",
+                   help="hetero: manual affinity NAME=DEVICE, re:REGEX=DEVICE or I-J=DEVICE")
+    o.add_argument("--fill-affinity", action="store_true",
+                   help="hetero: with manual affinities, place the other nodes automatically")
+    o.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other strategy option (value parsed as JSON when possible)")
+
+
+def constraints_from_args(args: argparse.Namespace) -> Constraints:
+    """Constraints from the constraint flags."""
+    rules = args.value_inputs.strip()
+    if rules == "none":
+        value_inputs: dict[str, tuple[int, ...]] = {}
+    else:
+        value_inputs = dict(DEFAULT_VALUE_INPUTS)
+        if rules != "default":
+            for rule in rules.split(";"):
+                op, sep, pos = rule.partition(":")
+                try:
+                    value_inputs[op.strip()] = tuple(int(x) for x in pos.split(","))
+                    if not sep or not op.strip():
+                        raise ValueError
+                except ValueError:
+                    raise ConstraintError(f"--value-inputs rule {rule!r} is not OP:POS[,POS]")\
+                        from None
+    return Constraints(
+        cut_edges=[_pair(x, "--cut") for x in args.cut],
+        never_together=[_pair(x, "--never") for x in args.never],
+        value_inputs=value_inputs,
+        together=[[s.strip() for s in x.split(",") if s.strip()] for x in args.together],
+        min_size=args.min_size, max_size=args.max_size, max_const_bytes=args.max_const_bytes)
+
+
+def _pair(text: str, flag: str) -> tuple[str, str]:
+    parts = [s.strip() for s in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ConstraintError(f"{flag} takes two node names separated by a comma, got {text!r}")
+    return parts[0], parts[1]
+
+
+def problem_from_args(args: argparse.Namespace) -> Problem:
+    """Load the model and compile the constraints with the selectors."""
+    if not args.selector:
+        raise ConstraintError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
+    graph = load_graph(args.model)
+    props = parse_selectors(args.selector)
+    return constraints_from_args(args).compile(graph, props, fallback=args.fallback)
+
+
+def strategy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Strategy keyword options from the flags that were given."""
+    opts: dict[str, Any] = {}
+    for key in ("objective", "time_limit", "workers", "seed"):
+        value = getattr(args, key, None)
+        if value is not None:
+            opts[key] = value
+    if getattr(args, "affinity", None):
+        opts["affinity"] = list(args.affinity)
+    if getattr(args, "fill_affinity", False):
+        opts["fill_affinity"] = True
+    for item in getattr(args, "option", []):
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise StrategyError(f"--option takes KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        opts[key.strip().replace("-", "_")] = value
+    return opts
+
+
+def model_label(path: str) -> str:
+    """The model name written into reports."""
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def write_text(path: str, text: str) -> None:
+    """Write a file, creating its folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
