@@ -1,0 +1,66 @@
+"""The top-level selectors/ folder never shadows the standard library's selectors module, and
+the shipped selectors load from an editable install and from a built wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+from conftest import REPO
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
+
+
+def _run(args, cwd, **kw):
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_stdlib_selectors_wins_at_repo_root():
+    code = ("import asyncio, subprocess, selectors; print(selectors.__file__); "
+            "print(selectors.DefaultSelector.__name__)")
+    out = _run([sys.executable, "-c", code], cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    path, cls = out.stdout.split()
+    assert Path(path).resolve() == STDLIB / "selectors.py"
+    assert cls.endswith("Selector")
+
+
+def test_pytest_and_venv_start_at_repo_root(tmp_path):
+    out = _run([sys.executable, "-m", "pytest", "--version"], cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    out = _run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], cwd=REPO)
+    assert out.returncode == 0, out.stderr
+
+
+def test_shipped_selectors_load_from_editable_install(tmp_path):
+    code = ("import clusterkit.selectors as s, selectors as std; print(s.__file__); "
+            "print(std.__file__)")
+    out = _run([sys.executable, "-c", code], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    ours, std = out.stdout.split()
+    assert Path(ours).resolve() == REPO / "selectors" / "__init__.py"
+    assert Path(std).resolve() == STDLIB / "selectors.py"
+
+
+def test_shipped_selectors_load_from_a_built_wheel(tmp_path):
+    out = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                "-q", "-w", str(tmp_path / "dist"), str(REPO)], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    wheel = next((tmp_path / "dist").glob("clusterkit-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "clusterkit/selectors/__init__.py" in names
+    assert not any(n.startswith("selectors/") for n in names)
+    target = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(target)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import clusterkit, "
+            "clusterkit.selectors as s, selectors as std; print(clusterkit.__file__); "
+            "print(s.__file__); print(std.__file__)")
+    env_out = _run([sys.executable, "-I", "-c", code, str(target)], cwd=tmp_path)
+    assert env_out.returncode == 0, env_out.stderr
+    ck, ours, std = env_out.stdout.split()
+    assert Path(ck).resolve().is_relative_to(target.resolve())
+    assert Path(ours).resolve().is_relative_to(target.resolve())
+    assert Path(std).resolve() == STDLIB / "selectors.py"
