@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n $(JOBS) -p no:cacheprovider
 
 bench: $(STAMP)
-	$(PY) -m clusterkit.bench --out bench
+	$(PY) benchmarks/run.py --out bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info bench/*.json

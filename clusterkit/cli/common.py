@@ -23,6 +23,11 @@ def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = 
     if strategy_default is not None:
         p.add_argument("--strategy", default=strategy_default, metavar="NAME",
                        help=f"clustering strategy (default: {strategy_default})")
+    add_constraint_args(p)
+
+
+def add_constraint_args(p: argparse.ArgumentParser) -> None:
+    """The constraint flags and the strategy option flags."""
     g = p.add_argument_group("constraints")
     g.add_argument("--value-inputs", default="default", metavar="RULES",
                    help="'default' (Reshape, Expand, Tile, Slice, Resize, ...), 'none', or "

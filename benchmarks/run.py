@@ -1,0 +1,89 @@
+"""Run every benchmarks/bench_*.py and write bench/results.json and bench/results.md.
+
+Each module exposes ``run(quick: bool = False) -> dict`` with ``title``, ``columns``, ``rows``
+and ``notes``. Speed figures are ratios against a baseline run in the same process, so they
+survive a noisy shared machine better than raw seconds; raw seconds are reported too.
+
+    python benchmarks/run.py [--quick] [--only engines,fusion] [--out bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def to_markdown(section: dict) -> str:
+    cols = section["columns"]
+    lines = [f"## {section['title']}", "", "| " + " | ".join(map(str, cols)) + " |",
+             "|" + "---|" * len(cols)]
+    for row in section["rows"]:
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    for note in section.get("notes", []):
+        lines.append("")
+        lines.append(f"- {note}")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--only", default="", help="comma-separated bench names (file stems "
+                        "without bench_)")
+    parser.add_argument("--out", default="bench", help="output folder")
+    args = parser.parse_args(argv)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    sections, failures = [], []
+    for path in sorted(HERE.glob("bench_*.py")):
+        name = path.stem[len("bench_"):]
+        if only and name not in only:
+            continue
+        print(f"== {name}", flush=True)
+        start = time.perf_counter()
+        try:
+            section = _load(path).run(quick=args.quick)
+        except Exception:
+            traceback.print_exc()
+            failures.append(name)
+            continue
+        section["name"] = name
+        section["seconds"] = time.perf_counter() - start
+        sections.append(section)
+        print(to_markdown(section), flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    meta = {"python": sys.version.split()[0], "machine": platform.machine(),
+            "cpus": os.cpu_count(), "quick": args.quick,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
+        json.dump({"meta": meta, "sections": sections, "failed": failures}, fh, indent=1)
+    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as fh:
+        fh.write(f"# clusterkit benchmarks\n\n{meta}\n\n")
+        fh.write("\n".join(to_markdown(s) for s in sections))
+    print(f"wrote {args.out}/results.json and {args.out}/results.md")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

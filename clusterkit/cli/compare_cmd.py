@@ -1,0 +1,88 @@
+"""``clusterkit compare MODEL|DIR --selector SPEC [--strategies a,b,...] [--json FILE]
+[--dot DIR] [--jobs N]``"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+from ..compare import compare, compare_many, default_strategies, format_table, write_dots
+from ..errors import ClusterkitError, StrategyError
+from ..strategies import strategy_names
+from .common import constraints_from_args, model_label, strategy_options, write_text
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("compare", help="compare strategies side by side on a model or a folder")
+    p.add_argument("model", metavar="MODEL|DIR", help="an .onnx/.json model, or a folder of them")
+    p.add_argument("--selector", action="append", default=[], metavar="SPEC",
+                   help="as for partition; repeat for devices in priority order")
+    p.add_argument("--fallback", default="cpu")
+    p.add_argument("--strategies", default=None,
+                   help="comma-separated (default: every clustering strategy available)")
+    p.add_argument("--json", metavar="FILE", help="write the comparison JSON here")
+    p.add_argument("--dot", metavar="DIR", help="one DOT (and SVG with Graphviz) per strategy")
+    p.add_argument("--jobs", type=int, default=1, help="models compared in parallel (DIR)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .common import add_constraint_args
+
+    add_constraint_args(p)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.selector:
+        raise StrategyError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
+    strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()]
+                  if args.strategies else default_strategies())
+    known = strategy_names()
+    for s in strategies:
+        if s not in known:
+            raise StrategyError(f"unknown strategy {s!r} (known: {', '.join(known)})")
+    cons = constraints_from_args(args)
+    shared = strategy_options(args)
+    options = {s: _options_for(s, shared) for s in strategies}
+    if os.path.isdir(args.model):
+        paths = sorted(glob.glob(os.path.join(args.model, "*.onnx")) +
+                       glob.glob(os.path.join(args.model, "*.json")))
+        if not paths:
+            raise ClusterkitError(f"no .onnx or .json models in folder {args.model!r}")
+        if args.jobs > 1:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                results = compare_many(paths, args.selector, strategies, cons, args.fallback,
+                                       options, executor=pool, progress=not args.no_progress)
+        else:
+            results = compare_many(paths, args.selector, strategies, cons, args.fallback,
+                                   options, progress=not args.no_progress)
+        for res in results:
+            print(format_table(res))
+            print()
+        payload = {"models": results}
+    else:
+        res = compare(args.model, args.selector, strategies, cons, args.fallback, options,
+                      name=model_label(args.model))
+        print(format_table(res))
+        payload = res.to_json()
+        if args.dot:
+            for path in write_dots(res, args.dot):
+                print(f"wrote {path}")
+    if args.json:
+        write_text(args.json, json.dumps(payload, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _options_for(strategy: str, shared: dict) -> dict:
+    """Pass each flag only to the strategies that take it (cpsat: objective/time limit/...;
+    hetero: affinity)."""
+    import inspect
+
+    from ..strategies import get_strategy
+
+    params = inspect.signature(get_strategy(strategy)).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return dict(shared)
+    return {k: v for k, v in shared.items() if k in params}
