@@ -1,0 +1,15 @@
+"""Compare every clustering strategy on a real model from Python.
+
+Run: python examples/compare_strategies.py [MODEL.onnx] [SELECTOR]
+"""
+
+import sys
+
+from clusterkit.compare import compare, format_table
+
+model = sys.argv[1] if len(sys.argv) > 1 else "../shared/models/mobilenet_v2.onnx"
+selector = sys.argv[2] if len(sys.argv) > 2 else "ops:Conv,Relu,Clip,Add,GlobalAveragePool"
+result = compare(model, [selector], options={"cpsat": {"time_limit": 20}})
+print(format_table(result))
+best = min((r for r in result.rows if r.error is None), key=lambda r: (r.cut_bytes, r.partitions))
+print(f"\nlowest cut_bytes: {best.strategy} ({best.cut_bytes:,} bytes, {best.partitions} partitions)")
