@@ -1,0 +1,52 @@
+"""``clusterkit export MODEL --strategy S --selector SPEC -o OUT.onnx [--plan FILE]``
+
+Partition (or apply a saved plan), fuse, and write an ONNX model in which every cluster is a
+local function in the domain ``clusterkit.<device>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..executor import compare_outputs, random_inputs, run_model
+from ..export import export_fused
+from ..fusion import fuse, source_model
+from .common import add_problem_args, model_label, write_text
+from .run_cmd import add_plan_arg, partition_from_args
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("export", help="write the fused model as ONNX (clusters as functions)")
+    add_problem_args(p)
+    add_plan_arg(p)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="the model to write")
+    p.add_argument("--json", metavar="FILE", help="also write the partition JSON (a plan) here")
+    p.add_argument("--no-check", action="store_true", help="skip the onnx checker")
+    p.add_argument("--verify", action="store_true",
+                   help="run the exported and the original model in onnxruntime on the same "
+                   "random inputs and compare")
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    part = partition_from_args(args)
+    print(part.summary())
+    fused = fuse(part)
+    name = model_label(args.model)
+    model = export_fused(fused, args.output, model_name=name, check=not args.no_check)
+    domains = [op.domain for op in model.opset_import if op.domain.startswith("clusterkit.")]
+    print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.functions)} local "
+          f"functions in {', '.join(domains) or 'no device domain'}"
+          f"{'' if args.no_check else ' (onnx checker passed)'}")
+    if args.json:
+        write_text(args.json, json.dumps(part.to_json(model=name), indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.verify:
+        feeds = random_inputs(fused)
+        cmp = compare_outputs(run_model(source_model(fused), feeds), run_model(model, feeds))
+        verdict = "match" if cmp["outputs_match"] else "DO NOT match"
+        print(f"exported model outputs {verdict} the original: max |diff| = "
+              f"{cmp['max_abs_diff']:.3g}")
+        return 0 if cmp["outputs_match"] else 1
+    return 0

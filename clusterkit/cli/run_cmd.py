@@ -1,0 +1,157 @@
+"""``clusterkit run MODEL --strategy S --selector SPEC [--plan FILE] [--check] [--json FILE]``
+
+Partition (or apply a saved plan), fuse, compile every cluster on its device's backend and run
+the model on random inputs; print per-subgraph timings. ``--check`` also runs onnxruntime on the
+unpartitioned model with the same inputs and reports the largest absolute difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from ..api import run_strategy
+from ..errors import BackendError, ConstraintError
+from ..executor import DEFAULT_DIM, Executor, compare_outputs, random_inputs, run_model
+from ..fusion import fuse, source_model
+from ..partition import Partition
+from ..plan import apply_plan, load_plan, plan_selectors
+from .common import (add_problem_args, model_label, problem_from_args, strategy_options,
+                     write_text)
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("run", help="fuse the clusters and run the model heterogeneously")
+    add_problem_args(p)
+    add_plan_arg(p)
+    p.add_argument("--check", action="store_true",
+                   help="also run onnxruntime on the unpartitioned model and compare outputs")
+    p.add_argument("--json", metavar="FILE", help="write timings (and the check) as JSON here")
+    p.add_argument("--backend", action="append", default=[], metavar="DEVICE=NAME",
+                   help="backend of a device (onnxruntime or reference; default onnxruntime)")
+    p.add_argument("--host-backend", default="onnxruntime", metavar="NAME",
+                   help="backend of the fallback nodes (default: onnxruntime)")
+    p.add_argument("--config", action="append", default=[], metavar="BACKEND.KEY=VALUE",
+                   help="a backend config key, e.g. onnxruntime.intra_op_num_threads=1")
+    p.add_argument("--repeat", type=int, default=1, help="timed runs (default 1)")
+    p.add_argument("--input-seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help=f"size of a symbolic input dimension (default: 1 for batch, "
+                   f"{DEFAULT_DIM} for the others)")
+    p.add_argument("--rtol", type=float, default=1e-4, help="--check relative tolerance")
+    p.add_argument("--atol", type=float, default=1e-5, help="--check absolute tolerance")
+    p.add_argument("--perf-counts", action="store_true",
+                   help="collect per-node timings and print the slowest nodes")
+    p.add_argument("--no-fold-static", action="store_true",
+                   help="compute values fixed by static shapes at every run, in the units "
+                   "(default: once, before running)")
+    return p
+
+
+def add_plan_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", metavar="FILE",
+                   help="apply this saved partition JSON instead of partitioning (its selectors "
+                   "are used when no --selector is given)")
+
+
+def partition_from_args(args: argparse.Namespace) -> Partition:
+    """The partition the flags ask for: a saved plan, or the strategy's result."""
+    plan = None
+    if getattr(args, "plan", None):
+        plan = load_plan(args.plan)
+        if not args.selector:
+            args.selector = plan_selectors(plan)
+    problem = problem_from_args(args)
+    if plan is not None:
+        part = apply_plan(problem, plan, model_name=model_label(args.model),
+                          label=f"plan {args.plan!r}")
+        part.selector = " ".join(args.selector)
+        return part
+    return run_strategy(problem, args.strategy, selector=" ".join(args.selector),
+                        **strategy_options(args))
+
+
+def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``BACKEND.KEY=VALUE`` flags → ``{backend: {key: value}}`` (values parsed as JSON when
+    they can be)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head, sep, raw = item.partition("=")
+        backend, dot, key = head.partition(".")
+        if not sep or not dot or not backend or not key:
+            raise BackendError(f"--config takes BACKEND.KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(backend.strip(), {})[key.strip()] = value
+    return out
+
+
+def parse_pairs(items: list[str], flag: str) -> dict[str, str]:
+    """``A=B`` flags → dict."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConstraintError(f"{flag} takes NAME=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    part = partition_from_args(args)
+    print(part.summary())
+    fused = fuse(part)
+    config = parse_config(args.config)
+    if args.perf_counts:
+        for name in {args.host_backend, *parse_pairs(args.backend, "--backend").values()}:
+            config.setdefault(name, {})["perf_counts"] = True
+    dims = {k: int(v) for k, v in parse_pairs(args.dim, "--dim").items()}
+    executor = Executor(fused, backends=parse_pairs(args.backend, "--backend"),
+                        host=args.host_backend, backend_config=config,
+                        fold_static=not args.no_fold_static)
+    feeds = random_inputs(fused, seed=args.input_seed, dims=dims)
+    outputs = None
+    total = 0.0
+    for _ in range(max(1, args.repeat)):
+        start = time.perf_counter()
+        outputs = executor.run(feeds)
+        total += time.perf_counter() - start
+    runs = max(1, args.repeat)
+    print(executor.summary())
+    print(f"{len(executor.units)} units ({sum(u.kind == 'subgraph' for u in executor.units)} "
+          f"subgraphs), mean run {total / runs * 1e3:.2f} ms over {runs} run(s)")
+    for fb in executor.fallbacks:
+        print(f"fell back to the host: {fb['unit']} (device {fb['device']}, backend "
+              f"{fb['backend']}): {fb['error']}")
+    if args.perf_counts:
+        nodes = sorted(executor.node_timings(), key=lambda r: -r["seconds"])[:15]
+        print("slowest nodes:")
+        for rec in nodes:
+            print(f"  {rec['seconds'] * 1e3:9.3f} ms  {rec['op_type']:18s} {rec['node']} "
+                  f"[{rec['unit']}]")
+    report: dict[str, Any] = {"model": model_label(args.model), "strategy": part.strategy,
+                              "selector": part.selector, "max_abs_diff": None,
+                              "outputs_match": None, "runs": runs,
+                              "mean_run_seconds": total / runs,
+                              "subgraphs": executor.timings(), "fallbacks": executor.fallbacks}
+    code = 0
+    if args.check:
+        start = time.perf_counter()
+        expected = run_model(source_model(fused), feeds, config.get("onnxruntime"))
+        report["reference_seconds"] = time.perf_counter() - start
+        cmp = compare_outputs(expected, outputs, rtol=args.rtol, atol=args.atol)
+        report["max_abs_diff"] = cmp["max_abs_diff"]
+        report["outputs_match"] = cmp["outputs_match"]
+        report["outputs"] = cmp["outputs"]
+        verdict = "match" if cmp["outputs_match"] else "DO NOT match"
+        print(f"outputs {verdict} onnxruntime on the unpartitioned model: max |diff| = "
+              f"{cmp['max_abs_diff']:.3g} (rtol {args.rtol:g}, atol {args.atol:g})")
+        code = 0 if cmp["outputs_match"] else 1
+    if args.json:
+        write_text(args.json, json.dumps(report, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return code
