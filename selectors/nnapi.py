@@ -1,0 +1,403 @@
+"""Android NNAPI through ONNX Runtime's NNAPI EP (static shapes, rank <= 4, float32/uint8 QDQ).
+
+Built from ``data/nnapi_ep.json`` (ORT 1.22 op builders + ``nnapi_supported_ops.md``). Setting:
+
+- ``feature_level``: the device's NNAPI feature level (default 4 = Android 11 / API 30; API
+  27/28/29/30 map to levels 1/2/3/4). Gates Sub/Div (2), Abs/Exp/Log/Neg/Sin/Sqrt/Pow/PRelu/
+  QuantizeLinear (3), Elu (4), batch MatMul, dilated Conv, and several Resize modes.
+
+Quantized QDQ node units (``DequantizeLinear -> op -> QuantizeLinear``) are the documented
+patterns; the float op inside a unit is checked like any other node, plus the unit's rules
+(constant scales, identical scales where required) read from its DQ/Q neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+
+from clusterkit.selectors._table import (EACH, N, R, TableProperty, _attr, _norm_axis, _numel,
+                                         decided_by, not_a_restriction,
+                                         all_static, attr_absent, attr_in, attr_is, check,
+                                         clip_bounds, const, default_dilations, dim_at, dtype_in,
+                                         first, float_close, inputs_between, kernel_2d,
+                                         load_table, no_external_initializers, no_zero_dims,
+                                         opset_at_least, opset_at_most, outputs_at_most, rank,
+                                         resize_const, resize_scales, setting,
+                                         table_dtypes, value, when)
+
+TABLE = "nnapi_ep.json"
+QUANT_TEXT = "quantized variant: all scales / zero points must be constant"
+#: quantized ops: positions of the (uint8) data inputs and of int8-allowed weights
+_QLINEAR_DATA = {"QLinearConv": ((0,), (3,)), "QLinearMatMul": ((0,), (3,)),
+                 "com.microsoft:QLinearAdd": ((0, 3), ()), "com.microsoft:QLinearMul": ((0, 3), ()),
+                 "com.microsoft:QLinearAveragePool": ((0,), ()),
+                 "com.microsoft:QLinearSigmoid": ((0,), ()),
+                 "DequantizeLinear": ((0,), ()), "QuantizeLinear": ((), ())}
+
+
+def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProperty:
+    """The NNAPI device (see the module docstring)."""
+    table = load_table(TABLE)
+    lvl = feature_level
+    ranks_le4 = first(rank(0, hi=4), rank(1, hi=4))
+
+    def qdq(ctx, node) -> bool:
+        return ctx.in_qdq(node)
+
+    def level(n: int):
+        return setting(lvl >= n, f"needs NNAPI feature level {n} (device: {lvl})")
+
+    rules = [
+        # ---- global conditions
+        R("*", "fully static shape", all_static()),
+        R("*", "by default input 0 must be float32", table_dtypes(0)),
+        R("*", "node opset must be within", opset_at_most(21)),
+        R("*", "device NNAPI feature level must be", decided_by("the per-op level rules")),
+        R("*", "initializers stored as external data", no_external_initializers()),
+        R("*", "quantized ops: scale and zero point must be constant", check(
+            _per_tensor_scales, "quantization scale/zero point must be per-tensor")),
+        # ---- opset minimums and feature levels
+        R(EACH, "opset >= 6", opset_at_least(6)),
+        R(EACH, "opset >= 7", opset_at_least(7)),
+        R(["Reshape"], "opset >= 5", opset_at_least(5)),
+        R(["Slice"], "opset >= 10", opset_at_least(10)),
+        R(["Resize"], "opset >= 11", opset_at_least(11)),
+        R(["Split"], "opset >= 13", opset_at_least(13)),
+        R(EACH, "requires NNAPI feature level 2", level(2)),
+        R(EACH, "requires NNAPI feature level 3", level(3)),
+        R(EACH, "requires NNAPI feature level 4", level(4)),
+        # ---- quantized variants and QDQ node units
+        R(EACH, QUANT_TEXT, check(lambda ctx, node: _quantized_ok(ctx, node) is None,
+                                  lambda ctx, node: _quantized_ok(ctx, node))),
+        R(EACH, "group supported", not_a_restriction("a QDQ form the EP also takes")),
+        R("DequantizeLinear", "input must be uint8", dtype_in(0, ("uint8",))),
+        R("QuantizeLinear", "output must be uint8", dtype_in(0, ("uint8",), out=True)),
+        # ---- elementwise
+        R(["Sigmoid", "LeakyRelu"], "input rank must be 1..4", rank(0, lo=1, hi=4)),
+        R(["Add", "Mul", "Sub", "Div", "Pow", "PRelu"], "both inputs rank <= 4", ranks_le4),
+        R(["com.microsoft:QLinearAdd", "com.microsoft:QLinearMul"], "both inputs rank <= 4",
+          first(rank(0, hi=4), rank(3, hi=4))),
+        R("Pow", "both inputs must be float32", first(
+            dtype_in(0, ("float32",)), dtype_in(1, ("float32",)))),
+        R(["Max", "Min"], "exactly 2 inputs", inputs_between(2, 2)),
+        # ---- pooling
+        R(["AveragePool", "MaxPool", "GlobalAveragePool", "GlobalMaxPool",
+           "com.microsoft:QLinearAveragePool", "LRN", "DepthToSpace"],
+          "input rank must be 4", rank(0, allowed=(4,))),
+        R("AveragePool", "count_include_pad must be 0", attr_is("count_include_pad", 0, 0)),
+        R(["AveragePool", "MaxPool"], "storage_order must be 0", attr_is("storage_order", 0, 0)),
+        R(["AveragePool", "MaxPool"], "kernel_shape must be 2D", kernel_2d()),
+        R(["AveragePool", "MaxPool"], "ceil_mode must be 0", attr_is("ceil_mode", 0, 0)),
+        R(["AveragePool", "MaxPool"], "dilations must be default", default_dilations()),
+        R(["AveragePool", "MaxPool"], "single output", outputs_at_most(1)),
+        R("AveragePool", "QDQ variant: input and output scale", when(
+            qdq, check(lambda ctx, node: _qdq_same_scales(ctx, node),
+                       "QDQ input and output scale/zero point differ"))),
+        R("MaxPool", "float32 or uint8", dtype_in(0, ("float32", "uint8"))),
+        R("com.microsoft:QLinearAveragePool", "same attribute limits as AveragePool", first(
+            attr_is("count_include_pad", 0, 0), kernel_2d(), attr_is("ceil_mode", 0, 0),
+            default_dilations())),
+        R("com.microsoft:QLinearAveragePool", "input and output scale/zero point must be", check(
+            lambda ctx, node: _values_equal(ctx, node, (1, 2), (3, 4)),
+            "input and output scale/zero point differ")),
+        # ---- normalization / Cast / Clip / Concat
+        R("BatchNormalization", "single output", outputs_at_most(1)),
+        R("BatchNormalization", "input rank <= 4", rank(0, hi=4)),
+        R("BatchNormalization", "spatial must be 1", attr_is("spatial", 1, 1)),
+        R("BatchNormalization", "scale, B, mean, var", const(1, 2, 3, 4)),
+        R("Cast", "'to' must be float32 or int32", attr_in("to", (1, 6))),
+        R("Clip", "min/max must be readable constants", const(1, 2)),
+        R("Clip", "(min,max) must be exactly (0,6) or (-1,1)", check(
+            lambda ctx, node: clip_bounds(ctx, node) in (None, (0.0, 6.0), (-1.0, 1.0)),
+            lambda ctx, node: f"(min, max) = {clip_bounds(ctx, node)} is not (0,6) or (-1,1)")),
+        R(["Concat", "Flatten", "Gather", "Pad", "ReduceMean", "Reshape", "Squeeze", "Unsqueeze",
+           "Transpose"], "input rank must be 1..4", rank(0, lo=1, hi=4)),
+        R(["Concat", "Transpose"], "float32 or uint8", dtype_in(0, ("float32", "uint8"))),
+        R("Concat", "quantized, feature level < 3", when(
+            lambda c, n: lvl < 3 and c.in_qdq(n), check(
+                lambda ctx, node: _qdq_same_scales(ctx, node, every_input=True),
+                "quantized inputs/output do not share the first input's scale/zero point"))),
+        # ---- Conv
+        R("Conv", "weight (input 1) must be a constant", const(1)),
+        R("Conv", "weight must be rank 4", rank(1, allowed=(4,))),
+        R("Conv", "non-default dilations need feature level 3", check(
+            lambda ctx, node: _dilation_ok(ctx, node, lvl),
+            "dilated Conv needs feature level 3 and group 1 or depthwise weights")),
+        R(["Conv", "Gemm"], "QDQ variant: bias", when(qdq, const(2))),
+        R("QLinearConv", "weight must be a constant initializer of rank 4", first(
+            const(3), rank(3, allowed=(4,)))),
+        R("QLinearConv", "bias must be a constant", const(8)),
+        R("QLinearConv", "com.microsoft-domain QLinearConv", check(
+            lambda ctx, node: node.domain in ("", "ai.onnx"), "com.microsoft QLinearConv")),
+        # ---- Gemm / MatMul
+        R("Gemm", "A and B rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
+                                          "A and B must both be rank 2 or both > 2")),
+        R("Gemm", "transA must be 0", attr_is("transA", 0, 0)),
+        R("Gemm", "alpha must be 1.0", attr_is("alpha", 1.0, 1.0)),
+        R("Gemm", "beta must be 1.0", attr_is("beta", 1.0, 1.0)),
+        R("Gemm", "if transB == 0", when(lambda c, n: _attr(n, "transB", 0) == 0, const(1))),
+        R("Gemm", "C must be a 1-D bias of size N", check(
+            _gemm_bias_ok, "C must be a 1-D bias of size N")),
+        R("MatMul", "A and B both rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
+                                                 "A and B must both be rank 2 or both > 2")),
+        R("MatMul", "2-D case: B (input 1)", when(
+            lambda c, n: c.rank(n, 0) == 2 or c.rank(n, 1) == 2, const(1))),
+        R("MatMul", "batch MatMul (rank > 2)", when(
+            lambda c, n: (c.rank(n, 0) or 0) > 2 and (c.rank(n, 1) or 0) > 2, first(
+                level(3), check(lambda ctx, node: not ctx.in_qdq(node), "batch MatMul in QDQ"),
+                dtype_in(0, ("float32",)), check(
+                    lambda ctx, node: ctx.shape(node, 0)[:-2] == ctx.shape(node, 1)[:-2],
+                    "batch dims differ")))),
+        R("QLinearMatMul", "A and B rank 2", first(rank(0, allowed=(2,)), rank(3, allowed=(2,)))),
+        R("QLinearMatMul", "B (input 3) must be a constant", const(3)),
+        # ---- DepthToSpace / Flatten / Gather
+        R("DepthToSpace", "mode must be DCR", attr_is("mode", "DCR", "DCR")),
+        R("DepthToSpace", "NCHW layout needs feature level 3", level(3)),
+        R("Flatten", "resulting 2D shape must not be 0x0", check(
+            lambda ctx, node: ctx.shape(node, 0, out=True) != (0, 0), "output shape is 0x0")),
+        R(["Gather", "Pad", "Slice"], "no zero-sized dims", no_zero_dims([0])),
+        R("Gather", "indices (input 1) must be a constant", when(
+            lambda c, n: c.dtype(n, 1) != "int32", const(1))),
+        # ---- Pad / ReduceMean / Reshape
+        R("Pad", "mode must be 'constant'", attr_is("mode", "constant", "constant")),
+        R("Pad", "pads (input 1) must be a constant", const(1)),
+        R("Pad", "pads values must be non-negative", value(
+            1, lambda v, c, n: bool((v >= 0).all()), "negative pads")),
+        R("Pad", "constant_value (input 2), if present", const(2)),
+        R("ReduceMean", "axes (input 1, opset 18)", const(1)),
+        R("ReduceMean", "noop_with_empty_axes=1 not supported",
+          attr_is("noop_with_empty_axes", 0, 0)),
+        R("Reshape", "shape (input 1) must be a constant", const(1)),
+        R("Reshape", "a 0 in the shape tensor", value(1, _reshape_zeros_ok,
+                                                      "a 0 in the shape where not allowed")),
+        # ---- Resize
+        R("Resize", "input rank must be 4", rank(0, allowed=(4,))),
+        R("Resize", "mode must be 'linear' or 'nearest'", attr_in("mode", ("linear", "nearest"),
+                                                                  "nearest")),
+        R("Resize", "exclude_outside must be 0", attr_is("exclude_outside", 0, 0)),
+        R("Resize", "linear: coordinate_transformation_mode", when(
+            lambda c, n: _attr(n, "mode", "nearest") == "linear",
+            attr_in("coordinate_transformation_mode", ("half_pixel", "align_corners",
+                                                        "asymmetric"), "half_pixel"))),
+        R("Resize", "linear with half_pixel/align_corners needs", when(
+            lambda c, n: _attr(n, "mode", "nearest") == "linear" and _attr(
+                n, "coordinate_transformation_mode", "half_pixel") in ("half_pixel",
+                                                                       "align_corners"),
+            level(4))),
+        R("Resize", "nearest: coordinate_transformation_mode 'asymmetric'", when(
+            lambda c, n: _attr(n, "mode", "nearest") == "nearest", first(
+                attr_is("coordinate_transformation_mode", "asymmetric", "half_pixel"),
+                attr_is("nearest_mode", "floor", "round_prefer_floor")))),
+        R("Resize", "opset >= 18: antialias=0", first(
+            attr_is("antialias", 0, 0), attr_absent("axes"),
+            attr_is("keep_aspect_ratio_policy", "stretch", "stretch"))),
+        R("Resize", "scales (input 2) or sizes (input 3) must be", resize_const()),
+        R("Resize", "scales for N and C must be 1.0", check(
+            _resize_scales_ok, "scales for N/C must be 1 and 1/scale must divide H/W")),
+        R("Resize", "sizes must keep N and C unchanged", value(
+            3, lambda v, c, n: c.shape(n, 0) is None or list(v.ravel()[:2]) == list(
+                c.shape(n, 0)[:2]), "sizes change N or C")),
+        R("Resize", "NCHW input needs feature level > 2", level(3)),
+        R("Resize", "float32 or uint8", dtype_in(0, ("float32", "uint8"))),
+        # ---- Slice / Softmax / Split / Squeeze / Unsqueeze / Transpose
+        R("Slice", "input rank <= 4", rank(0, hi=4)),
+        R("Slice", "starts, ends, axes, steps", const(1, 2, 3, 4)),
+        R("Softmax", "opset >= 13: input rank <= 4", when(
+            lambda c, n: (c.opset or 13) >= 13, rank(0, hi=4))),
+        R("Softmax", "feature level < 3: rank must be 2 or 4", when(
+            lambda c, n: lvl < 3, rank(0, allowed=(2, 4)), check(
+                lambda ctx, node: ctx.rank(node, 0) is None or _norm_axis(
+                    _attr(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1),
+                    ctx.rank(node, 0)) == ctx.rank(node, 0) - 1, "axis is not the last dim"))),
+        R("Softmax", "QDQ variant: output scale must be 1/256", when(qdq, check(
+            _softmax_out_scale_ok, "QDQ output scale must be 1/256 with zero point 0"))),
+        R("Split", "split (input 1), if present", const(1)),
+        R("Split", "split entries must sum to the axis dim and all be equal", value(
+            1, _split_equal_ok, "split entries must be equal and sum to the axis dim")),
+        R("Split", "without split input: #outputs must evenly divide", when(
+            lambda c, n: not c.has_input(n, 1), check(
+                lambda ctx, node: not isinstance(_axis_dim(ctx, node), int)
+                or _axis_dim(ctx, node) % max(1, len(node.outputs)) == 0,
+                "#outputs does not divide the axis dim"))),
+        R("Split", "opset >= 18 without split input", when(
+            lambda c, n: (c.opset or 0) >= 18 and not c.has_input(n, 1), check(
+                lambda ctx, node: node.attrs.get("num_outputs") == len(node.outputs),
+                "num_outputs must equal the number of outputs"))),
+        R(["Squeeze", "Unsqueeze"], "axes (input 1, opset >= 13)", const(1)),
+    ]
+    notes = [
+        N("*", "QDQ node units only for", "which nodes form a QDQ node unit is decided by ORT's "
+                                          "QDQ selectors; not modelled"),
+    ]
+    return TableProperty(device, name="nnapi", table=table, rules=rules, notes=notes,
+                         settings={"feature_level": feature_level},
+                         dtype_qualifiers={"QDQ": True, "weights": False})
+
+
+# ---------------------------------------------------------------------- helpers
+def _scalar(ctx, node, pos) -> bool:
+    n = _numel(ctx.shape(node, pos)) if ctx.has_input(node, pos) else 1
+    return n is None or n == 1
+
+
+def _per_tensor_scales(ctx, node) -> bool:
+    """Scale/zero-point inputs of quantized ops are scalars (QLinearConv weights may be
+    per-channel)."""
+    key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    if key not in _QLINEAR_DATA:
+        return True
+    entry = ctx.prop.table.ops.get(key)
+    data, weights = _QLINEAR_DATA[key]
+    skip = set(data) | set(weights) | {8}
+    if key == "QLinearConv":
+        skip |= {4, 5}
+    return all(_scalar(ctx, node, p) for p in entry.value_inputs if p not in skip)
+
+
+def _quantized_ok(ctx, node):
+    """The shared 'quantized variant' rule: constant scales/zero points, uint8 data (int8 only
+    for Conv/MatMul/Gemm weights). For float ops it applies to the QDQ unit around them."""
+    key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    if key in _QLINEAR_DATA:
+        entry = ctx.prop.table.ops[key]
+        r = const(*entry.value_inputs)(ctx, node)
+        if r:
+            return r
+        data, weights = _QLINEAR_DATA[key]
+        for p in data:
+            if ctx.dtype(node, p) not in (None, "uint8"):
+                return f"input {p} dtype {ctx.dtype(node, p)} is not uint8"
+        for p in weights:
+            if ctx.dtype(node, p) not in (None, "uint8", "int8"):
+                return f"weight input {p} dtype {ctx.dtype(node, p)} is not uint8/int8"
+        if key != "DequantizeLinear" and ctx.dtype(node, 0, out=True) not in (None, "uint8"):
+            return f"output dtype {ctx.dtype(node, 0, out=True)} is not uint8"
+        return None
+    for p, name in enumerate(node.inputs):  # a float op inside a QDQ unit
+        dq = ctx.producer(node, p) if name else None
+        if dq is None or dq.op_type != "DequantizeLinear":
+            continue
+        r = const(1, 2)(ctx, dq)
+        if r:
+            return f"DequantizeLinear {dq.name!r} feeding input {p}: {r}"
+        ok = ("uint8", "int8") if (p == 1 and node.op_type in ("Conv", "MatMul", "Gemm")) \
+            else ("uint8",)
+        if ctx.dtype(dq, 0) not in (None,) + ok:
+            return f"input {p} is quantized as {ctx.dtype(dq, 0)}, not {'/'.join(ok)}"
+    for q in ctx.consumers(node.outputs[0] if node.outputs else ""):
+        if q.op_type == "QuantizeLinear":
+            r = const(1, 2)(ctx, q)
+            if r:
+                return f"QuantizeLinear {q.name!r}: {r}"
+            if ctx.dtype(q, 0, out=True) not in (None, "uint8"):
+                return f"output is quantized as {ctx.dtype(q, 0, out=True)}, not uint8"
+    return None
+
+
+def _q_consumer(ctx, node):
+    users = ctx.consumers(node.outputs[0]) if node.outputs else []
+    return users[0] if len(users) == 1 and users[0].op_type == "QuantizeLinear" else None
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return True
+    return a.shape == b.shape and bool((a == b).all())
+
+
+def _qdq_same_scales(ctx, node, every_input: bool = False) -> bool:
+    """Input DQ(s) and output Q share scale and zero point (unreadable passes)."""
+    q = _q_consumer(ctx, node)
+    dqs = [ctx.producer(node, p) for p in (range(len(node.inputs)) if every_input else [0])]
+    dqs = [d for d in dqs if d is not None and d.op_type == "DequantizeLinear"]
+    if not dqs:
+        return True
+    ref = dqs[0]
+    others = dqs[1:] + ([q] if q is not None else [])
+    return all(_same(ctx.input_value(ref, 1), ctx.input_value(o, 1))
+               and _same(ctx.input_value(ref, 2), ctx.input_value(o, 2)) for o in others)
+
+
+def _values_equal(ctx, node, left, right) -> bool:
+    return all(_same(ctx.input_value(node, a), ctx.input_value(node, b))
+               for a, b in zip(left, right))
+
+
+def _dilation_ok(ctx, node, lvl: int) -> bool:
+    dil = node.attrs.get("dilations")
+    if not dil or all(d == 1 for d in dil):
+        return True
+    if lvl < 3:
+        return False
+    group = _attr(node, "group", 1)
+    w = ctx.shape(node, 1)
+    x = ctx.shape(node, 0)
+    depthwise = dim_at(w, 1) == 1 and dim_at(x, 1) == group
+    return group == 1 or depthwise
+
+
+def _matmul_ranks_ok(ctx, node) -> bool:
+    a, b = ctx.rank(node, 0), ctx.rank(node, 1)
+    if a is None or b is None:
+        return True
+    return (a == 2 and b == 2) or (a > 2 and b > 2)
+
+
+def _gemm_bias_ok(ctx, node) -> bool:
+    if not ctx.has_input(node, 2):
+        return True
+    c, n = ctx.shape(node, 2), dim_at(ctx.shape(node, 0, out=True), -1)
+    if c is None:
+        return True
+    if len(c) != 1:
+        return False
+    return not isinstance(n, int) or c[0] == n
+
+
+def _reshape_zeros_ok(v, ctx, node) -> bool:
+    v = v.ravel().tolist()
+    if 0 not in v:
+        return True
+    if _attr(node, "allowzero", 0) == 1:
+        return False
+    shape = ctx.shape(node, 0) or ()
+    return all(not (x == 0 and i < len(shape) and shape[i] == 0) for i, x in enumerate(v))
+
+
+def _resize_scales_ok(ctx, node) -> bool:
+    s = resize_scales(ctx, node)
+    if not s or len(s) != 4:
+        return True
+    if not (float_close(s[0], 1) and float_close(s[1], 1)):
+        return False
+    shape = ctx.shape(node, 0)
+    for scale, dim in zip(s[2:], (shape or (None,) * 4)[2:]):
+        if scale <= 0:
+            return False
+        if scale < 1:
+            inv = 1 / scale
+            if not math.isclose(inv, round(inv), rel_tol=1e-6):
+                return False
+            if isinstance(dim, int) and dim % round(inv):
+                return False
+    return True
+
+
+def _softmax_out_scale_ok(ctx, node) -> bool:
+    q = _q_consumer(ctx, node)
+    if q is None:
+        return True
+    scale, zp = ctx.input_value(q, 1), ctx.input_value(q, 2)
+    if scale is not None and not float_close(scale.ravel()[0], 1 / 256):
+        return False
+    return zp is None or int(zp.ravel()[0]) == 0
+
+
+def _axis_dim(ctx, node):
+    return dim_at(ctx.shape(node, 0), _attr(node, "axis", 0))
+
+
+def _split_equal_ok(v, ctx, node) -> bool:
+    v = v.ravel().tolist()
+    dim = _axis_dim(ctx, node)
+    return len(set(v)) <= 1 and (not isinstance(dim, int) or sum(v) == dim)

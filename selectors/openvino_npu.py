@@ -1,0 +1,144 @@
+"""Intel NPU through ONNX Runtime's OpenVINO EP (the EP checks NPU against its CPU op lists).
+
+Built from ``data/openvino_ep_npu.json`` (ORT 1.22 ``data_ops.cc`` / ``capability.cc`` and the
+OpenVINO ONNX frontend table). Setting: ``ov_version`` — the installed OpenVINO version
+(default ``"2025.1"``, the newest the table references). An op row applies only from its NPU
+version; I/O dtypes follow the CPU list (float16 from 2022.2, int4/uint4 from 2024.4); scalar
+(rank-0) non-constant I/O is refused unless the op's row allows it from a version <= the
+installed one; zero-sized dims are refused except for the ops the CPU list tolerates.
+
+Ops are keyed by op type (ORT's list does not separate the com.microsoft contrib ops); ops the
+OpenVINO ONNX frontend does not import are refused too. The NPU compiler may still reject ops
+at compile time: that is not decidable from the graph.
+"""
+
+from __future__ import annotations
+
+import re
+
+from clusterkit.selectors._table import (N, R, TableProperty, _attr, check, decided_by, dtype_in,
+                                         load_table, when)
+
+TABLE = "openvino_ep_npu.json"
+_BASE_TYPES = {"bool", "float32", "int32", "int16", "uint16", "int8", "uint8", "int64"}
+
+
+def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -> TableProperty:
+    """The OpenVINO NPU device (see the module docstring)."""
+    table = load_table(TABLE)
+    ov = _version(ov_version)
+    frontend_missing = frozenset(table.raw.get("onnx_frontend_unsupported_default_domain_ops", ()))
+    types = set(_BASE_TYPES)
+    if ov >= (2022, 2):
+        types.add("float16")
+    if ov >= (2024, 4):
+        types |= {"int4", "uint4"}
+    scalar_ok = {k: _scalar_version(e) for k, e in table.ops.items()}
+    zero_ok = {k for k, e in table.ops.items()
+               if any(c.text.startswith("zero-sized dims tolerated") for c in e.conditions)}
+
+    def available(entry) -> bool:
+        return ov >= _npu_version(entry) and entry.key not in frontend_missing
+
+    def scalar_io(ctx, node) -> str | None:
+        since = scalar_ok.get(node.op_type)
+        if since is not None and ov >= since:
+            return None
+        if node.op_type == "Pad" and (ctx.in_qdq(node)):
+            return None  # scalar-shaped I/O tolerated when fed by DequantizeLinear
+        for name in list(node.inputs) + list(node.outputs):
+            t = ctx.tensor(name)
+            if t is not None and t.shape == () and not t.is_constant:
+                return f"tensor {name!r} is a scalar (rank 0)"
+        return None
+
+    def zero_dims(ctx, node) -> str | None:
+        if node.op_type in zero_ok:
+            return None
+        for name in list(node.inputs) + list(node.outputs):
+            t = ctx.tensor(name)
+            if t is not None and t.shape and any(d == 0 for d in t.shape):
+                return f"tensor {name!r} has a zero-sized dim {t.shape}"
+        return None
+
+    rules = [
+        R("*", "CPU (and NPU via CPU) I/O dtypes", check(
+            lambda ctx, node: all(d is None or d in types for d in _io_dtypes(ctx, node)),
+            lambda ctx, node: f"I/O dtype {sorted(set(_io_dtypes(ctx, node)) - types - {None})}"
+                              f" not supported by OV {ov_version} on NPU")),
+        R("*", "non-initializer inputs/outputs must not be scalars", scalar_io),
+        R("*", "zero-sized dims rejected except", zero_dims),
+        R("*", "an op row applies only if the installed OV version",
+          decided_by("op availability (ov_version)")),
+        R(_with("scalar (rank-0)", table), "scalar (rank-0) inputs/outputs allowed",
+          decided_by("the global scalar rule")),
+        R(sorted(zero_ok), "zero-sized dims tolerated", decided_by("the global zero-dim rule")),
+        R("Pad", "scalar-shaped I/O tolerated when fed by DequantizeLinear",
+          decided_by("the global scalar rule")),
+        R("ReduceMax", "rejected when any input is int8 or uint8", when(
+            lambda c, n: ov >= (2024, 1), check(
+                lambda ctx, node: not any(ctx.dtype(node, p) in ("int8", "uint8")
+                                          for p in range(len(node.inputs))),
+                "int8/uint8 input"))),
+        R("Reshape", "rejected when the shape input tensor itself is empty", when(
+            lambda c, n: ov >= (2023, 1), check(
+                lambda ctx, node: not any(d == 0 for d in (ctx.shape(node, 1) or ())),
+                "the shape input is empty"))),
+        R("Upsample", "'scales' attribute has > 2 entries", check(
+            lambda ctx, node: len(_attr(node, "scales", [])) <= 2
+            or list(_attr(node, "scales"))[:2] == [1.0, 1.0], "scales[0:2] are not 1")),
+        R("Upsample", "rejected if input rank is 1 or 4", check(
+            lambda ctx, node: ctx.rank(node, 0) not in (1, 4), "input rank 1 or 4")),
+        R("Upsample", "input must be float32, int8 or float16",
+          dtype_in(0, ("float32", "int8", "float16"))),
+        R("Unsqueeze", "one of its inputs is named 'axes'", when(
+            lambda c, n: ov >= (2023, 1), check(lambda ctx, node: "axes" not in node.inputs,
+                                                "an input is named 'axes'"))),
+    ]
+    notes = [
+        N("*", "GPU I/O dtypes", "applies to the GPU device; this selector models NPU"),
+        N("*", "HETERO/MULTI/AUTO device strings", "applies to meta devices, not NPU"),
+    ]
+    return TableProperty(device, name="openvino_npu", table=table, rules=rules, notes=notes,
+                         settings={"ov_version": ov_version}, available=available,
+                         unavailable_reason=f"not available for NPU in OpenVINO {ov_version}",
+                         key=_key)
+
+
+# ---------------------------------------------------------------------- helpers
+def _key(node) -> str | None:
+    """OpenVINO's list is keyed by op type, for ONNX and com.microsoft ops alike."""
+    return node.op_type if node.domain in ("", "ai.onnx", "com.microsoft") else None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:2])
+
+
+def _npu_version(entry) -> tuple[int, ...]:
+    npu = entry.extra.get("devices_min_ov_version", {}).get("NPU", "0.0")
+    return _version(npu)
+
+
+def _scalar_version(entry):
+    """From which OV version the (NPU = CPU list) row allows scalar I/O, or None."""
+    found = []
+    for c in entry.conditions:
+        if not c.text.startswith("scalar (rank-0) inputs/outputs allowed:"):
+            continue
+        for part in c.text.split(":", 1)[1].split(";"):
+            devices, _, ver = part.partition("from OV")
+            if "All" in devices or "CPU" in devices:
+                found.append(_version(ver))
+    return min(found) if found else None
+
+
+def _with(fragment: str, table) -> list[str]:
+    return sorted(k for k, e in table.ops.items() if any(fragment in c.text for c in e.conditions))
+
+
+def _io_dtypes(ctx, node):
+    for name in list(node.inputs) + list(node.outputs):
+        t = ctx.tensor(name)
+        if t is not None:
+            yield t.dtype

@@ -1,0 +1,189 @@
+"""NVIDIA TensorRT 10.1 through its ONNX parser (onnx-tensorrt operator matrix, opsets 9-20).
+
+Built from ``data/tensorrt_onnx_parser.json``: 150 supported rows with their types, 46 rows
+marked unsupported (refused), and the documented restrictions (constant axes of
+Reduce*/Slice/Squeeze/Unsqueeze/Pad/CumSum, OneHot depth, Dropout training_mode, Clip bounds,
+pooling dilations, Resize modes, TopK, ScatterND, RNN activations). Input 0's dtype must be one
+of the row's types (float64 is accepted where float32 is, as the parser casts it down). No
+settings: the matrix is for one TensorRT version. No fusion patterns are documented.
+"""
+
+from __future__ import annotations
+
+from clusterkit.selectors._table import (N, R, TableProperty, _attr, attr_all, attr_in, attr_is,
+                                         check, const, first, not_a_restriction,
+                                         load_table, opset_at_least, opset_at_most,
+                                         outputs_used_at_most, rank, static, value, when)
+
+TABLE = "tensorrt_onnx_parser.json"
+TYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
+                   "bool", "int4", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                   "float8e5m2fnuz"})
+LOW = frozenset({"int8", "int4", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                 "float8e5m2fnuz"})
+REDUCE = ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+          "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"]
+RNNS = ["GRU", "LSTM", "RNN"]
+
+
+def make_property(device: str = "tensorrt") -> TableProperty:
+    """The TensorRT device."""
+    table = load_table(TABLE)
+    no_dilation = attr_all("dilations", lambda d: d == 1, "dilations must be empty or all 1")
+    rules = [
+        R("*", "ONNX opsets 9 through 20", first(opset_at_least(9), opset_at_most(20))),
+        R("*", "supported tensor types", check(
+            lambda ctx, node: all(d is None or d in TYPES for d in _dtypes(ctx, node)),
+            lambda ctx, node: f"tensor type {sorted(set(_dtypes(ctx, node)) - TYPES - {None})} "
+                              "is not supported")),
+        R("*", "INT8/INT4/FP8 only through quantization", check(
+            _low_precision_via_qdq, "int8/int4/fp8 tensors only through QuantizeLinear or "
+                                    "as constants")),
+        R("*", "UINT8 only as network input or output", check(
+            _uint8_only_io, "uint8 tensors only as network inputs/outputs")),
+        R(["AveragePool", "MaxPool"], "2D or 3D pooling only", rank(0, allowed=(4, 5))),
+        R(["AveragePool", "MaxPool", "LpPool"], "dilations empty or all 1", no_dilation),
+        R("MaxPool", "Indices output unsupported", outputs_used_at_most(1)),
+        R("Clip", "min/max (inputs 1,2) must be initializers", when(
+            lambda c, n: (c.opset or 11) >= 11 and (c.dtype(n, 0) or "float32").startswith(
+                ("float", "bfloat")), const(1, 2))),
+        R("Constant", "sparse_value, value_string", check(
+            lambda ctx, node: not {"sparse_value", "value_string", "value_strings"}
+            & set(node.attrs), "sparse/string Constant")),
+        R("CumSum", "axis (input 1) must be an initializer", const(1)),
+        R("DeformConv", "input must have 1D or 2D spatial dims", rank(0, allowed=(3, 4))),
+        R("DeformConv", "begin and end pads must be equal", check(
+            lambda ctx, node: _pads_symmetric(_attr(node, "pads", ())), "asymmetric pads")),
+        R("DequantizeLinear", "x_zero_point must be zero", first(const(2), value(
+            2, lambda v, c, n: not v.any(), "x_zero_point is not zero"))),
+        R("QuantizeLinear", "y_zero_point must be 0", first(const(2), value(
+            2, lambda v, c, n: not v.any(), "y_zero_point is not zero"))),
+        R("Dropout", "training_mode (input 2) must be an initializer", const(2)),
+        R("Dropout", "training_mode must evaluate to False", value(
+            2, lambda v, c, n: not v.any(), "training_mode is True")),
+        R("EyeLike", "input must have static dims", static(0)),
+        R("GridSample", "input must be 4D", rank(0, allowed=(4,))),
+        R(RNNS, "bidirectional: same activation functions", check(
+            _same_activations, "forward and reverse activations differ")),
+        R("LSTM", "input_forget must be 0", attr_is("input_forget", 0, 0)),
+        R("LSTM", "layout must be 0", attr_is("layout", 0, 0)),
+        R("Hardmax", "size of the 'axis' dimension", check(
+            _axis_dim_static, "the axis dimension is not a build-time constant")),
+        R("If", "both branch outputs must have the same rank", check(
+            _if_branches_ok, "branch outputs differ in rank or share names")),
+        R("LayerNormalization", "only output Y supported", outputs_used_at_most(1)),
+        R("OneHot", "depth (input 1) must be a build-time constant", const(1)),
+        R("Pad", "axes (input 3) must be an initializer", const(3)),
+        R(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"],
+          "seed is ignored", not_a_restriction("a behaviour note")),
+        R(["RandomNormalLike", "RandomUniformLike"], "input must be a tensor, not an initializer",
+          check(lambda ctx, node: not (ctx.input(node, 0) is not None
+                                       and ctx.input(node, 0).is_constant),
+                "input 0 is a constant")),
+        R(REDUCE, "axes (input 1) must be an initializer", const(1)),
+        R("Resize", "coordinate_transformation_mode: half_pixel", attr_in(
+            "coordinate_transformation_mode", ("half_pixel", "pytorch_half_pixel",
+                                               "tf_half_pixel_for_nn", "asymmetric",
+                                               "align_corners"), "half_pixel")),
+        R("Resize", "mode: nearest or linear", attr_in("mode", ("nearest", "linear"), "nearest")),
+        R("Resize", "nearest_mode: floor, ceil", attr_in(
+            "nearest_mode", ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil"),
+            "round_prefer_floor")),
+        R("Resize", "keep_aspect_ratio_policy: stretch only",
+          attr_is("keep_aspect_ratio_policy", "stretch", "stretch")),
+        R("Resize", "the axes attribute must be an iota vector", check(
+            _resize_axes_iota, "axes must be 0..rank-1 when scales is an input")),
+        R("Resize", "antialias not supported", attr_is("antialias", 0, 0)),
+        R("ScatterND", "'reduction' attribute not supported", check(
+            lambda ctx, node: _attr(node, "reduction", "none") == "none",
+            "reduction is not supported")),
+        R("Slice", "axes (input 3) must be an initializer", const(3)),
+        R(["Squeeze", "Unsqueeze"], "axes (input 1) must be a", const(1)),
+        R("TopK", "sorted must be 1", attr_is("sorted", 1, 1)),
+        R("TopK", "K (input 1) must be < 3840", first(const(1), value(
+            1, lambda v, c, n: int(v.ravel()[0]) < 3840, "K >= 3840"))),
+    ]
+    notes = [
+        N("Loop", "scan output length cannot be dynamic", "depends on the loop body at run time"),
+        N("Loop", "loop-carried dependency shapes", "depends on the loop body at run time"),
+    ]
+    return TableProperty(device, name="tensorrt", table=table, rules=rules, notes=notes,
+                         dtype_field=True, dtype_aliases={"float64": "float32"})
+
+
+# ---------------------------------------------------------------------- helpers
+def _dtypes(ctx, node):
+    for name in list(node.inputs) + list(node.outputs):
+        t = ctx.tensor(name)
+        if t is not None:
+            yield t.dtype
+
+
+def _low_precision_via_qdq(ctx, node) -> bool:
+    for name in node.inputs:
+        t = ctx.tensor(name)
+        if t is None or t.dtype not in LOW or t.is_constant:
+            continue
+        p = ctx.graph.nodes[t.producer] if t.producer is not None else None
+        if p is None or p.op_type != "QuantizeLinear":
+            return False
+    return True
+
+
+def _uint8_only_io(ctx, node) -> bool:
+    for name in node.inputs:
+        t = ctx.tensor(name)
+        if t is not None and t.dtype == "uint8" and not (t.is_input or t.is_constant):
+            return False
+    for name in node.outputs:
+        t = ctx.tensor(name)
+        if t is not None and t.dtype == "uint8" and not t.is_output:
+            return False
+    return True
+
+
+def _pads_symmetric(pads) -> bool:
+    pads = list(pads)
+    k = len(pads) // 2
+    return pads[:k] == pads[k:]
+
+
+def _same_activations(ctx, node) -> bool:
+    if _attr(node, "direction", "forward") != "bidirectional":
+        return True
+    acts = list(_attr(node, "activations", []))
+    half = len(acts) // 2
+    return acts[:half] == acts[half:]
+
+
+def _axis_dim_static(ctx, node) -> bool:
+    s = ctx.shape(node, 0)
+    if s is None:
+        return False
+    axis = _attr(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1)
+    axis = axis + len(s) if axis < 0 else axis
+    return 0 <= axis < len(s) and isinstance(s[axis], int)
+
+
+def _if_branches_ok(ctx, node) -> bool:
+    then, other = node.attrs.get("then_branch"), node.attrs.get("else_branch")
+    if then is None or other is None:
+        return True
+    if len(then.output) != len(other.output):
+        return False
+    for a, b in zip(then.output, other.output):
+        if a.name == b.name:
+            return False
+        ra, rb = (len(x.type.tensor_type.shape.dim) if x.type.tensor_type.HasField("shape")
+                  else None for x in (a, b))
+        if None not in (ra, rb) and ra != rb:
+            return False
+    return True
+
+
+def _resize_axes_iota(ctx, node) -> bool:
+    axes = node.attrs.get("axes")
+    if axes is None or not ctx.has_input(node, 2):
+        return True
+    r = ctx.rank(node, 0)
+    return r is None or list(axes) == list(range(r))

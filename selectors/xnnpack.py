@@ -1,0 +1,241 @@
+"""XNNPACK (CPU, NHWC kernels) through ONNX Runtime's XNNPACK EP: 2D conv/pool/resize/gemm.
+
+Built from ``data/xnnpack_ep.json`` (ORT 1.22 ``node_support_checker.cc`` and kernels).
+Setting: ``fp16`` — the build has XNNPACK fp16 support (``XNNPACK_FP16_SUPPORTED``; default
+False, so float16 inputs are refused).
+
+Fusion: Relu and Clip are taken only fused onto a preceding supported non-QDQ Conv, MaxPool or
+AveragePool (patterns ``Conv -> Relu`` ...). ``select`` decides that from the producer; the
+selector's ``filter`` drops a Relu/Clip whose producer is not in the same subgraph, and
+``create_subgraph_node`` rejects such a subgraph; ``pattern_groups(graph, fusion_only=True)``
+gives the pairs as must-stay-together groups for engines.
+"""
+
+from __future__ import annotations
+
+import math
+
+from clusterkit.selectors._table import (Fusion, R, TableProperty, _attr, _norm_axis,
+                                         _numel, attr_absent, attr_in, attr_is, check, const,
+                                         default_dilations, dtype_in, first, float_close,
+                                         in_pattern, inputs_between, kernel_2d, load_table,
+                                         no_zero_dims, opset_at_least, outputs_used_at_most, rank,
+                                         resize_const, resize_scales, static,
+                                         table_dtypes, value, when)
+
+TABLE = "xnnpack_ep.json"
+CONVS = ["Conv", "ConvTranspose", "QLinearConv", "com.microsoft:QLinearConvTranspose"]
+POOLS = ["MaxPool", "AveragePool", "com.microsoft:QLinearAveragePool"]
+AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER")
+
+
+def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProperty:
+    """The XNNPACK device (see the module docstring)."""
+    table = load_table(TABLE)
+
+    def non_qdq(ctx, match) -> bool:
+        return not ctx.in_qdq(ctx.graph.nodes[match[0]])
+
+    def chw_static(ctx, node):
+        return static(0, dims=range(1, ctx.rank(node, 0) or 1))(ctx, node)
+
+    relu = Fusion("Relu", (0, 2, 4), where=non_qdq)
+    clip = Fusion("Clip", (1, 3, 5), where=non_qdq)
+    fused_msg = "taken only fused after a supported non-QDQ Conv/MaxPool/AveragePool"
+
+    rules = [
+        # ---- global conditions
+        R("*", "if the build lacks XNNPACK fp16 support", when(
+            lambda c, n: not fp16, check(lambda ctx, node: ctx.dtype(node, 0) != "float16",
+                                         "float16 input without XNNPACK fp16 support"))),
+        R("*", "quantized (QLinear*/QDQ) ops: quantization scales", check(
+            lambda ctx, node: _qdq_scales_const(ctx, node),
+            "QDQ scales/zero points must be constant")),
+        # ---- Conv family
+        R(CONVS, "opset >= 11", opset_at_least(11)),
+        R(CONVS, "input X must be rank 3 or 4", rank(0, allowed=(3, 4))),
+        R(CONVS, "C, H (and W for rank 4) dims of X", chw_static),
+        R(["Conv", "ConvTranspose"], "weight (input 1) must be a constant", const(1)),
+        R(["Conv", "ConvTranspose"], "bias, if present", const(2)),
+        R(CONVS[2:], "weight (input 1) must be a constant", const(3)),
+        R(CONVS[2:], "bias, if present", const(8)),
+        R(CONVS[2:], "scales and zero points must be constant", const(1, 2, 4, 5, 6, 7)),
+        R(CONVS, "if 'pads' is not given, auto_pad", when(
+            lambda c, n: "pads" not in n.attrs, attr_in("auto_pad", AUTO_PAD, "NOTSET"))),
+        R(CONVS[2:], "quantized: (x,w,out) must form", check(
+            _qconv_types_ok, "unsupported (x, w, y) quantization types")),
+        # ---- pooling
+        R("MaxPool", "opset >= 8", opset_at_least(8)),
+        R("AveragePool", "opset >= 7", opset_at_least(7)),
+        R("MaxPool", "float32, float16(if built), uint8 or int8", table_dtypes(0)),
+        R("AveragePool", "float32, float16 or uint8", table_dtypes(0)),
+        R(POOLS, "input must be rank 4", rank(0, allowed=(4,))),
+        R(POOLS, "C, H, W dims must be known", static(0, dims=(1, 2, 3))),
+        R(POOLS, "ceil_mode must be 0", attr_is("ceil_mode", 0, 0)),
+        R(POOLS, "auto_pad NOTSET, VALID or SAME_UPPER only", attr_in("auto_pad", AUTO_PAD,
+                                                                      "NOTSET")),
+        R(POOLS, "kernel_shape must be 2D and not 1x1", kernel_2d(not_1x1=True)),
+        R("MaxPool", "optional Indices output must not be used", outputs_used_at_most(1)),
+        R("MaxPool", "input and output quant types must match", check(
+            _qdq_types_match, "QDQ input and output quantization types differ")),
+        R("AveragePool", "count_include_pad must be 0", check(
+            lambda ctx, node: _attr(node, "count_include_pad", 0) == (1 if ctx.in_qdq(node)
+                                                                      else 0),
+            "count_include_pad must be 0 (float) / 1 (quantized)")),
+        R("AveragePool", "dilations must be default", default_dilations()),
+        R("com.microsoft:QLinearAveragePool", "input and output must be uint8", first(
+            dtype_in(0, ("uint8",)), dtype_in(0, ("uint8",), out=True))),
+        R("com.microsoft:QLinearAveragePool", "scales and zero points", const(1, 2, 3, 4)),
+        # ---- Softmax
+        R("Softmax", "float32, float16 or uint8", table_dtypes(0)),
+        R("Softmax", "input rank >= 1", rank(0, lo=1)),
+        R("Softmax", "opset >= 13: axis must be the last dim", when(
+            lambda c, n: (c.opset or 13) >= 13, check(
+                lambda ctx, node: ctx.rank(node, 0) is None or _norm_axis(
+                    _attr(node, "axis", -1), ctx.rank(node, 0)) == ctx.rank(node, 0) - 1,
+                "axis is not the last dim"))),
+        R("Softmax", "opset >= 13: last dim must be known", check(
+            _softmax_dims_known, "the softmax dims are not known")),
+        R("com.microsoft:QLinearSoftmax", "input must be uint8", dtype_in(0, ("uint8",))),
+        R("com.microsoft:QLinearSoftmax", "scales and zero points must be constant",
+          const(1, 2, 3, 4)),
+        R("com.microsoft:QLinearSoftmax", "output scale must be 1/256", first(
+            value(3, lambda v, c, n: abs(float(v.ravel()[0]) - 1 / 256) <= 1e-4,
+                  "output scale is not 1/256"),
+            value(4, lambda v, c, n: int(v.ravel()[0]) == 0, "output zero point is not 0"))),
+        # ---- Resize
+        R("Resize", "opset >= 10", opset_at_least(10)),
+        R("Resize", "float32, float16(if built), uint8, int8", table_dtypes(0)),
+        R("Resize", "input must be rank 4", rank(0, allowed=(4,))),
+        R("Resize", "channel dim must be known and > 0", check(
+            lambda ctx, node: isinstance(_dim(ctx, node, 1), int) and _dim(ctx, node, 1) > 0,
+            "channel dim is not known and > 0")),
+        R("Resize", "scales or sizes must be a constant", resize_const()),
+        R("Resize", "scales[1] (channel) must be 1.0", check(
+            lambda ctx, node: len(resize_scales(ctx, node) or [1, 1]) < 2
+            or float_close((resize_scales(ctx, node) or [1, 1])[1], 1), "channel scale != 1")),
+        R("Resize", "downscaling requires 1/scale to divide H and W", check(
+            _downscale_divides, "1/scale does not divide H/W")),
+        R("Resize", "sizes[1] must equal the input channel count", value(
+            3, lambda v, c, n: v.size < 2 or not isinstance(_dim(c, n, 1), int)
+            or int(v.ravel()[1]) == _dim(c, n, 1), "sizes[1] differs from the channel count")),
+        R("Resize", "mode must be 'linear'", attr_is("mode", "linear", "nearest")),
+        R("Resize", "antialias must be 0", attr_is("antialias", 0, 0)),
+        R("Resize", "no 'axes' attribute", attr_absent("axes")),
+        R("Resize", "keep_aspect_ratio_policy must be 'stretch'",
+          attr_is("keep_aspect_ratio_policy", "stretch", "stretch")),
+        R("Resize", "extrapolation_value must be 0", attr_is("extrapolation_value", 0.0, 0.0)),
+        R("Resize", "coordinate_transformation_mode asymmetric", check(
+            _resize_ctm_ok, "unsupported coordinate_transformation_mode")),
+        R("Resize", "exclude_outside must be 0", attr_is("exclude_outside", 0, 0)),
+        # ---- Gemm / MatMul
+        R("Gemm", "alpha must be 1.0", attr_is("alpha", 1.0, 1.0)),
+        R("Gemm", "beta must be 1.0", attr_is("beta", 1.0, 1.0)),
+        R(["Gemm", "MatMul"], "A must be float32 or float16", table_dtypes(0)),
+        R(["Gemm", "MatMul"], "B (input 1) must be a constant", const(1)),
+        R("Gemm", "C (input 2), if present", const(2)),
+        R("Gemm", "A, B, C must have rank <= 2", first(rank(0, hi=2), rank(1, hi=2),
+                                                       rank(2, hi=2))),
+        R("Gemm", "C's first dim must match", check(_gemm_c_ok, "C's first dim matches neither "
+                                                                "of B's dims")),
+        R("MatMul", "exactly 2 inputs", inputs_between(2, 2)),
+        R("MatMul", "A and B rank <= 2", first(rank(0, hi=2), rank(1, hi=2))),
+        R("MatMul", "A and B dims must be non-zero", no_zero_dims([0, 1])),
+        # ---- fused-only activations
+        R(["Relu"], "only as a fused activation", in_pattern(relu, fused_msg), fused=True),
+        R(["Clip"], "only as a fused activation", in_pattern(clip, fused_msg), fused=True),
+        R("Clip", "min (input 1) and max (input 2) must be constant", const(1, 2)),
+    ]
+    rules.append(R("*", "only ONNX-domain nodes go through the checker", check(
+        lambda ctx, node: node.domain in ("", "ai.onnx", "com.microsoft"),
+        "only ONNX-domain (and ORT-internal com.microsoft) nodes")))
+    return TableProperty(device, name="xnnpack", table=table, rules=rules,
+                         settings={"fp16": fp16}, fusions=[relu, clip], dtype_field=True,
+                         dtype_qualifiers={"XNNPACK_FP16_SUPPORTED": fp16})
+
+
+# ---------------------------------------------------------------------- helpers
+def _dim(ctx, node, axis):
+    s = ctx.shape(node, 0)
+    return None if s is None or axis >= len(s) else s[axis]
+
+
+def _qdq_scales_const(ctx, node) -> bool:
+    """Scales/zero points of the DQ nodes feeding and the Q node after a QDQ unit are constant."""
+    if not ctx.in_qdq(node):
+        return True
+    dqs = [ctx.producer(node, p) for p, name in enumerate(node.inputs) if name]
+    users = ctx.consumers(node.outputs[0]) if node.outputs else []
+    qs = [u for u in users if u.op_type == "QuantizeLinear"]
+    return all(const(1, 2)(ctx, q) is None for q in
+               [d for d in dqs if d is not None and d.op_type == "DequantizeLinear"] + qs)
+
+
+def _qconv_types_ok(ctx, node) -> bool:
+    x, w, y = ctx.dtype(node, 0), ctx.dtype(node, 3), ctx.dtype(node, 0, out=True)
+    if None in (x, w, y):
+        return True
+    if (x, w, y) not in (("uint8", "uint8", "uint8"), ("int8", "int8", "int8")):
+        return False
+    per_channel = (_numel(ctx.shape(node, 4)) or 1) > 1
+    if per_channel and (x != "int8" or node.op_type == "QLinearConvTranspose"):
+        return False
+    return True
+
+
+def _qdq_types_match(ctx, node) -> bool:
+    if not ctx.in_qdq(node):
+        return True
+    dq = ctx.producer(node, 0)
+    users = ctx.consumers(node.outputs[0]) if node.outputs else []
+    q = users[0] if len(users) == 1 and users[0].op_type == "QuantizeLinear" else None
+    if q is None:
+        return True
+    a, b = ctx.dtype(dq, 0), ctx.dtype(q, 0, out=True)
+    return a is None or b is None or a == b
+
+
+def _softmax_dims_known(ctx, node) -> bool:
+    s = ctx.shape(node, 0)
+    if s is None:
+        return False
+    if (ctx.opset or 13) >= 13:
+        return isinstance(s[-1], int) if s else True
+    axis = _norm_axis(_attr(node, "axis", 1), len(s))
+    return all(isinstance(d, int) for d in s[axis:])
+
+
+def _downscale_divides(ctx, node) -> bool:
+    s = resize_scales(ctx, node)
+    shape = ctx.shape(node, 0)
+    if not s or len(s) != 4 or shape is None:
+        return True
+    for scale, dim in zip(s[2:], shape[2:]):
+        if scale <= 0:
+            return False
+        if scale < 1:
+            inv = 1 / scale
+            if not math.isclose(inv, round(inv), rel_tol=1e-6):
+                return False
+            if isinstance(dim, int) and dim % round(inv):
+                return False
+    return True
+
+
+def _resize_ctm_ok(ctx, node) -> bool:
+    ctm = _attr(node, "coordinate_transformation_mode", "half_pixel")
+    if ctm in ("asymmetric", "half_pixel", "align_corners"):
+        return True
+    if ctm == "pytorch_half_pixel":
+        y = ctx.shape(node, 0, out=True)
+        return y is not None and all(isinstance(d, int) and d > 1 for d in y[-2:])
+    return False
+
+
+def _gemm_c_ok(ctx, node) -> bool:
+    if not ctx.has_input(node, 2):
+        return True
+    c, b = ctx.shape(node, 2), ctx.shape(node, 1)
+    if not c or b is None or len(b) != 2:
+        return True
+    return c[0] in (b[0], b[1])
