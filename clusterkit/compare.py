@@ -68,7 +68,7 @@ class Comparison:
 def node_flops(graph) -> np.ndarray:
     """FLOPs per node (from :mod:`clusterkit.costs` when available, else zeros)."""
     try:
-        from .costs import node_flops as impl
+        from .costs import graph_flops as impl
     except ImportError:
         return np.zeros(graph.n)
     return np.asarray(impl(graph), dtype=float)
