@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .api import make_problem, run_strategy
-from .constraints import Constraints, Problem
+from .constraints import Constraints
 from .errors import ClusterkitError
 from .partition import Partition
 from .strategies import strategy_names

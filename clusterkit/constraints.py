@@ -13,7 +13,7 @@ from typing import Iterable, Sequence, Union
 
 import numpy as np
 
-from .errors import ConstraintError, SelectorError
+from .errors import ConstraintError
 from .graph import Graph
 from .selector import SubgraphProperty, call_select, call_select_input, call_select_output
 

@@ -145,6 +145,23 @@ class Graph:
         _mark_constants(nodes, tensors)
         return cls(nodes, tensors, inputs, outputs, name=name, model=model, source=source)
 
+    @classmethod
+    def from_parts(cls, nodes: list[Node], tensors: dict[str, Tensor], inputs: list[str],
+                   outputs: list[str], edge_src: np.ndarray, edge_dst: np.ndarray,
+                   edge_bytes: np.ndarray, name: str = "graph", model: Any = None,
+                   source: str = "memory") -> "Graph":
+        """Trusted constructor for bulk readers (:mod:`clusterkit.fastgraph`): the parts are
+        already wired (indices topological, producers/consumers and constant flags set) and the
+        distinct producer→consumer edges with their non-constant bytes are given, so the
+        per-node edge scan of ``__init__`` is skipped."""
+        self = cls.__new__(cls)
+        self.nodes, self.tensors, self.inputs, self.outputs = nodes, tensors, inputs, outputs
+        self.name, self.model, self.source = name, model, source
+        self._set_edges(len(nodes), np.asarray(edge_src, dtype=np.int64),
+                        np.asarray(edge_dst, dtype=np.int64),
+                        np.asarray(edge_bytes, dtype=np.int64))
+        return self
+
     def _build_edges(self) -> None:
         n = len(self.nodes)
         tensors = self.tensors

@@ -145,8 +145,8 @@ def test_cut_bytes_matches_an_independent_count(model):
     rng = np.random.default_rng(0)
     graph = problem.graph
     # random valid-or-not assignment is fine for the metric: clusters by random labels
-    labels = rng.integers(0, 5, size=graph.n)
     devices = np.where(problem.supported[0], 0, np.where(problem.supported[1], 1, -1))
+    labels = rng.integers(0, 5, size=graph.n) * 3 + devices + 1  # one device per label
     part = Partition.from_assignment(problem, labels, devices)
     a = part.assignment()
     unit_of = ["host" if part.clusters[c].device == "cpu" else f"c{c}" for c in a.tolist()]
@@ -182,3 +182,12 @@ def test_json_follows_design_and_round_trips(tmp_path):
     assert again.metrics() == part.metrics()
     dot = part.to_dot()
     assert dot.count("subgraph cluster_") == data["metrics"]["partitions"]
+
+
+def test_from_assignment_refuses_a_label_spanning_two_devices():
+    g = _graph([("a", "b")], {"a": "Conv", "b": "Relu"})
+    p = Constraints().compile(g, [OpsProperty(["Conv", "Relu"]), OpsProperty(["Relu"], "gpu")])
+    with pytest.raises(PartitionError, match="'b' has label 0 but another device"):
+        Partition.from_assignment(p, [0, 0], [0, 1])
+    part = Partition.from_assignment(p, [5, 5], [0, 0])
+    assert [(c.id, c.device, c.nodes) for c in part.clusters] == [(0, "acc", [0, 1])]

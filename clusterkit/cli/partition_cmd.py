@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 
 from ..api import run_strategy
 from .common import (add_problem_args, model_label, problem_from_args, strategy_options,

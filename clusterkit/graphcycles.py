@@ -1,0 +1,440 @@
+"""Dynamic topological order over integer node ids (Pearce–Kelly).
+
+:class:`GraphCycles` mirrors TensorFlow/XLA's ``GraphCycles``
+(``tensorflow/compiler/jit/graphcycles``): it keeps a DAG together with a
+rank per node such that every edge goes from a lower to a higher rank, and it
+refuses any edge insertion, edge contraction or node merge that would close a
+cycle.  After an insertion that contradicts the current order only the nodes
+whose ranks lie between the two endpoints are visited and re-ranked.
+
+Contraction and merging remove one of the two nodes: its edges move to the
+survivor and it is marked dead.  Ids are never reused, and a dead node keeps
+its rank, so the ranks of all nodes (alive or dead) stay a permutation of
+``0 .. num_nodes - 1``.
+"""
+
+from __future__ import annotations
+
+import gc
+import operator
+from collections import deque
+
+import numpy as np
+
+__all__ = ["GraphCycles"]
+
+
+class GraphCycles:
+    """A DAG over node ids ``0 .. n-1`` with an incrementally kept topological order."""
+
+    __slots__ = ("_rank", "_out", "_in", "_alive")
+
+    def __init__(self, n: int) -> None:
+        """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
+        n = operator.index(n)
+        if n < 0:
+            raise ValueError(f"number of nodes must be >= 0, got {n}")
+        self._rank: list[int] = list(range(n))
+        self._out: list[set[int]] = [set() for _ in range(n)]
+        self._in: list[set[int]] = [set() for _ in range(n)]
+        self._alive: list[bool] = [True] * n
+
+    # ------------------------------------------------------------------ build
+
+    @classmethod
+    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> GraphCycles:
+        """Build a graph on ``n`` nodes from edge arrays ``src[i] -> dst[i]`` in bulk.
+
+        Duplicate edges are ignored.  If node ids are not already a topological
+        order, one is computed (Kahn's algorithm) and used as the initial ranks.
+        Raises ``ValueError`` for ids out of range, self-loops, or a cycle.
+        """
+        n = operator.index(n)
+        if n < 0:
+            raise ValueError(f"number of nodes must be >= 0, got {n}")
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        if src.shape != dst.shape:
+            raise ValueError(f"src and dst differ in length: {src.size} != {dst.size}")
+        for arr in (src, dst):
+            bad = np.flatnonzero((arr < 0) | (arr >= n))
+            if bad.size:
+                raise ValueError(f"node {int(arr[bad[0]])} is out of range [0, {n})")
+        loops = np.flatnonzero(src == dst)
+        if loops.size:
+            raise ValueError(f"self-loop on node {int(src[loops[0]])}")
+
+        keys = np.sort(src * n + dst)  # sorted by (src, dst)
+        distinct = np.ones(keys.size, dtype=bool)
+        distinct[1:] = keys[1:] != keys[:-1]
+        keys = keys[distinct]
+        s, d = np.divmod(keys, n) if n else (keys, keys)
+        by_dst = np.argsort(d, kind="stable")
+        graph = cls.__new__(cls)
+        # Millions of fresh sets would trigger many useless cyclic-GC passes.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            graph._alive = [True] * n
+            graph._out = _bucket(n, s, d)
+            graph._in = _bucket(n, d[by_dst], s[by_dst])
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if bool(np.all(s < d)):
+            graph._rank = list(range(n))
+        else:
+            graph._rank = _kahn_ranks(n, graph._out, graph._in)
+        return graph
+
+    def add_node(self) -> int:
+        """Append an isolated node (rank = its id) and return its id."""
+        x = len(self._rank)
+        self._rank.append(x)
+        self._out.append(set())
+        self._in.append(set())
+        self._alive.append(True)
+        return x
+
+    # ---------------------------------------------------------------- queries
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of node ids ever created (alive or dead)."""
+        return len(self._rank)
+
+    def alive(self, x: int) -> bool:
+        """Whether ``x`` is a live node (not removed by a contraction/merge)."""
+        x = operator.index(x)
+        if not 0 <= x < len(self._rank):
+            raise ValueError(f"node {x} is out of range [0, {len(self._rank)})")
+        return self._alive[x]
+
+    def rank(self, x: int) -> int:
+        """Current position of ``x`` in the topological order."""
+        return self._rank[self._node(x)]
+
+    def successors(self, x: int) -> list[int]:
+        """Direct successors of ``x``, sorted by id."""
+        return sorted(self._out[self._node(x)])
+
+    def predecessors(self, x: int) -> list[int]:
+        """Direct predecessors of ``x``, sorted by id."""
+        return sorted(self._in[self._node(x)])
+
+    def has_edge(self, x: int, y: int) -> bool:
+        """Whether the edge ``x -> y`` exists."""
+        x, y = self._node(x), self._node(y)
+        return y in self._out[x]
+
+    def topological_order(self) -> list[int]:
+        """Alive nodes sorted by rank."""
+        alive = self._alive
+        return sorted((v for v in range(len(alive)) if alive[v]), key=self._rank.__getitem__)
+
+    def is_reachable(self, x: int, y: int) -> bool:
+        """Whether a path ``x ~> y`` exists (``True`` when ``x == y``)."""
+        x, y = self._node(x), self._node(y)
+        return x == y or self._reachable(x, y)
+
+    def can_contract_edge(self, x: int, y: int) -> bool:
+        """Whether edge ``x -> y`` exists and is the only path from ``x`` to ``y``."""
+        x, y = self._node(x), self._node(y)
+        if y not in self._out[x]:
+            return False
+        self._unlink(x, y)
+        ok = not self._reachable(x, y)
+        self._link(x, y)
+        return ok
+
+    def can_merge(self, x: int, y: int) -> bool:
+        """Whether ``x != y`` and neither of ``x``, ``y`` reaches the other."""
+        x, y = self._node(x), self._node(y)
+        return x != y and not self._reachable(x, y) and not self._reachable(y, x)
+
+    # -------------------------------------------------------------- mutations
+
+    def insert_edge(self, x: int, y: int) -> bool:
+        """Add ``x -> y``; return ``False`` (graph unchanged) if it would close a cycle.
+
+        Inserting an existing edge returns ``True``; a self-edge returns ``False``.
+        """
+        x, y = self._node(x), self._node(y)
+        return self._insert(x, y)
+
+    def remove_edge(self, x: int, y: int) -> None:
+        """Remove ``x -> y`` if present (no-op otherwise); ranks stay valid."""
+        x, y = self._node(x), self._node(y)
+        self._unlink(x, y)
+
+    def contract_edge(self, x: int, y: int) -> int | None:
+        """Merge the endpoints of edge ``x -> y`` into one node.
+
+        Returns ``None`` (graph unchanged) if another path ``x ~> y`` exists,
+        since the merged node would then lie on a cycle.  Otherwise the node
+        with fewer edges (``y`` on a tie) is marked dead, its edges move to the
+        survivor, and the survivor's id is returned.  Raises ``ValueError`` if
+        the edge does not exist.
+        """
+        x, y = self._node(x), self._node(y)
+        if y not in self._out[x]:
+            raise ValueError(f"no edge from node {x} to node {y}")
+        self._unlink(x, y)
+        if self._reachable(x, y):
+            self._link(x, y)  # rank[x] < rank[y] still holds
+            return None
+        return self._absorb(x, y)
+
+    def merge(self, x: int, y: int) -> int | None:
+        """Merge two nodes, neither of which reaches the other, into one.
+
+        Returns ``None`` (graph unchanged) if ``x == y`` or a path joins them
+        in either direction; otherwise kills the node with fewer edges (``y``
+        on a tie), moves its edges to the survivor and returns the survivor.
+        """
+        if not self.can_merge(x, y):
+            return None
+        return self._absorb(operator.index(x), operator.index(y))
+
+    # --------------------------------------------------------------- checking
+
+    def check_invariants(self) -> None:
+        """Raise ``AssertionError`` unless the structure is consistent.
+
+        Ranks are a permutation of ``0 .. num_nodes-1``, in/out sets mirror
+        each other, dead nodes have no edges, no self-loops, and every edge
+        goes from a lower to a higher rank.
+        """
+        n = len(self._rank)
+        if sorted(self._rank) != list(range(n)):
+            raise AssertionError("ranks are not a permutation of node ids")
+        for v in range(n):
+            outs, ins = self._out[v], self._in[v]
+            if not self._alive[v]:
+                if outs or ins:
+                    raise AssertionError(f"dead node {v} still has edges")
+                continue
+            if v in outs:
+                raise AssertionError(f"self-loop on node {v}")
+            for w in outs:
+                if not self._alive[w]:
+                    raise AssertionError(f"edge {v}->{w} points to a dead node")
+                if v not in self._in[w]:
+                    raise AssertionError(f"edge {v}->{w} missing from in-set of {w}")
+                if self._rank[v] >= self._rank[w]:
+                    raise AssertionError(
+                        f"edge {v}->{w} violates order: rank {self._rank[v]} >= {self._rank[w]}"
+                    )
+            for u in ins:
+                if v not in self._out[u]:
+                    raise AssertionError(f"edge {u}->{v} missing from out-set of {u}")
+
+    # -------------------------------------------------------------- internals
+
+    def _node(self, x: int) -> int:
+        x = operator.index(x)
+        if not 0 <= x < len(self._rank):
+            raise ValueError(f"node {x} is out of range [0, {len(self._rank)})")
+        if not self._alive[x]:
+            raise ValueError(f"node {x} is dead (merged into another node)")
+        return x
+
+    def _link(self, x: int, y: int) -> None:
+        self._out[x].add(y)
+        self._in[y].add(x)
+
+    def _unlink(self, x: int, y: int) -> None:
+        self._out[x].discard(y)
+        self._in[y].discard(x)
+
+    def _insert(self, x: int, y: int) -> bool:
+        if x == y:
+            return False
+        if y in self._out[x]:
+            return True
+        rx, ry = self._rank[x], self._rank[y]
+        if rx > ry:
+            # Pearce–Kelly: only nodes ranked in [ry, rx] can be affected.
+            deltaf = self._forward([y], rx)
+            if deltaf is None:
+                return False
+            self._reorder(self._backward([x], ry), deltaf)
+        self._link(x, y)
+        return True
+
+    def _absorb(self, keep: int, drop: int) -> int:
+        """Merge two nodes with no path between them (any direct edge already removed).
+
+        The node with more edges survives (``keep`` on a tie) and receives the
+        other one's edges.  The merged node takes the rank slot of either the
+        earlier node ``e`` or the later node ``l``; the moved edges contradict
+        the order only on one side: at ``e``'s slot, predecessors of ``l``
+        ranked after ``e``; at ``l``'s slot, successors of ``e`` ranked before
+        ``l``.  The slot with the narrower rank window to repair is chosen, and
+        one Pearce–Kelly reorder, as if the virtual edges ``p -> e`` (resp.
+        ``l -> s``) were inserted together, repairs it.  The dead node keeps
+        the other slot.
+        """
+        rank, out, inn = self._rank, self._out, self._in
+        if len(out[drop]) + len(inn[drop]) > len(out[keep]) + len(inn[keep]):
+            keep, drop = drop, keep
+        e, l = (keep, drop) if rank[keep] < rank[drop] else (drop, keep)
+        re_, rl = rank[e], rank[l]
+        # Scan the dying node's side first: it is the smaller one, and often free.
+        late = early = None
+        if e == keep:
+            late = [p for p in inn[l] if rank[p] > re_]
+            if late:
+                early = [w for w in out[e] if rank[w] < rl]
+        else:
+            early = [w for w in out[e] if rank[w] < rl]
+            if early:
+                late = [p for p in inn[l] if rank[p] > re_]
+        if late and early:
+            late_hi = max(map(rank.__getitem__, late))
+            early_lo = min(map(rank.__getitem__, early))
+            if late_hi - re_ <= rl - early_lo:
+                early = None
+            else:
+                late = None
+        if late:  # merged node at e's slot
+            deltaf = self._forward([e], max(map(rank.__getitem__, late)))
+            self._reorder(self._backward(late, re_), _no_cycle(deltaf, e, l))
+            slot_node = e
+        elif early:  # merged node at l's slot
+            deltaf = self._forward(early, rl)
+            lo = min(map(rank.__getitem__, early))
+            self._reorder(self._backward([l], lo), _no_cycle(deltaf, e, l))
+            slot_node = l
+        else:
+            slot_node = keep
+        if slot_node != keep:
+            rank[keep], rank[drop] = rank[drop], rank[keep]
+
+        drop_out, drop_in = out[drop], inn[drop]
+        out[drop], inn[drop] = set(), set()
+        for w in drop_out:
+            w_in = inn[w]
+            w_in.discard(drop)
+            w_in.add(keep)
+        for w in drop_in:
+            w_out = out[w]
+            w_out.discard(drop)
+            w_out.add(keep)
+        out[keep] |= drop_out
+        inn[keep] |= drop_in
+        self._alive[drop] = False
+        return keep
+
+    def _reorder(self, deltab: set[int], deltaf: set[int]) -> None:
+        """Give ``deltab`` then ``deltaf`` (each in rank order) their pooled ranks, ascending."""
+        rank = self._rank
+        key = rank.__getitem__
+        order = sorted(deltab, key=key) + sorted(deltaf, key=key)
+        for v, r in zip(order, sorted(map(key, order))):
+            rank[v] = r
+
+    def _forward(self, starts: list[int], bound: int) -> set[int] | None:
+        """Nodes reachable from ``starts`` through ranks < ``bound``.
+
+        Returns ``None`` as soon as the node ranked ``bound`` is reached.
+        """
+        rank, out = self._rank, self._out
+        seen = set(starts)
+        stack = list(starts)
+        while stack:
+            for w in out[stack.pop()]:
+                r = rank[w]
+                if r == bound:
+                    return None
+                if r < bound and w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        return seen
+
+    def _backward(self, starts: list[int], bound: int) -> set[int]:
+        """Nodes reaching ``starts`` through ranks > ``bound``."""
+        rank, inn = self._rank, self._in
+        seen = set(starts)
+        stack = list(starts)
+        while stack:
+            for w in inn[stack.pop()]:
+                if rank[w] > bound and w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        return seen
+
+    def _reachable(self, x: int, y: int) -> bool:
+        """Path ``x ~> y`` for ``x != y``: bidirectional DFS inside the rank window.
+
+        The forward search keeps to ranks < rank[y], the backward search to
+        ranks > rank[x]; they alternate, so the cost is about twice the
+        smaller of the two cones.  Either search running dry proves no path.
+        """
+        rank = self._rank
+        lo, hi = rank[x], rank[y]
+        if lo > hi:
+            return False
+        out, inn = self._out, self._in
+        fseen, bseen = {x}, {y}
+        fstack, bstack = [x], [y]
+        while fstack and bstack:
+            for w in out[fstack.pop()]:
+                if w in bseen:
+                    return True
+                if rank[w] < hi and w not in fseen:
+                    fseen.add(w)
+                    fstack.append(w)
+            for w in inn[bstack.pop()]:
+                if w in fseen:
+                    return True
+                if rank[w] > lo and w not in bseen:
+                    bseen.add(w)
+                    bstack.append(w)
+        return False
+
+def _no_cycle(delta: set[int] | None, a: int, b: int) -> set[int]:
+    if delta is None:  # callers check reachability first, so this cannot happen
+        raise AssertionError(f"merging nodes {a} and {b} would close a cycle")
+    return delta
+
+
+def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
+    """Per-node sets of ``values`` grouped by ``keys`` (``keys`` sorted ascending)."""
+    bounds = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64)).tolist()
+    vals = values.tolist()
+    return [set(vals[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
+
+
+def _kahn_ranks(n: int, out: list[set[int]], inn: list[set[int]]) -> list[int]:
+    """Topological ranks by Kahn's algorithm (FIFO, ascending ids); ValueError on a cycle."""
+    indeg = [len(s) for s in inn]
+    queue = deque(v for v in range(n) if indeg[v] == 0)
+    rank = [-1] * n
+    r = 0
+    while queue:
+        v = queue.popleft()
+        rank[v] = r
+        r += 1
+        for w in sorted(out[v]):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                queue.append(w)
+    if r < n:
+        raise ValueError(f"edges contain a cycle: {_find_cycle(rank, inn)}")
+    return rank
+
+
+def _find_cycle(rank: list[int], inn: list[set[int]]) -> str:
+    """Describe one cycle among the nodes Kahn's pass could not rank."""
+    v = rank.index(-1)
+    pos: dict[int, int] = {}
+    path: list[int] = []
+    while v not in pos:
+        pos[v] = len(path)
+        path.append(v)
+        v = min(u for u in inn[v] if rank[u] == -1)  # unranked nodes keep an unranked predecessor
+    cycle = path[pos[v]:][::-1]
+    start = cycle.index(min(cycle))
+    cycle = cycle[start:] + cycle[:start]
+    return " -> ".join(map(str, cycle + [cycle[0]]))

@@ -1,0 +1,344 @@
+"""The ``longest-path`` engine: the seed's examples, an independent longest-path oracle, property
+tests over random DAG problems (constraints, together groups, constants, size limits, stateful
+selectors), and both engines against exhaustive search on tiny graphs."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import networkx as nx
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from dag_strategies import OPS, dags, problems  # noqa: E402
+
+from clusterkit import (Constraints, ConstraintError, OpsProperty, Partition,  # noqa: E402
+                        SubgraphProperty, SubgraphSelector, from_networkx, run_strategy)
+from clusterkit.exhaustive import exhaustive_optimum  # noqa: E402
+from clusterkit.graph import Graph, Node, Tensor  # noqa: E402
+
+def fast(examples: int):
+    """Hypothesis settings for these tests: no deadline, no example database."""
+    return settings(max_examples=examples, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck))
+ENGINES = ("longest-path", "cycles")
+
+
+# ---------------------------------------------------------------------- shared strategies
+def graph_with_constants(g: nx.DiGraph, weights: list[int], shared: int) -> Graph:
+    """The DAG as a Graph whose nodes also read initializers (``weights[v]`` bytes, 0 = none;
+    nodes with ``shared`` > 0 read one common initializer too), so constant bytes are real."""
+    nodes, tensors = [], {}
+    order = list(g.nodes)
+    for v in order:
+        out = f"{v}:out"
+        nb = max([d["bytes"] for _, _, d in g.out_edges(v, data=True)], default=16)
+        tensors[out] = Tensor(out, nbytes=nb)
+        ins = [f"{u}:out" for u in sorted(g.predecessors(v))]
+        if weights[v]:
+            tensors[f"w{v}"] = Tensor(f"w{v}", nbytes=weights[v], is_initializer=True)
+            ins.append(f"w{v}")
+        if shared and v % 2 == 0:
+            tensors["wshared"] = Tensor("wshared", nbytes=shared, is_initializer=True)
+            ins.append("wshared")
+        nodes.append(Node(index=v, name=str(v), op_type=g.nodes[v]["op"], inputs=ins,
+                          outputs=[out]))
+    outs = [f"{v}:out" for v in order if g.out_degree(v) == 0]
+    return Graph.build(nodes, tensors, [], outs, name="rich")
+
+
+@st.composite
+def rich_problems(draw, min_nodes: int = 1, max_nodes: int = 12, max_devices: int = 3,
+                  sizes: bool = True, groups: bool | None = None):
+    """Random problems with never-together pairs, value inputs, cut edges, together groups,
+    constant bytes and size limits (each drawn or not)."""
+    g = draw(dags(min_nodes, max_nodes))
+    n = g.number_of_nodes()
+    weights = [draw(st.sampled_from([0, 0, 64, 256, 1024])) for _ in range(n)]
+    shared = draw(st.sampled_from([0, 0, 512]))
+    graph = graph_with_constants(g, weights, shared)
+    props = []
+    for d in range(draw(st.integers(1, max_devices))):
+        ops = draw(st.sets(st.sampled_from(OPS[:-1]), min_size=1, max_size=len(OPS) - 1))
+        props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
+    cons = Constraints()
+    if n >= 2 and draw(st.booleans()):
+        for _ in range(draw(st.integers(1, 3))):
+            a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+            if a != b:
+                cons.never_together.append((str(a), str(b)))
+    if draw(st.booleans()):
+        cons.value_inputs = {"Reshape": (1,)}
+    if graph.num_edges and draw(st.booleans()):
+        e = draw(st.integers(0, graph.num_edges - 1))
+        cons.cut_edges.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
+    if sizes:
+        cons.min_size = draw(st.integers(1, 2))
+        cons.max_size = draw(st.one_of(st.none(), st.integers(max(2, cons.min_size), 5)))
+        cons.max_const_bytes = draw(st.sampled_from([None, None, 300, 1500]))
+    want_groups = draw(st.booleans()) if groups is None else groups
+    groups: list[list[int]] = []
+    if n >= 2 and want_groups:
+        for _ in range(draw(st.integers(1, 3))):
+            seed = draw(st.sets(st.integers(0, n - 1), min_size=2, max_size=2))
+            hull = _convex_hull(g, seed)
+            if len(hull) <= 4 and not any(hull & set(grp) for grp in groups):
+                groups.append(sorted(hull))
+    cons.together = [[str(v) for v in grp] for grp in groups]
+    try:
+        return cons.compile(graph, props, fallback="cpu")
+    except ConstraintError:  # a group that is not convex or contradicts another constraint
+        cons.together = []
+        return cons.compile(graph, props, fallback="cpu")
+
+
+def _convex_hull(g: nx.DiGraph, members: set[int]) -> set[int]:
+    """The members plus every node on a path between two of them."""
+    down = set().union(*(nx.descendants(g, v) for v in members))
+    up = set().union(*(nx.ancestors(g, v) for v in members))
+    return set(members) | (down & up)
+
+
+def groups_depend(problem) -> bool:
+    """Oracle: contracting every together group leaves a cycle (no partition keeps them)."""
+    q = nx.DiGraph()
+    rep = {int(v): int(grp[0]) for grp in problem.groups for v in grp}
+    q.add_nodes_from(rep.get(v, v) for v in range(problem.n))
+    for u, v in zip(problem.graph.edge_src.tolist(), problem.graph.edge_dst.tolist()):
+        a, b = rep.get(u, u), rep.get(v, v)
+        if a != b:
+            q.add_edge(a, b)
+    return not nx.is_directed_acyclic_graph(q)
+
+
+def run_checked(problem, strategy: str, **opts) -> Partition | None:
+    """Run and validate; None when the together groups truly depend on each other."""
+    try:
+        return run_strategy(problem, strategy, **opts)
+    except ConstraintError as exc:
+        assert "together group" in str(exc), exc
+        assert groups_depend(problem), f"{strategy} refused satisfiable groups: {exc}"
+        return None
+
+
+def clusters_of(part: Partition) -> list[tuple[str, list[int]]]:
+    return [(c.device, c.nodes) for c in part.clusters]
+
+
+def names_of(part: Partition) -> set[frozenset[str]]:
+    g = part.graph
+    return {frozenset(g.nodes[v].name for v in c.nodes) for c in part.clusters}
+
+
+# ---------------------------------------------------------------------- the seed's example
+def seed_graph(value_edges: list[tuple[str, str]]):
+    """The seed's graphs: A0..A4 supported, X0 unsupported, B0 reads values of its inputs."""
+    g = nx.DiGraph()
+    for name in ["A0", "A1", "A2", "X0", "A3", "A4", "B0"]:
+        g.add_node(name, op="Unsupported" if name == "X0" else "Op")
+    for u, v in [("A0", "A1"), ("A1", "A2"), ("A0", "A2"), ("A2", "X0"), ("X0", "A3"),
+                 ("X0", "A4"), ("A0", "B0"), ("A4", "B0")]:
+        g.add_edge(u, v, bytes=64)
+    graph = from_networkx(g)
+    cons = Constraints(cut_edges=list(value_edges))
+    return cons.compile(graph, [OpsProperty(["Op"], device="acc")])
+
+
+def test_seed_graph0_longest_path():
+    """graph0: B0 must know the values of A0 and A4 -> {A0,A1,A2}; A3, A4, B0, X0 alone."""
+    p = seed_graph([("A0", "B0"), ("A4", "B0")])
+    part = run_strategy(p, "longest-path", refine=False, join_siblings=False)
+    assert names_of(part) == {frozenset({"A0", "A1", "A2"}), frozenset({"A3"}),
+                              frozenset({"A4"}), frozenset({"B0"}), frozenset({"X0"})}
+    for opts in ({"split_components": False}, {}):  # one level, one device (and X0's tensor)
+        assert frozenset({"A3", "A4"}) in names_of(run_strategy(p, "longest-path", **opts))
+
+
+def test_seed_graph1_longest_path():
+    """graph1: only A0 -> B0 is constrained -> {A4, B0} share a level and a cluster."""
+    part = run_strategy(seed_graph([("A0", "B0")]), "longest-path", join_siblings=False)
+    assert names_of(part) == {frozenset({"A0", "A1", "A2"}), frozenset({"A3"}),
+                              frozenset({"A4", "B0"}), frozenset({"X0"})}
+    assert part.info["levels"] == 3
+    joined = run_strategy(seed_graph([("A0", "B0")]), "longest-path")
+    assert frozenset({"A3", "A4", "B0"}) in names_of(joined)  # A3, A4 both read X0
+
+
+# ---------------------------------------------------------------------- the level oracle
+@fast(120)
+@given(problems(1, 12, 2, constraints=True))
+def test_clusters_are_levels_of_longest_path(problem):
+    """Without refinement, splitting, pairs and limits, two accelerator nodes share a cluster
+    exactly when they have the same device and the same longest 0/1 path (networkx oracle)."""
+    assume(len(problem.never_pairs) == 0)
+    g = problem.graph
+    dev = problem.first_device
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(g.n))
+    for e, (u, v) in enumerate(zip(g.edge_src.tolist(), g.edge_dst.tolist())):
+        inner = dev[u] >= 0 and dev[u] == dev[v] and bool(problem.contractible(dev[u])[e])
+        dag.add_edge(u, v, w=0 if inner else 1)
+    level = {}
+    for v in nx.topological_sort(dag):
+        level[v] = max((level[u] + d["w"] for u, _, d in dag.in_edges(v, data=True)), default=0)
+    part = run_strategy(problem, "longest-path", refine=False, split_components=False)
+    a = part.assignment()
+    acc = [v for v in range(g.n) if dev[v] >= 0]
+    for u in acc:
+        for v in acc:
+            same = level[u] == level[v] and dev[u] == dev[v]
+            assert (a[u] == a[v]) == same, (u, v, level[u], level[v])
+
+
+# ---------------------------------------------------------------------- properties
+@fast(300)
+@given(rich_problems())
+def test_longest_path_valid_and_deterministic(problem):
+    part = run_checked(problem, "longest-path")
+    if part is None:
+        return
+    again = run_strategy(problem, "longest-path")
+    assert clusters_of(part) == clusters_of(again)
+    for c in part.accelerator_clusters():  # limits hold (validate checks them too)
+        assert len(c.nodes) >= problem.min_size
+
+
+@fast(100)
+@given(rich_problems(2, 12, 2, groups=True))
+def test_together_groups_stay_whole(problem):
+    """Each group ends in one cluster (validate checks it) with both engines."""
+    for engine in ENGINES:
+        part = run_checked(problem, engine)
+        if part is not None:
+            a = part.assignment()
+            assert all(len(set(a[grp].tolist())) == 1 for grp in problem.groups)
+
+
+@fast(120)
+@given(rich_problems(), st.booleans(), st.booleans(), st.booleans())
+def test_longest_path_options_stay_valid(problem, split, siblings, refine):
+    run_checked(problem, "longest-path", split_components=split, join_siblings=siblings,
+                refine=refine, refine_rounds=3)
+
+
+@fast(100)
+@given(problems(1, 12, 2, constraints=True))
+def test_refinement_never_raises_cut_bytes(problem):
+    plain = run_strategy(problem, "longest-path", refine=False)
+    refined = run_strategy(problem, "longest-path")
+    assert refined.metrics()["cut_bytes"] <= plain.metrics()["cut_bytes"]
+    assert refined.metrics()["fallback_nodes"] == plain.metrics()["fallback_nodes"]
+
+
+def test_non_adjacent_never_pair_is_split():
+    """Two independent nodes on one level: the pair gets a virtual edge and other levels."""
+    g = nx.DiGraph()
+    for v, op in enumerate(["Conv", "Relu", "Relu", "Add"]):
+        g.add_node(v, op=op)
+    g.add_edges_from([(0, 1), (0, 2), (1, 3), (2, 3)], bytes=8)
+    graph = from_networkx(g)
+    prop = [OpsProperty(["Conv", "Relu", "Add"], device="acc")]
+    free = run_strategy(Constraints().compile(graph, prop), "longest-path")
+    assert len(free.clusters) == 1
+    p = Constraints(never_together=[("1", "2")]).compile(graph, prop)
+    part = run_strategy(p, "longest-path")
+    a = part.assignment()
+    assert a[1] != a[2]
+    assert part.info["never_virtual_edges"] == 1
+
+
+def test_together_groups_dependent_on_each_other_are_refused():
+    """{a, d} and {b, c} with a -> b and c -> d: each is convex, but no partition keeps both."""
+    g = nx.DiGraph()
+    for v in "abcd":
+        g.add_node(v, op="Relu")
+    g.add_edges_from([("a", "b"), ("c", "d")], bytes=8)
+    p = Constraints(together=[["a", "d"], ["b", "c"]]).compile(
+        from_networkx(g), [OpsProperty(["Relu"], device="acc")])
+    for engine in ENGINES:
+        with pytest.raises(ConstraintError, match="together group"):
+            run_strategy(p, engine)
+
+
+# ---------------------------------------------------------------------- size limits
+@fast(80)
+@given(rich_problems(2, 12, 2), st.integers(1, 3))
+def test_max_size_is_never_exceeded(problem, cap):
+    """Tighten max_size to ``cap`` (when the groups allow): still valid, no cluster above it."""
+    if any(len(grp) > cap for grp in problem.groups):
+        return
+    problem.max_size = cap
+    problem.min_size = 1
+    for engine in ENGINES:
+        part = run_checked(problem, engine)
+        if part is not None:
+            assert max((len(c.nodes) for c in part.accelerator_clusters()), default=0) <= cap
+
+
+# ---------------------------------------------------------------------- stateful selectors
+class _CountingSelector(SubgraphSelector):
+    """At most ``limit`` nodes per growing cluster, counted in select_input/select_output;
+    ``filter`` drops every Add (so clusters get re-split)."""
+
+    def __init__(self, ops, limit):
+        self.ops, self.limit, self.count = set(ops), limit, 0
+
+    def select(self, node):
+        if node.op_type not in self.ops:
+            return False
+        if self.count == 0:
+            self.count = 1
+        return True
+
+    def select_input(self, node, new_node):
+        return self._grow(new_node)
+
+    def select_output(self, node, new_node):
+        return self._grow(new_node)
+
+    def _grow(self, new_node):
+        if new_node.op_type not in self.ops or self.count >= self.limit:
+            return False
+        self.count += 1
+        return True
+
+    def filter(self, candidates):
+        return [c for c in candidates if c.op_type != "Add"]
+
+
+class _CountingProperty(SubgraphProperty):
+    def __init__(self, limit):
+        super().__init__("acc")
+        self.limit = limit
+
+    def create_subgraph_selector(self):
+        return _CountingSelector(["Conv", "Relu", "Add", "MatMul"], self.limit)
+
+
+@fast(80)
+@given(dags(1, 10), st.integers(1, 3))
+def test_stateful_selector_and_filter(g, limit):
+    """Every engine asks a fresh selector per growing cluster: no accelerator cluster is larger
+    than the selector's limit, the filter's drops (Add) sit on the fallback, result valid."""
+    problem = Constraints().compile(from_networkx(g), [_CountingProperty(limit)])
+    for engine in ENGINES:
+        part = run_strategy(problem, engine)
+        for c in part.accelerator_clusters():
+            assert len(c.nodes) <= limit
+            assert all(problem.graph.nodes[v].op_type != "Add" for v in c.nodes)
+
+
+# ---------------------------------------------------------------------- against exhaustive search
+@fast(45)
+@given(st.one_of(problems(2, 6, 2, sizes=True), problems(2, 7, 1, sizes=True)))
+def test_engines_never_beat_exhaustive_optimum(problem):
+    """Each engine's partition is valid and no better than the exhaustive optimum, which ranks
+    fewest fallback nodes first and then cut_bytes."""
+    opt = exhaustive_optimum(problem, "cut")
+    for engine in ENGINES:
+        m = run_strategy(problem, engine).metrics()
+        assert (m["fallback_nodes"], m["cut_bytes"]) >= (opt.fallback_nodes, opt.value)
