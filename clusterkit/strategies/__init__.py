@@ -17,6 +17,7 @@ _BUILTIN = {
     "mxnet": "clusterkit.strategies.mxnet:run",
     "hetero": "clusterkit.strategies.hetero:run",
     "cpsat": "clusterkit.strategies.cpsat:run",
+    "placement": "clusterkit.placement:run",
 }
 _CUSTOM: dict[str, Callable] = {}
 

@@ -1,0 +1,144 @@
+"""Benchmark of the exact ``cpsat`` strategy on the real models.
+
+Every model of the onnx light set and ../shared/models up to 2,500 nodes, under the ``ops:``
+selectors of tests/test_cpsat.py, objective ``cut``, 60 s and 2 workers: status (OPTIMAL means
+proven), optimum and bound, the best heuristic's cut as a ratio to the optimum (same process),
+how far the reductions shrank the model, and the wall time (heuristic warm start included).
+The full run adds the two larger models (swin_t, llama_48l_dynamic) as extra rows.
+
+    .venv/bin/python benchmarks/bench_cpsat.py [--quick]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import onnx
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("CLUSTERKIT_SHARED", REPO.parent / "shared"))
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+# the ops: selectors of tests/test_cpsat.py
+SELECTORS = {
+    "cnn": ["npu=ops:Conv,Relu,BatchNormalization,MaxPool,AveragePool,GlobalAveragePool,Clip,"
+            "HardSwish,HardSigmoid,Sigmoid,Mul"],
+    "wide": ["npu=ops:Conv,MatMul,Gemm,Add,Mul,Relu,Softmax,Transpose,Reshape,Concat,MaxPool,"
+             "BatchNormalization"],
+    "two": ["npu=ops:Conv,Relu,Add,MaxPool",
+            "gpu=ops:Conv,MatMul,Gemm,Add,Mul,Softmax,Relu,Concat,Transpose,Reshape,"
+            "LayerNormalization,Erf,Div"],
+}
+MAX_NODES = 2500
+QUICK = ["resnet18", "squeezenet1_1", "light_bvlc_alexnet"]
+#: (model, selector) solved again without reductions, for the speed-up note (full run only)
+NO_REDUCTION = [("light_inception_v2", "wide"), ("gpt2", "wide"), ("t5_small", "two"),
+                ("light_densenet121", "two")]
+
+COLUMNS = ["model", "nodes", "selector", "status", "cut optimum", "bound", "best heuristic",
+           "heuristic / optimum", "super-nodes", "parts", "largest part", "seconds"]
+
+
+def _models() -> list[Path]:
+    return sorted(LIGHT.glob("*.onnx")) + sorted((SHARED / "models").glob("*.onnx"))
+
+
+def run(quick: bool = False) -> dict:
+    from clusterkit import load_graph, make_problem
+    from clusterkit.strategies.cpsat import solve
+
+    time_limit = 20.0 if quick else 60.0
+    rows, notes, not_optimal, ratios = [], [], [], []
+    total = time.perf_counter()
+    for path in _models():
+        stem = path.stem
+        if quick and stem not in QUICK:
+            continue
+        graph = load_graph(str(path))
+        extra = graph.n > MAX_NODES
+        if extra and quick:
+            continue
+        selectors = ["two"] if quick else list(SELECTORS)
+        for sel in selectors:
+            problem = make_problem(graph, SELECTORS[sel])
+            start = time.perf_counter()
+            res = solve(problem, "cut", time_limit=time_limit, workers=2, seed=0)
+            seconds = time.perf_counter() - start
+            ws = res.info.get("warm_start", {})
+            red = res.info.get("reductions", {})
+            heur = ws.get("objective")
+            ratio = (heur / res.objective if res.objective else
+                     (1.0 if heur == res.objective else float("inf"))) \
+                if heur is not None and res.objective is not None else None
+            if ratio is not None and ws.get("fallback_nodes") == res.fallback_nodes:
+                ratios.append(ratio)
+            label = stem + (" (extra, > 2,500 nodes)" if extra else "")
+            rows.append([label, graph.n, sel, res.status, _int(res.objective), _int(res.bound),
+                         ws.get("strategy"), None if ratio is None else round(ratio, 4),
+                         red.get("super_nodes"), red.get("parts"), red.get("largest_part"),
+                         round(seconds, 2)])
+            if res.status != "OPTIMAL" and not extra:
+                not_optimal.append(f"{stem}/{sel}: {res.status} ({res.reason or 'time limit'})")
+    notes.append(f"objective cut, time limit {time_limit:g} s, 2 workers, seed 0; 'seconds' "
+                 "includes the heuristic warm start and the reductions")
+    if not_optimal:
+        notes.append("not proven OPTIMAL: " + "; ".join(not_optimal))
+    elif quick:
+        notes.append("every run above is proven OPTIMAL (quick: three small models)")
+    else:
+        notes.append("every model up to 2,500 nodes is proven OPTIMAL under every selector")
+    if not quick:
+        notes.append("reductions (same process, same warm start): " + "; ".join(
+            _without_reductions(time_limit)))
+    if ratios:
+        ratios.sort()
+        notes.append(f"best heuristic / optimum: median {ratios[len(ratios) // 2]:.3f}, worst "
+                     f"{ratios[-1]:.3f} over {len(ratios)} runs")
+    notes.append(f"total {time.perf_counter() - total:.1f} s")
+    return {"title": "cpsat: proven optimal cut on the real models", "columns": COLUMNS,
+            "rows": rows, "notes": notes}
+
+
+def _without_reductions(time_limit: float) -> list[str]:
+    """Seconds with and without the reductions of clusterkit.reduce, and the ratio."""
+    from clusterkit import load_graph, make_problem
+    from clusterkit.strategies.cpsat import solve
+
+    out = []
+    paths = {p.stem: p for p in _models()}
+    for stem, sel in NO_REDUCTION:
+        if stem not in paths:
+            continue
+        problem = make_problem(load_graph(str(paths[stem])), SELECTORS[sel])
+        times, statuses = [], []
+        for reduce in (True, False):
+            start = time.perf_counter()
+            res = solve(problem, "cut", time_limit=time_limit, workers=2, reduce=reduce)
+            times.append(time.perf_counter() - start)
+            statuses.append(res.status)
+        out.append(f"{stem}/{sel} {times[0]:.2f} s ({statuses[0]}) vs {times[1]:.2f} s without "
+                   f"({statuses[1]}): x{times[1] / max(times[0], 1e-9):.1f}")
+    return out
+
+
+def _int(value):
+    """Whole numbers as int (the table prints floats with 4 digits)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _print(result: dict) -> None:
+    print(result["title"])
+    print(" | ".join(result["columns"]))
+    for row in result["rows"]:
+        print(" | ".join("" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
+                         for v in row))
+    for note in result["notes"]:
+        print("- " + note)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    _print(run(quick="--quick" in sys.argv))
