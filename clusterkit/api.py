@@ -30,8 +30,10 @@ def make_problem(model: Any, selectors: Iterable[str | SubgraphProperty],
 
 
 def run_strategy(problem: Problem, strategy: str, selector: str = "", validate: bool = True,
-                 **options: Any) -> Partition:
+                 coalesce: bool = False, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem; the result is timed and (by default) validated.
+    With ``coalesce``, clusters of one device are then merged while the partition stays valid
+    (:mod:`clusterkit.strategies.coalesce`: never raises cut_bytes or partitions).
     Unknown options are an error naming the strategy."""
     func = get_strategy(strategy)
     params = inspect.signature(func).parameters
@@ -43,6 +45,10 @@ def run_strategy(problem: Problem, strategy: str, selector: str = "", validate: 
                                 f"(options: {allowed})")
     start = time.perf_counter()
     result = func(problem, **options)
+    if coalesce:
+        from .strategies.coalesce import coalesce as coalesce_clusters
+
+        result = coalesce_clusters(result)
     result.seconds = time.perf_counter() - start
     result.strategy = strategy
     if selector:

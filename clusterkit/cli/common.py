@@ -52,6 +52,9 @@ def add_constraint_args(p: argparse.ArgumentParser) -> None:
                    help="hetero: manual affinity NAME=DEVICE, re:REGEX=DEVICE or I-J=DEVICE")
     o.add_argument("--fill-affinity", action="store_true",
                    help="hetero: with manual affinities, place the other nodes automatically")
+    o.add_argument("--coalesce", action="store_true",
+                   help="after the strategy, merge clusters of one device while valid (never "
+                   "raises cut_bytes or partitions)")
     o.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="any other strategy option (value parsed as JSON when possible)")
 

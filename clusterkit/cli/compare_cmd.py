@@ -53,17 +53,19 @@ def main(args: argparse.Namespace) -> int:
         if args.jobs > 1:
             with ProcessPoolExecutor(max_workers=args.jobs) as pool:
                 results = compare_many(paths, args.selector, strategies, cons, args.fallback,
-                                       options, executor=pool, progress=not args.no_progress)
+                                       options, executor=pool, progress=not args.no_progress,
+                                       coalesce=args.coalesce)
         else:
             results = compare_many(paths, args.selector, strategies, cons, args.fallback,
-                                   options, progress=not args.no_progress)
+                                   options, progress=not args.no_progress,
+                                   coalesce=args.coalesce)
         for res in results:
             print(format_table(res))
             print()
         payload = {"models": results}
     else:
         res = compare(args.model, args.selector, strategies, cons, args.fallback, options,
-                      name=model_label(args.model))
+                      name=model_label(args.model), coalesce=args.coalesce)
         print(format_table(res))
         payload = res.to_json()
         if args.dot:
