@@ -152,40 +152,37 @@ def _check_bool(value: Any, selector: Any, method: str, node: "Node") -> bool:
                         f" {value!r} for node {node.name!r} ({node.op_type}); expected a bool")
 
 
-def call_select(selector: SubgraphSelector, node: "Node") -> bool:
-    """``selector.select(node)`` with errors that name the selector and the node."""
+def _checked(selector: SubgraphSelector, method: str, about: str, node: "Node",
+             *args: "Node") -> bool:
+    """Call ``selector.<method>(*args)``; exceptions and non-bool answers become a
+    :class:`SelectorError` naming the selector, the method and the node(s)."""
     try:
-        value = selector.select(node)
+        value = getattr(selector, method)(*args)
     except SelectorError:
         raise
     except Exception as exc:
-        raise SelectorError(f"selector {describe(selector)}.select raised {exc!r} on node "
-                            f"{node.name!r} ({node.op_type})") from exc
-    return _check_bool(value, selector, "select", node)
+        raise SelectorError(f"selector {describe(selector)}.{method} raised {exc!r} on "
+                            f"{about}") from exc
+    return _check_bool(value, selector, method, node)
+
+
+def call_select(selector: SubgraphSelector, node: "Node") -> bool:
+    """``selector.select(node)`` with errors that name the selector and the node."""
+    return _checked(selector, "select", f"node {node.name!r} ({node.op_type})", node, node)
 
 
 def call_select_input(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
     """``selector.select_input(node, new_node)``, checked."""
-    try:
-        value = selector.select_input(node, new_node)
-    except SelectorError:
-        raise
-    except Exception as exc:
-        raise SelectorError(f"selector {describe(selector)}.select_input raised {exc!r} on node "
-                            f"{node.name!r} with input node {new_node.name!r}") from exc
-    return _check_bool(value, selector, "select_input", new_node)
+    return _checked(selector, "select_input",
+                    f"node {node.name!r} with input node {new_node.name!r}", new_node,
+                    node, new_node)
 
 
 def call_select_output(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
     """``selector.select_output(node, new_node)``, checked."""
-    try:
-        value = selector.select_output(node, new_node)
-    except SelectorError:
-        raise
-    except Exception as exc:
-        raise SelectorError(f"selector {describe(selector)}.select_output raised {exc!r} on node"
-                            f" {node.name!r} with output node {new_node.name!r}") from exc
-    return _check_bool(value, selector, "select_output", new_node)
+    return _checked(selector, "select_output",
+                    f"node {node.name!r} with output node {new_node.name!r}", new_node,
+                    node, new_node)
 
 
 def call_filter(selector: SubgraphSelector, candidates: list["Node"]) -> list["Node"]:
