@@ -1,7 +1,7 @@
 """``make demo``: compare every strategy on a real model that the onnx package ships, with a
 real accelerator's selector, print the table and write the report files.
 
-    python -m clusterkit.demo [--model light_inception_v1] [--selector nnapi] [--out reports]
+    python -m clusterkit.demo [--model light_inception_v2] [--selector coreml] [--out reports]
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="light_inception_v1",
+    parser.add_argument("--model", default="light_inception_v2",
                         help="a model of the onnx package's light set, or a path")
-    parser.add_argument("--selector", default="nnapi", help="a --selector spec")
+    parser.add_argument("--selector", default="coreml", help="a --selector spec")
     parser.add_argument("--out", default="reports", help="folder for the report files")
     parser.add_argument("--time-limit", type=float, default=30.0, help="cpsat seconds")
     args = parser.parse_args(argv)
