@@ -73,3 +73,17 @@ def test_cli_compare_model_and_folder(tmp_path, capsys):
     assert sorted(m["model"] for m in sweep["models"]) == sorted(p.stem for p in LIGHT_MODELS[:2])
     assert main(["compare", str(folder), "--selector", SELECTOR, "--strategies", "zzz"]) == 2
     assert "unknown strategy 'zzz'" in capsys.readouterr().err
+
+
+def test_demo_compares_every_strategy_and_writes_reports(tmp_path, capsys):
+    from clusterkit.demo import main as demo
+
+    assert demo(["--out", str(tmp_path), "--time-limit", "20"]) == 0
+    out = capsys.readouterr().out
+    for strategy in default_strategies():
+        assert strategy in out
+    report = json.loads((tmp_path / "light_inception_v2_compare.json").read_text())
+    assert [r["strategy"] for r in report["rows"]] == default_strategies()
+    assert all(r["error"] is None for r in report["rows"])
+    assert (tmp_path / "light_inception_v2_cycles.json").exists()
+    assert str(tmp_path) in out
