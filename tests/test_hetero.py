@@ -1,0 +1,367 @@
+"""Strategy ``hetero`` (OpenVINO HETERO): the seed's worked example, a brute-force re-implementation
+of the seed's selection as oracle, manual affinity, constraints, determinism, large graphs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import clusterkit as ck
+from clusterkit.affinity import compute_affinity, parse_rule
+from clusterkit.cli import main as cli_main
+from clusterkit.errors import ConstraintError
+from clusterkit.report import MANUAL_AFFINITY
+from clusterkit.strategies import hetero
+
+# ---------------------------------------------------------------------- the seed's example
+SEED_EDGES = [(1, 2), (2, 3), (2, 4), (3, 5), (4, 5), (5, 6), (6, 7)]
+
+
+def seed_graph() -> nx.DiGraph:
+    g = nx.DiGraph()
+    for i in range(1, 8):
+        g.add_node(str(i), op="B" if i == 4 else "A")
+    g.add_edges_from((str(u), str(v)) for u, v in SEED_EDGES)
+    return g
+
+
+def named_clusters(part: ck.Partition) -> set[tuple[str, frozenset[str]]]:
+    g = part.graph
+    return {(c.device, frozenset(g.nodes[v].name for v in c.nodes)) for c in part.clusters}
+
+
+def test_seed_example_library():
+    problem = ck.make_problem(seed_graph(), ["first=ops:A", "second=ops:A,B"])
+    part = ck.run_strategy(problem, "hetero").validate()
+    assert named_clusters(part) == {("first", frozenset("3567")), ("first", frozenset("12")),
+                                    ("second", frozenset("4"))}
+    # selection order: the largest subgraph of the first round is kept first
+    subs = hetero.subgraphs(problem)
+    names = [(d, [problem.graph.nodes[v].name for v in vs]) for d, vs in subs]
+    assert names == [("first", ["3", "5", "6", "7"]), ("first", ["1", "2"]), ("second", ["4"])]
+
+
+def test_seed_example_trace_follows_the_notes():
+    """Every step of the seed's walk-through, in order."""
+    problem = ck.make_problem(seed_graph(), ["first=ops:A", "second=ops:A,B"])
+    trace = ck.run_strategy(problem, "hetero", trace=True).info["trace"]
+    first_round = [("root", "first", "1"), ("merge", "2"), ("merge", "3"), ("merge", "5"),
+                   ("merge", "6"), ("merge", "7"), ("reject", "4"), ("rollback", "7"),
+                   ("rollback", "6"), ("rollback", "5"), ("subgraph", ["1", "2", "3"]),
+                   ("root", "first", "5"), ("merge", "6"), ("merge", "7"), ("merge", "3"),
+                   ("merge", "2"), ("reject", "4"), ("rollback", "2"),
+                   ("subgraph", ["3", "5", "6", "7"]), ("select", "first", ["3", "5", "6", "7"])]
+    assert trace[:len(first_round)] == first_round
+    rest = trace[len(first_round):]
+    assert ("select", "first", ["1", "2"]) in rest
+    assert rest[-1] == ("select", "second", ["4"])
+
+
+def test_seed_example_cli(tmp_path, capsys):
+    data = nx.node_link_data(seed_graph(), edges="edges")
+    model = tmp_path / "seed.json"
+    model.write_text(json.dumps(data))
+    out = tmp_path / "out.json"
+    dumps = tmp_path / "dumps"
+    rc = cli_main(["partition", str(model), "--strategy", "hetero", "--selector", "first=ops:A",
+                   "--selector", "second=ops:A,B", "--fallback", "cpu", "--json", str(out),
+                   "--dump-dot", str(dumps)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "first: 6 nodes in 2 clusters" in printed and "fell back: none" in printed
+    doc = json.loads(out.read_text())
+    clusters = {(c["device"], tuple(c["nodes"])) for c in doc["clusters"]}
+    # source positions: node "k" is position k-1
+    assert clusters == {("first", (2, 4, 5, 6)), ("first", (0, 1)), ("second", (3,))}
+    assert doc["placement"]["devices"]["first"]["nodes"] == 6
+    assert doc["placement"]["fallen_back"] == []
+    assert sorted(os.listdir(dumps)) == ["seed_affinity.dot", "seed_subgraphs.dot"]
+    assert "affinity: second" in (dumps / "seed_affinity.dot").read_text()
+
+
+# ---------------------------------------------------------------------- oracle
+def naive_hetero(problem: ck.Problem, affinity: list[int]) -> list[tuple[str, list[int]]]:
+    """The seed's algorithm written out with a full transitive closure (small graphs only):
+    rounds of growth from every uncovered root, rollback while a rejected node lies on a path
+    between two members, keep the largest; device by device."""
+    g = problem.graph
+    n = g.n
+    succ, pred = g.succ_lists, g.pred_lists
+    reach = [set() for _ in range(n)]
+    for v in reversed(range(n)):
+        for w in succ[v]:
+            reach[v].add(w)
+            reach[v] |= reach[w]
+    taken: set[int] = set()
+    out = []
+
+    def grow(d: int, root: int) -> list[int]:
+        members, rejected, stack = [root], set(), []
+
+        def push(x):
+            stack.extend(w for w in reversed(pred[x]) if w not in members and w not in rejected)
+            stack.extend(w for w in reversed(succ[x]) if w not in members and w not in rejected)
+
+        def self_reference():
+            return any(any(r in reach[a] for a in members) and any(b in reach[r] for b in members)
+                       for r in rejected)
+
+        push(root)
+        while stack:
+            v = stack.pop()
+            if v in members or v in rejected:
+                continue
+            if not any(w in members for w in pred[v] + succ[v]):
+                continue
+            if affinity[v] == d and v not in taken:
+                members.append(v)
+                push(v)
+            else:
+                rejected.add(v)
+            while self_reference():
+                rejected.add(members.pop())
+        return members
+
+    for d in range(len(problem.devices)):
+        while True:
+            roots = [v for v in range(n) if affinity[v] == d and v not in taken]
+            if not roots:
+                break
+            covered: set[int] = set()
+            subs = []
+            for r in roots:
+                if r not in covered:
+                    s = grow(d, r)
+                    subs.append(s)
+                    covered |= set(s)
+            best = max(subs, key=len)
+            out.append((problem.devices[d], sorted(best)))
+            taken |= set(best)
+    return out
+
+
+@st.composite
+def dags(draw, max_nodes: int = 24, ops: str = "ABC"):
+    n = draw(st.integers(2, max_nodes))
+    g = nx.DiGraph()
+    for i in range(n):
+        g.add_node(i, op=draw(st.sampled_from(ops)))
+    for v in range(1, n):
+        k = draw(st.integers(1, 2))
+        for _ in range(k):
+            far = draw(st.booleans())
+            u = draw(st.integers(0, v - 1)) if far else draw(st.integers(max(0, v - 3), v - 1))
+            g.add_edge(u, v)
+    return g
+
+
+DEVICE_SETS = [["x=ops:A,B", "y=ops:B,C"], ["x=ops:A", "y=ops:B", "z=ops:A,C"],
+               ["x=ops:A,B,C", "y=ops:C"]]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(g=dags(), devs=st.sampled_from(DEVICE_SETS))
+def test_selection_matches_brute_force_oracle(g, devs):
+    problem = ck.make_problem(g, devs, constraints=ck.Constraints())
+    expected = naive_hetero(problem, problem.first_device.tolist())
+    got = hetero.subgraphs(problem)
+    assert sorted((d, tuple(v)) for d, v in got) == sorted((d, tuple(v)) for d, v in expected)
+
+
+# ---------------------------------------------------------------------- properties
+@st.composite
+def scenarios(draw):
+    g = draw(dags(max_nodes=20))
+    devs = draw(st.sampled_from(DEVICE_SETS))
+    names = [d.split("=")[0] for d in devs] + ["cpu"]
+    nodes = list(g.nodes)
+    rules = []
+    for v in draw(st.lists(st.sampled_from(nodes), max_size=4, unique=True)):
+        kind = draw(st.sampled_from(["attr", "name", "re", "range"]))
+        dev = draw(st.sampled_from(names))
+        if kind == "attr":
+            g.nodes[v]["affinity"] = dev
+        elif kind == "name":
+            rules.append(f"{v}={dev}")
+        elif kind == "re":
+            rules.append(f"re:^{v}$={dev}")
+        else:
+            rules.append(f"{v}-{min(v + draw(st.integers(0, 2)), len(nodes) - 1)}={dev}")
+    edges = list(g.edges)
+    cuts = draw(st.lists(st.sampled_from(edges), max_size=3, unique=True)) if edges else []
+    never = []
+    for _ in range(draw(st.integers(0, 2))):
+        a, b = draw(st.sampled_from(nodes)), draw(st.sampled_from(nodes))
+        if a != b:
+            never.append((a, b))
+    together = []
+    if edges and draw(st.booleans()):
+        u, v = draw(st.sampled_from(edges))
+        h = g.copy()
+        h.remove_edge(u, v)
+        if not nx.has_path(h, u, v):
+            together.append([u, v])
+    max_size = draw(st.one_of(st.none(), st.integers(2, 6)))
+    min_size = draw(st.integers(1, 2))
+    cons = ck.Constraints(cut_edges=cuts, never_together=never, together=together,
+                          min_size=min_size, max_size=max_size)
+    fill = draw(st.booleans())
+    return g, devs, rules, cons, fill
+
+
+def _problem(g, devs, cons):
+    try:
+        return ck.make_problem(g, devs, constraints=cons)
+    except ConstraintError:
+        return None
+
+
+def _strip(doc: dict) -> dict:
+    doc = dict(doc)
+    doc.pop("seconds", None)
+    return doc
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sc=scenarios())
+def test_random_problems_validate_and_are_deterministic(sc):
+    g, devs, rules, cons, fill = sc
+    problem = _problem(g, devs, cons)
+    assume(problem is not None)
+    part = ck.run_strategy(problem, "hetero", affinity=rules, fill_affinity=fill)
+    part.validate()
+    again = ck.run_strategy(_problem(g, devs, cons), "hetero", affinity=rules, fill_affinity=fill)
+    assert json.dumps(_strip(part.to_json())) == json.dumps(_strip(again.to_json()))
+    # every node sits where its affinity sends it, or on the fallback
+    aff = compute_affinity(problem, rules, fill=fill)
+    placed = part.device_of_nodes()
+    names = list(problem.devices)
+    for v in range(problem.n):
+        want = int(aff.device[v])
+        if placed[v] != problem.fallback and not problem.groups:
+            assert placed[v] == names[want], (v, placed[v], want)
+    rep = part.info["placement"]
+    assert sum(e["nodes"] for e in rep["devices"].values()) == problem.n
+    assert len(rep["fallen_back"]) == rep["devices"]["cpu"]["nodes"]
+
+
+def test_manual_affinity_without_fill_sends_the_rest_to_the_fallback():
+    problem = ck.make_problem(seed_graph(), ["first=ops:A", "second=ops:A,B"])
+    part = ck.run_strategy(problem, "hetero", affinity=["re:^[67]$=second"])
+    placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
+    assert placed["6"] == placed["7"] == "second"
+    assert all(placed[k] == "cpu" for k in "12345")
+    reasons = {e["node"]: e["reason"] for e in part.info["placement"]["fallen_back"]}
+    assert set(reasons.values()) == {MANUAL_AFFINITY}
+    filled = ck.run_strategy(problem, "hetero", affinity=["re:^[67]$=second"],
+                             fill_affinity=True)
+    placed = dict(zip((nd.name for nd in problem.graph.nodes), filled.device_of_nodes()))
+    assert placed["6"] == placed["7"] == "second"
+    assert placed["4"] == "second" and all(placed[k] == "first" for k in "1235")
+    assert filled.info["affinity"]["mode"] == "manual+fill"
+
+
+def test_affinity_from_node_attributes_and_unsupported_device():
+    g = seed_graph()
+    g.nodes["4"]["affinity"] = "first"        # first does not support op B
+    g.nodes["5"]["affinity"] = "SECOND"       # case-insensitive device names
+    problem = ck.make_problem(g, ["first=ops:A", "second=ops:A,B"])
+    part = ck.run_strategy(problem, "hetero", fill_affinity=True).validate()
+    placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
+    assert placed["4"] == "cpu" and placed["5"] == "second"
+    why = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
+    assert why["4"]["reason"] == MANUAL_AFFINITY and "does not support" in why["4"]["detail"]
+    assert part.info["affinity"]["differs_from_placement"] == {"3": "first"}
+
+
+def test_affinity_rules_parse_and_errors():
+    assert parse_rule("conv1=gpu").kind == "name"
+    r = parse_rule("re:^a=b$=npu")            # the device is after the last '='
+    assert (r.kind, r.pattern, r.device) == ("regex", "^a=b$", "npu")
+    r = parse_rule("3-5=cpu")
+    assert (r.kind, r.lo, r.hi) == ("range", 3, 5)
+    problem = ck.make_problem(seed_graph(), ["first=ops:A"])
+    for bad, msg in [("nosuch=first", "no node named"), ("1=gpu", "unknown device"),
+                     ("re:[=first", "bad regular expression"), ("re:zz=first", "matches no"),
+                     ("5-9=first", "positions go from 0 to 6"), ("novalue", "is not NAME"),
+                     ("4-2=first", "empty")]:
+        with pytest.raises(ConstraintError, match=msg):
+            compute_affinity(problem, [bad])
+
+
+def test_constraints_are_honoured_during_growth():
+    g = nx.DiGraph()
+    for i in range(8):
+        g.add_node(f"n{i}", op="A")
+    g.add_edges_from((f"n{i}", f"n{i + 1}") for i in range(7))
+    cons = ck.Constraints(cut_edges=[("n2", "n3")], never_together=[("n4", "n6")], max_size=3,
+                          together=[["n0", "n1"]])
+    problem = ck.make_problem(g, ["acc=ops:A"], constraints=cons)
+    part = ck.run_strategy(problem, "hetero").validate()
+    sets = sorted(sorted(problem.graph.nodes[v].name for v in c.nodes) for c in part.clusters)
+    assert sets == [["n0", "n1", "n2"], ["n3", "n4", "n5"], ["n6", "n7"]]
+
+
+def test_together_group_with_mixed_affinities_goes_to_one_device():
+    g = seed_graph()
+    cons = ck.Constraints(together=[["6", "7"]])
+    problem = ck.make_problem(g, ["first=ops:A", "second=ops:A,B"], constraints=cons)
+    part = ck.run_strategy(problem, "hetero", affinity=["7=second"], fill_affinity=True)
+    part.validate()
+    placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
+    assert placed["6"] == placed["7"] == "second"
+
+
+def mutual_graph() -> nx.DiGraph:
+    """Two convex groups of nodes, each depending on the other through one edge."""
+    g = nx.DiGraph()
+    for name in ["a1", "b1", "a3", "b3", "a2", "b2"]:
+        g.add_node(name, op=name[0].upper())
+    g.add_edges_from([("a1", "a2"), ("a3", "a2"), ("b1", "b2"), ("b3", "b2"), ("a1", "b3"),
+                      ("b1", "a3")])
+    return g
+
+
+def test_clusters_depending_on_each_other_are_split():
+    problem = ck.make_problem(mutual_graph(), ["x=ops:A", "y=ops:B"])
+    subs = {(d, frozenset(problem.graph.nodes[v].name for v in vs))
+            for d, vs in hetero.subgraphs(problem)}
+    assert subs == {("x", frozenset({"a1", "a2", "a3"})), ("y", frozenset({"b1", "b2", "b3"}))}
+    part = ck.run_strategy(problem, "hetero").validate()
+    assert part.info["hetero"]["clusters_split_for_cycles"] == 1
+    # the cluster formed later (device y) is the one split
+    assert named_clusters(part) == {("x", frozenset({"a1", "a2", "a3"})),
+                                    ("y", frozenset({"b1"})), ("y", frozenset({"b2", "b3"}))}
+
+
+def test_large_random_graph_runs_without_closure():
+    from clusterkit.fastgraph import graph_from_dag
+    from clusterkit.synthetic import random_dag
+
+    dag = random_dag(10000, seed=3)
+    problem = ck.make_problem(graph_from_dag(dag), ["npu=ops:Conv,Relu,Add",
+                                                   "gpu=ops:MatMul,Mul,Conv"])
+    part = ck.run_strategy(problem, "hetero")     # validated by run_strategy
+    assert part.metrics()["nodes_offloaded"] == int((np.asarray(dag.ops) != "Unsupported").sum())
+
+
+@pytest.mark.parametrize("strategy", ["hetero", "mxnet"])
+def test_same_partition_under_another_hash_seed(tmp_path, resnet18_path, strategy):
+    outs = []
+    for seed in ("0", "12345"):
+        out = tmp_path / f"r{seed}.json"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-m", "clusterkit", "partition", str(resnet18_path),
+                        "--strategy", strategy, "--selector", "npu=ops:Conv,Relu",
+                        "--selector", "gpu=ops:Add,Conv", "--min-size", "2", "--json", str(out)],
+                       check=True, capture_output=True, cwd=tmp_path, env=env)
+        outs.append(_strip(json.loads(out.read_text())))
+    assert outs[0] == outs[1]

@@ -1,0 +1,151 @@
+"""Placement report (per device counts and op types, fallback reasons), DOT dumps, the CLI
+summary, and every real model partitioned by both growth strategies."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import networkx as nx
+import pytest
+
+import clusterkit as ck
+from clusterkit.cli import main as cli_main
+from clusterkit.dumps import affinity_dot, dump_dot, subgraphs_dot
+from clusterkit.loader import load_graph
+from clusterkit.report import (CONSTRAINT, CYCLE, MANUAL_AFFINITY, OP_NOT_SUPPORTED,
+                               SELECTOR_CONDITION, format_placement, placement)
+from clusterkit.selector import ContainOpSelector, SubgraphProperty
+
+from conftest import ALL_MODELS, model_id
+
+
+class _NotNamed(ContainOpSelector):
+    """Takes ops A and B, except node 'refused'."""
+
+    def select(self, node):
+        return node.name != "refused" and super().select(node)
+
+    def supported_mask(self, graph):
+        return None
+
+
+class _NotNamedProp(SubgraphProperty):
+    def create_subgraph_selector(self):
+        return _NotNamed(["A", "B"])
+
+
+def reasons_graph() -> nx.DiGraph:
+    g = nx.DiGraph()
+    for name, op in [("a", "A"), ("a2", "A"), ("refused", "A"), ("b", "B"), ("odd", "Z"),
+                     ("c", "A"), ("lonely", "B")]:
+        g.add_node(name, op=op)
+    g.add_edges_from([("a", "a2"), ("a2", "refused"), ("refused", "b"), ("b", "odd"),
+                      ("odd", "c"), ("c", "lonely")])
+    return g
+
+
+@pytest.mark.parametrize("strategy", ["hetero", "mxnet", "singleton"])
+def test_reasons_for_each_category(strategy):
+    cons = ck.Constraints(min_size=2, cut_edges=[("c", "lonely")])
+    problem = ck.make_problem(reasons_graph(), [_NotNamedProp("acc")], constraints=cons)
+    part = ck.run_strategy(problem, strategy)
+    rep = placement(part) if strategy == "singleton" else part.info["placement"]
+    fell = {e["node"]: e["reason"] for e in rep["fallen_back"]}
+    assert fell["odd"] == OP_NOT_SUPPORTED           # no device takes op Z at all
+    assert fell["refused"] == SELECTOR_CONDITION     # other A nodes are taken
+    assert fell["lonely"] == CONSTRAINT              # supported, but its cluster is too small
+    assert rep["reasons_by_op"][OP_NOT_SUPPORTED] == {"Z": 1}
+    json.dumps(rep)
+    total = sum(e["nodes"] for e in rep["devices"].values())
+    assert total == problem.n and rep["devices"]["cpu"]["fallback"] is True
+
+
+def test_cycle_reason_when_a_rolled_back_node_falls_back():
+    g = nx.DiGraph()
+    for i in range(1, 8):
+        g.add_node(str(i), op="B" if i == 4 else "A")
+    g.add_edges_from((str(u), str(v)) for u, v in
+                     [(1, 2), (2, 3), (2, 4), (3, 5), (4, 5), (5, 6), (6, 7)])
+    problem = ck.make_problem(g, ["first=ops:A", "second=ops:A,B"],
+                              constraints=ck.Constraints(min_size=3))
+    part = ck.run_strategy(problem, "hetero")
+    fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
+    # {1, 2} and {4} are below min_size; node 2 was rolled back for a self-reference
+    assert set(fell) == {"1", "2", "4"}
+    assert fell["2"]["reason"] == CYCLE and "self-reference" in fell["2"]["detail"]
+    assert fell["1"]["reason"] == CONSTRAINT and "min_size 3" in fell["1"]["detail"]
+    assert fell["4"]["reason"] == CONSTRAINT
+
+
+def test_format_placement_lines():
+    problem = ck.make_problem(reasons_graph(), [_NotNamedProp("acc")],
+                              constraints=ck.Constraints(min_size=2, cut_edges=[("c", "lonely")]))
+    text = format_placement(ck.run_strategy(problem, "hetero"))
+    lines = text.splitlines()
+    assert lines[0] == "placement:"
+    assert "  acc: 2 nodes in 1 clusters — A 2" in lines
+    assert lines[2] == "  cpu (fallback): 5 nodes in 5 clusters — A 2, B 2, Z 1"
+    assert "fell back: 5 nodes" in text and "op not supported 1" in text
+    assert "node 'odd' (Z, #4): op not supported" in text
+
+
+def test_manual_affinity_reason_and_dumps(tmp_path):
+    problem = ck.make_problem(reasons_graph(), ["acc=ops:A,B"])
+    part = ck.run_strategy(problem, "hetero", affinity=["a=cpu", "b=acc"], fill_affinity=True)
+    fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
+    assert fell["a"]["reason"] == MANUAL_AFFINITY
+    paths = dump_dot(part, tmp_path / "d", "m")
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["m_affinity.dot", "m_subgraphs.dot"]
+    aff = affinity_dot(part)
+    sub = subgraphs_dot(part)
+    for text in (aff, sub):
+        assert text.count("{") == text.count("}")
+        assert all(f"n{v} [" in text for v in range(problem.n))
+        assert text.count(" -> ") == problem.graph.num_edges
+    assert "affinity: cpu" in aff and "subgraph cluster_" in sub
+    # a node whose placement differs from its affinity is marked
+    g = reasons_graph()
+    g.nodes["odd"]["affinity"] = "acc"
+    part = ck.run_strategy(ck.make_problem(g, ["acc=ops:A,B"]), "hetero", fill_affinity=True)
+    assert "affinity: acc\nplaced on cpu" in affinity_dot(part)
+
+
+def test_cli_prints_generic_placement_for_other_strategies(tmp_path, capsys):
+    model = tmp_path / "g.json"
+    model.write_text(json.dumps(nx.node_link_data(reasons_graph(), edges="edges")))
+    out = tmp_path / "out.json"
+    assert cli_main(["partition", str(model), "--strategy", "singleton", "--selector",
+                     "acc=ops:A", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "placement:" in text and "acc: 4 nodes in 4 clusters" in text
+    assert "op not supported" in text
+    doc = json.loads(out.read_text())
+    assert "placement" not in doc             # generic report: printed, not stored
+
+
+_GRAPHS: dict = {}
+
+
+def _graph(path):
+    if path not in _GRAPHS:
+        _GRAPHS[path] = load_graph(path)
+    return _GRAPHS[path]
+
+
+@pytest.mark.parametrize("path", ALL_MODELS, ids=model_id)
+def test_real_models_partition_validly_with_both_strategies(path):
+    graph = _graph(path)
+    top = [op for op, _ in collections.Counter(graph.op_types).most_common(2)]
+    problem = ck.make_problem(graph, [f"npu=ops:{top[0]}", f"gpu=ops:{top[1]}"])
+    sizes = {}
+    for strategy in ("hetero", "mxnet"):
+        part = ck.run_strategy(problem, strategy)      # validated
+        rep = part.info["placement"]
+        assert sum(e["nodes"] for e in rep["devices"].values()) == graph.n
+        assert rep["devices"]["npu"]["op_types"].keys() <= {top[0]}
+        assert len(rep["fallen_back"]) == rep["devices"]["cpu"]["nodes"]
+        sizes[strategy] = part.metrics()["nodes_offloaded"]
+        json.dumps(part.to_json())
+    # both place every supported node at min_size 1
+    assert sizes["hetero"] == sizes["mxnet"] == int(problem.any_supported.sum())
