@@ -409,17 +409,21 @@ class GrowthTracker:
 
     Checked at every step by early-exit searches, never by labelling whole regions:
 
-    - adding ``x`` can only create paths through ``x``: search backward from ``x`` for a rejected
-      unit that a member reaches, and forward for one that reaches a member (a search stops at
-      members: a rejected unit behind one would already have failed the condition);
+    - adding ``x`` can only create paths through ``x``: is there a rejected ``r`` with
+      ``S ~> r ~> x`` or ``x ~> r ~> S``? With few rejected units each is tested (order and
+      GRAIL filters, then a depth-first search pruned toward its single target); otherwise one
+      search from ``x`` looks for a rejected unit, stopping at members (a rejected unit behind a
+      member would already have failed the condition);
     - rejecting ``r`` can only put ``r`` itself between two members;
     - rolling back is last-in-first-out, and only the unit whose rejection failed the condition
       and the units rolled back since can then lie between members; each keeps the two members
-      that witness it and is searched again only when one of them is rolled back.
+      that witness it and is searched again only when one of them is rolled back. After a few
+      single steps the stopping point is computed at once (:meth:`settle`).
 
-    Searches only visit units inside the window of ``S`` in all three topological orders of
-    :attr:`UnitGraph.orders` and, while ``S`` is small, units whose GRAIL intervals
-    (:attr:`UnitGraph.intervals`) allow a path from/to some member.
+    "Which member reaches ``z``" is cached per growth: a found member stays valid while it
+    lives, a miss stays valid for the members it saw, so only later members are tried. Every
+    search stays inside the window of ``S`` in the three orders of :attr:`UnitGraph.orders`.
+    ``blocked`` units (``begin``) count as rejected from the start (MXNet's eager variant).
     """
 
     def __init__(self, ug: UnitGraph):
@@ -871,25 +875,25 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     suspect = csize[comp[:k]] > 1
     if not suspect.any():
         return pieces, 0
-    # contracted graph: every non-suspect cluster is one node, every other unit its own node,
-    # numbered in a topological order that keeps each suspect's units together where it can
-    # (then contracting them moves few nodes)
-    node = np.where((cl >= 0) & ~suspect[np.maximum(cl, 0)], cl, k + np.arange(nu))
-    _, node = np.unique(node, return_inverse=True)
+    # Contracted graph: the units in a cycle of the cluster graph (every other unit lies on no
+    # path between two of them), each its own node, numbered in a topological order that keeps
+    # each suspect's units together where it can (then contracting them moves few nodes).
+    inside = csize[comp[item]] > 1
+    node = np.full(nu, -1, dtype=np.int64)
+    node[inside] = np.arange(int(inside.sum()))
     nsrc, ndst = node[src], node[dst]
-    keep = nsrc != ndst
+    keep = (nsrc >= 0) & (ndst >= 0)
     nsrc, ndst = nsrc[keep], ndst[keep]
-    count = int(node.max()) + 1
+    count = int(inside.sum())
     urank = np.asarray(ug.rank, dtype=np.int64)
-    own = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(own, node, urank)
+    own = urank[inside]
     group = own.copy()                  # a suspect's units share the key of its first unit
     sus_units = np.flatnonzero((cl >= 0) & suspect[np.maximum(cl, 0)])
     first = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, cl[sus_units], urank[sus_units])
     group[node[sus_units]] = first[cl[sus_units]]
     pos = _kahn_positions(count, nsrc, ndst, group, own)
-    node = pos[node]
+    node[inside] = pos[node[inside]]
     gc = GraphCycles.from_edges(count, pos[nsrc], pos[ndst])
     node_of = node.tolist()
     rank = ug.rank

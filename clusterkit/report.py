@@ -140,16 +140,32 @@ def placement(partition: Partition, reasons: Mapping[int, Reason] | None = None
 
 
 def get_placement(partition: Partition) -> dict[str, Any]:
-    """The strategy's ``info["placement"]`` when it set one, else the generic report."""
+    """The placement report of a partition: the strategy's ``info["placement"]`` when it set
+    one, recomputed (keeping the strategy's reasons) if the clusters changed since (a pass such
+    as coalescing ran after the strategy) and stored back; else the generic report."""
     info = partition.info.get("placement")
-    if isinstance(info, dict) and "devices" in info and "fallen_back" in info:
+    if not (isinstance(info, dict) and "devices" in info and "fallen_back" in info):
+        return placement(partition)
+    counts: dict[str, int] = {}
+    fb_nodes = 0
+    for c in partition.clusters:
+        counts[c.device] = counts.get(c.device, 0) + 1
+        if c.device == partition.fallback:
+            fb_nodes += len(c.nodes)
+    stale = (fb_nodes != len(info["fallen_back"])
+             or any(e.get("clusters") != counts.get(d, 0) for d, e in info["devices"].items()))
+    if not stale:
         return info
-    return placement(partition)
+    s2i = partition.graph.source_to_index
+    kept = {int(s2i[e["index"]]): (e["reason"], e["detail"]) for e in info["fallen_back"]}
+    fresh = placement(partition, kept)
+    partition.info["placement"] = fresh
+    return fresh
 
 
 def format_placement(partition: Partition, max_nodes: int = 10) -> str:
     """A few lines for ``clusterkit partition``: per-device counts and op types, fallback
-    reasons, and the first fallen-back nodes."""
+    reasons, and the first fallen-back nodes (see :func:`get_placement`)."""
     rep = get_placement(partition)
     lines = ["placement:"]
     for dev, e in rep["devices"].items():
@@ -162,14 +178,21 @@ def format_placement(partition: Partition, max_nodes: int = 10) -> str:
     if rep["fallen_back"]:
         parts = [f"{k} {n}" for k, n in rep["reasons"].items()]
         lines.append(f"  fell back: {len(rep['fallen_back'])} nodes — " + ", ".join(parts))
-        for cat, ops in rep["reasons_by_op"].items():
-            lines.append(f"    {cat}: {_ops(ops)}")
-        for e in rep["fallen_back"][:max_nodes]:
-            lines.append(f"    node {e['node']!r} ({e['op']}, #{e['index']}): {e['reason']}"
-                         f" — {e['detail']}")
-        more = len(rep["fallen_back"]) - max_nodes
+        by_reason: dict[str, list[dict]] = {}
+        for e in rep["fallen_back"]:
+            by_reason.setdefault(e["reason"], []).append(e)
+        per = max(1, max_nodes // max(1, len(by_reason)))
+        shown = 0
+        for cat, entries in by_reason.items():
+            ops = rep["reasons_by_op"].get(cat)
+            lines.append(f"    {cat}: {_ops(ops) if ops else len(entries)}")
+            for e in entries[:per]:
+                lines.append(f"      node {e['node']!r} ({e['op']}, #{e['index']}): "
+                             f"{e['detail']}")
+                shown += 1
+        more = len(rep["fallen_back"]) - shown
         if more > 0:
-            lines.append(f"    ... and {more} more (see the JSON's placement.fallen_back)")
+            lines.append(f"    ... {more} more nodes in the JSON's placement.fallen_back")
     else:
         lines.append("  fell back: none")
     return "\n".join(lines)

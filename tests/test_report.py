@@ -87,7 +87,8 @@ def test_format_placement_lines():
     assert "  acc: 2 nodes in 1 clusters — A 2" in lines
     assert lines[2] == "  cpu (fallback): 5 nodes in 5 clusters — A 2, B 2, Z 1"
     assert "fell back: 5 nodes" in text and "op not supported 1" in text
-    assert "node 'odd' (Z, #4): op not supported" in text
+    assert "    op not supported: Z 1" in lines
+    assert "      node 'odd' (Z, #4): no device supports Z" in lines
 
 
 def test_manual_affinity_reason_and_dumps(tmp_path):
@@ -149,3 +150,22 @@ def test_real_models_partition_validly_with_both_strategies(path):
         json.dumps(part.to_json())
     # both place every supported node at min_size 1
     assert sizes["hetero"] == sizes["mxnet"] == int(problem.any_supported.sum())
+
+
+def test_stored_placement_is_refreshed_when_clusters_change():
+    g = nx.DiGraph()
+    for name, op in [("a0", "A"), ("a1", "A"), ("z", "Z"), ("b0", "A"), ("b1", "A")]:
+        g.add_node(name, op=op)
+    g.add_edges_from([("a0", "a1"), ("b0", "b1"), ("z", "b0")])
+    problem = ck.make_problem(g, ["acc=ops:A"])
+    part = ck.run_strategy(problem, "mxnet")
+    assert part.info["placement"]["devices"]["acc"]["clusters"] == 2
+    acc = [c.nodes for c in part.clusters if c.device == "acc"]
+    merged = ck.Partition.from_clusters(problem, [("acc", acc[0] + acc[1])] +
+                                        [(c.device, c.nodes) for c in part.clusters
+                                         if c.device != "acc"], info=dict(part.info))
+    merged.validate()
+    text = format_placement(merged)
+    assert "acc: 4 nodes in 1 clusters" in text
+    assert merged.info["placement"]["devices"]["acc"]["clusters"] == 1
+    assert merged.info["placement"]["fallen_back"][0]["reason"] == OP_NOT_SUPPORTED

@@ -16,10 +16,10 @@
    - the largest subgraph of the round is kept (the first built among equals), its nodes are
      taken, and rounds repeat until the device has no nodes left.
 
-   Growth never leaves a weakly connected component of the device's remaining nodes and reads
-   nothing outside the members and the rejected list, so components are processed independently
-   and a subgraph grown in one round is reused in the next unless the kept subgraph touched its
-   members or rejected list: the result is the same as re-running every round.
+   A growth reads nothing outside its members and its rejected list, so a subgraph grown in
+   one round is reused in the next unless the kept subgraph touched its members or rejected
+   list, and only the roots such a change reaches are visited again (:meth:`_Selector.
+   run_device`): the result is the same as re-running every round.
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
    groups are grown as one unit. Clusters that depend on each other through other clusters (the
@@ -162,12 +162,13 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     return out, reasons
 
 
-@dataclass
+@dataclass(eq=False)
 class _Growth:
     root: int
     members: list[int]
     size: int
     rolled: list[int]
+    serial: int = 0
 
 
 class _Selector:
@@ -183,95 +184,93 @@ class _Selector:
         self.rolled_back: list[int] = []
         self.trace: list | None = [] if trace else None
         self.rounds = self.growths = self.reused = self.rollbacks = 0
-        self._stamp = [0] * ug.n
-        self._tick = 0
+        self._cover = [0] * ug.n
+        self._flag = [False] * ug.n
+        self._serial = 0
         names = [nd.name for nd in problem.graph.nodes]
         self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
                        "+".join(names[v] for v in ug.members[u]))
 
     # ------------------------------------------------------------------ rounds
     def run_device(self, d: int) -> None:
-        """Select every subgraph of device ``d``."""
-        avail = [u for u in self.ug.order if self.aff[u] == d and not self.taken[u]]
-        for comp in self._components(avail):
-            self._process(d, comp)
+        """Select every subgraph of device ``d``.
 
-    def _components(self, units: list[int]) -> list[list[int]]:
-        """Weakly connected components of ``units`` (rank-sorted), each rank-sorted, in order of
-        their first unit."""
-        self._tick += 1
-        tick = self._tick
-        stamp = self._stamp
-        for u in units:
-            stamp[u] = tick
-        self._tick += 1
-        seen = self._tick
-        succ, pred, rank = self.ug.succ, self.ug.pred, self.ug.rank
-        out = []
-        for u in units:
-            if stamp[u] != tick:
-                continue
-            stamp[u] = seen
-            comp = [u]
-            stack = [u]
-            while stack:
-                x = stack.pop()
-                for w in succ[x]:
-                    if stamp[w] == tick:
-                        stamp[w] = seen
-                        comp.append(w)
-                        stack.append(w)
-                for w in pred[x]:
-                    if stamp[w] == tick:
-                        stamp[w] = seen
-                        comp.append(w)
-                        stack.append(w)
-            comp.sort(key=rank.__getitem__)
-            out.append(comp)
-        return out
-
-    def _process(self, d: int, comp: list[int]) -> None:
-        rank = self.ug.rank
-        work = [(rank[comp[0]], comp)]
+        The subgraphs of a round are fixed by one rule, by induction on rank: a node is a root
+        iff it is free, of this affinity, and in no subgraph grown from an earlier root. So
+        the round is kept as that set of roots with their subgraphs, ``cover[v]`` counting the
+        subgraphs of earlier roots that hold ``v``; after the kept subgraph is taken, only
+        roots whose subgraph read a taken node, and nodes whose cover changes, are visited
+        again (in rank order, so every change only moves forward). The result is that of
+        re-running every round; the work is that of the nodes the changes reach."""
+        ug, aff, taken = self.ug, self.aff, self.taken
+        rank = ug.rank
+        cover = self._cover
+        used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
         watch: dict[int, list[int]] = {}
-        while work:
-            _, K = heapq.heappop(work)
-            if len(K) == 1:
-                g = (self._grow(d, K[0]) if self.trace is not None else
-                     _Growth(K[0], K, self.ug.size[K[0]], []))
-                self._finalize(d, g)
-                continue
+        best: list[tuple[int, int, int, int]] = []
+        dirty: list[tuple[int, int]] = []
+        flagged = self._flag
+
+        def mark(v: int) -> None:
+            if not flagged[v]:
+                flagged[v] = True
+                heapq.heappush(dirty, (rank[v], v))
+
+        def settle() -> None:
+            while dirty:
+                _, v = heapq.heappop(dirty)
+                flagged[v] = False
+                want = aff[v] == d and not taken[v] and cover[v] == 0
+                cur = used.get(v)
+                if cur is not None and (not want or cache.get(v) is not cur):
+                    del used[v]
+                    rv = rank[v]
+                    for m in cur.members:
+                        if rank[m] > rv:
+                            cover[m] -= 1
+                            if cover[m] == 0:
+                                mark(m)
+                if want and v not in used:
+                    g = cache.get(v)
+                    if g is None:
+                        g = self._grow(d, v)
+                        cache[v] = g
+                        for u in self._watched(d, g):
+                            watch.setdefault(u, []).append(v)
+                    else:
+                        self.reused += 1
+                        if self.trace is not None:
+                            self.trace.append(("reuse", self._names(g.members)))
+                    used[v] = g
+                    heapq.heappush(best, (-g.size, rank[v], v, g.serial))
+                    rv = rank[v]
+                    for m in g.members:
+                        if rank[m] > rv:
+                            cover[m] += 1
+                            if cover[m] == 1:
+                                mark(m)
+
+        for u in ug.order:
+            if aff[u] == d and not taken[u]:
+                mark(u)
+        settle()
+        while used:
+            while True:
+                _, _, r, serial = best[0]
+                g = used.get(r)
+                if g is not None and g.serial == serial:
+                    break
+                heapq.heappop(best)
             self.rounds += 1
-            self._tick += 1
-            tick = self._tick
-            stamp = self._stamp
-            best: _Growth | None = None
-            for r in K:
-                if stamp[r] == tick:
-                    continue
-                g = cache.get(r)
-                if g is None:
-                    g = self._grow(d, r)
-                    cache[r] = g
-                    for u in self._watched(d, g):
-                        watch.setdefault(u, []).append(r)
-                else:
-                    self.reused += 1
-                    if self.trace is not None:
-                        self.trace.append(("reuse", self._names(g.members)))
-                for u in g.members:
-                    stamp[u] = tick
-                if best is None or g.size > best.size:
-                    best = g
-            assert best is not None
-            self._finalize(d, best)
-            for u in best.members:
-                for r in watch.pop(u, ()):
-                    cache.pop(r, None)
-            rest = [u for u in K if not self.taken[u]]
-            for sub in self._components(rest):
-                heapq.heappush(work, (rank[sub[0]], sub))
+            self._finalize(d, g)
+            for u in g.members:
+                mark(u)
+                for r2 in watch.pop(u, ()):
+                    cache.pop(r2, None)
+                    if r2 in used:
+                        mark(r2)
+            settle()
 
     def _watched(self, d: int, g: _Growth) -> list[int]:
         """Units whose state the growth read and that a later selection may take: members and
@@ -335,7 +334,9 @@ class _Selector:
         members = list(T.members)
         if tr is not None:
             tr.append(("subgraph", self._names(members)))
-        return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled))
+        self._serial += 1
+        return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
+                       self._serial)
 
     def _push(self, x: int, stack: list[int]) -> None:
         T = self.tracker
