@@ -27,7 +27,7 @@ import numpy as np
 from .errors import ExecutionError, GraphError, SelectorError
 from .graph import Graph, Node, Tensor
 from .partition import Partition
-from .selector import SubgraphProperty
+from .selector import SubgraphProperty, call_create_subgraph_node
 from .subgraph import Subgraph, SubgraphNode
 
 
@@ -133,14 +133,9 @@ def fuse(partition: Partition, validate: bool = True) -> FusedGraph:
             raise SelectorError(f"cluster {c.id} is on device {c.device!r}, which has no property"
                                 " in the problem")
         sub = Subgraph.from_nodes(graph, c.nodes, c.device, c.id)
-        try:
-            sn = prop.create_subgraph_node(sub)
-        except SelectorError:
-            raise
-        except Exception as exc:
-            raise SelectorError(f"property {prop!r}.create_subgraph_node raised {exc!r} on cluster"
-                                f" {c.id} (device {c.device!r}, {len(c.nodes)} nodes, first node "
-                                f"{graph.nodes[c.nodes[0]].name!r})") from exc
+        sn = call_create_subgraph_node(
+            prop, sub, f"cluster {c.id} (device {c.device!r}, {len(c.nodes)} nodes, first node "
+            f"{graph.nodes[c.nodes[0]].name!r})")
         if sn is None:
             rejected.append({"cluster": c.id, "device": c.device, "nodes": len(c.nodes),
                              "reason": f"{prop!r}.create_subgraph_node returned None"})

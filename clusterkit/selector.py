@@ -208,6 +208,19 @@ def call_filter(selector: SubgraphSelector, candidates: list["Node"]) -> list["N
     return kept
 
 
+def call_create_subgraph_node(prop: "SubgraphProperty", subgraph: Any, where: str) -> Any:
+    """``prop.create_subgraph_node(subgraph)``; an exception becomes a :class:`SelectorError`
+    naming the property, its device and ``where`` (the cluster or seed at fault). ``None``
+    (a rejection) is returned as is."""
+    try:
+        return prop.create_subgraph_node(subgraph)
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise SelectorError(f"property {describe(prop)} ({prop.device}).create_subgraph_node "
+                            f"raised {exc!r} on {where}") from exc
+
+
 # ---------------------------------------------------------------------- registry
 @dataclass
 class _Entry:

@@ -233,7 +233,6 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
     g = problem.graph
     units = plan_.units
     uo = units.unit_of
-    n = g.n
     props = problem.properties
     probe = [p.create_subgraph_selector() for p in props]
     do_filter = [_overrides(s, "filter") for s in probe]

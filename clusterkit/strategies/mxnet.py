@@ -34,12 +34,12 @@ from collections import deque
 import numpy as np
 
 from ..constraints import Problem
-from ..errors import SelectorError
 from ..partition import Partition
 from ..reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles, first_reentry
 from ..report import (CONSTRAINT, CYCLE, SELECTOR_CONDITION, SUBGRAPH_REJECTED, Reason,
                       placement)
-from ..selector import call_filter, call_select, call_select_input, call_select_output, describe
+from ..selector import (call_create_subgraph_node, call_filter, call_select, call_select_input,
+                        call_select_output)
 from ..subgraph import Subgraph
 from .common import enforce_min_size
 
@@ -135,14 +135,8 @@ class _MXNet:
                 continue
             node_ids = ug.nodes_of(kept)
             sub = Subgraph.from_nodes(self.graph, node_ids, dev, len(self.pieces))
-            try:
-                fused = prop.create_subgraph_node(sub)
-            except SelectorError:
-                raise
-            except Exception as exc:
-                raise SelectorError(f"property {describe(prop)} ({dev}).create_subgraph_node "
-                                    f"raised {exc!r} on the subgraph seeded at node "
-                                    f"{self._name(seed)!r}") from exc
+            fused = call_create_subgraph_node(
+                prop, sub, f"the subgraph seeded at node {self._name(seed)!r}")
             if fused is None:
                 self.rejected += 1
                 for u in kept:
