@@ -18,20 +18,8 @@ from clusterkit.report import CYCLE, OP_NOT_SUPPORTED, SELECTOR_CONDITION, SUBGR
 from clusterkit.selector import ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector
 from clusterkit.strategies import mxnet
 
-SEED_EDGES = [(1, 2), (2, 3), (2, 4), (3, 5), (4, 5), (5, 6), (6, 7)]
-
-
-def seed_graph() -> nx.DiGraph:
-    g = nx.DiGraph()
-    for i in range(1, 8):
-        g.add_node(str(i), op="B" if i == 4 else "A")
-    g.add_edges_from((str(u), str(v)) for u, v in SEED_EDGES)
-    return g
-
-
-def names(part: ck.Partition) -> set[tuple[str, frozenset[str]]]:
-    g = part.graph
-    return {(c.device, frozenset(g.nodes[v].name for v in c.nodes)) for c in part.clusters}
+from seed_graphs import seed_graph  # noqa: E402
+from seed_graphs import named_clusters as names  # noqa: E402
 
 
 def test_cycle_is_shrunk_and_recorded():
