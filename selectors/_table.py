@@ -1163,6 +1163,21 @@ def float_close(a: float, b: float, tol: float = 1e-6) -> bool:
     return math.isclose(float(a), float(b), rel_tol=tol, abs_tol=tol)
 
 
+def downscale_divides(scales: Iterable[float], dims: Iterable[Any]) -> bool:
+    """Resize rule shared by CoreML, NNAPI and XNNPACK: every scale is positive, and a
+    downscale (scale < 1) must be 1/k for an integer k that divides the dim (when known)."""
+    for scale, dim in zip(scales, dims):
+        if scale <= 0:
+            return False
+        if scale < 1:
+            inv = 1 / scale
+            if not math.isclose(inv, round(inv), rel_tol=1e-6):
+                return False
+            if isinstance(dim, int) and dim % round(inv):
+                return False
+    return True
+
+
 # ====================================================================== shared value helpers
 def scales_pos(ctx: GraphContext, node: "Node") -> int:
     """Position of Resize's ``scales`` input (1 for opset 10 / Upsample, else 2)."""

@@ -15,10 +15,9 @@ Fusion: in NeuralNetwork format a Cast is taken only fused after a supported Arg
 
 from __future__ import annotations
 
-import math
 
 from clusterkit.errors import SelectorError
-from clusterkit.selectors._table import (EACH, Fusion, R, TableProperty, _attr, _norm_axis,
+from clusterkit.selectors._table import (EACH, downscale_divides, Fusion, R, TableProperty, _attr, _norm_axis,
                                          decided_by, not_a_restriction,
                                          _numel, all_inputs, attr_absent, attr_in, attr_is,
                                          check, clip_bounds, const, default_dilations,
@@ -413,17 +412,7 @@ def _downsampling_ok(ctx, node, ml: bool) -> bool:
     if not ml:
         return False
     shape = ctx.shape(node, 0)
-    for s, d in zip(hw, (shape or (None, None))[-2:]):
-        if s >= 1:
-            continue
-        if s <= 0:
-            return False
-        inv = 1.0 / s
-        if not math.isclose(inv, round(inv), rel_tol=1e-6):
-            return False
-        if isinstance(d, int) and d % round(inv):
-            return False
-    return True
+    return downscale_divides(hw, (shape or (None, None))[-2:])
 
 
 def _ml_linear_ctm_ok(ctx, node) -> bool:

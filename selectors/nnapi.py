@@ -13,9 +13,8 @@ patterns; the float op inside a unit is checked like any other node, plus the un
 
 from __future__ import annotations
 
-import math
 
-from clusterkit.selectors._table import (EACH, N, R, TableProperty, _attr, _norm_axis, _numel,
+from clusterkit.selectors._table import (EACH, downscale_divides, N, R, TableProperty, _attr, _norm_axis, _numel,
                                          decided_by, not_a_restriction,
                                          all_static, attr_absent, attr_in, attr_is, check,
                                          clip_bounds, const, default_dilations, dim_at, dtype_in,
@@ -371,16 +370,7 @@ def _resize_scales_ok(ctx, node) -> bool:
     if not (float_close(s[0], 1) and float_close(s[1], 1)):
         return False
     shape = ctx.shape(node, 0)
-    for scale, dim in zip(s[2:], (shape or (None,) * 4)[2:]):
-        if scale <= 0:
-            return False
-        if scale < 1:
-            inv = 1 / scale
-            if not math.isclose(inv, round(inv), rel_tol=1e-6):
-                return False
-            if isinstance(dim, int) and dim % round(inv):
-                return False
-    return True
+    return downscale_divides(s[2:], (shape or (None,) * 4)[2:])
 
 
 def _softmax_out_scale_ok(ctx, node) -> bool:

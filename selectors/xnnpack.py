@@ -13,9 +13,8 @@ gives the pairs as must-stay-together groups for engines.
 
 from __future__ import annotations
 
-import math
 
-from clusterkit.selectors._table import (Fusion, R, TableProperty, _attr, _norm_axis,
+from clusterkit.selectors._table import (Fusion, downscale_divides, R, TableProperty, _attr, _norm_axis,
                                          _numel, attr_absent, attr_in, attr_is, check, const,
                                          default_dilations, dtype_in, first, float_close,
                                          in_pattern, inputs_between, kernel_2d, load_table,
@@ -210,16 +209,7 @@ def _downscale_divides(ctx, node) -> bool:
     shape = ctx.shape(node, 0)
     if not s or len(s) != 4 or shape is None:
         return True
-    for scale, dim in zip(s[2:], shape[2:]):
-        if scale <= 0:
-            return False
-        if scale < 1:
-            inv = 1 / scale
-            if not math.isclose(inv, round(inv), rel_tol=1e-6):
-                return False
-            if isinstance(dim, int) and dim % round(inv):
-                return False
-    return True
+    return downscale_divides(s[2:], shape[2:])
 
 
 def _resize_ctm_ok(ctx, node) -> bool:
