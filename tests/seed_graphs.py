@@ -22,3 +22,14 @@ def named_clusters(part: ck.Partition) -> set[tuple[str, frozenset[str]]]:
     """Clusters as (device, node names)."""
     g = part.graph
     return {(c.device, frozenset(g.nodes[v].name for v in c.nodes)) for c in part.clusters}
+
+
+def descendants(succ: list[list[int]]) -> list[set[int]]:
+    """Full transitive closure over topologically numbered nodes (small test graphs only):
+    ``descendants(succ)[v]`` is every node reachable from ``v``."""
+    reach: list[set[int]] = [set() for _ in succ]
+    for v in reversed(range(len(succ))):
+        for w in succ[v]:
+            reach[v].add(w)
+            reach[v] |= reach[w]
+    return reach

@@ -22,7 +22,7 @@ from clusterkit.report import MANUAL_AFFINITY
 from clusterkit.strategies import hetero
 
 # ---------------------------------------------------------------------- the seed's example
-from seed_graphs import named_clusters, seed_graph  # noqa: E402
+from seed_graphs import descendants, named_clusters, seed_graph  # noqa: E402
 
 
 def test_seed_example_library():
@@ -82,11 +82,7 @@ def naive_hetero(problem: ck.Problem, affinity: list[int]) -> list[tuple[str, li
     g = problem.graph
     n = g.n
     succ, pred = g.succ_lists, g.pred_lists
-    reach = [set() for _ in range(n)]
-    for v in reversed(range(n)):
-        for w in succ[v]:
-            reach[v].add(w)
-            reach[v] |= reach[w]
+    reach = descendants(succ)
     taken: set[int] = set()
     out = []
 

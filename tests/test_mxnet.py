@@ -18,7 +18,7 @@ from clusterkit.report import CYCLE, OP_NOT_SUPPORTED, SELECTOR_CONDITION, SUBGR
 from clusterkit.selector import ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector
 from clusterkit.strategies import mxnet
 
-from seed_graphs import seed_graph  # noqa: E402
+from seed_graphs import descendants, seed_graph  # noqa: E402
 from seed_graphs import named_clusters as names  # noqa: E402
 
 
@@ -171,11 +171,7 @@ def naive_mxnet(problem: ck.Problem) -> list[tuple[str, list[int]]]:
     g = problem.graph
     n = g.n
     succ, pred = g.succ_lists, g.pred_lists
-    reach = [set() for _ in range(n)]
-    for v in reversed(range(n)):
-        for w in succ[v]:
-            reach[v].add(w)
-            reach[v] |= reach[w]
+    reach = descendants(succ)
     taken: set[int] = set()
     out = []
     for d in range(len(problem.devices)):
