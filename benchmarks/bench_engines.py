@@ -19,9 +19,7 @@ and ``speedup_vs_nx`` is baseline seconds / engine seconds at the same size in t
 from __future__ import annotations
 
 import json
-import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _child import spawn_child  # noqa: E402
 ENGINES = ("longest-path", "cycles")
 BASELINE = "nx-greedy"
 BASELINE_LIMIT = 60.0
@@ -121,19 +122,8 @@ def _baseline(problem):
 
 
 def _spawn(engine: str, n: int, seed: int, timeout: float) -> dict | None:
-    """Run :func:`_child` in a fresh interpreter; None on timeout or failure."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", engine, str(n), str(seed)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                             cwd=str(HERE.parent))
-    except subprocess.TimeoutExpired:
-        return None
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr)
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """Run this script's ``--child`` mode in a fresh interpreter."""
+    return spawn_child(__file__, [engine, n, seed], timeout)
 
 
 # ====================================================================== optimality

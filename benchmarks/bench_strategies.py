@@ -21,12 +21,14 @@ from __future__ import annotations
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _child import spawn_child  # noqa: E402
 DEVICES = ["npu=ops:Conv,Relu,Add", "gpu=ops:MatMul,Mul,Conv"]
 STRATEGIES = ("hetero", "mxnet")
 COLUMNS = ["graph", "strategy", "nodes", "edges", "build_s", "seconds", "cpu_s", "vs_singleton",
@@ -81,18 +83,8 @@ def _child(kind: str, n: int, seed: int) -> list[dict]:
 
 
 def _spawn(kind: str, n: int, seed: int, timeout: float) -> list[dict] | None:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, str(n), str(seed)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                             cwd=str(HERE.parent))
-    except subprocess.TimeoutExpired:
-        return None
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr)
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """Run this script's ``--child`` mode in a fresh interpreter."""
+    return spawn_child(__file__, [kind, n, seed], timeout)
 
 
 def _llama() -> str | None:
