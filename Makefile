@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m clusterkit.demo
+	$(PY) -m clusterkit.cli.demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(JOBS) -p no:cacheprovider

@@ -5,8 +5,8 @@ models.
     python benchmarks/bench_engines.py [--quick]          # prints the table
     python benchmarks/run.py --only engines [--quick]     # through the lead's runner
 
-Scale rows: ``clusterkit.synthetic.random_dag(n, mean_out_degree=2, unsupported_fraction=0.2)``
-built with :func:`clusterkit.fastgraph.graph_from_dag`, one accelerator taking every other op,
+Scale rows: ``clusterkit.testing.synthetic.random_dag(n, mean_out_degree=2, unsupported_fraction=0.2)``
+built with :func:`clusterkit.graph.fast.graph_from_dag`, one accelerator taking every other op,
 default value-input constraints. Each (size, engine) runs in its own subprocess: ``seconds`` is
 the engine's wall time (``cpu_s`` its process CPU time, steadier on a shared machine),
 ``peak_rss_MB`` the subprocess's peak resident set (``ru_maxrss``: interpreter + graph + problem +
@@ -40,9 +40,9 @@ OPS = ("Conv", "Relu", "Add", "MatMul", "Mul")
 def _child(engine: str, n: int, seed: int) -> dict:
     """Build, compile and run one engine on one random DAG; report time and memory."""
     from clusterkit import Constraints, OpsProperty
-    from clusterkit.fastgraph import graph_from_dag
-    from clusterkit.strategies import get_strategy
-    from clusterkit.synthetic import random_dag
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.engines import get_strategy
+    from clusterkit.testing.synthetic import random_dag
 
     t0 = time.perf_counter()
     dag = random_dag(n, mean_out_degree=2.0, unsupported_fraction=0.2, seed=seed)
@@ -73,8 +73,8 @@ def _baseline(problem):
     through a dummy node), largest tensor first, one ``nx.has_path`` per merge."""
     import networkx as nx
 
-    from clusterkit.partition import Partition
-    from clusterkit.strategies.longest_path import plan
+    from clusterkit.result import Partition
+    from clusterkit.engines.longest_path import plan
 
     g = problem.graph
     n = g.n
@@ -184,7 +184,7 @@ def optimality(count: int, seed: int = 7) -> list[list]:
     """How often each engine reaches the exhaustive optimum (fewest fallback nodes, then
     cut_bytes), and by how much it misses."""
     from clusterkit import run_strategy
-    from clusterkit.exhaustive import exhaustive_optimum
+    from clusterkit.testing.exhaustive import exhaustive_optimum
 
     rng = np.random.default_rng(seed)
     variants = {"longest-path": ("longest-path", {}), "cycles": ("cycles", {}),
@@ -309,7 +309,7 @@ def run(quick: bool = False) -> dict:
     rows += models(quick)
     largest = max(base, default=None)
     notes = [
-        "random DAG: clusterkit.synthetic.random_dag(n, mean_out_degree=2, locality=0.9, "
+        "random DAG: clusterkit.testing.synthetic.random_dag(n, mean_out_degree=2, locality=0.9, "
         "unsupported_fraction=0.2, seed=11); selector ops:" + ",".join(OPS) + " (every op but "
         "'Unsupported'); Constraints.default().",
         "seconds: engine wall time; cpu_s: process CPU time of the engine (the machine is shared, "
@@ -322,7 +322,7 @@ def run(quick: bool = False) -> dict:
         "cycles defaults: window=1024, far_span=1024, far_budget=16, passes=1, "
         "merge_non_adjacent=False; longest-path defaults: split_components=True, "
         "join_siblings=True, refine=True, refine_rounds=12.",
-        "optimality: the exhaustive oracle (clusterkit.exhaustive) over every valid partition, "
+        "optimality: the exhaustive oracle (clusterkit.testing.exhaustive) over every valid partition, "
         "objective cut (fewest fallback nodes first); a graph 'reaches the optimum' when the "
         "engine's fallback count and cut_bytes both equal it.",
         "targets (issue #3): 1e6 nodes <= 10 s (longest-path), <= 20 s (cycles), peak <= 2 GB; "

@@ -5,8 +5,8 @@ largest real model (llama, 11k nodes).
     python benchmarks/bench_strategies.py [--quick]          # prints the table
     python benchmarks/run.py --only strategies [--quick]     # through the lead's runner
 
-Graphs: ``clusterkit.synthetic.random_dag(n, mean_out_degree=2, locality=0.9,
-unsupported_fraction=0.2)`` built with :func:`clusterkit.fastgraph.graph_from_dag`; two devices in
+Graphs: ``clusterkit.testing.synthetic.random_dag(n, mean_out_degree=2, locality=0.9,
+unsupported_fraction=0.2)`` built with :func:`clusterkit.graph.fast.graph_from_dag`; two devices in
 priority order, ``npu`` = Conv, Relu, Add and ``gpu`` = MatMul, Mul, Conv, default constraints.
 Each size runs in its own subprocess; ``build_s`` (graph from arrays + compiling the problem) is
 measured apart from the strategies. In the same process the ``singleton`` strategy (every node its
@@ -38,12 +38,12 @@ COLUMNS = ["graph", "strategy", "nodes", "edges", "build_s", "seconds", "cpu_s",
 def _child(kind: str, n: int, seed: int) -> list[dict]:
     """Build one graph, run singleton, hetero and mxnet on it; one dict per strategy."""
     from clusterkit import Constraints, run_strategy
-    from clusterkit.specs import parse_selectors
+    from clusterkit.selection.specs import parse_selectors
 
     t0 = time.perf_counter()
     if kind == "random":
-        from clusterkit.fastgraph import graph_from_dag
-        from clusterkit.synthetic import random_dag
+        from clusterkit.graph.fast import graph_from_dag
+        from clusterkit.testing.synthetic import random_dag
 
         dag = random_dag(n, mean_out_degree=2.0, locality=0.9, unsupported_fraction=0.2,
                          seed=seed)
@@ -52,7 +52,7 @@ def _child(kind: str, n: int, seed: int) -> list[dict]:
     else:
         import collections
 
-        from clusterkit.loader import load_graph
+        from clusterkit.io.loader import load_graph
 
         graph = load_graph(kind)
         top = [op for op, _ in collections.Counter(graph.op_types).most_common(2)]

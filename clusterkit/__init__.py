@@ -1,20 +1,20 @@
 """clusterkit: cluster the operator graph of a neural network into subgraphs an accelerator can
 run, under constraints, with interchangeable strategies, and fuse each cluster into one op."""
 
-from .api import make_problem, partition, run_strategy
-from .constraints import DEFAULT_VALUE_INPUTS, Constraints, Problem
-from .errors import (BackendError, ClusterkitError, ConstraintError, CycleError, ExecutionError,
+from clusterkit.api import make_problem, partition, run_strategy
+from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
+from clusterkit.errors import (BackendError, ClusterkitError, ConstraintError, CycleError, ExecutionError,
                      GraphError, ModelLoadError, PartitionError, SelectorError, StrategyError)
-from .graph import Graph, Node, Tensor
-from .loader import load_graph
-from .nx_io import from_networkx, graph_from_node_link, load_node_link, to_networkx, to_node_link
-from .onnx_io import load_onnx
-from .partition import Cluster, Partition, cut_bytes
-from .selector import (ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector,
+from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.io.loader import load_graph
+from clusterkit.io.networkx import from_networkx, graph_from_node_link, load_node_link, to_networkx, to_node_link
+from clusterkit.io.onnx import load_onnx
+from clusterkit.result import Cluster, Partition, cut_bytes
+from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector,
                        get_property, register_property, registered_properties)
-from .specs import parse_selector, parse_selectors
-from .strategies import get_strategy, register_strategy, strategy_names
-from .subgraph import Subgraph, SubgraphNode
+from clusterkit.selection.specs import parse_selector, parse_selectors
+from clusterkit.engines import get_strategy, register_strategy, strategy_names
+from clusterkit.graph.subgraph import Subgraph, SubgraphNode
 
 __version__ = "0.1.0"
 

@@ -6,14 +6,14 @@ import inspect
 import time
 from typing import Any, Iterable
 
-from .constraints import Constraints, Problem
-from .errors import StrategyError
-from .graph import Graph
-from .loader import load_graph
-from .partition import Partition
-from .selector import SubgraphProperty
-from .specs import parse_selectors
-from .strategies import get_strategy
+from clusterkit.constraints.core import Constraints, Problem
+from clusterkit.errors import StrategyError
+from clusterkit.graph.core import Graph
+from clusterkit.io.loader import load_graph
+from clusterkit.result import Partition
+from clusterkit.selection.protocol import SubgraphProperty
+from clusterkit.selection.specs import parse_selectors
+from clusterkit.engines import get_strategy
 
 
 def make_problem(model: Any, selectors: Iterable[str | SubgraphProperty],
@@ -33,7 +33,7 @@ def run_strategy(problem: Problem, strategy: str, selector: str = "", validate: 
                  coalesce: bool = False, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem; the result is timed and (by default) validated.
     With ``coalesce``, clusters of one device are then merged while the partition stays valid
-    (:mod:`clusterkit.strategies.coalesce`: never raises cut_bytes or partitions).
+    (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or partitions).
     Unknown options are an error naming the strategy."""
     func = get_strategy(strategy)
     params = inspect.signature(func).parameters
@@ -46,7 +46,7 @@ def run_strategy(problem: Problem, strategy: str, selector: str = "", validate: 
     start = time.perf_counter()
     result = func(problem, **options)
     if coalesce:
-        from .strategies.coalesce import coalesce as coalesce_clusters
+        from clusterkit.engines.coalesce import coalesce as coalesce_clusters
 
         result = coalesce_clusters(result)
     result.seconds = time.perf_counter() - start

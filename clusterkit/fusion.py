@@ -6,7 +6,7 @@ boundary tensors. The result is a :class:`FusedGraph`: an ordinary :class:`Graph
 partitioned and fused again) that also remembers, per node, the nodes of the *original* graph it
 stands for (``members``) and the fused node it is (``fused``).
 
-A set of original nodes is described by a :class:`~clusterkit.subgraph.Subgraph` of the original
+A set of original nodes is described by a :class:`~clusterkit.graph.subgraph.Subgraph` of the original
 graph (:func:`flatten` gives it for any node set of a fused graph). :func:`subgraph_model` builds a
 standalone ``ModelProto`` for it: the non-constant boundary inputs it needs become graph inputs
 (types and shapes from the parent's tensors), the constants it reads come along as initializers
@@ -24,11 +24,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .errors import ExecutionError, GraphError, SelectorError
-from .graph import Graph, Node, Tensor
-from .partition import Partition
-from .selector import SubgraphProperty, call_create_subgraph_node
-from .subgraph import Subgraph, SubgraphNode
+from clusterkit.errors import ExecutionError, GraphError, SelectorError
+from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.result import Partition
+from clusterkit.selection.protocol import SubgraphProperty, call_create_subgraph_node
+from clusterkit.graph.subgraph import Subgraph, SubgraphNode
 
 
 class FusedGraph(Graph):
@@ -279,7 +279,7 @@ class StaticInfo:
     shape or a mask built from shapes (name → TensorProto); ``value_infos`` are types and shapes
     sharper than the parent graph's (name → ValueInfoProto). A whole-model onnxruntime session
     folds the same values; see
-    :func:`clusterkit.backends.onnxruntime_backend.static_info`."""
+    :func:`clusterkit.runtime.backends.onnxruntime_backend.static_info`."""
 
     values: dict[str, Any]
     value_infos: dict[str, Any]

@@ -5,7 +5,7 @@ Run: python examples/compare_strategies.py [MODEL.onnx] [SELECTOR]
 
 import sys
 
-from clusterkit.compare import compare, format_table
+from clusterkit.analysis.compare import compare, format_table
 
 model = sys.argv[1] if len(sys.argv) > 1 else "../shared/models/mobilenet_v2.onnx"
 selector = sys.argv[2] if len(sys.argv) > 2 else "ops:Conv,Relu,Clip,Add,GlobalAveragePool"

@@ -11,8 +11,8 @@ Run: python examples/hetero_run.py [MODEL.onnx]
 import sys
 
 import clusterkit as ck
-from clusterkit.backends import OnnxRuntimeBackend
-from clusterkit.executor import Executor, compare_outputs, random_inputs, run_model
+from clusterkit.runtime.backends import OnnxRuntimeBackend
+from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 from clusterkit.fusion import flatten, fuse
 
 

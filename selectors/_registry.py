@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from clusterkit.selector import register_property
+from clusterkit.selection.protocol import register_property
 
 #: ``--selector`` name → module in this package defining ``make_property(device=...)``.
 SHIPPED = {

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from clusterkit.errors import SelectorError
-from clusterkit.selector import SubgraphProperty, SubgraphSelector
+from clusterkit.selection.protocol import SubgraphProperty, SubgraphSelector
 
 if TYPE_CHECKING:
-    from clusterkit.graph import Graph, Node, Tensor
+    from clusterkit.graph.core import Graph, Node, Tensor
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 #: ONNX TensorProto data types used by ``Cast``'s ``to`` attribute.

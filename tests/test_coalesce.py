@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from dag_strategies import problems  # noqa: E402
 
 from clusterkit import Partition, make_problem, run_strategy  # noqa: E402
-from clusterkit.strategies.coalesce import coalesce  # noqa: E402
+from clusterkit.engines.coalesce import coalesce  # noqa: E402
 
 from conftest import SHARED_MODELS  # noqa: E402
 

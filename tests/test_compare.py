@@ -9,7 +9,7 @@ import pytest
 
 from clusterkit import make_problem, run_strategy
 from clusterkit.cli import main
-from clusterkit.compare import compare, compare_many, default_strategies, format_table
+from clusterkit.analysis.compare import compare, compare_many, default_strategies, format_table
 
 from conftest import LIGHT_MODELS, SHARED_MODELS
 
@@ -76,7 +76,7 @@ def test_cli_compare_model_and_folder(tmp_path, capsys):
 
 
 def test_demo_compares_every_strategy_and_writes_reports(tmp_path, capsys):
-    from clusterkit.demo import main as demo
+    from clusterkit.cli.demo import main as demo
 
     assert demo(["--out", str(tmp_path), "--time-limit", "20"]) == 0
     out = capsys.readouterr().out

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
-from clusterkit.conformance import (DEFAULT_MODELS, ConformanceError, ConformanceReport,
+from clusterkit.testing.conformance import (DEFAULT_MODELS, ConformanceError, ConformanceReport,
                                     check_selector, default_graphs)
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._registry import SHIPPED

@@ -20,11 +20,11 @@ from dag_strategies import problems  # noqa: E402
 
 from clusterkit import (Constraints, ConstraintError, OpsProperty, StrategyError,  # noqa: E402
                         from_networkx, load_graph, make_problem, run_strategy, strategy_names)
-from clusterkit.exhaustive import exhaustive_optimum  # noqa: E402
-from clusterkit.gap import format_gap, objective_value, optimality_gap, optimum  # noqa: E402
-from clusterkit.graph import Graph, Node, Tensor  # noqa: E402
-from clusterkit.reduce import reachability, reduce_problem  # noqa: E402
-from clusterkit.strategies.cpsat import parse_objective, solve  # noqa: E402
+from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
+from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum  # noqa: E402
+from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
+from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
+from clusterkit.engines.cpsat.strategy import parse_objective, solve  # noqa: E402
 
 # The ops: selectors of the real-model checks (benchmarks/bench_cpsat.py sweeps the same ones).
 SELECTORS = {
@@ -318,7 +318,7 @@ def test_infeasible_together_group():
 
     class Picky(OpsProperty):
         def create_subgraph_selector(self):
-            from clusterkit.selector import ContainOpSelector
+            from clusterkit.selection.protocol import ContainOpSelector
 
             class S(ContainOpSelector):
                 def select_output(self, node, new_node):
@@ -439,7 +439,7 @@ def test_gap_of_heuristics():
 
 def test_gap_when_more_nodes_stay_on_the_host():
     problem = _chain_problem()
-    from clusterkit.partition import Partition
+    from clusterkit.result import Partition
 
     host_only = Partition.from_assignment(problem, np.arange(3), np.full(3, -1))
     row = optimality_gap(host_only, "cut", time_limit=10)

@@ -19,7 +19,7 @@ from test_longest_path import (clusters_of, fast, names_of, rich_problems,  # no
 
 from clusterkit import (Constraints, ContainOpSelector, OpsProperty, Partition,  # noqa: E402
                         SubgraphProperty, from_networkx, run_strategy)
-from clusterkit.explain import explain, explain_edge  # noqa: E402
+from clusterkit.analysis.explain import explain, explain_edge  # noqa: E402
 
 
 # ---------------------------------------------------------------------- the seed's walk-through

@@ -23,9 +23,9 @@ from test_longest_path import fast  # noqa: E402
 from clusterkit import (Constraints, OpsProperty, from_networkx, load_graph,  # noqa: E402
                         run_strategy)
 from clusterkit.cli import main as cli_main  # noqa: E402
-from clusterkit.explain import explain  # noqa: E402
-from clusterkit.fastgraph import graph_from_arrays, graph_from_dag  # noqa: E402
-from clusterkit.synthetic import random_dag  # noqa: E402
+from clusterkit.analysis.explain import explain  # noqa: E402
+from clusterkit.graph.fast import graph_from_arrays, graph_from_dag  # noqa: E402
+from clusterkit.testing.synthetic import random_dag  # noqa: E402
 
 ENGINES = ("longest-path", "cycles")
 CONV = ["Conv", "Relu", "Add", "BatchNormalization", "MaxPool", "GlobalAveragePool", "Clip",

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 import clusterkit as ck
 from clusterkit import BackendError, ExecutionError, OpsProperty
-from clusterkit.backends import (OnnxRuntimeBackend, backend_names, get_backend,
+from clusterkit.runtime.backends import (OnnxRuntimeBackend, backend_names, get_backend,
                                  register_backend)
 from clusterkit.cli import main as cli_main
-from clusterkit.executor import (DEFAULT_DIM, INT_HIGH, Executor, compare_outputs,
+from clusterkit.runtime.executor import (DEFAULT_DIM, INT_HIGH, Executor, compare_outputs,
                                  random_inputs, run_model)
-from clusterkit.export import export_fused
+from clusterkit.io.export import export_fused
 from clusterkit.fusion import fuse
 from conftest import ALL_MODELS, SHARED_MODELS, model_id
 from test_fusion import (FAST_ORT, MULTI, level_partition, load, onnx_models, partition_with,
@@ -427,7 +427,7 @@ def test_static_values_are_what_the_whole_model_computes():
     computes; a model with dynamic inputs gets no probe."""
     from onnx import numpy_helper
 
-    from clusterkit.backends.onnxruntime_backend import static_info
+    from clusterkit.runtime.backends.onnxruntime_backend import static_info
     from test_fusion import _intermediates
 
     graph = load(SHARED_MODELS / "vit_b_16.onnx")

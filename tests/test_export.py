@@ -12,14 +12,14 @@ import onnxruntime as ort
 import pytest
 
 import clusterkit as ck
-import clusterkit.export as export_mod
+import clusterkit.io.export as export_mod
 from clusterkit import PartitionError
 from clusterkit.cli import main as cli_main
-from clusterkit.executor import Executor, compare_outputs, random_inputs, run_model
-from clusterkit.export import (PARTITION_KEY, device_domain, export_fused, export_partition,
+from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
+from clusterkit.io.export import (PARTITION_KEY, device_domain, export_fused, export_partition,
                                partition_json_of)
 from clusterkit.fusion import fuse
-from clusterkit.plan import apply_plan, load_plan, plan_selectors
+from clusterkit.io.plan import apply_plan, load_plan, plan_selectors
 from conftest import LIGHT_DIR, SHARED_MODELS
 from test_fusion import FAST_ORT, MULTI, level_partition, load, partition_with
 

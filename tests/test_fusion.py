@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 import clusterkit as ck
 from clusterkit import OpsProperty, Partition, SelectorError, SubgraphNode, SubgraphProperty
 from clusterkit.fusion import FusedGraph, flatten, fuse, runtime_outputs, subgraph_model
-from clusterkit.selector import ContainOpSelector
+from clusterkit.selection.protocol import ContainOpSelector
 from conftest import SHARED_MODELS
 
 MULTI = [s for s in ("cycles", "longest-path", "mxnet", "hetero") if s in ck.strategy_names()]
@@ -293,7 +293,7 @@ def test_subgraph_model_computes_the_cluster_like_the_whole_model(path, ops):
     """Each cluster's standalone model (boundary inputs as graph inputs, constants brought along,
     If bodies' outer-scope reads as inputs) passes the checker and, fed the values the whole model
     computes for its inputs, returns what the whole model computes for its outputs."""
-    from clusterkit.executor import random_inputs
+    from clusterkit.runtime.executor import random_inputs
 
     graph = load(path)
     problem = ck.make_problem(graph, [f"acc=ops:{ops}"])

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from clusterkit import (CycleError, GraphError, ModelLoadError, from_networkx, load_graph,
                         load_onnx, to_networkx)
-from clusterkit.nx_io import graph_from_node_link, to_dot, to_node_link
+from clusterkit.io.networkx import graph_from_node_link, to_dot, to_node_link
 
 from conftest import ALL_MODELS, SHARED_MODELS, model_id
 

@@ -1,4 +1,4 @@
-"""Tests for clusterkit.graphcycles: random operation sequences against a networkx oracle."""
+"""Tests for clusterkit.graph.graphcycles: random operation sequences against a networkx oracle."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterkit.graphcycles import GraphCycles
-from clusterkit.synthetic import random_dag
+from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.testing.synthetic import random_dag
 
 
 # ------------------------------------------------------------------ helpers

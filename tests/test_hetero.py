@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
-from clusterkit.affinity import compute_affinity, parse_rule
+from clusterkit.constraints.affinity import compute_affinity, parse_rule
 from clusterkit.cli import main as cli_main
 from clusterkit.errors import ConstraintError
-from clusterkit.report import MANUAL_AFFINITY
-from clusterkit.strategies import hetero
+from clusterkit.analysis.report import MANUAL_AFFINITY
+from clusterkit.engines import hetero
 
 # ---------------------------------------------------------------------- the seed's example
 from seed_graphs import descendants, named_clusters, seed_graph  # noqa: E402
@@ -326,8 +326,8 @@ def test_clusters_depending_on_each_other_are_split():
 
 
 def test_large_random_graph_runs_without_closure():
-    from clusterkit.fastgraph import graph_from_dag
-    from clusterkit.synthetic import random_dag
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import random_dag
 
     dag = random_dag(10000, seed=3)
     problem = ck.make_problem(graph_from_dag(dag), ["npu=ops:Conv,Relu,Add",

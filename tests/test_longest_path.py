@@ -18,8 +18,8 @@ from dag_strategies import OPS, dags, problems  # noqa: E402
 
 from clusterkit import (Constraints, ConstraintError, OpsProperty, Partition,  # noqa: E402
                         SubgraphProperty, SubgraphSelector, from_networkx, run_strategy)
-from clusterkit.exhaustive import exhaustive_optimum  # noqa: E402
-from clusterkit.graph import Graph, Node, Tensor  # noqa: E402
+from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
+from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
 
 def fast(examples: int):
     """Hypothesis settings for these tests: no deadline, no example database."""

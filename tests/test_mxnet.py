@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import clusterkit as ck
 from clusterkit.errors import ConstraintError, SelectorError
-from clusterkit.report import CYCLE, OP_NOT_SUPPORTED, SELECTOR_CONDITION, SUBGRAPH_REJECTED
-from clusterkit.selector import ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector
-from clusterkit.strategies import mxnet
+from clusterkit.analysis.report import CYCLE, OP_NOT_SUPPORTED, SELECTOR_CONDITION, SUBGRAPH_REJECTED
+from clusterkit.selection.protocol import ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector
+from clusterkit.engines import mxnet
 
 from seed_graphs import descendants, seed_graph  # noqa: E402
 from seed_graphs import named_clusters as names  # noqa: E402
@@ -292,8 +292,8 @@ def test_subgraphs_depending_on_each_other_are_split():
 
 
 def test_large_random_graph():
-    from clusterkit.fastgraph import graph_from_dag
-    from clusterkit.synthetic import random_dag
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import random_dag
 
     dag = random_dag(10000, seed=4)
     problem = ck.make_problem(graph_from_dag(dag), ["npu=ops:Conv,Relu,Add",

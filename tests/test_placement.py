@@ -23,9 +23,9 @@ from test_cpsat import onnxish_problems  # noqa: E402
 
 from clusterkit import (Constraints, ConstraintError, OpsProperty, from_networkx,  # noqa: E402
                         load_graph, load_onnx, make_problem, run_strategy)
-from clusterkit.costs import CostModel, graph_flops, node_flops  # noqa: E402
-from clusterkit.graph import Graph, Node, Tensor  # noqa: E402
-from clusterkit.placement import _options, estimate, place, priority_placement  # noqa: E402
+from clusterkit.constraints.costs import CostModel, graph_flops, node_flops  # noqa: E402
+from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
+from clusterkit.engines.placement import _options, estimate, place, priority_placement  # noqa: E402
 
 FAST = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 TWO = ["npu=ops:Conv,Relu,Add,MaxPool",

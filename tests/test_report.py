@@ -11,11 +11,11 @@ import pytest
 
 import clusterkit as ck
 from clusterkit.cli import main as cli_main
-from clusterkit.dumps import affinity_dot, dump_dot, subgraphs_dot
-from clusterkit.loader import load_graph
-from clusterkit.report import (CONSTRAINT, CYCLE, MANUAL_AFFINITY, OP_NOT_SUPPORTED,
+from clusterkit.io.dumps import affinity_dot, dump_dot, subgraphs_dot
+from clusterkit.io.loader import load_graph
+from clusterkit.analysis.report import (CONSTRAINT, CYCLE, MANUAL_AFFINITY, OP_NOT_SUPPORTED,
                                SELECTOR_CONDITION, format_placement, placement)
-from clusterkit.selector import ContainOpSelector, SubgraphProperty
+from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
 
 from conftest import ALL_MODELS, model_id
 

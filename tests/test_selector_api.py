@@ -10,7 +10,7 @@ import pytest
 from clusterkit import (Constraints, ContainOpSelector, OpsProperty, SelectorError,
                         SubgraphProperty, SubgraphSelector, from_networkx, parse_selector,
                         parse_selectors, partition)
-from clusterkit.selector import call_filter
+from clusterkit.selection.protocol import call_filter
 
 
 def _chain():

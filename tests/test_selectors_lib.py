@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import clusterkit as ck
-from clusterkit.constraints import Constraints
+from clusterkit.constraints.core import Constraints
 from clusterkit.errors import SelectorError
-from clusterkit.graph import Graph, Node, Tensor
+from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.selectors._registry import SHIPPED
-from clusterkit.subgraph import Subgraph
+from clusterkit.graph.subgraph import Subgraph
 
 from conftest import LIGHT_DIR, SHARED, SHARED_MODEL_PATHS, SHARED_MODELS
 

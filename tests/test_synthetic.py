@@ -1,4 +1,4 @@
-"""Tests for clusterkit.synthetic."""
+"""Tests for clusterkit.testing.synthetic."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from clusterkit.synthetic import SyntheticDAG, random_dag, save_node_link, to_node_link
+from clusterkit.testing.synthetic import SyntheticDAG, random_dag, save_node_link, to_node_link
 
 
 def test_same_seed_same_graph_other_seed_other_graph():

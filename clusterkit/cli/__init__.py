@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import ClusterkitError
+from clusterkit.errors import ClusterkitError
 
 COMMANDS = ["partition", "run", "export", "compare"]
 

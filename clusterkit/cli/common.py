@@ -7,10 +7,10 @@ import json
 import os
 from typing import Any
 
-from ..constraints import DEFAULT_VALUE_INPUTS, Constraints, Problem
-from ..errors import ConstraintError, StrategyError
-from ..loader import load_graph
-from ..specs import parse_selectors
+from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
+from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.io.loader import load_graph
+from clusterkit.selection.specs import parse_selectors
 
 
 def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "cycles") -> None:

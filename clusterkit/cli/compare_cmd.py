@@ -9,10 +9,10 @@ import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 
-from ..compare import compare, compare_many, default_strategies, format_table, write_dots
-from ..errors import ClusterkitError, StrategyError
-from ..strategies import strategy_names
-from .common import constraints_from_args, model_label, strategy_options, write_text
+from clusterkit.analysis.compare import compare, compare_many, default_strategies, format_table, write_dots
+from clusterkit.errors import ClusterkitError, StrategyError
+from clusterkit.engines import strategy_names
+from clusterkit.cli.common import constraints_from_args, model_label, strategy_options, write_text
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--dot", metavar="DIR", help="one DOT (and SVG with Graphviz) per strategy")
     p.add_argument("--jobs", type=int, default=1, help="models compared in parallel (DIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from .common import add_constraint_args
+    from clusterkit.cli.common import add_constraint_args
 
     add_constraint_args(p)
     return p
@@ -82,7 +82,7 @@ def _options_for(strategy: str, shared: dict) -> dict:
     hetero: affinity)."""
     import inspect
 
-    from ..strategies import get_strategy
+    from clusterkit.engines import get_strategy
 
     params = inspect.signature(get_strategy(strategy)).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):

@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..executor import compare_outputs, random_inputs, run_model
-from ..export import export_fused
-from ..fusion import fuse, source_model
-from .common import add_problem_args, model_label, write_text
-from .run_cmd import add_plan_arg, partition_from_args
+from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
+from clusterkit.io.export import export_fused
+from clusterkit.fusion import fuse, source_model
+from clusterkit.cli.common import add_problem_args, model_label, write_text
+from clusterkit.cli.run_cmd import add_plan_arg, partition_from_args
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

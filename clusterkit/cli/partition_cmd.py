@@ -6,8 +6,8 @@ import argparse
 import importlib
 import json
 
-from ..api import run_strategy
-from .common import (add_problem_args, model_label, problem_from_args, strategy_options,
+from clusterkit.api import run_strategy
+from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args, strategy_options,
                      write_text)
 
 
@@ -29,11 +29,11 @@ def main(args: argparse.Namespace) -> int:
                           coalesce=args.coalesce, **strategy_options(args))
     name = model_label(args.model)
     print(result.summary())
-    report = _optional("clusterkit.report")
+    report = _optional("clusterkit.analysis.report")
     if report is not None:
         print(report.format_placement(result))
     if args.explain:
-        explain = importlib.import_module("clusterkit.explain")
+        explain = importlib.import_module("clusterkit.analysis.explain")
         lines = explain.explain(result)
         print(f"{len(lines)} adjacent supported node pairs are split:")
         for line in lines:
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         write_text(args.dot, result.to_dot())
         print(f"wrote {args.dot}")
     if args.dump_dot:
-        dumps = importlib.import_module("clusterkit.dumps")
+        dumps = importlib.import_module("clusterkit.io.dumps")
         for path in dumps.dump_dot(result, args.dump_dot, name):
             print(f"wrote {path}")
     return 0

@@ -12,13 +12,13 @@ import json
 import time
 from typing import Any
 
-from ..api import run_strategy
-from ..errors import BackendError, ConstraintError
-from ..executor import DEFAULT_DIM, Executor, compare_outputs, random_inputs, run_model
-from ..fusion import fuse, source_model
-from ..partition import Partition
-from ..plan import apply_plan, load_plan, plan_selectors
-from .common import (add_problem_args, model_label, problem_from_args, strategy_options,
+from clusterkit.api import run_strategy
+from clusterkit.errors import BackendError, ConstraintError
+from clusterkit.runtime.executor import DEFAULT_DIM, Executor, compare_outputs, random_inputs, run_model
+from clusterkit.fusion import fuse, source_model
+from clusterkit.result import Partition
+from clusterkit.io.plan import apply_plan, load_plan, plan_selectors
+from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args, strategy_options,
                      write_text)
 
 

@@ -1,0 +1,1 @@
+"""Reading a partition: the placement report, explanations, optimality gap, strategy comparison."""

@@ -1,0 +1,56 @@
+"""``make demo``: compare every strategy on a real model that the onnx package ships, with a
+real accelerator's selector, print the table and write the report files.
+
+    python -m clusterkit.cli.demo [--model light_inception_v2] [--selector coreml] [--out reports]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import onnx
+
+from clusterkit.analysis.compare import compare, default_strategies, format_table, write_dots
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="light_inception_v2",
+                        help="a model of the onnx package's light set, or a path")
+    parser.add_argument("--selector", default="coreml", help="a --selector spec")
+    parser.add_argument("--out", default="reports", help="folder for the report files")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="cpsat seconds")
+    args = parser.parse_args(argv)
+    path = Path(args.model)
+    if not path.exists():
+        path = LIGHT / f"{args.model}.onnx"
+    strategies = default_strategies()
+    print(f"clusterkit demo: {path.name} with selector {args.selector!r}, strategies "
+          f"{', '.join(strategies)}\n", flush=True)
+    options = {"cpsat": {"time_limit": args.time_limit}}
+    result = compare(str(path), [args.selector], strategies, options=options, name=path.stem)
+    print(format_table(result))
+    os.makedirs(args.out, exist_ok=True)
+    report = os.path.join(args.out, f"{path.stem}_compare.json")
+    with open(report, "w", encoding="utf-8") as fh:
+        json.dump(result.to_json(), fh, indent=1)
+    written = [report]
+    for strategy, part in result.partitions.items():
+        pj = os.path.join(args.out, f"{path.stem}_{strategy}.json")
+        with open(pj, "w", encoding="utf-8") as fh:
+            json.dump(part.to_json(model=path.stem), fh, indent=1)
+        written.append(pj)
+    written += write_dots(result, args.out)
+    print(f"\nwrote {len(written)} report files to {os.path.abspath(args.out)}/ "
+          f"(comparison: {report}; one partition JSON and DOT per strategy)")
+    return 1 if any(r.error for r in result.rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""Constraints, and the compiled :class:`Problem` every engine consumes.
+
+:class:`Constraints` is what a user writes (node names or topological indices);
+:meth:`Constraints.compile` checks it against a graph and the devices' properties and returns a
+:class:`Problem`: integer arrays only (supported mask per device, must-cut edges, never-together
+pairs, together groups, size limits). Selectors are compiled into it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence, Union
+
+import numpy as np
+
+from clusterkit.errors import ConstraintError
+from clusterkit.graph.core import Graph
+from clusterkit.selection.protocol import SubgraphProperty, call_select, call_select_input, call_select_output
+
+NodeRef = Union[int, str]
+
+#: Inputs whose *values* the usual accelerators must know (shape, repeats, slice bounds, scales).
+DEFAULT_VALUE_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3),
+    "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,),
+    "TopK": (1,), "Pad": (1, 2, 3),
+}
+
+# reasons an edge must be cut (codes in Problem.cut_reason)
+CUT_NONE, CUT_EXPLICIT, CUT_VALUE = 0, 1, 2
+
+
+@dataclass
+class Constraints:
+    """Placement constraints.
+
+    - ``cut_edges``: (producer, consumer) pairs that must be in different clusters.
+    - ``never_together``: pairs of nodes never in one cluster (adjacent or not).
+    - ``value_inputs``: op type → input positions whose producer must be constant or sit in
+      another cluster (e.g. Reshape's shape, input 1).
+    - ``together``: groups that must share one cluster (each must be convex: every path between
+      two members stays inside the group).
+    - ``min_size``/``max_size``: nodes per accelerator cluster; ``max_const_bytes``: bytes of the
+      constants one cluster may hold. A cluster below ``min_size`` goes back to the fallback.
+    """
+
+    cut_edges: list[tuple[NodeRef, NodeRef]] = field(default_factory=list)
+    never_together: list[tuple[NodeRef, NodeRef]] = field(default_factory=list)
+    value_inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    together: list[list[NodeRef]] = field(default_factory=list)
+    min_size: int = 1
+    max_size: int | None = None
+    max_const_bytes: int | None = None
+
+    @classmethod
+    def default(cls, **kwargs) -> "Constraints":
+        """Constraints with :data:`DEFAULT_VALUE_INPUTS`."""
+        return cls(value_inputs=dict(DEFAULT_VALUE_INPUTS), **kwargs)
+
+    def compile(self, graph: Graph, properties: Sequence[SubgraphProperty] = (),
+                fallback: str = "cpu") -> "Problem":
+        """Check against ``graph`` and compile with the devices' ``properties`` (priority order)."""
+        return compile_problem(graph, self, list(properties), fallback)
+
+
+@dataclass
+class Problem:
+    """Compiled constraints over integer node ids (topological indices).
+
+    ``supported[d, v]``: device ``d`` takes node ``v``; ``edge_ok[d, e]``: device ``d``'s selector
+    follows edge ``e`` (indices into ``graph.edge_src``); ``must_cut[e]`` with ``cut_reason[e]``;
+    ``never_pairs`` (k×2, u<v); ``group_of[v]`` (-1 or a together-group id) with ``groups``.
+    """
+
+    graph: Graph
+    properties: list[SubgraphProperty]
+    devices: list[str]
+    fallback: str
+    supported: np.ndarray
+    edge_ok: np.ndarray
+    must_cut: np.ndarray
+    cut_reason: np.ndarray
+    never_pairs: np.ndarray
+    groups: list[np.ndarray]
+    group_of: np.ndarray
+    min_size: int
+    max_size: int | None
+    max_const_bytes: int | None
+    constraints: Constraints
+
+    @property
+    def n(self) -> int:
+        return self.graph.n
+
+    @property
+    def any_supported(self) -> np.ndarray:
+        """Nodes some device takes."""
+        return self.supported.any(axis=0) if len(self.devices) else np.zeros(self.n, bool)
+
+    @property
+    def first_device(self) -> np.ndarray:
+        """Index of the first device (priority order) that takes each node, -1 for none."""
+        if not self.devices:
+            return np.full(self.n, -1, dtype=np.int64)
+        first = np.argmax(self.supported, axis=0).astype(np.int64)
+        first[~self.any_supported] = -1
+        return first
+
+    def device_index(self, name: str) -> int:
+        """Index of a device by name; the fallback is -1."""
+        if name == self.fallback:
+            return -1
+        try:
+            return self.devices.index(name)
+        except ValueError:
+            raise ConstraintError(f"unknown device {name!r} (devices: "
+                                  f"{', '.join(self.devices)}; fallback {self.fallback})") from None
+
+    def contractible(self, d: int) -> np.ndarray:
+        """Edges that may lie inside one cluster of device ``d``: both ends supported, the
+        selector follows the edge, no constraint cuts it."""
+        g = self.graph
+        return (self.supported[d][g.edge_src] & self.supported[d][g.edge_dst]
+                & self.edge_ok[d] & ~self.must_cut)
+
+    @property
+    def never_sets(self) -> list[set[int]]:
+        """Per node, the nodes it may never share a cluster with."""
+        out: list[set[int]] = [set() for _ in range(self.n)]
+        for u, v in self.never_pairs.tolist():
+            out[u].add(v)
+            out[v].add(u)
+        return out
+
+
+def resolve_node(graph: Graph, ref: NodeRef, what: str) -> int:
+    """Topological index of a node given by index or name."""
+    if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
+        if 0 <= int(ref) < graph.n:
+            return int(ref)
+        raise ConstraintError(f"{what}: no node with index {ref} (graph has {graph.n} nodes)")
+    if isinstance(ref, str):
+        idx = graph.name_to_index.get(ref)
+        if idx is None:
+            raise ConstraintError(f"{what}: no node named {ref!r}")
+        return idx
+    raise ConstraintError(f"{what}: a node is an index or a name, got {ref!r}")
+
+
+def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphProperty],
+                    fallback: str) -> Problem:
+    """See :meth:`Constraints.compile`."""
+    devices = [p.device for p in properties]
+    if len(set(devices)) != len(devices):
+        raise ConstraintError(f"device names must be distinct, got {devices}")
+    if fallback in devices:
+        raise ConstraintError(f"fallback device {fallback!r} is also an accelerator device")
+    if cons.min_size < 1:
+        raise ConstraintError(f"min_size must be >= 1, got {cons.min_size}")
+    if cons.max_size is not None and cons.max_size < cons.min_size:
+        raise ConstraintError(f"max_size {cons.max_size} is below min_size {cons.min_size}")
+    n, m = graph.n, graph.num_edges
+    supported = np.zeros((len(properties), n), dtype=bool)
+    edge_ok = np.ones((len(properties), m), dtype=bool)
+    for d, prop in enumerate(properties):
+        supported[d] = prop.query(graph)
+        if cons.max_const_bytes is not None:  # a node that alone holds too much fits nowhere
+            supported[d] &= graph.const_bytes <= cons.max_const_bytes
+        edge_ok[d] = _edge_answers(graph, prop, supported[d])
+    must_cut = np.zeros(m, dtype=bool)
+    reason = np.zeros(m, dtype=np.int8)
+    for u_ref, v_ref in cons.cut_edges:
+        u = resolve_node(graph, u_ref, "cut edge")
+        v = resolve_node(graph, v_ref, "cut edge")
+        try:
+            e = graph.edge_index(u, v)
+        except Exception:
+            raise ConstraintError(f"cut edge {graph.nodes[u].name!r} -> {graph.nodes[v].name!r}:"
+                                  " there is no such edge") from None
+        must_cut[e] = True
+        reason[e] = CUT_EXPLICIT
+    value_inputs = dict(cons.value_inputs)
+    for prop in properties:
+        for op, pos in getattr(prop, "value_inputs", {}).items():
+            value_inputs[op] = tuple(sorted(set(value_inputs.get(op, ())) | set(pos)))
+    for e in _value_input_edges(graph, value_inputs):
+        if not must_cut[e]:
+            must_cut[e] = True
+            reason[e] = CUT_VALUE
+    pairs = set()
+    for a_ref, b_ref in cons.never_together:
+        a = resolve_node(graph, a_ref, "never-together pair")
+        b = resolve_node(graph, b_ref, "never-together pair")
+        if a == b:
+            raise ConstraintError(f"never-together pair names node {graph.nodes[a].name!r} twice")
+        pairs.add((min(a, b), max(a, b)))
+    never = np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+    group_of = np.full(n, -1, dtype=np.int64)
+    groups: list[np.ndarray] = []
+    for gi, members in enumerate(cons.together):
+        ids = sorted({resolve_node(graph, r, "together group") for r in members})
+        for v in ids:
+            if group_of[v] >= 0:
+                raise ConstraintError(f"node {graph.nodes[v].name!r} is in two together groups")
+            group_of[v] = len(groups)
+        groups.append(np.asarray(ids, dtype=np.int64))
+    problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
+                      never, groups, group_of, cons.min_size, cons.max_size,
+                      cons.max_const_bytes, cons)
+    _check_groups(problem)
+    return problem
+
+
+def _edge_answers(graph: Graph, prop: SubgraphProperty, supported: np.ndarray) -> np.ndarray:
+    """Per edge: does the selector follow it (``select_output`` from the producer and
+    ``select_input`` from the consumer, each on a fresh selector that selected its node)?"""
+    m = graph.num_edges
+    probe = prop.create_subgraph_selector()
+    if not probe.edge_sensitive:
+        return np.ones(m, dtype=bool)
+    out = np.zeros(m, dtype=bool)
+    nodes = graph.nodes
+    for e, (u, v) in enumerate(zip(graph.edge_src.tolist(), graph.edge_dst.tolist())):
+        if not (supported[u] and supported[v]):
+            continue
+        sel = prop.create_subgraph_selector()
+        if not (call_select(sel, nodes[u]) and call_select_output(sel, nodes[u], nodes[v])):
+            continue
+        sel = prop.create_subgraph_selector()
+        out[e] = call_select(sel, nodes[v]) and call_select_input(sel, nodes[v], nodes[u])
+    return out
+
+
+def _value_input_edges(graph: Graph, value_inputs: dict[str, tuple[int, ...]]) -> list[int]:
+    """Edges producer→consumer carrying a non-constant tensor into a value input."""
+    out = []
+    for node in graph.nodes:
+        positions = value_inputs.get(node.op_type)
+        if not positions:
+            continue
+        for pos in positions:
+            if pos >= len(node.inputs) or not node.inputs[pos]:
+                continue
+            ten = graph.tensors[node.inputs[pos]]
+            if ten.producer is None or ten.is_constant:
+                continue
+            out.append(graph.edge_index(ten.producer, node.index))
+    return out
+
+
+def _check_groups(p: Problem) -> None:
+    """Contradictions: a together group with a never-together pair or a must-cut edge inside,
+    no device common to all members, larger than max_size, or not convex."""
+    g = p.graph
+    names = [nd.name for nd in g.nodes]
+    for gi, members in enumerate(p.groups):
+        inside = set(members.tolist())
+        for u, v in p.never_pairs.tolist():
+            if u in inside and v in inside:
+                raise ConstraintError(f"contradiction: nodes {names[u]!r} and {names[v]!r} must be"
+                                      f" together (group {gi}) and never together")
+        for e in np.flatnonzero(p.must_cut).tolist():
+            u, v = int(g.edge_src[e]), int(g.edge_dst[e])
+            if u in inside and v in inside:
+                why = "a cut edge" if p.cut_reason[e] == CUT_EXPLICIT else "a value input"
+                raise ConstraintError(f"contradiction: edge {names[u]!r} -> {names[v]!r} must be "
+                                      f"cut ({why}) but both ends are in together group {gi}")
+        if p.max_size is not None and len(inside) > p.max_size:
+            raise ConstraintError(f"contradiction: together group {gi} has {len(inside)} nodes,"
+                                  f" above max_size {p.max_size}")
+        if len(inside) > 1 and p.devices and not p.supported[:, members].all(axis=1).any():
+            raise ConstraintError(f"contradiction: no device takes every node of together group "
+                                  f"{gi} ({', '.join(names[v] for v in members[:5].tolist())}...)")
+        outside = _path_outside(g, inside)
+        if outside is not None:
+            raise ConstraintError(f"together group {gi} is not convex: a path between its "
+                                  f"members passes through node {names[outside]!r}; add it to "
+                                  "the group")
+
+
+def _path_outside(g: Graph, inside: set[int]) -> int | None:
+    """A node outside ``inside`` lying on a path between two members, or None."""
+    if len(inside) < 2:
+        return None
+    succ, pred = g.succ_lists, g.pred_lists
+    lo, hi = min(inside), max(inside)
+    down = _reach(inside, succ, lambda v: v <= hi)
+    up = _reach(inside, pred, lambda v: v >= lo)
+    both = sorted((down & up) - inside)
+    return both[0] if both else None
+
+
+def _reach(starts: Iterable[int], adj: list[list[int]], keep) -> set[int]:
+    """Nodes reachable from ``starts`` (excluded unless reached again) within ``keep``."""
+    seen: set[int] = set()
+    stack = [w for s in starts for w in adj[s] if keep(w)]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        stack.extend(w for w in adj[v] if keep(w) and w not in seen)
+    return seen

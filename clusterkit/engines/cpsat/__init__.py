@@ -1,0 +1,1 @@
+"""The CP-SAT strategy: reductions, the exact model, solving with a proven bound."""

@@ -1,0 +1,526 @@
+"""The CP-SAT model of optimal clustering, over the super-nodes of :mod:`clusterkit.engines.cpsat.reduce`.
+
+Formulation (one *part* of a :class:`~clusterkit.engines.cpsat.reduce.SuperGraph` at a time):
+
+- ``x[s, d]``: super-node ``s`` runs on accelerator device ``d``; ``acc[s] = sum_d x[s, d]``
+  (at most 1; 0 means the fallback).
+- ``r[s]``: an integer *rank*. A cluster is the set of offloaded super-nodes of one (rank,
+  device); fallback nodes are singleton clusters. For every edge ``s -> t``: ``r[t] >= r[s]``,
+  and ``r[t] >= r[s] + 1`` unless ``same[s, t]``, a literal that implies equal ranks, one common
+  device that follows the edge, and both offloaded.
+
+Why this describes exactly the valid partitions. (Soundness) Along every edge ranks never
+decrease and they increase across every edge between two clusters, so a cycle of clusters would
+need a strictly increasing rank sequence returning to its start: the quotient is acyclic. Edges
+inside a cluster have ``same`` true (equal ranks and devices with ``same`` false would contradict
+the strict inequality), so their device follows them and no must-cut edge lies inside. (Complete-
+ness) Given any valid partition, number its clusters in a topological order of the quotient and
+give every node the number of its cluster: ranks are non-decreasing along edges and strictly
+increasing across clusters, two accelerator clusters never share a (rank, device), and the
+numbers fit the rank domains (a topological position is at least the number of forced cuts on
+any path from a source and leaves room for those after it).
+
+Constraints per cluster use *pair literals* ``z[a, b]`` (``a`` and ``b`` share a cluster): only
+upper-bounded ones (``z`` implies same rank, same device, offloaded) where the objective wants
+them true, exact ones (also ``z`` when same rank and device) for sizes and constant bytes.
+Pairs that can never share a cluster (:func:`clusterkit.engines.cpsat.reduce.mergeable`) have no literal.
+
+Objective, exactly DESIGN.md's ``cut_bytes``: per tensor of ``b`` bytes with consumers ``c1 <
+c2 < ...``, consumer ``ci`` pays ``b`` when it is offloaded, not in the producer's cluster, and
+in the cluster of no earlier consumer (``pay_i >= acc_i - same(p, ci) - sum_j<i z[cj, ci]``);
+the host unit pays ``b`` once when the producer is offloaded and some consumer is not; a graph
+output pays ``b`` when produced off the host. ``partitions`` counts cluster leaders: an offloaded
+super-node in the cluster of no earlier super-node. Every value is tight at an optimum, and
+:meth:`ClusterModel.evaluate` computes the tight value of any assignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ortools.sat.python import cp_model
+
+from clusterkit.result import cluster_const_bytes
+from clusterkit.engines.cpsat.reduce import SuperGraph, TensorTerm, mergeable, reachability
+
+Lit = Any  # True, False, or a CP-SAT literal
+
+
+@dataclass
+class PartSolution:
+    """Ranks and devices (-1: fallback) per super-node of a part, with the solver's figures."""
+
+    rank: dict[int, int]
+    device: dict[int, int]
+    status: str
+    objective: float | None
+    bound: float | None
+    wall: float
+
+
+class ClusterModel:
+    """The model of one part. ``w_cut``/``w_parts`` are integer weights; minimize
+    :meth:`offload_expr` (fallback nodes) or :meth:`objective_expr` (the objective, without the
+    constant :attr:`const`). ``full``/``blocked`` come from :func:`~clusterkit.engines.cpsat.reduce.reachability`
+    and ``terms``/``never`` restrict the tensors and never-together pairs to this part's (all
+    when not given)."""
+
+    def __init__(self, sg: SuperGraph, part: Sequence[int], w_cut: int, w_parts: int,
+                 full: list[int] | None = None, blocked: list[int] | None = None,
+                 terms: Sequence[TensorTerm] | None = None,
+                 never: Sequence[tuple[int, int]] | None = None):
+        self.sg = sg
+        self.part = list(part)
+        self.inside = set(self.part)
+        self.w_cut = int(w_cut)
+        self.w_parts = int(w_parts)
+        p = sg.problem
+        self.problem = p
+        self._m: cp_model.CpModel | None = None
+        if full is None or blocked is None:
+            full, blocked = reachability(sg)
+        self.full, self.blocked = full, blocked
+        self.never = set(sg.never)
+        # the tensors and never-together pairs that touch this part (all when not given)
+        self.part_terms = list(sg.terms if terms is None else terms)
+        self.part_never = [(a, b) for a, b in (sg.never if never is None else never)
+                           if a in self.inside and b in self.inside]
+        self.const = 0  # objective terms that no variable changes (in weighted units)
+        self.terms: list[tuple[int, Lit]] = []  # (coefficient, literal) of the objective
+        self.fb_terms: list[tuple[int, Lit]] = []
+        # semantics, for hints and evaluation
+        self._pairs: dict[tuple[int, int], Lit] = {}
+        self._exact: set[tuple[int, int]] = set()
+        self._eq: dict[tuple[int, int], Any] = {}
+        self._pays: list[tuple[Any, int, list[tuple[int, int]], bool]] = []
+        self._hosts: list[tuple[Any, int, list[int], bool]] = []
+        self._leads: list[tuple[Any, int, list[int]]] = []
+        self._has: list[tuple[Any, int, list[int]]] = []
+        self._build()
+
+    @property
+    def m(self) -> cp_model.CpModel:
+        """The CP-SAT model, created on first use (a lone fixed super-node never needs one)."""
+        if self._m is None:
+            self._m = cp_model.CpModel()
+        return self._m
+
+    @property
+    def trivial(self) -> bool:
+        """True when nothing is left to decide (no model was needed)."""
+        return self._m is None
+
+    # ------------------------------------------------------------------ literal helpers
+    @staticmethod
+    def neg(a: Lit) -> Lit:
+        if a is True:
+            return False
+        if a is False:
+            return True
+        return a.Not()
+
+    def clause(self, lits: Sequence[Lit]) -> None:
+        """OR of literals (constants simplified)."""
+        out = []
+        for a in lits:
+            if a is True:
+                return
+            if a is False:
+                continue
+            out.append(a)
+        self.m.AddBoolOr(out)
+
+    def enforce(self, ct, lits: Sequence[Lit]) -> None:
+        """Enforce a linear constraint ``ct`` (already added) only if all ``lits`` hold."""
+        real = []
+        for a in lits:
+            if a is False:
+                raise AssertionError("enforce() called with a false literal")
+            if a is not True:
+                real.append(a)
+        if real:
+            ct.OnlyEnforceIf(real)
+
+    def _add_if(self, expr, lits: Sequence[Lit]) -> None:
+        if any(a is False for a in lits):
+            return
+        if isinstance(expr, bool):  # both sides constant
+            if not expr:
+                self.clause([self.neg(a) for a in lits])
+            return
+        self.enforce(self.m.Add(expr), lits)
+
+    # ------------------------------------------------------------------ building
+    def _build(self) -> None:
+        sg = self.sg
+        part = self.part
+        lone = len(part) == 1
+        self.x: dict[int, dict[int, Lit]] = {}
+        self.acc: dict[int, Lit] = {}
+        for s in part:
+            devs = sg.devices[s] if sg.may_acc[s] else ()
+            xs: dict[int, Lit] = {}
+            if not devs:
+                self.acc[s] = False
+            elif not sg.may_fb[s] and (len(devs) == 1 or lone):
+                # a lone super-node is a cluster by itself on any of its devices: the cut and the
+                # partition count do not depend on which
+                xs[devs[0]] = True
+                self.acc[s] = True
+            else:
+                m = self.m
+                for d in devs:
+                    xs[d] = m.NewBoolVar(f"x{s}_{d}")
+                if sg.may_fb[s]:
+                    a = m.NewBoolVar(f"acc{s}")
+                    m.Add(sum(xs.values()) == a)
+                    self.acc[s] = a
+                else:
+                    m.AddExactlyOne(list(xs.values()))
+                    self.acc[s] = True
+            self.x[s] = xs
+            if sg.may_fb[s]:
+                w = sg.weight(s)
+                if self.acc[s] is False:
+                    pass  # fixed host: a constant of the offload phase
+                else:
+                    self.fb_terms.append((w, self.neg(self.acc[s])))
+        # edges and rank domains
+        masks = sg.dev_mask
+        self.edge_lit: dict[tuple[int, int], Lit] = {}
+        strict: dict[tuple[int, int], bool] = {}
+        local_edges = [(a, b) for a in part for b in sg.succ[a] if b in self.inside]
+        for a, b in local_edges:
+            common = sg.edges[(a, b)] & masks[a] & masks[b]
+            strict[(a, b)] = not (common and self.can_share(a, b))
+        lo: dict[int, int] = {}
+        for s in part:
+            lo[s] = max((lo[a] + strict[(a, s)] for a in sg.pred[s] if a in self.inside),
+                        default=0)
+        top = len(part) - 1
+        down: dict[int, int] = {}
+        for s in reversed(part):
+            down[s] = max((down[b] + strict[(s, b)] for b in sg.succ[s] if b in self.inside),
+                          default=0)
+        if lone:
+            self.r = {part[0]: 0}
+        else:
+            m = self.m
+            self.r = {s: m.NewIntVar(lo[s], max(lo[s], top - down[s]), f"r{s}") for s in part}
+        self.lo, self.hi = lo, {s: max(lo[s], top - down[s]) for s in part}
+        for a, b in local_edges:
+            ra, rb = self.r[a], self.r[b]
+            if strict[(a, b)]:
+                m.Add(rb >= ra + 1)
+                self.edge_lit[(a, b)] = False
+                continue
+            common = sg.edges[(a, b)] & masks[a] & masks[b]
+            m = self.m
+            same = m.NewBoolVar(f"same{a}_{b}")
+            self.edge_lit[(a, b)] = same
+            self._pairs[(a, b)] = same
+            self._exact.add((a, b))
+            m.Add(rb >= ra)
+            m.Add(rb == ra).OnlyEnforceIf(same)
+            m.Add(rb >= ra + 1).OnlyEnforceIf(same.Not())
+            self._same_device(same, a, b, common)
+        # never-together pairs
+        for a, b in self.part_never:
+            if True:
+                for d in set(self.x[a]) & set(self.x[b]):
+                    self._add_if(self.r[a] != self.r[b], [self.x[a][d], self.x[b][d]])
+        self._costs()
+        if self.w_parts:
+            self._partitions()
+        p = self.problem
+        if p.min_size > 1 or p.max_size is not None:
+            self._sizes()
+        if p.max_const_bytes is not None:
+            self._const_bytes()
+
+    def _same_device(self, z, a: int, b: int, common: int) -> None:
+        """``z`` implies: both offloaded, on one device of ``common`` (a device bitmask)."""
+        self.clause([z.Not(), self.acc[a]])
+        self.clause([z.Not(), self.acc[b]])
+        for d in sorted(set(self.x[a]) | set(self.x[b])):
+            xa, xb = self.x[a].get(d, False), self.x[b].get(d, False)
+            if (common >> d) & 1 and xa is not False and xb is not False:
+                self.clause([z.Not(), self.neg(xa), xb])
+                self.clause([z.Not(), self.neg(xb), xa])
+            else:
+                if xa is not False:
+                    self.clause([z.Not(), self.neg(xa)])
+                if xb is not False:
+                    self.clause([z.Not(), self.neg(xb)])
+
+    def can_share(self, a: int, b: int) -> bool:
+        return mergeable(self.sg, a, b, self.full, self.blocked, self.never)
+
+    def pair(self, a: int, b: int, exact: bool = False) -> Lit:
+        """A literal that implies "a and b share a cluster" (``exact``: and is implied by it);
+        False when they never can."""
+        if a > b:
+            a, b = b, a
+        key = (a, b)
+        if self.edge_lit.get(key, None) is False or not self.can_share(a, b):
+            return False
+        z = self._pairs.get(key)
+        if z is None:
+            z = self.m.NewBoolVar(f"z{a}_{b}")
+            self._pairs[key] = z
+            self.m.Add(self.r[a] == self.r[b]).OnlyEnforceIf(z)
+            common = 0
+            for d in set(self.x[a]) & set(self.x[b]):
+                common |= 1 << d
+            self._same_device(z, a, b, common)
+        if exact and key not in self._exact:
+            self._exact.add(key)
+            e = self.m.NewBoolVar(f"eq{a}_{b}")
+            self._eq[key] = e
+            self.m.Add(self.r[a] == self.r[b]).OnlyEnforceIf(e)
+            self.m.Add(self.r[a] != self.r[b]).OnlyEnforceIf(e.Not())
+            for d in set(self.x[a]) & set(self.x[b]):
+                self.clause([e.Not(), self.neg(self.x[a][d]), self.neg(self.x[b][d]), z])
+        return z
+
+    def _costs(self) -> None:
+        sg = self.sg
+        wc = self.w_cut
+        if not wc:
+            return
+        for term in self.part_terms:
+            p = term.producer
+            own = p >= 0 and p in self.inside
+            cons = [c for c in term.consumers if c in self.inside]
+            b = term.nbytes * wc
+            if own:
+                pa = self.acc[p]
+                if term.is_output:
+                    self._add_term(b, pa)
+                host_cons = [c for c in term.consumers if c in self.inside and sg.may_fb[c]]
+                outside_host = [c for c in term.consumers
+                                if c not in self.inside and not sg.may_acc[c]]
+                fixed_host = bool(outside_host) or term.host_consumer
+                if pa is not False and (host_cons or fixed_host):
+                    if pa is True and (fixed_host or any(self.acc[c] is False
+                                                         for c in host_cons)):
+                        self.const += b
+                    else:
+                        h = self.m.NewBoolVar(f"h{term.tensor}")
+                        for c in host_cons:
+                            self.clause([h, self.acc[c], self.neg(pa)])
+                        if fixed_host:
+                            self.clause([h, self.neg(pa)])
+                        self._hosts.append((h, p, host_cons, fixed_host))
+                        self.terms.append((b, h))
+            # accelerator consuming units
+            done: list[int] = []
+            for c in cons:
+                ac = self.acc[c]
+                if ac is False:
+                    continue
+                avoid: list[Lit] = []
+                sem: list[tuple[int, int]] = []
+                if own:
+                    e = self.edge_lit.get((p, c), False)
+                    if e is not False:
+                        avoid.append(e)
+                        sem.append((p, c))
+                for j in done:
+                    z = self.pair(j, c)
+                    if z is not False:
+                        avoid.append(z)
+                        sem.append((j, c))
+                done.append(c)
+                if not avoid:
+                    self._add_term(b, ac)
+                    continue
+                pay = self.m.NewBoolVar(f"pay{term.tensor}_{c}")
+                self.clause([pay, self.neg(ac)] + avoid)
+                self._pays.append((pay, c, sem, True))
+                self.terms.append((b, pay))
+
+    def _add_term(self, coef: int, lit: Lit) -> None:
+        if lit is True:
+            self.const += coef
+        elif lit is not False:
+            self.terms.append((coef, lit))
+
+    def _partitions(self) -> None:
+        wp = self.w_parts
+        earlier: list[int] = []
+        for s in self.part:
+            a = self.acc[s]
+            if a is False:
+                continue
+            avoid = []
+            sem = []
+            for t in earlier:
+                z = self.pair(t, s)
+                if z is not False:
+                    avoid.append(z)
+                    sem.append(t)
+            earlier.append(s)
+            if not avoid:
+                self._add_term(wp, a)
+                continue
+            lead = self.m.NewBoolVar(f"lead{s}")
+            self.clause([lead, self.neg(a)] + avoid)
+            self._leads.append((lead, s, sem))
+            self.terms.append((wp, lead))
+
+    def _sizes(self) -> None:
+        p = self.problem
+        sg = self.sg
+        for s in self.part:
+            a = self.acc[s]
+            if a is False:
+                continue
+            parts = [(sg.weight(t), self.pair(s, t, exact=True)) for t in self.part if t != s]
+            parts = [(w, z) for w, z in parts if z is not False]
+            expr = sum(w * z for w, z in parts) + sg.weight(s)
+            if p.min_size > 1:
+                self._add_if(expr >= p.min_size, [a])
+            if p.max_size is not None:
+                self._add_if(expr <= p.max_size, [a])
+
+    def _const_bytes(self) -> None:
+        p = self.problem
+        sg = self.sg
+        g = p.graph
+        reads: dict[int, dict[str, int]] = {}
+        for s in self.part:
+            row: dict[str, int] = {}
+            for v in sg.members[s]:
+                for t in g.nodes[v].all_inputs():
+                    ten = g.tensors[t]
+                    if ten.is_constant and ten.nbytes:
+                        row[t] = ten.nbytes
+            reads[s] = row
+        readers: dict[str, list[int]] = {}
+        for s in self.part:
+            for t in reads[s]:
+                readers.setdefault(t, []).append(s)
+        for s in self.part:
+            a = self.acc[s]
+            if a is False:
+                continue
+            own = sum(reads[s].values())
+            terms = []
+            for t in sorted(readers):
+                if t in reads[s]:
+                    continue
+                zs = [self.pair(s, o, exact=True) for o in readers[t]]
+                zs = [z for z in zs if z is not False]
+                if not zs:
+                    continue
+                has = self.m.NewBoolVar(f"has{s}_{len(self._has)}")
+                for z in zs:
+                    self.clause([has, z.Not()])
+                others = [o for o in readers[t] if self.pair(s, o) is not False]
+                self._has.append((has, s, others))
+                terms.append(g.tensors[t].nbytes * has)
+            self._add_if(sum(terms) + own <= p.max_const_bytes, [a])
+
+    # ------------------------------------------------------------------ objective
+    def objective_expr(self):
+        return sum(c * v for c, v in self.terms)
+
+    def offload_expr(self):
+        return sum(c * v for c, v in self.fb_terms)
+
+    # ------------------------------------------------------------------ semantics
+    def evaluate(self, rank: dict[int, int], device: dict[int, int]) -> dict[Any, int]:
+        """Tight value of every model variable for an assignment (rank, device; -1 = fallback)."""
+        vals: dict[Any, int] = {}
+
+        def key(s: int):
+            return (rank[s], device[s]) if device[s] >= 0 else ("fb", s)
+
+        def same(a: int, b: int) -> bool:
+            return device[a] >= 0 and key(a) == key(b)
+
+        for s in self.part:
+            for d, lit in self.x[s].items():
+                if lit is not True:
+                    vals[lit] = int(device[s] == d)
+            a = self.acc[s]
+            if a is not True and a is not False:
+                vals[a] = int(device[s] >= 0)
+            if not isinstance(self.r[s], int):
+                vals[self.r[s]] = rank[s]
+        for (a, b), z in self._pairs.items():
+            vals[z] = int(same(a, b))
+        for (a, b), e in self._eq.items():
+            vals[e] = int(rank[a] == rank[b])
+        for pay, c, sem, _ in self._pays:
+            vals[pay] = int(device[c] >= 0 and not any(same(a, b) for a, b in sem))
+        for h, p, cons, fixed in self._hosts:
+            vals[h] = int(device[p] >= 0 and (any(device[c] < 0 for c in cons) or fixed))
+        for lead, s, sem in self._leads:
+            vals[lead] = int(device[s] >= 0 and not any(same(t, s) for t in sem))
+        for has, s, others in self._has:
+            vals[has] = int(any(same(s, o) for o in others))
+        return vals
+
+    def value(self, vals: dict[Any, int], which: str = "objective") -> int:
+        """Objective (or, with ``which="offload"``, fallback-node) value of evaluated
+        variables."""
+        terms = self.terms if which == "objective" else self.fb_terms
+        by_index = {var.Index(): val for var, val in vals.items()}
+        total = 0
+        for c, lit in terms:
+            if lit is True:
+                total += c
+                continue
+            i = lit.Index()
+            total += c * (by_index[i] if i >= 0 else 1 - by_index[-i - 1])
+        return total
+
+    def feasible(self, rank: dict[int, int], device: dict[int, int]) -> bool:
+        """Does the assignment satisfy the model (domains, edges, never pairs, sizes)?"""
+        sg = self.sg
+        for s in self.part:
+            d = device[s]
+            if d >= 0 and d not in self.x[s]:
+                return False
+            if d < 0 and not sg.may_fb[s]:
+                return False
+            if not self.lo[s] <= rank[s] <= self.hi[s]:
+                return False
+        for (a, b), lit in self.edge_lit.items():
+            together = device[a] >= 0 and device[a] == device[b] and rank[a] == rank[b]
+            if rank[b] < rank[a] or (not together and rank[b] == rank[a]):
+                return False
+            if together:
+                if lit is False or not (self.sg.edges[(a, b)] >> device[a]) & 1:
+                    return False
+        for a, b in self.part_never:
+            if device[a] >= 0 \
+                    and device[a] == device[b] and rank[a] == rank[b]:
+                return False
+        p = self.problem
+        if p.min_size > 1 or p.max_size is not None or p.max_const_bytes is not None:
+            clusters: dict[tuple[int, int], list[int]] = {}
+            for s in self.part:
+                if device[s] >= 0:
+                    clusters.setdefault((rank[s], device[s]), []).extend(sg.members[s])
+            for nodes in clusters.values():
+                if len(nodes) < p.min_size or (p.max_size is not None
+                                               and len(nodes) > p.max_size):
+                    return False
+                if p.max_const_bytes is not None and \
+                        cluster_const_bytes(p.graph, nodes) > p.max_const_bytes:
+                    return False
+        return True
+
+    def hint(self, rank: dict[int, int], device: dict[int, int]) -> None:
+        self.m.ClearHints()
+        for var, val in self.evaluate(rank, device).items():
+            self.m.AddHint(var, val)
+
+
+STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
+          cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID",
+          cp_model.UNKNOWN: "UNKNOWN"}

@@ -1,0 +1,523 @@
+"""Strategy ``cycles``: edge contraction over a dynamic topological order (TensorFlow/XLA's
+GraphCycles, :class:`clusterkit.graph.graphcycles.GraphCycles`).
+
+Every node starts as its own cluster. Edges whose two ends may share a cluster (same device, the
+device's selector follows the edge, no constraint cuts it) are contracted, largest tensor first,
+each contraction refused when it would close a cycle (another path joins the two clusters) or
+break a constraint (never-together pair, ``max_size``, ``max_const_bytes``, a stateful selector
+saying no). As in the seed (``seeds/tvm-clustering-graphcycles-longest-path.txt``), an edge that
+must be cut between two nodes of one device is routed through a dummy node that is never
+contracted, so that merging its two ends is refused as a cycle.
+
+Details:
+
+- Order: edges are taken in windows of ``window`` consecutive consumer positions (topological
+  order), largest tensor first inside a window (``window=None``: one window, the global
+  largest-first order). Contracting front to back keeps the re-ranking of the dynamic order local;
+  on a graph smaller than the window this is exactly "largest tensor first".
+- Edges spanning more than ``far_span`` positions are tried last, each with a bounded search
+  (``far_budget`` nodes on each side of the rank window): when the two cones are small the
+  contraction is decided exactly, otherwise it is refused (``info["refused_budget"]``). This keeps
+  the cost of long skip edges of 1e6-node graphs bounded; ``far_span=None`` tries every edge
+  exactly.
+- ``passes``: contractions refused for a cycle are retried (clusters that grew meanwhile may have
+  absorbed the other path).
+- Together groups are merged first (one cluster each); never-together pairs are checked per
+  contraction; ``merge_non_adjacent`` also merges clusters of one device that no path joins:
+  first clusters reading one tensor (largest first: it is then transferred once, lower
+  cut_bytes), then neighbours in topological order (fewer partitions).
+- Selectors: devices whose selector is not edge-sensitive use the compiled answers (``select``
+  of both ends is the ``supported`` mask, the edge answers ``edge_ok``), which keeps 1e6 nodes
+  fast. For an edge-sensitive (possibly stateful) selector, every cluster keeps the fresh
+  selector it was started with (``select`` on its first node) and grows one node at a time: the
+  grower's ``select_output``/``select_input`` is asked for the contracted edge, after the cycle
+  check (so a refusal never leaves the selector thinking it took the node); two clusters of
+  several nodes are not merged (``info["refused_selector"]``). Afterwards each
+  cluster goes through its selector's ``filter``; dropped nodes go to the fallback and the rest is
+  re-split into convex pieces (:func:`~clusterkit.engines.longest_path.convex_split`).
+- ``min_size``: smaller clusters go back to the fallback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from clusterkit.constraints.core import Problem
+from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.result import Partition
+from clusterkit.selection.protocol import SubgraphSelector, call_select, call_select_input, call_select_output
+from clusterkit.engines.longest_path import finish, gc_paused, plan, selector_pass
+
+
+def run(problem: Problem, merge_non_adjacent: bool = False, window: int | None = 1024,
+        far_span: int | None = 1024, far_budget: int = 16, passes: int = 1) -> Partition:
+    """GraphCycles edge contraction (see the module docstring).
+
+    ``info`` records ``contractions``, ``refused_contractions`` and its parts
+    (``refused_cycle``, ``refused_size``, ``refused_const_bytes``, ``refused_never``,
+    ``refused_selector``, ``refused_budget``), ``far_edges``, ``dummy_nodes``, ``passes``,
+    ``non_adjacent_merges``, ``filtered_nodes`` and ``min_size_fallback_nodes``."""
+    _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
+    with gc_paused():  # the contraction allocates millions of small sets and lists
+        engine = _Contraction(problem, window, far_span, far_budget)
+        engine.merge_groups()
+        engine.contract(passes)
+        if merge_non_adjacent:
+            engine.merge_independent()
+        labels = engine.labels()
+        engine.gc = None  # free the dynamic graph before the partition is built
+    labels, dev, stats = selector_pass(problem, engine.plan, labels, engine.dev,
+                                       selectors=engine.selector_of)
+    engine.info.update(stats)
+    return finish(problem, engine.plan, labels, dev, "cycles", engine.info)
+
+
+class _Contraction:
+    """Union-find over the nodes on top of a GraphCycles of the whole graph (+ dummies)."""
+
+    NEIGHBOURS = 8  # clusters looked back at by merge_non_adjacent
+
+    def __init__(self, problem: Problem, window: int | None, far_span: int | None,
+                 far_budget: int):
+        self.problem = p = problem
+        g = problem.graph
+        n = g.n
+        self.n = n
+        self.plan = pl = plan(problem)
+        self.dev = pl.dev
+        dev = pl.dev
+        src, dst = g.edge_src, g.edge_dst
+        d_src = dev[src]
+        # forbidden edges between two nodes of one device: route them through a dummy node
+        dummy = (~pl.inner) & (d_src >= 0) & (d_src == dev[dst])
+        k = int(dummy.sum())
+        # GraphCycles ids: the dummies of the edges into v are numbered just before v, so the
+        # ids stay a topological order (no re-sort inside GraphCycles)
+        kin = np.bincount(dst[dummy], minlength=n)
+        gid = np.arange(n, dtype=np.int64) + np.cumsum(kin)
+        de = np.flatnonzero(dummy)
+        de = de[np.argsort(dst[de], kind="stable")]
+        ds = dst[de]
+        j = np.arange(k) - np.searchsorted(ds, ds, side="left")
+        did = gid[ds] - kin[ds] + j
+        keep = ~dummy
+        gs = np.concatenate([gid[src[keep]], gid[src[de]], did])
+        gd = np.concatenate([gid[dst[keep]], did, gid[ds]])
+        self.gc = GraphCycles.from_edges(n + k, gs, gd)
+        self.gid = gid.tolist() if k else None  # node -> GraphCycles id (None: identity)
+        orig = np.full(n + k, -1, dtype=np.int64)
+        orig[gid] = np.arange(n)
+        self.orig = orig.tolist() if k else None
+        self.parent = list(range(n))
+        self.size = [1] * n
+        self.cbytes = g.const_bytes.tolist() if p.max_const_bytes is not None else None
+        self.never: dict[int, set[int]] = {}
+        for a, b in p.never_pairs.tolist():
+            self.never.setdefault(a, set()).add(b)
+            self.never.setdefault(b, set()).add(a)
+        ndev = len(p.devices)
+        self.edge_sensitive = [p.properties[d].create_subgraph_selector().edge_sensitive
+                               for d in range(ndev)]
+        self.sel: dict[int, SubgraphSelector] = {}
+        self.window = window
+        self.far_span = far_span
+        self.far_budget = far_budget
+        self.info: dict[str, Any] = {
+            "dummy_nodes": k, "contractions": 0, "refused_contractions": 0,
+            "refused_cycle": 0, "refused_size": 0, "refused_const_bytes": 0, "refused_never": 0,
+            "refused_selector": 0, "refused_budget": 0, "far_edges": 0, "passes": 0,
+            "non_adjacent_merges": 0}
+        self.in_group = np.zeros(n, dtype=bool)
+        for grp in p.groups:
+            self.in_group[grp] = True
+
+    # ------------------------------------------------------------------ id translation
+    def to_gc(self, v: int) -> int:
+        """GraphCycles id of node ``v``."""
+        return v if self.gid is None else self.gid[v]
+
+    def from_gc(self, x: int | None) -> int | None:
+        """Node of GraphCycles id ``x`` (None stays None)."""
+        if x is None or self.orig is None:
+            return x
+        return self.orig[x]
+
+    # ------------------------------------------------------------------ union-find
+    def find(self, x: int) -> int:
+        parent = self.parent
+        r = x
+        while parent[r] != r:
+            r = parent[r]
+        while parent[x] != r:
+            parent[x], x = r, parent[x]
+        return r
+
+    def _absorbed(self, keep: int, gone: int) -> None:
+        """Book-keeping after the GraphCycles merged cluster ``gone`` into ``keep``."""
+        self.parent[gone] = keep
+        self.size[keep] += self.size[gone]
+        if self.cbytes is not None:
+            self.cbytes[keep] += self.cbytes[gone]
+        nv = self.never
+        if gone in nv:
+            mine = nv.pop(gone)
+            if keep in nv:
+                nv[keep] |= mine
+            else:
+                nv[keep] = mine
+        if gone in self.sel:
+            s = self.sel.pop(gone)
+            self.sel.setdefault(keep, s)
+
+    def _fits(self, a: int, b: int) -> str | None:
+        """Why clusters ``a`` and ``b`` may not be merged (size, bytes, never pair), or None."""
+        p = self.problem
+        if p.max_size is not None and self.size[a] + self.size[b] > p.max_size:
+            return "refused_size"
+        if self.cbytes is not None and self.cbytes[a] + self.cbytes[b] > p.max_const_bytes:
+            return "refused_const_bytes"
+        nv = self.never
+        if a in nv or b in nv:
+            pa, pb = nv.get(a, ()), nv.get(b, ())
+            scan, other = (pa, b) if len(pa) <= len(pb) else (pb, a)
+            find = self.find
+            if any(find(x) == other for x in scan):
+                return "refused_never"
+        return None
+
+    # ------------------------------------------------------------------ together groups
+    def merge_groups(self) -> None:
+        """One cluster per together group (members merged in topological order)."""
+        gcy = self.gc
+        g = self.problem.graph
+        for gi, grp in enumerate(self.problem.groups):
+            ids = grp.tolist()
+            c = self.find(ids[0])
+            for m in ids[1:]:
+                cm = self.find(m)
+                if cm == c:
+                    continue
+                gc_, gm = self.to_gc(c), self.to_gc(cm)
+                if gcy.has_edge(gc_, gm):
+                    s = self.from_gc(gcy.contract_edge(gc_, gm))
+                elif gcy.has_edge(gm, gc_):
+                    s = self.from_gc(gcy.contract_edge(gm, gc_))
+                else:
+                    s = self.from_gc(gcy.merge(gc_, gm))
+                if s is None:
+                    raise ConstraintError(
+                        f"together group {gi} ({', '.join(g.nodes[v].name for v in ids[:4])}) "
+                        "cannot be one cluster: a path through other nodes or another together "
+                        f"group joins node {g.nodes[m].name!r} and the rest of the group")
+                self._absorbed(s, cm if s == c else c)
+                c = s
+            d = int(self.dev[ids[0]])
+            if d >= 0 and self.edge_sensitive[d]:
+                sel = self.problem.properties[d].create_subgraph_selector()
+                call_select(sel, g.nodes[ids[0]])
+                self.sel[c] = sel
+
+    # ------------------------------------------------------------------ contraction
+    def _order(self) -> tuple[np.ndarray, int]:
+        """Candidate edges in contraction order; returns (edge ids, number of far edges, which
+        come last)."""
+        p = self.problem
+        g = p.graph
+        src, dst = g.edge_src, g.edge_dst
+        cand = self.plan.inner.copy()
+        if self.in_group.any():
+            uo = self.plan.units.unit_of
+            cand &= uo[src] != uo[dst]
+        e = np.flatnonzero(cand)
+        far = np.zeros(len(e), dtype=bool)
+        if self.far_span is not None:
+            far = (dst[e] - src[e]) > self.far_span
+        win = dst[e] // self.window if self.window else np.zeros(len(e), dtype=np.int64)
+        order = np.lexsort((e, -g.edge_bytes[e], win, far))
+        return e[order], int(far.sum())
+
+    CHUNK = 1 << 16  # edges turned into Python ints at a time (bounds memory on 1e6 nodes)
+
+    def contract(self, passes: int) -> None:
+        """Contract the candidate edges in order; ``passes`` > 1 retries cycle refusals."""
+        g = self.problem.graph
+        edges, nfar = self._order()
+        info = self.info
+        info["far_edges"] = nfar
+        first_far = len(edges) - nfar
+        try_ = self._try
+        plain = self._plain()
+        for p in range(max(1, passes)):
+            info["passes"] = p + 1
+            retry: list[int] = []
+            done_before = info["contractions"]
+            for start in range(0, len(edges), self.CHUNK):
+                chunk = edges[start:start + self.CHUNK]
+                us, vs = g.edge_src[chunk].tolist(), g.edge_dst[chunk].tolist()
+                stop = min(len(chunk), max(0, first_far - start))
+                if plain and stop:  # the common case, inlined
+                    retry.extend(i + start for i in self._contract_plain(us[:stop], vs[:stop]))
+                    if p + 1 >= passes:
+                        retry.clear()
+                    us, vs = us[stop:], vs[stop:]
+                    offset = start + stop
+                else:
+                    offset = start
+                for i, (u, v) in enumerate(zip(us, vs), offset):
+                    if try_(u, v, i >= first_far) == "refused_cycle" and p + 1 < passes:
+                        retry.append(i)
+            if not retry or info["contractions"] == done_before:
+                break
+            keep = np.asarray(retry, dtype=np.int64)
+            first_far = int(np.searchsorted(keep, first_far))
+            edges = edges[keep]
+        info["refused_contractions"] = sum(info[k] for k in (
+            "refused_cycle", "refused_size", "refused_const_bytes", "refused_never",
+            "refused_selector", "refused_budget"))
+
+    def _plain(self) -> bool:
+        """No size limits, never-together pairs or edge-sensitive selectors: every refusal
+        is a cycle, and :meth:`_contract_plain` can skip the per-edge checks."""
+        p = self.problem
+        return (p.max_size is None and self.cbytes is None and not self.never
+                and not any(self.edge_sensitive))
+
+    def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:
+        """:meth:`_try` for near edges without constraints to check; returns the positions
+        refused for a cycle."""
+        parent, size = self.parent, self.size
+        contract = self.gc.contract_edge
+        gid, orig = self.gid, self.orig
+        refused: list[int] = []
+        done = 0
+        for i, (a, b) in enumerate(zip(us, vs)):
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            while parent[b] != b:
+                parent[b] = parent[parent[b]]
+                b = parent[b]
+            if a == b:
+                continue
+            s = contract(a, b) if gid is None else contract(gid[a], gid[b])
+            if s is None:
+                refused.append(i)
+                continue
+            if orig is not None:
+                s = orig[s]
+            gone = b if s == a else a
+            parent[gone] = s
+            size[s] += size[gone]
+            done += 1
+        self.info["contractions"] += done
+        self.info["refused_cycle"] += len(refused)
+        return refused
+
+    def _try(self, u: int, v: int, far: bool) -> str | None:
+        """Try to contract the clusters of edge ``u -> v``; returns the refusal reason."""
+        find = self.find
+        a, b = find(u), find(v)
+        if a == b:
+            return None
+        info = self.info
+        why = self._fits(a, b)
+        if why is not None:
+            info[why] += 1
+            return why
+        gcy = self.gc
+        if far:
+            verdict = _bounded_search(gcy, self.to_gc(a), self.to_gc(b), self.far_budget)
+            if verdict != "none":
+                why = "refused_cycle" if verdict == "path" else "refused_budget"
+                info[why] += 1
+                return why
+        d = int(self.dev[u])
+        if self.edge_sensitive[d]:
+            return self._try_selector(u, v, a, b, d)
+        gid = self.gid
+        s = gcy.contract_edge(a, b) if gid is None else \
+            self.from_gc(gcy.contract_edge(gid[a], gid[b]))
+        if s is None:
+            info["refused_cycle"] += 1
+            return "refused_cycle"
+        self._absorbed(s, b if s == a else a)
+        info["contractions"] += 1
+        return None
+
+    def _selector(self, c: int) -> SubgraphSelector | None:
+        """The growing selector of cluster ``c`` (a fresh one that selected its node when ``c``
+        is a single node)."""
+        sel = self.sel.get(c)
+        if sel is None:
+            d = int(self.dev[c])
+            sel = self.problem.properties[d].create_subgraph_selector()
+            if not call_select(sel, self.problem.graph.nodes[c]):
+                return None
+            self.sel[c] = sel
+        return sel
+
+    def _try_selector(self, u: int, v: int, a: int, b: int, d: int) -> str | None:
+        """Contraction for an edge-sensitive (possibly stateful) selector: one side must be a
+        single node, which the other side's selector is asked about."""
+        info = self.info
+        single_a = self.size[a] == 1 and not self.in_group[a]
+        single_b = self.size[b] == 1 and not self.in_group[b]
+        if not (single_a or single_b):
+            info["refused_selector"] += 1
+            return "refused_selector"
+        gcy = self.gc
+        if not gcy.can_contract_edge(self.to_gc(a), self.to_gc(b)):
+            info["refused_cycle"] += 1
+            return "refused_cycle"
+        nodes = self.problem.graph.nodes
+        if single_b:
+            grower = a
+            sel = self._selector(a)
+            ok = sel is not None and call_select_output(sel, nodes[u], nodes[v])
+        else:
+            grower = b
+            sel = self._selector(b)
+            ok = sel is not None and call_select_input(sel, nodes[v], nodes[u])
+        if not ok:
+            info["refused_selector"] += 1
+            return "refused_selector"
+        s = self.from_gc(gcy.contract_edge(self.to_gc(a), self.to_gc(b)))
+        if s is None:  # pragma: no cover - can_contract_edge said yes just before
+            info["refused_cycle"] += 1
+            return "refused_cycle"
+        other = b if grower == a else a
+        self.sel.pop(other, None)
+        grown = self.sel.pop(grower)
+        self._absorbed(s, b if s == a else a)
+        self.sel[s] = grown
+        info["contractions"] += 1
+        return None
+
+    # ------------------------------------------------------------------ non-adjacent merges
+    def merge_independent(self) -> None:
+        """Merge clusters of one device that no path joins, when the constraints allow: first
+        clusters reading one tensor (largest first: it is then sent once), then each cluster
+        with one of the few clusters before it in topological order (fewer partitions)."""
+        gcy = self.gc
+        find = self.find
+        dev = self.dev
+        ok_dev = [not es for es in self.edge_sensitive]
+
+        def attempt(o: int, c: int) -> int | None:
+            if o == c or self._fits(o, c) is not None or \
+                    not gcy.can_merge(self.to_gc(o), self.to_gc(c)):
+                return None
+            s = self.from_gc(gcy.merge(self.to_gc(o), self.to_gc(c)))
+            self._absorbed(s, c if s == o else o)
+            self.info["non_adjacent_merges"] += 1
+            return s
+
+        tt = self.problem.graph.tensor_table
+        t_order = np.lexsort((np.arange(len(tt.nbytes)), -tt.nbytes))
+        inc_t, inc_n = tt.inc_tensor, tt.inc_node
+        if len(inc_t) > 1 and not bool(np.all(inc_t[1:] >= inc_t[:-1])):
+            by_t = np.argsort(inc_t, kind="stable")
+            inc_t, inc_n = inc_t[by_t], inc_n[by_t]
+        bounds = np.searchsorted(inc_t, np.arange(len(tt.nbytes) + 1))
+        consumers = inc_n.tolist()
+        b_list = bounds.tolist()
+        free = tt.free.tolist()
+        for t in t_order.tolist():
+            lo, hi = b_list[t], b_list[t + 1]
+            if hi - lo < 2 or free[t]:
+                continue
+            first: dict[int, int] = {}
+            for v in consumers[lo:hi]:
+                d = int(dev[v])
+                if d < 0 or not ok_dev[d]:
+                    continue
+                c = find(v)
+                o = first.get(d)
+                if o is None:
+                    first[d] = c
+                    continue
+                o = find(o)
+                s = attempt(o, c)
+                first[d] = s if s is not None else o
+        roots = [v for v in range(self.n) if self.parent[v] == v and dev[v] >= 0]
+        by_dev: dict[int, list[int]] = {}
+        for c in roots:
+            by_dev.setdefault(int(dev[c]), []).append(c)
+        for d in sorted(by_dev):
+            if not ok_dev[d]:
+                continue
+            open_: list[int] = []
+            for c in sorted(by_dev[d], key=lambda x: gcy.rank(self.to_gc(x))):
+                merged = False
+                for j in range(len(open_) - 1, max(-1, len(open_) - 1 - self.NEIGHBOURS), -1):
+                    s = attempt(open_[j], c)
+                    if s is not None:
+                        open_[j] = s
+                        merged = True
+                        break
+                if not merged:
+                    open_.append(c)
+
+    # ------------------------------------------------------------------ result
+    def labels(self) -> np.ndarray:
+        find = self.find
+        return np.fromiter((find(v) for v in range(self.n)), dtype=np.int64, count=self.n)
+
+    def selector_of(self, label: int) -> SubgraphSelector | None:
+        """The grown selector of the cluster labelled ``label`` (its GraphCycles id)."""
+        return self.sel.get(label)
+
+
+def _check_options(**opts: Any) -> None:
+    """Option values: ints (``window``/``far_span`` may be None), ``far_budget``/``passes``
+    at least 1, ``window`` at least 1, ``far_span`` at least 0."""
+    lows = {"window": 1, "far_span": 0, "far_budget": 1, "passes": 1}
+    for key, value in opts.items():
+        if value is None and key in ("window", "far_span"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+                value < lows[key]:
+            raise StrategyError(f"strategy 'cycles': option {key} must be an integer >= "
+                                f"{lows[key]}" + (" or None" if key in ("window", "far_span")
+                                                  else "") + f", got {value!r}")
+
+
+def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
+    """Another path ``x ~> y`` besides the edge? ``"path"``, ``"none"`` (both cones of the rank
+    window explored within ``budget`` nodes), or ``"budget"`` (a cone is larger)."""
+    rank = gcy.rank
+    lo, hi = rank(x), rank(y)
+    fseen = {x}
+    stack = [x]
+    while stack:
+        u = stack.pop()
+        for w in gcy.successors(u):
+            if w == y:
+                if u == x:
+                    continue
+                return "path"
+            if w not in fseen and rank(w) < hi:
+                if len(fseen) >= budget:
+                    return "budget"
+                fseen.add(w)
+                stack.append(w)
+    bseen = {y}
+    stack = [y]
+    while stack:
+        u = stack.pop()
+        for w in gcy.predecessors(u):
+            if w == x:
+                if u == y:
+                    continue
+                return "path"
+            if w in fseen:
+                return "path"
+            if w not in bseen and rank(w) > lo:
+                if len(bseen) >= budget:
+                    return "budget"
+                bseen.add(w)
+                stack.append(w)
+    return "none"

@@ -1,0 +1,354 @@
+"""Strategy ``hetero``: OpenVINO HETERO's affinity and subgraph selection.
+
+1. Affinity (:mod:`clusterkit.constraints.affinity`): the fallback policy puts each node on the first device,
+   in priority order, whose query takes it; manual affinities (node attributes, rules) replace
+   the policy unless ``fill_affinity`` asks it to place the remaining nodes.
+2. Subgraph selection, device by device in priority order, exactly as the HETERO design notes
+   describe (``seeds/openvino-hetero-subgraph-selection.txt``):
+
+   - a *round* picks roots in topological order among the device's nodes not yet taken and not
+     in a subgraph built earlier in the round; from each root a subgraph grows through adjacent
+     nodes (depth first, successors before predecessors, smaller index first) keeping a rejected
+     list: a node of another affinity, already taken, or breaking a constraint is rejected;
+   - after every step the global condition is checked — no rejected node on a path between two
+     members (:class:`~clusterkit.engines.reach.GrowthTracker`, no transitive closure); while it fails
+     the last added node is rolled back onto the rejected list;
+   - the largest subgraph of the round is kept (the first built among equals), its nodes are
+     taken, and rounds repeat until the device has no nodes left.
+
+   A growth reads nothing outside its members and its rejected list, so a subgraph grown in
+   one round is reused in the next unless the kept subgraph touched its members or rejected
+   list, and only the roots such a change reaches are visited again (:meth:`_Selector.
+   run_device`): the result is the same as re-running every round.
+3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
+   inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
+   groups are grown as one unit. Clusters that depend on each other through other clusters (the
+   design notes only check one subgraph at a time) are split by :func:`~clusterkit.engines.reach.
+   break_cycles`; clusters below ``min_size`` go back to the fallback.
+
+``info["placement"]`` is the placement report, ``info["hetero"]`` counts rounds, growths and
+rollbacks, ``info["affinity"]`` the affinity mode and the nodes whose device differs from their
+affinity; ``trace=True`` adds ``info["trace"]``, the seed's step list (root, merge, reject,
+rollback, subgraph, select).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_device
+from clusterkit.constraints.core import Problem
+from clusterkit.result import Partition
+from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles
+from clusterkit.analysis.report import CONSTRAINT, CYCLE, Reason, placement
+from clusterkit.engines.common import enforce_min_size
+
+
+def run(problem: Problem, affinity: Iterable[str] | None = None, fill_affinity: bool = False,
+        trace: bool = False) -> Partition:
+    """OpenVINO HETERO partitioning. ``affinity``: manual rules (``NAME=DEVICE``,
+    ``re:REGEX=DEVICE``, ``I-J=DEVICE``); ``fill_affinity``: with manual affinities, place the
+    other nodes by the fallback policy instead of sending them to the fallback; ``trace``:
+    record the selection steps in ``info["trace"]``."""
+    aff, ug, sel, reasons = _select(problem, affinity, fill_affinity, trace)
+    pieces, split = break_cycles(ug, sel.pieces)
+    labels, devices = ug.node_labels(pieces)
+    placed = devices.copy()
+    devices = enforce_min_size(problem, labels, devices)
+    rolled_nodes = set(ug.nodes_of(sel.rolled_back))
+    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.units]))
+    sizes = np.bincount(labels)
+    for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():
+        size = int(sizes[labels[v]])
+        if v in rolled_nodes or v in split_nodes:
+            why = ("rolled back for a self-reference" if v in rolled_nodes else
+                   "its cluster was split to break a cycle between clusters")
+            reasons[v] = (CYCLE, f"{why}; the {size}-node cluster it ended in is below "
+                          f"min_size {problem.min_size}")
+        else:
+            reasons[v] = (CONSTRAINT, f"its {size}-node cluster on "
+                          f"{problem.devices[int(placed[v])]} is below min_size "
+                          f"{problem.min_size}")
+    part = Partition.from_assignment(problem, labels, devices, strategy="hetero")
+    part.info["placement"] = placement(part, reasons)
+    part.info["hetero"] = {"rounds": sel.rounds, "growths": sel.growths,
+                           "reused_growths": sel.reused, "rollbacks": sel.rollbacks,
+                           "clusters_split_for_cycles": split}
+    part.info["affinity"] = _affinity_info(problem, aff, devices)
+    if trace:
+        part.info["trace"] = sel.trace
+    return part
+
+
+def subgraphs(problem: Problem, affinity: Iterable[str] | None = None,
+              fill_affinity: bool = False) -> list[tuple[str, list[int]]]:
+    """The subgraphs HETERO selects, in selection order, as ``(device, node ids)`` — before
+    clusters that depend on each other are split and before ``min_size``."""
+    _, ug, sel, _ = _select(problem, affinity, fill_affinity, False)
+    return [(problem.devices[p.device], ug.nodes_of(p.units)) for p in sel.pieces]
+
+
+def _select(problem: Problem, affinity: Iterable[str] | None, fill_affinity: bool,
+            trace: bool) -> tuple[Affinity, UnitGraph, "_Selector", dict[int, Reason]]:
+    aff = compute_affinity(problem, list(affinity or ()), fill=fill_affinity)
+    ug = UnitGraph(problem)
+    unit_aff, reasons = _unit_affinity(problem, ug, aff)
+    sel = _Selector(problem, ug, unit_aff, trace)
+    for d in range(len(problem.devices)):
+        sel.run_device(d)
+    return aff, ug, sel, reasons
+
+
+def _affinity_info(problem: Problem, aff: Affinity, devices: np.ndarray) -> dict:
+    """Mode, manual count, and ``{source index: affinity}`` for the nodes not placed on their
+    affinity (the device a manual affinity asked for, else the policy's choice)."""
+    names = list(problem.devices) + [problem.fallback]
+    src = problem.graph.index_to_source.tolist()
+    wanted = aff.device.copy()
+    for v, req in enumerate(aff.requested):
+        if req is not None:
+            wanted[v] = resolve_device(problem, req, "affinity")
+    diff = {str(src[v]): names[int(wanted[v])]
+            for v in np.flatnonzero(wanted != devices).tolist()}
+    return {"mode": aff.mode, "manual_nodes": aff.manual_count, "differs_from_placement": diff}
+
+
+def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
+                   ) -> tuple[list[int], dict[int, Reason]]:
+    """Device per unit. A together group whose members ask for different devices (or for one
+    that cannot take the whole group) goes to the first device a member asked for that can,
+    else (without manual-only mode) the first device in priority order that can, else the
+    fallback."""
+    reasons: dict[int, Reason] = dict(aff.reasons)
+    ndev = len(problem.devices)
+    dev = aff.device.tolist()
+    out = [-1] * ug.n
+    for u in range(ug.n):
+        mem = ug.members[u]
+        if len(mem) == 1:
+            d = dev[mem[0]]
+            if d >= 0 and not ug.feasible[d][u]:
+                reasons[mem[0]] = (CONSTRAINT, f"{problem.devices[d]} cannot take it alone")
+                d = -1
+            out[u] = d
+            continue
+        wanted = {dev[v] for v in mem}
+        if len(wanted) == 1:
+            d = next(iter(wanted))
+            if d < 0 or ug.feasible[d][u]:
+                out[u] = d
+                continue
+        cands = []
+        for v in mem:
+            req = aff.requested[v]
+            if req is not None:
+                name = problem.graph.nodes[v].name
+                d = resolve_device(problem, req, f"affinity of node {name!r}")
+                if d >= 0 and ug.feasible[d][u] and d not in cands:
+                    cands.append(d)
+        if not cands and aff.mode != "manual":
+            cands = [d for d in range(ndev) if ug.feasible[d][u]]
+        pick = cands[0] if cands else -1
+        out[u] = pick
+        gi = int(problem.group_of[mem[0]])
+        if pick < 0:
+            for v in mem:
+                reasons[v] = (CONSTRAINT, f"together group {gi}: no device its members ask for "
+                              "can take the whole group")
+    return out, reasons
+
+
+@dataclass(eq=False)
+class _Growth:
+    root: int
+    members: list[int]
+    size: int
+    rolled: list[int]
+    serial: int = 0
+
+
+class _Selector:
+    """Rounds of growth per device (see the module docstring)."""
+
+    def __init__(self, problem: Problem, ug: UnitGraph, unit_aff: list[int], trace: bool):
+        self.problem = problem
+        self.ug = ug
+        self.aff = unit_aff
+        self.tracker = GrowthTracker(ug)
+        self.taken = [False] * ug.n
+        self.pieces: list[Piece] = []
+        self.rolled_back: list[int] = []
+        self.trace: list | None = [] if trace else None
+        self.rounds = self.growths = self.reused = self.rollbacks = 0
+        self._cover = [0] * ug.n
+        self._flag = [False] * ug.n
+        self._serial = 0
+        names = [nd.name for nd in problem.graph.nodes]
+        self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
+                       "+".join(names[v] for v in ug.members[u]))
+
+    # ------------------------------------------------------------------ rounds
+    def run_device(self, d: int) -> None:
+        """Select every subgraph of device ``d``.
+
+        The subgraphs of a round are fixed by one rule, by induction on rank: a node is a root
+        iff it is free, of this affinity, and in no subgraph grown from an earlier root. So
+        the round is kept as that set of roots with their subgraphs, ``cover[v]`` counting the
+        subgraphs of earlier roots that hold ``v``; after the kept subgraph is taken, only
+        roots whose subgraph read a taken node, and nodes whose cover changes, are visited
+        again (in rank order, so every change only moves forward). The result is that of
+        re-running every round; the work is that of the nodes the changes reach."""
+        ug, aff, taken = self.ug, self.aff, self.taken
+        rank = ug.rank
+        cover = self._cover
+        used: dict[int, _Growth] = {}
+        cache: dict[int, _Growth] = {}
+        watch: dict[int, list[int]] = {}
+        best: list[tuple[int, int, int, int]] = []
+        dirty: list[tuple[int, int]] = []
+        flagged = self._flag
+
+        def mark(v: int) -> None:
+            if not flagged[v]:
+                flagged[v] = True
+                heapq.heappush(dirty, (rank[v], v))
+
+        def settle() -> None:
+            while dirty:
+                _, v = heapq.heappop(dirty)
+                flagged[v] = False
+                want = aff[v] == d and not taken[v] and cover[v] == 0
+                cur = used.get(v)
+                if cur is not None and (not want or cache.get(v) is not cur):
+                    del used[v]
+                    rv = rank[v]
+                    for m in cur.members:
+                        if rank[m] > rv:
+                            cover[m] -= 1
+                            if cover[m] == 0:
+                                mark(m)
+                if want and v not in used:
+                    g = cache.get(v)
+                    if g is None:
+                        g = self._grow(d, v)
+                        cache[v] = g
+                        for u in self._watched(d, g):
+                            watch.setdefault(u, []).append(v)
+                    else:
+                        self.reused += 1
+                        if self.trace is not None:
+                            self.trace.append(("reuse", self._names(g.members)))
+                    used[v] = g
+                    heapq.heappush(best, (-g.size, rank[v], v, g.serial))
+                    rv = rank[v]
+                    for m in g.members:
+                        if rank[m] > rv:
+                            cover[m] += 1
+                            if cover[m] == 1:
+                                mark(m)
+
+        for u in ug.order:
+            if aff[u] == d and not taken[u]:
+                mark(u)
+        settle()
+        while used:
+            while True:
+                _, _, r, serial = best[0]
+                g = used.get(r)
+                if g is not None and g.serial == serial:
+                    break
+                heapq.heappop(best)
+            self.rounds += 1
+            self._finalize(d, g)
+            for u in g.members:
+                mark(u)
+                for r2 in watch.pop(u, ()):
+                    cache.pop(r2, None)
+                    if r2 in used:
+                        mark(r2)
+            settle()
+
+    def _watched(self, d: int, g: _Growth) -> list[int]:
+        """Units whose state the growth read and that a later selection may take: members and
+        rejected units of the device that were still free."""
+        aff, taken = self.aff, self.taken
+        out = list(g.members)
+        out.extend(u for u in self.tracker.rejected if aff[u] == d and not taken[u])
+        return out
+
+    def _finalize(self, d: int, g: _Growth) -> None:
+        ug = self.ug
+        for u in g.members:
+            self.taken[u] = True
+        members = sorted(g.members, key=ug.rank.__getitem__)
+        self.pieces.append(Piece(d, members))
+        self.rolled_back.extend(g.rolled)
+        if self.trace is not None:
+            self.trace.append(("select", self.problem.devices[d], self._names(members)))
+
+    def _names(self, units: list[int]) -> list[str]:
+        return [self._label(u) for u in sorted(units, key=self.ug.rank.__getitem__)]
+
+    # ------------------------------------------------------------------ one growth
+    def _grow(self, d: int, root: int) -> _Growth:
+        self.growths += 1
+        ug, T = self.ug, self.tracker
+        T.begin()
+        gid = T.gid
+        mem, rej = T.mem, T.rej
+        succ, pred = ug.succ, ug.pred
+        usize = ug.size
+        tr = self.trace
+        st = GrowthState(ug, d, self.problem.max_size, self.problem.max_const_bytes)
+        if tr is not None:
+            tr.append(("root", self.problem.devices[d], self._label(root)))
+        st.add(root)
+        T.add(root)
+        stack: list[int] = []
+        self._push(root, stack)
+        while stack:
+            v = stack.pop()
+            if mem[v] == gid or rej[v] == gid:
+                continue
+            if not (any(mem[w] == gid for w in pred[v]) or any(mem[w] == gid for w in succ[v])):
+                continue
+            if self._acceptable(d, v, st, T):
+                st.add(v)
+                T.add(v)
+                if tr is not None:
+                    tr.append(("merge", self._label(v)))
+                self._push(v, stack)
+            else:
+                T.reject(v)
+                if tr is not None:
+                    tr.append(("reject", self._label(v)))
+            for x in T.settle():
+                st.remove(x)
+                self.rollbacks += 1
+                if tr is not None:
+                    tr.append(("rollback", self._label(x)))
+        members = list(T.members)
+        if tr is not None:
+            tr.append(("subgraph", self._names(members)))
+        self._serial += 1
+        return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
+                       self._serial)
+
+    def _push(self, x: int, stack: list[int]) -> None:
+        T = self.tracker
+        gid, mem, rej = T.gid, T.mem, T.rej
+        for w in reversed(self.ug.pred[x]):
+            if mem[w] != gid and rej[w] != gid:
+                stack.append(w)
+        for w in reversed(self.ug.succ[x]):
+            if mem[w] != gid and rej[w] != gid:
+                stack.append(w)
+
+    def _acceptable(self, d: int, v: int, st: GrowthState, T: GrowthTracker) -> bool:
+        if self.aff[v] != d or self.taken[v]:
+            return False
+        return st.fits(v, T)

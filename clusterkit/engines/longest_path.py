@@ -1,0 +1,689 @@
+"""Strategy ``longest-path``: 0/1 edge weights, level = longest path from the sources.
+
+The idea (``seeds/tvm-clustering-graphcycles-longest-path.txt``): an edge weighs 0 when its two
+ends may share a cluster (same device, the device's selector follows it, no constraint cuts it)
+and 1 when it must be cut. The level of a node is the longest weighted path from a source; a
+cluster is the nodes of one level and one device, split into connected pieces (option
+``split_components``). Acyclic by construction: along any path levels never decrease, and an edge
+that stays on one level weighs 0, so it joins two nodes of one piece. Every edge between two
+clusters therefore climbs a level (or, for the chunks of an oversized piece, moves forward in a
+topological order of that piece), and the graph of clusters has no cycle.
+
+Constraints:
+
+- must-cut edges, value inputs, refused selector edges, different devices, fallback ends and
+  adjacent never-together pairs weigh 1;
+- a never-together pair that is not adjacent and ends up in one cluster gets a virtual weight-1
+  edge (oriented along a topological order) and the levels are computed again, until no pair
+  collides (the seed's dummy node ``A0B0``);
+- together groups are contracted to one unit first (they are convex, so the contracted graph is a
+  DAG unless two groups depend on each other, which no partition can satisfy);
+- ``max_size`` / ``max_const_bytes``: an oversized piece is cut into chunks that are contiguous in
+  a topological order (never formed above the limit); ``min_size``: smaller clusters go back to
+  the fallback (:func:`~clusterkit.engines.common.enforce_min_size`).
+
+Refinement (option ``refine``): every node may sit anywhere between its earliest level (the
+longest path) and its latest one (the longest path measured back from the sinks, with the
+number of levels kept); nodes are moved, in topological order, to the level of the neighbours
+they exchange the most bytes with over weight-0 edges, when that lowers the bytes cut on those
+edges and keeps every ``level[v] >= level[u] + w`` (hence validity). The refined partition is kept
+only if its exact ``cut_bytes`` is not higher.
+
+Selectors: the compiled edge answers (fresh selectors) give the weights. When a device's selector
+is edge-sensitive, each cluster is re-grown with one fresh selector per growing piece
+(``select`` on the seed, ``select_output``/``select_input`` along inner edges); every cluster is
+then passed to the selector's ``filter`` when the selector overrides it. Either may split a
+cluster; :func:`convex_split` re-splits the parts by "re-entry level" so the result stays valid.
+
+The helpers shared with the ``cycles`` engine (device plan, together-group units, convex re-split,
+filter, exact cut) live here too.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from clusterkit.constraints.core import Problem
+from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.graph.core import HOST, Graph
+from clusterkit.result import Partition, cut_bytes
+from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_select, call_select_input,
+                        call_select_output)
+from clusterkit.engines.common import enforce_min_size
+
+# why a supported node ends on the fallback: codes kept on the partition as ``_fallback_codes``
+# (read by clusterkit.analysis.explain, not part of the JSON)
+FB_NONE, FB_GROUP, FB_FILTER, FB_SELECT, FB_MIN_SIZE = 0, 1, 2, 3, 4
+FB_TEXT = {FB_GROUP: "its together group fits on no device as one cluster",
+           FB_FILTER: "the selector's filter dropped it from its cluster",
+           FB_SELECT: "the selector refused it when its cluster was grown",
+           FB_MIN_SIZE: "its cluster was below min_size"}
+
+
+# ====================================================================== shared with `cycles`
+@dataclass
+class Plan:
+    """Per node device (``dev``, -1 = fallback) and per edge whether it may lie inside a cluster
+    (``inner``: same device, contractible for it, not an adjacent never-together pair), with the
+    together groups as units."""
+
+    dev: np.ndarray
+    inner: np.ndarray
+    units: "Units"
+    codes: np.ndarray
+    never_adjacent: int = 0
+
+
+@dataclass
+class Units:
+    """Together groups contracted: ``unit_of[v]`` is the smallest member of ``v``'s group (or
+    ``v``); ``members`` lists the members of each group unit; ``pos`` a topological position per
+    unit id (``None`` when there are no groups: the node index is one)."""
+
+    unit_of: np.ndarray
+    members: dict[int, list[int]] = field(default_factory=dict)
+    pos: np.ndarray | None = None
+
+    @property
+    def has_groups(self) -> bool:
+        return bool(self.members)
+
+    def nodes(self, u: int) -> list[int]:
+        return self.members.get(u, [u])
+
+
+def plan(problem: Problem) -> Plan:
+    """Devices in priority order (``problem.first_device``); a together group goes to the first
+    device that takes all its members, follows its inner edges and may hold its constants,
+    else to the fallback."""
+    g = problem.graph
+    n = g.n
+    dev = problem.first_device.astype(np.int64)
+    codes = np.zeros(n, dtype=np.int8)
+    src, dst = g.edge_src, g.edge_dst
+    members: dict[int, list[int]] = {}
+    unit_of = np.arange(n, dtype=np.int64)
+    for gi, grp in enumerate(problem.groups):
+        ids = grp.tolist()
+        unit_of[grp] = ids[0]
+        members[ids[0]] = ids
+        inside = (problem.group_of[src] == gi) & (problem.group_of[dst] == gi)
+        choice = -1
+        for d in range(len(problem.devices)):
+            if not problem.supported[d, grp].all() or not problem.edge_ok[d, inside].all():
+                continue
+            if problem.max_const_bytes is not None and \
+                    int(g.const_bytes[grp].sum()) > problem.max_const_bytes:
+                continue
+            choice = d
+            break
+        dev[grp] = choice
+        if choice < 0:
+            codes[grp] = np.where(problem.any_supported[grp], FB_GROUP, FB_NONE)
+    d_src = dev[src]
+    inner = (d_src >= 0) & (d_src == dev[dst]) & ~problem.must_cut
+    if len(problem.devices) and len(src):
+        inner &= problem.edge_ok[np.maximum(d_src, 0), np.arange(len(src))]
+    never_adj = 0
+    if len(problem.never_pairs) and len(src):
+        keys = src * n + dst
+        pk = problem.never_pairs[:, 0] * n + problem.never_pairs[:, 1]
+        hit = np.isin(keys, pk)
+        never_adj = int(hit.sum())
+        inner &= ~hit
+    units = Units(unit_of, members)
+    if members:
+        units.pos = _unit_positions(problem, units)
+    return Plan(dev, inner, units, codes, never_adj)
+
+
+def _unit_positions(problem: Problem, units: Units) -> np.ndarray:
+    """Topological position of every unit id (Kahn, smallest id first); raises when two
+    together groups depend on each other."""
+    g = problem.graph
+    n = g.n
+    uo = units.unit_of
+    us, ud = uo[g.edge_src], uo[g.edge_dst]
+    keep = us != ud
+    us, ud = us[keep], ud[keep]
+    is_unit = uo == np.arange(n)
+    indeg = np.bincount(ud, minlength=n)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(us.tolist(), ud.tolist()):
+        succ[a].append(b)
+    indeg_l = indeg.tolist()
+    heap = [u for u in np.flatnonzero(is_unit & (indeg == 0)).tolist()]
+    heapq.heapify(heap)
+    pos = np.full(n, -1, dtype=np.int64)
+    k = 0
+    while heap:
+        u = heapq.heappop(heap)
+        pos[u] = k
+        k += 1
+        for w in succ[u]:
+            indeg_l[w] -= 1
+            if indeg_l[w] == 0:
+                heapq.heappush(heap, w)
+    if k < int(is_unit.sum()):
+        stuck = sorted({int(v) for v in np.flatnonzero(is_unit & (pos < 0))
+                        if int(v) in units.members})
+        names = [", ".join(g.nodes[m].name for m in units.members[u][:3]) for u in stuck[:2]]
+        raise ConstraintError("together groups depend on each other (each reaches the other "
+                              "through outside nodes), so no partition keeps both whole: "
+                              + " / ".join(f"[{s}]" for s in names))
+    pos[~is_unit] = pos[uo[~is_unit]]
+    return pos
+
+
+def unit_preds(graph: Graph, units: Units, u: int) -> list[int]:
+    """Predecessor units of unit ``u``."""
+    pl = graph.pred_lists
+    if not units.has_groups:
+        return pl[u]
+    uo = units.unit_of
+    out = {int(uo[p]) for m in units.nodes(u) for p in pl[m]}
+    out.discard(u)
+    return sorted(out)
+
+
+def convex_split(graph: Graph, units: Units, cluster: list[int], part: dict[int, int]
+                 ) -> dict[int, tuple[int, int]]:
+    """Split a convex cluster whose units carry part labels (``-1`` = dropped) into valid
+    clusters: returns ``unit -> (part, level)`` for the kept units, where level counts, along the
+    paths inside the cluster, the edges that leave a dropped unit or change part. Edges inside
+    the cluster never lower the level and an edge that keeps it joins two units of one part, so
+    the new clusters form no cycle (paths outside the cluster cannot come back: it was convex)."""
+    uo = units.unit_of
+    inside = {int(uo[v]) for v in cluster}
+    key = (lambda u: units.pos[u]) if units.has_groups else (lambda u: u)
+    level: dict[int, int] = {}
+    for u in sorted(inside, key=key):
+        best = 0
+        pu = part[u]
+        for p in unit_preds(graph, units, u):
+            if p in level:
+                x = level[p] + (1 if part[p] < 0 or part[p] != pu else 0)
+                if x > best:
+                    best = x
+        level[u] = best
+    return {u: (part[u], level[u]) for u in inside if part[u] >= 0}
+
+
+def _overrides(sel: SubgraphSelector, name: str) -> bool:
+    return getattr(type(sel), name) is not getattr(SubgraphSelector, name)
+
+
+def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray,
+                  selectors: Callable[[int], SubgraphSelector | None] | None = None,
+                  regrow: bool = False) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Re-grow (``regrow``, edge-sensitive selectors) and ``filter`` every accelerator cluster;
+    dropped units go to the fallback and the rest is re-split with :func:`convex_split`.
+
+    ``selectors(label)`` gives the grown selector of a cluster (``cycles``) or ``None`` for a
+    fresh one. Returns new labels, devices and counts."""
+    g = problem.graph
+    units = plan_.units
+    uo = units.unit_of
+    props = problem.properties
+    probe = [p.create_subgraph_selector() for p in props]
+    do_filter = [_overrides(s, "filter") for s in probe]
+    do_grow = [regrow and s.edge_sensitive for s in probe]
+    stats = {"filtered_nodes": 0, "regrow_refused_nodes": 0}
+    if not any(do_filter) and not any(do_grow):
+        return labels, dev, stats
+    acc = np.flatnonzero(dev >= 0)
+    if not len(acc):
+        return labels, dev, stats
+    order = np.argsort(labels[acc], kind="stable")
+    members_sorted = acc[order]
+    bounds = np.flatnonzero(np.diff(labels[members_sorted])) + 1
+    labels = labels.copy()
+    dev = dev.copy()
+    next_label = int(labels.max()) + 1
+    nodes = g.nodes
+    succ_l, pred_l = g.succ_lists, g.pred_lists
+    for chunk in np.split(members_sorted, bounds):
+        cl = chunk.tolist()
+        d = int(dev[cl[0]])
+        if not (do_filter[d] or do_grow[d]):
+            continue
+        inside = set(cl)
+        part: dict[int, int] = {}
+        sels: list[SubgraphSelector] = []
+        if do_grow[d]:
+            for seed in cl:
+                if int(uo[seed]) in part:
+                    continue
+                sel = props[d].create_subgraph_selector()
+                if not call_select(sel, nodes[seed]):
+                    for m in units.nodes(int(uo[seed])):
+                        part[int(uo[m])] = -1
+                    stats["regrow_refused_nodes"] += len(units.nodes(int(uo[seed])))
+                    plan_.codes[units.nodes(int(uo[seed]))] = FB_SELECT
+                    continue
+                pid = len(sels)
+                sels.append(sel)
+                queue = deque()
+                for m in units.nodes(int(uo[seed])):
+                    part[int(uo[m])] = pid
+                    queue.append(m)
+                while queue:
+                    x = queue.popleft()
+                    for y in succ_l[x]:
+                        if y in inside and int(uo[y]) not in part and \
+                                call_select_output(sel, nodes[x], nodes[y]):
+                            for m in units.nodes(int(uo[y])):
+                                part[int(uo[m])] = pid
+                                queue.append(m)
+                    for y in pred_l[x]:
+                        if y in inside and int(uo[y]) not in part and \
+                                call_select_input(sel, nodes[x], nodes[y]):
+                            for m in units.nodes(int(uo[y])):
+                                part[int(uo[m])] = pid
+                                queue.append(m)
+        else:
+            given = selectors(int(labels[cl[0]])) if selectors is not None else None
+            if given is None:  # a fresh selector, started on the cluster's first node
+                given = props[d].create_subgraph_selector()
+                call_select(given, nodes[cl[0]])
+            sels.append(given)
+            for v in cl:
+                part[int(uo[v])] = 0
+        if do_filter[d]:
+            for pid, sel in enumerate(sels):
+                cands = [nodes[v] for v in cl if part[int(uo[v])] == pid]
+                if not cands:
+                    continue
+                kept = {nd.index for nd in call_filter(sel, cands)}
+                for nd in cands:
+                    if nd.index not in kept and part[int(uo[nd.index])] >= 0:
+                        u = int(uo[nd.index])
+                        part[u] = -1  # a dropped member takes its whole group along
+        dropped = [v for v in cl if part[int(uo[v])] < 0]
+        if not dropped and len(sels) <= 1:
+            continue
+        if do_filter[d]:
+            filt = [v for v in dropped if plan_.codes[v] != FB_SELECT]
+            stats["filtered_nodes"] += len(filt)
+            plan_.codes[filt] = FB_FILTER
+        dev[dropped] = -1
+        split = convex_split(g, units, cl, part)
+        remap: dict[tuple[int, int], int] = {}
+        for v in cl:
+            u = int(uo[v])
+            if part[u] < 0:
+                continue
+            k = split[u]
+            if k not in remap:
+                remap[k] = next_label
+                next_label += 1
+            labels[v] = remap[k]
+    return labels, dev, stats
+
+
+def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, strategy: str,
+           info: dict) -> Partition:
+    """``min_size`` (to the fallback), then the Partition with ``info`` and fallback codes."""
+    before = dev >= 0
+    dev = enforce_min_size(problem, labels, dev)
+    small = before & (dev < 0)
+    if small.any():
+        plan_.codes[small] = FB_MIN_SIZE
+    info["min_size_fallback_nodes"] = int(small.sum())
+    part = partition_from_labels(problem, labels, dev, strategy=strategy, info=info)
+    part._fallback_codes = plan_.codes  # read by clusterkit.analysis.explain; not part of the JSON
+    return part
+
+
+def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndarray,
+                          **kwargs) -> Partition:
+    """:meth:`Partition.from_assignment` (kept as the name the engines call)."""
+    return Partition.from_assignment(problem, labels, devices, **kwargs)
+
+
+@contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector while millions of small containers are made (its
+    full passes over a 1e6-node graph would dominate the run time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
+    """``cut_bytes`` of DESIGN.md for a labelling (:func:`clusterkit.result.cut_bytes`)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    low = int(labels.min()) if len(labels) else 0
+    units = np.where(dev >= 0, labels - low, HOST).astype(np.int64)
+    return cut_bytes(graph, units)[0]
+
+
+# ====================================================================== longest path
+def run(problem: Problem, split_components: bool = True, join_siblings: bool = True,
+        refine: bool = True, refine_rounds: int = 12) -> Partition:
+    """Longest-path clustering (see the module docstring).
+
+    - ``split_components``: split the nodes of one level and device into connected pieces
+      (default); ``False`` keeps each (level, device) class together.
+    - ``join_siblings``: with ``split_components``, also join pieces of one level and device
+      that read the same tensor (default on: the tensor is then transferred once).
+    - ``refine``: move nodes within their slack to lower cut bytes (default on);
+      ``refine_rounds`` bounds the rounds of moves.
+    """
+    for key, value in (("split_components", split_components), ("refine", refine),
+                       ("join_siblings", join_siblings)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise StrategyError(f"strategy 'longest-path': option {key} must be true or false,"
+                                f" got {value!r}")
+    if isinstance(refine_rounds, bool) or not isinstance(refine_rounds, (int, np.integer)) \
+            or refine_rounds < 0:
+        raise StrategyError("strategy 'longest-path': option refine_rounds must be an integer"
+                            f" >= 0, got {refine_rounds!r}")
+    g = problem.graph
+    n = g.n
+    pl = plan(problem)
+    dev = pl.dev
+    units = pl.units
+    uo = units.unit_of
+    info: dict = {"never_adjacent_cut": pl.never_adjacent}
+    if n == 0:
+        return finish(problem, pl, np.zeros(0, np.int64), dev, "longest-path", info)
+    lp = _LevelProblem(g, pl)
+    never = _unit_pairs(problem, uo)
+    virtual: list[tuple[int, int]] = []
+    rounds = 0
+    refined_used = False
+    while True:
+        rounds += 1
+        lp.set_virtual(virtual)
+        level = lp.longest()
+        ulab = lp.clusters(level, split_components, join_siblings)
+        if refine:
+            lvl_r, moved = lp.refine(level, never, refine_rounds)
+            if moved:
+                ulab_r = lp.clusters(lvl_r, split_components, join_siblings)
+                if exact_cut(g, ulab_r[uo], dev) <= exact_cut(g, ulab[uo], dev):
+                    level, ulab = lvl_r, ulab_r
+                    refined_used = True
+                    info["refine_moves"] = moved
+        clash = [(a, b) for a, b in never if ulab[a] == ulab[b] and dev[a] >= 0]
+        if not clash:
+            break
+        for a, b in clash:  # orient along the topological order: stays acyclic
+            virtual.append((a, b) if lp.position(a) < lp.position(b) else (b, a))
+    info["never_virtual_edges"] = len(virtual)
+    info["level_rounds"] = rounds
+    info["refined"] = refined_used
+    info["levels"] = int(max(level)) + 1 if len(level) else 0
+    ulab, chunks = lp.enforce_max(ulab, problem)
+    info["max_limit_splits"] = chunks
+    labels = ulab[uo].astype(np.int64)
+    labels, dev, stats = selector_pass(problem, pl, labels, dev, regrow=True)
+    info.update(stats)
+    return finish(problem, pl, labels, dev, "longest-path", info)
+
+
+def _unit_pairs(problem: Problem, uo: np.ndarray) -> list[tuple[int, int]]:
+    """Never-together pairs as unit pairs (adjacent ones are already weight-1 edges)."""
+    out = set()
+    for a, b in problem.never_pairs.tolist():
+        ua, ub = int(uo[a]), int(uo[b])
+        if ua != ub:
+            out.add((min(ua, ub), max(ua, ub)))
+    return sorted(out)
+
+
+class _LevelProblem:
+    """The unit graph with 0/1 weights, in plain lists ordered for the level sweeps."""
+
+    def __init__(self, g: Graph, pl: Plan):
+        self.g = g
+        self.pl = pl
+        n = g.n
+        self.n = n
+        units = pl.units
+        uo = units.unit_of
+        src, dst = g.edge_src, g.edge_dst
+        w = (~pl.inner).astype(np.int64)
+        b = g.edge_bytes
+        if units.has_groups:
+            us, ud = uo[src], uo[dst]
+            keep = us != ud
+            us, ud, w, b = us[keep], ud[keep], w[keep], b[keep]
+            key = us * n + ud
+            order = np.argsort(key, kind="stable")
+            key, us, ud, w, b = key[order], us[order], ud[order], w[order], b[order]
+            first = np.concatenate(([True], key[1:] != key[:-1])) if len(key) else \
+                np.zeros(0, bool)
+            starts = np.flatnonzero(first)
+            w = np.maximum.reduceat(w, starts) if len(starts) else w
+            b = np.add.reduceat(b, starts) if len(starts) else b
+            us, ud = us[starts], ud[starts]
+            self.pos = units.pos
+        else:
+            us, ud = src, dst
+            self.pos = None
+        self.us, self.ud, self.w, self.b = us, ud, w, b
+        pos = self.pos if self.pos is not None else np.arange(n)
+        self.by_dst = np.lexsort((pos[us], pos[ud]))  # edges in topological order of targets
+        self.is_unit = uo == np.arange(n)
+        self.virtual: list[tuple[int, int]] = []
+
+    def position(self, u: int) -> int:
+        return int(self.pos[u]) if self.pos is not None else u
+
+    def set_virtual(self, virtual: list[tuple[int, int]]) -> None:
+        self.virtual = list(virtual)
+
+    def _edges_for_sweep(self, order: np.ndarray):
+        s = self.us[order].tolist()
+        d = self.ud[order].tolist()
+        w = self.w[order].tolist()
+        return s, d, w
+
+    def longest(self) -> list[int]:
+        """Earliest level of every unit (non-unit ids copy nothing: they are never read)."""
+        level = [0] * self.n
+        if self.virtual:
+            return self._longest_with_virtual(level)
+        s, d, w = self._edges_for_sweep(self.by_dst)
+        for a, b_, c in zip(s, d, w):
+            x = level[a] + c
+            if x > level[b_]:
+                level[b_] = x
+        return level
+
+    def _longest_with_virtual(self, level: list[int]) -> list[int]:
+        pos = self.pos if self.pos is not None else np.arange(self.n)
+        vs = np.asarray([a for a, _ in self.virtual], dtype=np.int64)
+        vd = np.asarray([b for _, b in self.virtual], dtype=np.int64)
+        s = np.concatenate([self.us, vs])
+        d = np.concatenate([self.ud, vd])
+        w = np.concatenate([self.w, np.ones(len(vs), dtype=np.int64)])
+        order = np.argsort(pos[d], kind="stable")
+        for a, b_, c in zip(s[order].tolist(), d[order].tolist(), w[order].tolist()):
+            x = level[a] + c
+            if x > level[b_]:
+                level[b_] = x
+        return level
+
+    def clusters(self, level: list[int], split: bool, siblings: bool = True) -> np.ndarray:
+        """Cluster label per unit id: connected pieces of weight-0 same-level edges, where
+        ``siblings`` also joins accelerator units of one level and device that read the same
+        tensor (it is then sent once); or one class per level and device (``split`` False).
+        Fallback units alone. Any union inside one (level, device) class stays valid."""
+        n = self.n
+        lv = np.asarray(level, dtype=np.int64)
+        dev = self.pl.dev
+        if split:
+            same = (self.w == 0) & (lv[self.us] == lv[self.ud])
+            a, b = self.us[same], self.ud[same]
+            if siblings:
+                sa, sb = self._siblings(lv)
+                a, b = np.concatenate([a, sa]), np.concatenate([b, sb])
+            mat = coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(n, n)).tocsr()
+            _, comp = connected_components(mat, directed=False)
+            lab = comp.astype(np.int64)
+        else:
+            ndev = int(dev.max()) + 2 if n else 1
+            lab = lv * ndev + (dev + 1)
+        lab = np.where(dev >= 0, lab, -1 - np.arange(n))  # fallback units alone
+        return lab
+
+    def _siblings(self, lv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs of accelerator units on one level and device that read one non-constant
+        tensor (consecutive consumers in (tensor, level, device) order)."""
+        tt = self.g.tensor_table
+        uo = self.pl.units.unit_of
+        dev = self.pl.dev
+        c = uo[tt.inc_node]
+        t = tt.inc_tensor
+        keep = (dev[c] >= 0) & ~tt.free[t] & (tt.producer[t] >= 0)
+        c, t = c[keep], t[keep]
+        if len(c) < 2:
+            return c[:0], c[:0]
+        nd = int(dev.max()) + 1
+        top = int(lv.max()) + 1
+        key = (t * top + lv[c]) * nd + dev[c]
+        order = np.lexsort((c, key))
+        key, c = key[order], c[order]
+        pair = (key[1:] == key[:-1]) & (c[1:] != c[:-1])
+        return c[:-1][pair], c[1:][pair]
+
+    # -------------------------------------------------------------- refinement
+    def refine(self, level: list[int], never: list[tuple[int, int]], rounds: int
+               ) -> tuple[list[int], int]:
+        """Moves within the slack, in vectorized rounds; returns the new levels and the number
+        of moves.
+
+        A unit ``v`` may sit anywhere in ``[lo, hi]``: ``lo`` = max over in-edges of
+        ``level[u] + w``, ``hi`` = min over out-edges of ``level[s] - w`` (the top level for a
+        sink). A weight-0 in-neighbour sits at most at ``lo`` and an out-neighbour at least at
+        ``hi``, so the only levels where ``v`` can join neighbours are ``lo`` and ``hi``: ``v``
+        wants to move there when the bytes it exchanges with the neighbours on that level beat
+        the bytes it exchanges with the neighbours on its own level. Each round moves an
+        independent set of such units (no edge and no never-together pair between two of them,
+        the larger gain wins), so every move sees fixed neighbours, keeps all bounds and lowers
+        the bytes cut on weight-0 edges."""
+        n = self.n
+        vs = np.asarray([a for a, _ in self.virtual], dtype=np.int64)
+        vd = np.asarray([b for _, b in self.virtual], dtype=np.int64)
+        s = np.concatenate([self.us, vs])
+        d = np.concatenate([self.ud, vd])
+        w = np.concatenate([self.w, np.ones(len(vs), dtype=np.int64)])
+        w0 = np.flatnonzero(w == 0)
+        s0, d0, b0 = s[w0], d[w0], self.b[w0]  # virtual edges weigh 1: never in w0
+        cur = np.asarray(level, dtype=np.int64)
+        if not len(s0):
+            return level, 0
+        top = int(cur.max())
+        dev = self.pl.dev
+        pos = self.pos if self.pos is not None else np.arange(n)
+        pa = np.asarray([a for a, _ in never], dtype=np.int64)
+        pb = np.asarray([b for _, b in never], dtype=np.int64)
+        same_dev = dev[pa] == dev[pb] if len(pa) else np.zeros(0, bool)
+        pa, pb = pa[same_dev], pb[same_dev]
+        cs = np.concatenate([s, pa])  # conflict pairs: edges and never-together pairs
+        cd = np.concatenate([d, pb])
+        moves = 0
+        for _ in range(max(0, rounds)):
+            lo = np.zeros(n, dtype=np.int64)
+            np.maximum.at(lo, d, cur[s] + w)
+            hi = np.full(n, top, dtype=np.int64)
+            np.minimum.at(hi, s, cur[d] - w)
+            ls, ld = cur[s0], cur[d0]
+
+            def bytes_at(level_of: np.ndarray) -> np.ndarray:
+                into = ls == level_of[d0]
+                out = ld == level_of[s0]
+                return (np.bincount(d0[into], weights=b0[into], minlength=n)
+                        + np.bincount(s0[out], weights=b0[out], minlength=n))
+
+            here = bytes_at(cur)
+            g_lo = np.where(lo < cur, bytes_at(lo), -1.0)
+            g_hi = np.where(hi > cur, bytes_at(hi), -1.0)
+            to_hi = g_hi > g_lo
+            target = np.where(to_hi, hi, lo)
+            delta = np.where(to_hi, g_hi, g_lo) - here
+            mover = (delta > 0) & self.is_unit
+            if len(pa):  # a never-together partner already on the target level
+                clash = np.zeros(n, dtype=bool)
+                clash[pa[cur[pb] == target[pa]]] = True
+                clash[pb[cur[pa] == target[pb]]] = True
+                mover &= ~clash
+            both = mover[cs] & mover[cd]
+            if both.any():
+                a, b = cs[both], cd[both]
+                a_loses = (delta[a] < delta[b]) | ((delta[a] == delta[b]) & (pos[a] > pos[b]))
+                mover[np.where(a_loses, a, b)] = False
+            idx = np.flatnonzero(mover)
+            if not len(idx):
+                break
+            cur = cur.copy()
+            cur[idx] = target[idx]
+            moves += len(idx)
+        return cur.tolist(), moves
+
+    # -------------------------------------------------------------- size limits
+    def enforce_max(self, ulab: np.ndarray, problem: Problem) -> tuple[np.ndarray, int]:
+        """Cut clusters above ``max_size`` / ``max_const_bytes`` into chunks contiguous in a
+        topological order (each unit whole)."""
+        if problem.max_size is None and problem.max_const_bytes is None:
+            return ulab, 0
+        units = self.pl.units
+        n = self.n
+        size = np.ones(n, dtype=np.int64)
+        cb = self.g.const_bytes.astype(np.int64) if problem.max_const_bytes is not None else \
+            np.zeros(n, dtype=np.int64)
+        if units.has_groups:
+            size = np.bincount(units.unit_of, minlength=n)
+            cb = np.bincount(units.unit_of, weights=cb, minlength=n).astype(np.int64)
+        acc = np.flatnonzero(self.is_unit & (self.pl.dev >= 0))
+        if not len(acc):
+            return ulab, 0
+        lab = ulab[acc]
+        tot = np.bincount(lab - lab.min(), weights=size[acc])
+        ctot = np.bincount(lab - lab.min(), weights=cb[acc])
+        too = np.zeros(len(tot), dtype=bool)
+        if problem.max_size is not None:
+            too |= tot > problem.max_size
+        if problem.max_const_bytes is not None:
+            too |= ctot > problem.max_const_bytes
+        bad = np.flatnonzero(too) + lab.min()
+        if not len(bad):
+            return ulab, 0
+        ulab = ulab.copy()
+        nxt = int(ulab.max()) + 1
+        pos = self.pos if self.pos is not None else np.arange(n)
+        cap_n = problem.max_size if problem.max_size is not None else np.inf
+        cap_b = problem.max_const_bytes if problem.max_const_bytes is not None else np.inf
+        chunks = 0
+        for c in bad.tolist():
+            mem = acc[lab == c]
+            mem = mem[np.argsort(pos[mem], kind="stable")].tolist()
+            cnt = 0
+            byt = 0
+            for u in mem:
+                su, bu = int(size[u]), int(cb[u])
+                if cnt and (cnt + su > cap_n or byt + bu > cap_b):
+                    nxt += 1
+                    chunks += 1
+                    cnt = byt = 0
+                cnt += su
+                byt += bu
+                ulab[u] = nxt
+            nxt += 1
+        return ulab, chunks

@@ -1,0 +1,989 @@
+"""Reachability for the growth strategies (``mxnet``, ``hetero``) without any n×n closure.
+
+Everything here works on a :class:`UnitGraph`: the operator graph with every together group
+contracted to one *unit* (a group is convex, so the contracted graph is still a DAG unless two
+groups depend on each other, which no partition can satisfy). Units are numbered; ``rank`` is a
+topological order of the units (the node index when there are no groups).
+
+Pruning, computed once per graph in O(n + m) and never per pair:
+
+- a path ``u ~> v`` only passes units that lie between ``u`` and ``v`` in *every* topological
+  order; three are kept (:attr:`UnitGraph.orders`: the rank, Kahn's order taking the latest ready
+  unit first, a depth-first reverse postorder). On random layered graphs with long edges the
+  three-order window of a cluster holds about 20 times fewer units than the rank window alone;
+- GRAIL intervals (:attr:`UnitGraph.intervals`, three random depth-first labellings): ``u ~> v``
+  only if ``v``'s interval lies inside ``u``'s in each.
+
+Contents:
+
+- :class:`GrowthTracker` — OpenVINO HETERO's "global condition" for a set that grows one unit at a
+  time, with a rejected list and last-in-first-out rollback: no rejected unit may lie on a path
+  between two members. Early-exit searches per step; long rollbacks are computed at once.
+- :class:`GrowthState` — size, never-together and constant-byte bookkeeping of a growth.
+- :func:`first_reentry` / :func:`is_convex` — does a path leave a set and come back.
+- :func:`break_cycles` — split clusters that depend on each other through other clusters (the
+  cluster graph must be acyclic), on a Pearce–Kelly dynamic topological order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from clusterkit.constraints.core import Problem
+from clusterkit.errors import ConstraintError, StrategyError
+
+
+class UnitGraph:
+    """The problem's graph with together groups contracted.
+
+    Attributes (plain Python lists, for loops): ``members[u]`` node ids of unit ``u`` (sorted),
+    ``size[u]``, ``succ[u]``/``pred[u]`` neighbour units, ``succ_e[u]``/``pred_e[u]`` the
+    unit-edge ids parallel to them, ``ok[d][e]`` whether unit edge ``e`` may lie inside a cluster
+    of device ``d`` (every original edge it stands for is contractible), ``feasible[d][u]`` whether
+    unit ``u`` alone may be a cluster of device ``d`` (supported, inner edges contractible, size
+    and constant bytes within the limits), ``never[u]`` units ``u`` may never share a cluster with,
+    ``rank``/``order`` a topological order, ``unit_of`` (numpy) node → unit, ``edge_nodes[e]`` one
+    original (producer, consumer) node pair behind unit edge ``e``.
+    """
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        g = problem.graph
+        n = g.n
+        ndev = len(problem.devices)
+        contract = [problem.contractible(d) for d in range(ndev)]
+        if not problem.groups:
+            self.n = n
+            self.unit_of = np.arange(n, dtype=np.int64)
+            self.members = [[v] for v in range(n)]
+            self.size = [1] * n
+            self.succ = g.succ_lists
+            self.pred = g.pred_lists
+            m = g.num_edges
+            self.succ_e = _split(np.arange(m, dtype=np.int64), g.succ_ptr)
+            self.pred_e = _split(np.asarray(g.pred_edge, dtype=np.int64), g.pred_ptr)
+            self.ok = [c.tolist() for c in contract]
+            self.edge_nodes = list(zip(g.edge_src.tolist(), g.edge_dst.tolist()))
+            self.rank = list(range(n))
+            self.order = list(range(n))
+            inner_ok = [np.ones(n, dtype=bool) for _ in range(ndev)]
+        else:
+            self._build_grouped(problem, contract)
+            inner_ok = self._inner_ok
+        self.orders = [self.rank, _kahn_order(self, largest_first=True), _dfs_order(self)]
+        self._intervals: list[tuple[list[int], list[int]]] | None = None
+        self._never(problem)
+        self._const(problem)
+        self.feasible = []
+        for d in range(ndev):
+            sup = problem.supported[d]
+            unit_sup = np.ones(self.n, dtype=bool)
+            np.logical_and.at(unit_sup, self.unit_of, sup)
+            feas = unit_sup & inner_ok[d]
+            if problem.max_size is not None:
+                feas &= np.asarray(self.size) <= problem.max_size
+            if problem.max_const_bytes is not None:
+                feas &= np.asarray([self.unit_const_bytes(u) for u in range(self.n)]
+                                   ) <= problem.max_const_bytes
+            self.feasible.append(feas.tolist())
+
+    # ------------------------------------------------------------------ construction
+    def _build_grouped(self, problem: Problem, contract: list[np.ndarray]) -> None:
+        g = problem.graph
+        n = g.n
+        gof = problem.group_of
+        # unit ids: one per ungrouped node and one per group, numbered by first node
+        firsts = np.asarray([grp[0] for grp in problem.groups] + [0], dtype=np.int64)
+        order_key = np.where(gof >= 0, firsts[np.maximum(gof, 0)], np.arange(n))
+        uniq, inv = np.unique(order_key, return_inverse=True)
+        nu = len(uniq)
+        self.n = nu
+        self.unit_of = inv.astype(np.int64)
+        members: list[list[int]] = [[] for _ in range(nu)]
+        for v, u in enumerate(self.unit_of.tolist()):
+            members[u].append(v)
+        self.members = members
+        self.size = [len(m) for m in members]
+        us = self.unit_of[g.edge_src]
+        ud = self.unit_of[g.edge_dst]
+        inner = us == ud
+        ndev = len(contract)
+        self._inner_ok = []
+        for d in range(ndev):
+            bad = np.zeros(nu, dtype=bool)
+            bad[us[inner & ~contract[d]]] = True
+            self._inner_ok.append(~bad)
+        outer = np.flatnonzero(~inner)
+        ekey = us[outer] * nu + ud[outer]
+        uk, first_pos, einv = np.unique(ekey, return_index=True, return_inverse=True)
+        self.ok = []
+        for d in range(ndev):
+            agg = np.ones(len(uk), dtype=bool)
+            np.logical_and.at(agg, einv, contract[d][outer])
+            self.ok.append(agg.tolist())
+        esrc = (uk // nu).astype(np.int64)
+        edst = (uk % nu).astype(np.int64)
+        orig = outer[first_pos]
+        self.edge_nodes = list(zip(g.edge_src[orig].tolist(), g.edge_dst[orig].tolist()))
+        m = len(uk)
+        sptr = np.zeros(nu + 1, dtype=np.int64)
+        np.cumsum(np.bincount(esrc, minlength=nu), out=sptr[1:])
+        self.succ = _split(edst, sptr)
+        self.succ_e = _split(np.arange(m, dtype=np.int64), sptr)
+        porder = np.lexsort((esrc, edst))
+        pptr = np.zeros(nu + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edst, minlength=nu), out=pptr[1:])
+        self.pred = _split(esrc[porder], pptr)
+        self.pred_e = _split(porder.astype(np.int64), pptr)
+        self.order = self._topological(problem)
+        self.rank = [0] * nu
+        for pos, u in enumerate(self.order):
+            self.rank[u] = pos
+
+    def _topological(self, problem: Problem) -> list[int]:
+        """Kahn's order of the units (smallest first node first); a cycle means two together
+        groups depend on each other."""
+        nu = self.n
+        indeg = [len(p) for p in self.pred]
+        heap = [(self.members[u][0], u) for u in range(nu) if indeg[u] == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            _, u = heapq.heappop(heap)
+            order.append(u)
+            for w in self.succ[u]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    heapq.heappush(heap, (self.members[w][0], w))
+        if len(order) < nu:
+            left = {u for u in range(nu) if indeg[u] > 0}
+            names = [problem.graph.nodes[v].name for u in sorted(left)[:4]
+                     for v in self.members[u][:2]]
+            raise ConstraintError("contradiction: together groups depend on each other (a path "
+                                  "leaves one group, enters another and comes back), e.g. around "
+                                  f"nodes {', '.join(repr(x) for x in names)}")
+        return order
+
+    def _never(self, problem: Problem) -> None:
+        never: dict[int, list[int]] = {}
+        uo = self.unit_of
+        for a, b in problem.never_pairs.tolist():
+            ua, ub = int(uo[a]), int(uo[b])
+            never.setdefault(ua, []).append(ub)
+            never.setdefault(ub, []).append(ua)
+        self.never = never
+
+    def _const(self, problem: Problem) -> None:
+        """Constant tensors per unit (only when ``max_const_bytes`` is set)."""
+        self.const = None
+        self.tensor_bytes: list[int] = []
+        if problem.max_const_bytes is None:
+            return
+        g = problem.graph
+        ids: dict[str, int] = {}
+        const: list[list[int]] = [[] for _ in range(self.n)]
+        for u, nodes in enumerate(self.members):
+            seen = set()
+            for v in nodes:
+                for t in g.nodes[v].all_inputs():
+                    ten = g.tensors[t]
+                    if ten.is_constant and t not in seen:
+                        seen.add(t)
+                        tid = ids.get(t)
+                        if tid is None:
+                            tid = ids[t] = len(self.tensor_bytes)
+                            self.tensor_bytes.append(int(ten.nbytes or 0))
+                        const[u].append(tid)
+        self.const = const
+
+    def unit_const_bytes(self, u: int) -> int:
+        """Bytes of the distinct constants unit ``u`` reads."""
+        if self.const is None:
+            return 0
+        tb = self.tensor_bytes
+        return sum(tb[t] for t in self.const[u])
+
+    @property
+    def intervals(self) -> list[tuple[list[int], list[int]]]:
+        """GRAIL reachability intervals ``(low, post)`` of three seeded random depth-first
+        traversals: ``u ~> v`` implies ``low[u] <= low[v]`` and ``post[v] <= post[u]`` in each
+        (computed on first use)."""
+        if self._intervals is None:
+            self._intervals = [_grail(self, seed) for seed in (1, 2, 3)]
+        return self._intervals
+
+    # ------------------------------------------------------------------ helpers
+    def nodes_of(self, units) -> list[int]:
+        """Sorted node ids of some units."""
+        if not self.problem.groups:
+            return sorted(int(u) for u in units)
+        out = []
+        for u in units:
+            out.extend(self.members[u])
+        return sorted(out)
+
+    def node_labels(self, clusters: list["Piece"]) -> tuple[np.ndarray, np.ndarray]:
+        """Cluster label and device index per node (-1: fallback) for accelerator pieces."""
+        n = self.problem.n
+        labels = np.arange(n, dtype=np.int64) + len(clusters)
+        devices = np.full(n, -1, dtype=np.int64)
+        for k, piece in enumerate(clusters):
+            nodes = self.nodes_of(piece.units)
+            labels[nodes] = k
+            devices[nodes] = piece.device
+        return labels, devices
+
+
+def _kahn_order(ug: "UnitGraph", largest_first: bool) -> list[int]:
+    """Position of each unit in Kahn's order, taking the ready unit of largest (or smallest)
+    rank first."""
+    pred, succ, rank = ug.pred, ug.succ, ug.rank
+    indeg = [len(p) for p in pred]
+    sign = -1 if largest_first else 1
+    heap = [(sign * rank[u], u) for u in range(ug.n) if indeg[u] == 0]
+    heapq.heapify(heap)
+    pos = [0] * ug.n
+    k = 0
+    while heap:
+        _, u = heapq.heappop(heap)
+        pos[u] = k
+        k += 1
+        for w in succ[u]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (sign * rank[w], w))
+    return pos
+
+
+def _dfs_order(ug: "UnitGraph") -> list[int]:
+    """Position of each unit in the reverse postorder of a depth-first search (sources in rank
+    order, successors of largest rank first)."""
+    n = ug.n
+    succ, pred = ug.succ, ug.pred
+    seen = [False] * n
+    post: list[int] = []
+    for s in ug.order:
+        if seen[s] or pred[s]:
+            continue
+        seen[s] = True
+        stack = [(s, iter(reversed(succ[s])))]
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if not seen[w]:
+                    seen[w] = True
+                    stack.append((w, iter(reversed(succ[w]))))
+                    break
+            else:
+                stack.pop()
+                post.append(v)
+    pos = [0] * n
+    for k, v in enumerate(reversed(post)):
+        pos[v] = k
+    return pos
+
+
+def _grail(ug: "UnitGraph", seed: int) -> tuple[list[int], list[int]]:
+    """One GRAIL labelling (Yildirim et al.): post-order ranks of a random depth-first search
+    and, per unit, the lowest post-order rank among its descendants."""
+    import random
+
+    rng = random.Random(seed)
+    n = ug.n
+    succ, pred = ug.succ, ug.pred
+    seen = [False] * n
+    post = [0] * n
+    k = 0
+    roots = [u for u in range(n) if not pred[u]]
+    rng.shuffle(roots)
+    for s in roots:
+        seen[s] = True
+        kids = list(succ[s])
+        rng.shuffle(kids)
+        stack = [(s, iter(kids))]
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if not seen[w]:
+                    seen[w] = True
+                    kids = list(succ[w])
+                    rng.shuffle(kids)
+                    stack.append((w, iter(kids)))
+                    break
+            else:
+                stack.pop()
+                post[v] = k
+                k += 1
+    low = list(post)
+    for v in reversed(ug.order):
+        m = low[v]
+        for w in succ[v]:
+            if low[w] < m:
+                m = low[w]
+        low[v] = m
+    return low, post
+
+
+@dataclass
+class Piece:
+    """An accelerator cluster under construction: device index and units."""
+
+    device: int
+    units: list[int]
+    tag: dict = field(default_factory=dict)
+
+
+def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
+    flat = idx.tolist()
+    bounds = ptr.tolist()
+    return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+
+# ---------------------------------------------------------------------- static convexity
+def window(ug: UnitGraph, members: list[int]) -> tuple[list[int], list[int]]:
+    """Per topological order: the lowest and highest position of the members."""
+    los, his = [], []
+    for o in ug.orders:
+        pos = [o[u] for u in members]
+        los.append(min(pos))
+        his.append(max(pos))
+    return los, his
+
+
+def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> int | None:
+    """The lowest-ranked member a path leaving the set re-enters (``forward``), or the
+    highest-ranked member such a path starts from (not ``forward``); ``None`` when the set is
+    convex. Best-first in rank order, so it stops at the first such member."""
+    inset = set(members)
+    rank = ug.rank
+    orders = ug.orders
+    los, his = window(ug, members)
+    adj = ug.succ if forward else ug.pred
+    sign = 1 if forward else -1
+    if forward:
+        def keep(x: int) -> bool:
+            return all(o[x] <= h for o, h in zip(orders, his))
+    else:
+        def keep(x: int) -> bool:
+            return all(o[x] >= lo for o, lo in zip(orders, los))
+    heap = []
+    seen: set[int] = set()
+    for u in members:
+        for w in adj[u]:
+            if w not in inset and w not in seen and keep(w):
+                seen.add(w)
+                heap.append((sign * rank[w], w))
+    heapq.heapify(heap)
+    while heap:
+        _, x = heapq.heappop(heap)
+        if x in inset:
+            return x
+        for w in adj[x]:
+            if w not in seen and keep(w):
+                seen.add(w)
+                heapq.heappush(heap, (sign * rank[w], w))
+    return None
+
+
+def is_convex(ug: UnitGraph, members: list[int]) -> bool:
+    """No path leaves the set and comes back."""
+    if len(members) < 2:
+        return True
+    return first_reentry(ug, members) is None
+
+
+# ---------------------------------------------------------------------- incremental tracker
+_BIG = 1 << 62
+_SCAN_MEMBERS = 128   # up to this many members, test each one with GRAIL instead of searching
+_SCAN_REJECTED = 512  # up to this many rejected units, test each one when a member joins
+
+
+class GrowthTracker:
+    """OpenVINO HETERO's global condition for one growing set ``S`` with a rejected list ``R``:
+    no rejected unit may lie on a path between two members.
+
+    Checked at every step by early-exit searches, never by labelling whole regions:
+
+    - adding ``x`` can only create paths through ``x``: is there a rejected ``r`` with
+      ``S ~> r ~> x`` or ``x ~> r ~> S``? With few rejected units each is tested (order and
+      GRAIL filters, then a depth-first search pruned toward its single target); otherwise one
+      search from ``x`` looks for a rejected unit, stopping at members (a rejected unit behind a
+      member would already have failed the condition);
+    - rejecting ``r`` can only put ``r`` itself between two members;
+    - rolling back is last-in-first-out, and only the unit whose rejection failed the condition
+      and the units rolled back since can then lie between members; each keeps the two members
+      that witness it and is searched again only when one of them is rolled back. After a few
+      single steps the stopping point is computed at once (:meth:`settle`).
+
+    "Which member reaches ``z``" is cached per growth: a found member stays valid while it
+    lives, a miss stays valid for the members it saw, so only later members are tried. Every
+    search stays inside the window of ``S`` in the three orders of :attr:`UnitGraph.orders`.
+    ``blocked`` units (``begin``) count as rejected from the start (MXNet's eager variant).
+    """
+
+    def __init__(self, ug: UnitGraph):
+        n = ug.n
+        self.ug = ug
+        self.succ, self.pred = ug.succ, ug.pred
+        self.o0, self.o1, self.o2 = ug.orders
+        self._grail = [lab for pair in ug.intervals for lab in pair]
+        self.mem = [0] * n
+        self.mtime = [0] * n
+        self.rej = [0] * n
+        self.alive: list[bool] = []
+        self.gid = 0
+        self.begin()
+
+    def begin(self, blocked: list[bool] | None = None) -> None:
+        """Start a new growth (forget the previous one in O(1)). ``blocked`` marks units that
+        count as rejected from the start (they can never join)."""
+        self.gid += 1
+        self.blocked = blocked
+        self.members: list[int] = []
+        self.times: list[int] = []
+        self.rejected: list[int] = []
+        self.rolled: list[int] = []
+        self.hi = [-1, -1, -1]
+        self.lo = [_BIG, _BIG, _BIG]
+        self.history: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        self.suspects: dict[int, tuple[int, int] | None] = {}
+        self._cache: dict[int, tuple[int, int, int | None]] = {}
+        self.violated = False
+
+    @property
+    def total(self) -> int:
+        """1 while the condition fails, else 0."""
+        return 1 if self.violated else 0
+
+    def is_member(self, x: int) -> bool:
+        return self.mem[x] == self.gid
+
+    def is_rejected(self, x: int) -> bool:
+        return self.rej[x] == self.gid
+
+    # ------------------------------------------------------------------ steps
+    def add(self, x: int) -> None:
+        """Make ``x`` a member and check the condition."""
+        t = len(self.alive)
+        self.alive.append(True)
+        self.mem[x] = self.gid
+        self.mtime[x] = t
+        self.members.append(x)
+        self.times.append(t)
+        hi, lo = self.hi, self.lo
+        self.history.append((tuple(hi), tuple(lo)))
+        for i, o in enumerate((self.o0, self.o1, self.o2)):
+            r = o[x]
+            if r > hi[i]:
+                hi[i] = r
+            if r < lo[i]:
+                lo[i] = r
+        if (self.rejected or self.blocked is not None) and len(self.members) > 1 \
+                and self._through(x):
+            self.violated = True
+            self.suspects = {}
+
+    def reject(self, x: int) -> None:
+        """Put ``x`` on the rejected list and check the condition."""
+        self.rej[x] = self.gid
+        self.rejected.append(x)
+        w = self._witness(x)
+        if w is not None:
+            self.suspects[x] = w
+            self.violated = True
+
+    def settle(self, batch_after: int = 8) -> list[int]:
+        """Roll back (last in, first out) until the condition holds; return the units removed,
+        latest first. After ``batch_after`` single steps the stopping point is computed at
+        once from earliest-member labels (see :meth:`_batch_rollback`)."""
+        removed: list[int] = []
+        while self.violated:
+            if len(removed) >= batch_after and len(self.members) > 2 * batch_after:
+                removed.extend(self._batch_rollback())
+                break
+            removed.append(self.rollback())
+        return removed
+
+    def _pop(self) -> int:
+        x = self.members.pop()
+        t = self.times.pop()
+        self.alive[t] = False
+        self.mem[x] = 0
+        h, l = self.history.pop()
+        self.hi, self.lo = list(h), list(l)
+        self.rolled.append(x)
+        self.rej[x] = self.gid
+        self.rejected.append(x)
+        return x
+
+    def _batch_rollback(self) -> list[int]:
+        """Where the step-by-step rollback would stop, from one labelling of the window: with
+        ``d[z]``/``a[z]`` the earliest member (by position) reaching / reached from ``z``, a unit
+        lies between the first ``k`` members iff ``max(d, a) < k``; the candidates are the
+        current suspects and every member rolled back on the way."""
+        members = self.members
+        pos = {m: i for i, m in enumerate(members)}
+        down = self._earliest(True, pos)
+        up = self._earliest(False, pos)
+        big = len(members) + 1
+
+        def key(z: int) -> int:
+            return max(down.get(z, big), up.get(z, big))
+
+        worst = min((key(z) for z in self.suspects), default=big)
+        k = len(members)
+        while k > 1:
+            worst = min(worst, key(members[k - 1]))
+            k -= 1
+            if worst >= k:
+                break
+        removed = [self._pop() for _ in range(len(members) - k)]
+        self.suspects = {}
+        self.violated = False
+        return removed
+
+    def _earliest(self, forward: bool, pos: dict[int, int]) -> dict[int, int]:
+        """Per unit of the window, the earliest member (position) reaching it (``forward``)
+        or reached from it, through paths of length >= 1."""
+        adj = self.succ if forward else self.pred
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
+        label: dict[int, int] = {}
+        for i, m in enumerate(self.members):
+            stack = list(adj[m])
+            while stack:
+                y = stack.pop()
+                if y in label:
+                    continue
+                if forward:
+                    if o0[y] > h0 or o1[y] > h1 or o2[y] > h2:
+                        continue
+                elif o0[y] < l0 or o1[y] < l1 or o2[y] < l2:
+                    continue
+                label[y] = i
+                stack.extend(adj[y])
+        return label
+
+    def rollback(self) -> int:
+        """Remove the latest member, put it on the rejected list, check again; return it."""
+        x = self._pop()
+        self.suspects[x] = None
+        alive = self.alive
+        still = False
+        for z, w in list(self.suspects.items()):
+            if w is not None and alive[w[0]] and alive[w[1]]:
+                still = True
+                continue
+            w = self._witness(z)
+            if w is None:
+                del self.suspects[z]
+            else:
+                self.suspects[z] = w
+                still = True
+        self.violated = still
+        return x
+
+    # ------------------------------------------------------------------ window and filters
+    def outside(self, x: int) -> int:
+        """+1 when ``x`` lies after the window in some order (it reaches no member), -1 when
+        before it (no member reaches it), 0 when inside (or both)."""
+        after = before = False
+        for i, o in enumerate((self.o0, self.o1, self.o2)):
+            r = o[x]
+            if r > self.hi[i]:
+                after = True
+            elif r < self.lo[i]:
+                before = True
+        if after == before:
+            return 0
+        return 1 if after else -1
+
+    # ------------------------------------------------------------------ searches
+    def _may(self, a: int, b: int) -> bool:
+        """Necessary for ``a ~> b``: before it in every order, interval inside in every
+        GRAIL labelling."""
+        o0 = self.o0
+        if o0[a] >= o0[b]:
+            return False
+        g = self._grail
+        if g[0][a] > g[0][b] or g[1][b] > g[1][a] or g[2][a] > g[2][b] or g[3][b] > g[3][a] \
+                or g[4][a] > g[4][b] or g[5][b] > g[5][a]:
+            return False
+        return self.o1[a] < self.o1[b] and self.o2[a] < self.o2[b]
+
+    def _reaches(self, a: int, b: int) -> bool:
+        """``a ~> b`` (``a != b``), a depth-first search pruned toward ``b`` (the checks of
+        :meth:`_may` inlined)."""
+        if not self._may(a, b):
+            return False
+        succ = self.succ
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        g0, g1, g2, g3, g4, g5 = self._grail
+        b0, b1, b2 = o0[b], o1[b], o2[b]
+        c0, c1, c2, c3, c4, c5 = g0[b], g1[b], g2[b], g3[b], g4[b], g5[b]
+        seen = {a}
+        stack = [a]
+        while stack:
+            for w in succ[stack.pop()]:
+                if w == b:
+                    return True
+                if w not in seen and o0[w] < b0 and g0[w] <= c0 and c1 <= g1[w] \
+                        and g2[w] <= c2 and c3 <= g3[w] and g4[w] <= c4 and c5 <= g5[w] \
+                        and o1[w] < b1 and o2[w] < b2:
+                    seen.add(w)
+                    stack.append(w)
+        return False
+
+    def _find_member(self, z: int, forward: bool) -> int | None:
+        """Time of some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
+        cached per growth: a found member stays valid while it lives; a miss stays valid for
+        the members it saw (rollback is last-in-first-out), so only later members are tried."""
+        adj = self.succ if forward else self.pred
+        mem, gid, mtime = self.mem, self.gid, self.mtime
+        for w in adj[z]:
+            if mem[w] == gid:
+                return mtime[w]
+        members, times = self.members, self.times
+        key = z if forward else -1 - z
+        hit = self._cache.get(key)
+        first = 0
+        if hit is not None:
+            k, tk, found = hit
+            if found is not None:
+                if self.alive[found]:
+                    return found
+            elif k <= len(times) and (k == 0 or times[k - 1] == tk):
+                first = k
+        if first or len(members) <= _SCAN_MEMBERS:
+            reaches = self._reaches
+            o0, o1, o2 = self.o0, self.o1, self.o2
+            g0, g1, g2, g3, g4, g5 = self._grail
+            z0, z1, z2 = o0[z], o1[z], o2[z]
+            y0, y1, y2, y3, y4, y5 = g0[z], g1[z], g2[z], g3[z], g4[z], g5[z]
+            found = None
+            if forward:             # z ~> m possible: z before m, m's intervals inside z's
+                for m in members[first:]:
+                    if z0 < o0[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
+                            and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
+                            and z1 < o1[m] and z2 < o2[m] and reaches(z, m):
+                        found = mtime[m]
+                        break
+            else:
+                for m in members[first:]:
+                    if o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] and g2[m] <= y2 \
+                            and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
+                            and o1[m] < z1 and o2[m] < z2 and reaches(m, z):
+                        found = mtime[m]
+                        break
+            k = len(times)
+            self._cache[key] = (k, times[k - 1] if k else -1, found)
+            return found
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
+        seen = {z}
+        stack = list(adj[z])
+        while stack:
+            y = stack.pop()
+            if y in seen:
+                continue
+            seen.add(y)
+            if forward:
+                if o0[y] > h0 or o1[y] > h1 or o2[y] > h2:
+                    continue
+            elif o0[y] < l0 or o1[y] < l1 or o2[y] < l2:
+                continue
+            if mem[y] == gid:
+                self._cache[key] = (0, -1, mtime[y])
+                return mtime[y]
+            stack.extend(adj[y])
+        k = len(times)
+        self._cache[key] = (k, times[k - 1] if k else -1, None)
+        return None
+
+    def _witness(self, z: int) -> tuple[int, int] | None:
+        """Times of two members with ``a ~> z ~> b``, or None."""
+        if self.outside(z):
+            return None
+        a = self._find_member(z, False)
+        if a is None:
+            return None
+        b = self._find_member(z, True)
+        if b is None:
+            return None
+        return a, b
+
+    def _through(self, x: int) -> bool:
+        """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
+        ``x ~> r ~> S``)?"""
+        side = self.outside(x)
+        if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
+            reaches, mem, gid = self._reaches, self.mem, self.gid
+            o0, o1, o2 = self.o0, self.o1, self.o2
+            g0, g1, g2, g3, g4, g5 = self._grail
+            x0, x1, x2 = o0[x], o1[x], o2[x]
+            y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
+            for r in self.rejected:
+                if mem[r] == gid:
+                    continue
+                r0 = o0[r]
+                if r0 < x0:        # may r ~> x, with a member before r?
+                    if side <= 0 and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
+                            and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r] \
+                            and o1[r] < x1 and o2[r] < x2 \
+                            and self._find_member(r, False) is not None and reaches(r, x):
+                        return True
+                elif side >= 0 and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5 \
+                        and x1 < o1[r] and x2 < o2[r] \
+                        and self._find_member(r, True) is not None and reaches(x, r):
+                    return True
+            return False
+        for forward in (False, True):
+            if (side > 0 and forward) or (side < 0 and not forward):
+                continue
+            if self._phase_search(x, forward):
+                return True
+        return False
+
+    def _phase_search(self, x: int, forward: bool) -> bool:
+        adj = self.succ if forward else self.pred
+        mem, rej, gid = self.mem, self.rej, self.gid
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
+        blocked = self.blocked
+        seen: set[int] = {x}
+        stack = list(adj[x])
+        while stack:
+            y = stack.pop()
+            if y in seen:
+                continue
+            seen.add(y)
+            if forward:
+                if o0[y] > h0 or o1[y] > h1 or o2[y] > h2:
+                    continue
+            elif o0[y] < l0 or o1[y] < l1 or o2[y] < l2:
+                continue
+            if mem[y] == gid:
+                continue
+            if rej[y] == gid or (blocked is not None and blocked[y]):
+                if self._find_member(y, forward) is not None:
+                    return True
+                continue
+            stack.extend(adj[y])
+        return False
+
+
+class GrowthState:
+    """Size, never-together and constant-byte bookkeeping of one growth on device ``d``
+    (undoable), and :meth:`fits`: may unit ``v`` join the tracker's current members?"""
+
+    def __init__(self, ug: UnitGraph, d: int, max_size: int | None, max_bytes: int | None):
+        self.ug = ug
+        self.d = d
+        self.ok = ug.ok[d]
+        self.max_size = max_size
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.forbid: dict[int, int] = {}
+        self.tcount: dict[int, int] = {}
+        self.bytes = 0
+
+    def fits(self, v: int, T: GrowthTracker) -> bool:
+        ug = self.ug
+        if self.max_size is not None and self.size + ug.size[v] > self.max_size:
+            return False
+        if self.forbid.get(v):
+            return False
+        gid, mem, ok = T.gid, T.mem, self.ok
+        for w, e in zip(ug.succ[v], ug.succ_e[v]):
+            if mem[w] == gid and not ok[e]:
+                return False
+        for w, e in zip(ug.pred[v], ug.pred_e[v]):
+            if mem[w] == gid and not ok[e]:
+                return False
+        if self.max_bytes is not None:
+            tb, tc = ug.tensor_bytes, self.tcount
+            extra = sum(tb[t] for t in ug.const[v] if not tc.get(t))
+            if self.bytes + extra > self.max_bytes:
+                return False
+        return True
+
+    def add(self, v: int) -> None:
+        ug = self.ug
+        self.size += ug.size[v]
+        for w in ug.never.get(v, ()):
+            self.forbid[w] = self.forbid.get(w, 0) + 1
+        if self.max_bytes is not None:
+            tc, tb = self.tcount, ug.tensor_bytes
+            for t in ug.const[v]:
+                k = tc.get(t, 0)
+                if not k:
+                    self.bytes += tb[t]
+                tc[t] = k + 1
+
+    def remove(self, v: int) -> None:
+        ug = self.ug
+        self.size -= ug.size[v]
+        for w in ug.never.get(v, ()):
+            self.forbid[w] -= 1
+        if self.max_bytes is not None:
+            tc, tb = self.tcount, ug.tensor_bytes
+            for t in ug.const[v]:
+                tc[t] -= 1
+                if not tc[t]:
+                    self.bytes -= tb[t]
+
+
+# ---------------------------------------------------------------------- cycle repair
+def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
+    """Make the graph of clusters acyclic. ``pieces`` are accelerator clusters in the order they
+    were formed (each convex on its own); units in no piece are single-unit clusters.
+
+    Clusters in no cycle of the cluster graph (strongly connected components, computed once) are
+    kept and contracted. The others (*suspects*) are rebuilt in formation order on a dynamic
+    topological order (:class:`~clusterkit.graph.graphcycles.GraphCycles`, Pearce–Kelly, as XLA does):
+    each unit, taken breadth first over the cluster's own edges, joins the first adjacent piece
+    of its cluster whose edge to it can be contracted without closing a cycle, else starts a new
+    piece. Every contraction keeps the contracted graph acyclic, so each piece is convex (and
+    connected) and the pieces never depend on each other in a cycle. Returns the new list and
+    how many clusters were split."""
+    from clusterkit.graph.graphcycles import GraphCycles
+
+    k = len(pieces)
+    if k == 0:
+        return pieces, 0
+    nu = ug.n
+    cl = np.full(nu, -1, dtype=np.int64)
+    for i, p in enumerate(pieces):
+        cl[p.units] = i
+    item = np.where(cl >= 0, cl, k + np.arange(nu))
+    src, dst = _unit_edges(ug)
+    iu, iv = item[src], item[dst]
+    keep = iu != iv
+    size = k + nu
+    mat = coo_matrix((np.ones(int(keep.sum())), (iu[keep], iv[keep])), shape=(size, size)).tocsr()
+    _, comp = connected_components(mat, directed=True, connection="strong")
+    csize = np.bincount(comp)
+    suspect = csize[comp[:k]] > 1
+    if not suspect.any():
+        return pieces, 0
+    # Contracted graph: the units in a cycle of the cluster graph (every other unit lies on no
+    # path between two of them), each its own node, numbered in a topological order that keeps
+    # each suspect's units together where it can (then contracting them moves few nodes).
+    inside = csize[comp[item]] > 1
+    node = np.full(nu, -1, dtype=np.int64)
+    node[inside] = np.arange(int(inside.sum()))
+    nsrc, ndst = node[src], node[dst]
+    keep = (nsrc >= 0) & (ndst >= 0)
+    nsrc, ndst = nsrc[keep], ndst[keep]
+    count = int(inside.sum())
+    urank = np.asarray(ug.rank, dtype=np.int64)
+    own = urank[inside]
+    group = own.copy()                  # a suspect's units share the key of its first unit
+    sus_units = np.flatnonzero((cl >= 0) & suspect[np.maximum(cl, 0)])
+    first = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, cl[sus_units], urank[sus_units])
+    group[node[sus_units]] = first[cl[sus_units]]
+    pos = _kahn_positions(count, nsrc, ndst, group, own)
+    node[inside] = pos[node[inside]]
+    gc = GraphCycles.from_edges(count, pos[nsrc], pos[ndst])
+    node_of = node.tolist()
+    rank = ug.rank
+    replacement: dict[int, list[Piece]] = {}
+    split = 0
+    for i in np.flatnonzero(suspect).tolist():
+        if len(pieces[i].units) < 2:
+            continue
+        heads: list[int] = []            # current graph node of each piece
+        parts: list[list[int]] = []
+        for u in _adjacent_first(ug, pieces[i].units):
+            x = node_of[u]
+            for j, h in enumerate(heads):
+                if gc.has_edge(h, x):
+                    merged = gc.contract_edge(h, x)
+                elif gc.has_edge(x, h):
+                    merged = gc.contract_edge(x, h)
+                else:
+                    continue
+                if merged is not None:
+                    heads[j] = merged
+                    parts[j].append(u)
+                    break
+            else:
+                heads.append(x)
+                parts.append([u])
+        if len(parts) > 1:
+            split += 1
+            replacement[i] = [Piece(pieces[i].device, sorted(part, key=rank.__getitem__),
+                                    dict(pieces[i].tag, split=True)) for part in parts]
+    out: list[Piece] = []
+    for i, p in enumerate(pieces):
+        out.extend(replacement.get(i, [p]))
+    return out, split
+
+
+def _kahn_positions(n: int, src: np.ndarray, dst: np.ndarray, key1: np.ndarray,
+                    key2: np.ndarray) -> np.ndarray:
+    """Position of each node in Kahn's order, taking the ready node of smallest
+    ``(key1, key2)`` first."""
+    d = dst[np.lexsort((dst, src))].tolist()
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    bounds = ptr.tolist()
+    indeg = np.bincount(dst, minlength=n).tolist()
+    k1, k2 = key1.tolist(), key2.tolist()
+    heap = [(k1[v], k2[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    pos = np.empty(n, dtype=np.int64)
+    i = 0
+    while heap:
+        _, _, v = heapq.heappop(heap)
+        pos[v] = i
+        i += 1
+        for j in range(bounds[v], bounds[v + 1]):
+            w = d[j]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (k1[w], k2[w], w))
+    if i != n:
+        raise StrategyError("internal: the graph with clusters in no cycle contracted has a cycle")
+    return pos
+
+
+def _adjacent_first(ug: UnitGraph, units: list[int]) -> list[int]:
+    """The units breadth first over the cluster's own edges, from its first unit by rank (then
+    from the next unvisited one), so that each unit usually joins a neighbour."""
+    rank = ug.rank
+    inside = set(units)
+    seen: set[int] = set()
+    out: list[int] = []
+    for s in sorted(units, key=rank.__getitem__):
+        if s in seen:
+            continue
+        seen.add(s)
+        k = len(out)
+        out.append(s)
+        while k < len(out):
+            x = out[k]
+            k += 1
+            for w in ug.succ[x] + ug.pred[x]:
+                if w in inside and w not in seen:
+                    seen.add(w)
+                    out.append(w)
+    return out
+
+
+def _unit_edges(ug: UnitGraph) -> tuple[np.ndarray, np.ndarray]:
+    if not ug.problem.groups:
+        return ug.problem.graph.edge_src, ug.problem.graph.edge_dst
+    src = np.repeat(np.arange(ug.n, dtype=np.int64), [len(s) for s in ug.succ])
+    dst = np.fromiter((w for s in ug.succ for w in s), dtype=np.int64, count=len(src))
+    return src, dst

@@ -1,0 +1,408 @@
+"""The graph model: nodes, tensors, and the compact integer structures engines walk.
+
+A :class:`Graph` is built once (by a reader in :mod:`clusterkit.io`) and never mutated. Nodes are
+numbered in a topological order (``node.index``); ``node.source_index`` keeps the position the node
+had in its source (an ONNX ``graph.node`` list or a node-link ``nodes`` list). Engines use the CSR
+arrays (:attr:`Graph.succ_ptr` ...) or their plain-list twins (:attr:`Graph.succ_lists` ...), never
+dicts of node objects in their hot loops.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from clusterkit.errors import CycleError, GraphError
+
+HOST = -1
+"""Producer id of a graph input (it comes from the host)."""
+
+
+@dataclass(slots=True, eq=False)
+class Tensor:
+    """A value flowing along edges: ``producer`` is a node index or ``None`` for graph inputs and
+    initializers; ``nbytes`` is ``None`` when the shape or dtype is not fully known."""
+
+    name: str
+    shape: tuple | None = None
+    dtype: str | None = None
+    nbytes: int | None = None
+    producer: int | None = None
+    consumers: list[int] = field(default_factory=list)
+    is_constant: bool = False
+    is_initializer: bool = False
+    is_input: bool = False
+    is_output: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    """One operator. ``inputs``/``outputs`` are ordered tensor names ('' marks an omitted optional
+    input); ``implicit_inputs`` are outer-scope tensors read by an If/Loop/Scan body."""
+
+    index: int
+    name: str
+    op_type: str
+    domain: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    implicit_inputs: list[str] = field(default_factory=list)
+    source_index: int = -1
+    affinity: str | None = None
+    is_constant: bool = False
+    proto: Any = None
+
+    def all_inputs(self) -> list[str]:
+        """Explicit then implicit inputs, without omitted ones."""
+        return [t for t in self.inputs if t] + self.implicit_inputs
+
+    def __repr__(self) -> str:
+        return f"Node({self.index}, {self.name!r}, {self.op_type})"
+
+
+class Graph:
+    """An operator DAG with tensors. Build one with :meth:`build` or a reader in
+    :mod:`clusterkit.io`; the constructor expects already-validated, topologically sorted parts."""
+
+    def __init__(self, nodes: list[Node], tensors: dict[str, Tensor], inputs: list[str],
+                 outputs: list[str], name: str = "graph", model: Any = None,
+                 source: str = "memory"):
+        self.nodes = nodes
+        self.tensors = tensors
+        self.inputs = inputs
+        self.outputs = outputs
+        self.name = name
+        self.model = model
+        self.source = source
+        self._build_edges()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(cls, nodes: Sequence[Node], tensors: dict[str, Tensor], inputs: list[str],
+              outputs: list[str], name: str = "graph", model: Any = None,
+              source: str = "memory") -> "Graph":
+        """Wire producers/consumers, check every read tensor is produced, sort topologically
+        (stable: the source order is kept where it is already topological), mark constants."""
+        nodes = list(nodes)
+        for pos, node in enumerate(nodes):
+            if node.source_index < 0:
+                node.source_index = pos
+        producer: dict[str, int] = {}
+        for pos, node in enumerate(nodes):
+            for out in node.outputs:
+                if not out:
+                    continue
+                if out in producer:
+                    raise GraphError(f"tensor {out!r} is produced twice: by node "
+                                     f"{nodes[producer[out]].name!r} and by node {node.name!r}")
+                producer[out] = pos
+        available = set(inputs) | {n for n, t in tensors.items() if t.is_initializer}
+        for out in outputs:
+            if out not in producer and out not in available:
+                raise GraphError(f"graph output {out!r} is never produced")
+        # edges between source positions
+        src, dst = [], []
+        for pos, node in enumerate(nodes):
+            for t in node.all_inputs():
+                p = producer.get(t)
+                if p is None:
+                    if t not in available:
+                        raise GraphError(f"node {node.name!r} ({node.op_type}) reads tensor {t!r},"
+                                         " which no node produces and is no graph input or"
+                                         " initializer")
+                    continue
+                if p == pos:
+                    raise CycleError(f"cycle: node {node.name!r} reads its own output {t!r}",
+                                     [node.name])
+                src.append(p)
+                dst.append(pos)
+        order = _topological_order(len(nodes), src, dst, [n.name for n in nodes])
+        nodes = [nodes[i] for i in order]
+        for idx, node in enumerate(nodes):
+            node.index = idx
+        # tensors: producers, consumers, flags
+        for tname in inputs:
+            tensors.setdefault(tname, Tensor(tname)).is_input = True
+        for tname in outputs:
+            tensors.setdefault(tname, Tensor(tname)).is_output = True
+        for t in tensors.values():
+            t.consumers = []
+            t.producer = None
+        for node in nodes:
+            for out in node.outputs:
+                if out:
+                    tensors.setdefault(out, Tensor(out)).producer = node.index
+            seen = set()
+            for t in node.all_inputs():
+                if t not in seen:
+                    seen.add(t)
+                    tensors.setdefault(t, Tensor(t)).consumers.append(node.index)
+        _mark_constants(nodes, tensors)
+        return cls(nodes, tensors, inputs, outputs, name=name, model=model, source=source)
+
+    @classmethod
+    def from_parts(cls, nodes: list[Node], tensors: dict[str, Tensor], inputs: list[str],
+                   outputs: list[str], edge_src: np.ndarray, edge_dst: np.ndarray,
+                   edge_bytes: np.ndarray, name: str = "graph", model: Any = None,
+                   source: str = "memory") -> "Graph":
+        """Trusted constructor for bulk readers (:mod:`clusterkit.graph.fast`): the parts are
+        already wired (indices topological, producers/consumers and constant flags set) and the
+        distinct producer→consumer edges with their non-constant bytes are given, so the
+        per-node edge scan of ``__init__`` is skipped."""
+        self = cls.__new__(cls)
+        self.nodes, self.tensors, self.inputs, self.outputs = nodes, tensors, inputs, outputs
+        self.name, self.model, self.source = name, model, source
+        self._set_edges(len(nodes), np.asarray(edge_src, dtype=np.int64),
+                        np.asarray(edge_dst, dtype=np.int64),
+                        np.asarray(edge_bytes, dtype=np.int64))
+        return self
+
+    def _build_edges(self) -> None:
+        n = len(self.nodes)
+        tensors = self.tensors
+        src, dst, eb = [], [], []
+        for node in self.nodes:
+            v = node.index
+            seen: dict[int, int] = {}
+            for t in node.all_inputs():
+                ten = tensors[t]
+                p = ten.producer
+                if p is None:
+                    continue
+                b = 0 if ten.is_constant else (ten.nbytes or 0)
+                if p in seen:
+                    seen[p] += b
+                else:
+                    seen[p] = b
+            for p, b in seen.items():
+                src.append(p)
+                dst.append(v)
+                eb.append(b)
+        self._set_edges(n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64),
+                        np.asarray(eb, dtype=np.int64))
+
+    def _set_edges(self, n: int, src: np.ndarray, dst: np.ndarray, eb: np.ndarray) -> None:
+        # aggregate duplicate tensors between the same pair (already distinct per consumer above)
+        if len(src) and np.any(src >= dst):
+            bad = int(np.argmax(src >= dst))
+            raise GraphError(f"internal: edge {src[bad]}->{dst[bad]} is not topological")
+        order = np.lexsort((dst, src))
+        self.edge_src = src[order]
+        self.edge_dst = dst[order]
+        self.edge_bytes = eb[order]
+        self.succ_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_src, minlength=n), out=self.succ_ptr[1:])
+        self.succ_idx = self.edge_dst
+        porder = np.lexsort((self.edge_src, self.edge_dst))
+        self.pred_edge = porder
+        self.pred_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_dst, minlength=n), out=self.pred_ptr[1:])
+        self.pred_idx = self.edge_src[porder]
+
+    # ------------------------------------------------------------------ basic queries
+    @property
+    def n(self) -> int:
+        """Number of nodes."""
+        return len(self.nodes)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of distinct producer→consumer links."""
+        return len(self.edge_src)
+
+    def node(self, key: int | str) -> Node:
+        """A node by topological index or by name."""
+        if isinstance(key, (int, np.integer)):
+            if not 0 <= key < self.n:
+                raise GraphError(f"no node with index {key} (graph has {self.n} nodes)")
+            return self.nodes[int(key)]
+        idx = self.name_to_index.get(key)
+        if idx is None:
+            raise GraphError(f"no node named {key!r}")
+        return self.nodes[idx]
+
+    @cached_property
+    def name_to_index(self) -> dict[str, int]:
+        """Node name → topological index."""
+        return {node.name: node.index for node in self.nodes}
+
+    @cached_property
+    def source_to_index(self) -> np.ndarray:
+        """Source position (ONNX ``graph.node`` / node-link ``nodes``) → topological index."""
+        out = np.empty(self.n, dtype=np.int64)
+        out[[nd.source_index for nd in self.nodes]] = np.arange(self.n)
+        return out
+
+    @cached_property
+    def index_to_source(self) -> np.ndarray:
+        """Topological index → source position."""
+        return np.asarray([nd.source_index for nd in self.nodes], dtype=np.int64)
+
+    @cached_property
+    def succ_lists(self) -> list[list[int]]:
+        """Successors per node as plain lists (for Python loops)."""
+        return _split(self.succ_idx, self.succ_ptr)
+
+    @cached_property
+    def pred_lists(self) -> list[list[int]]:
+        """Predecessors per node as plain lists (for Python loops)."""
+        return _split(self.pred_idx, self.pred_ptr)
+
+    @cached_property
+    def op_types(self) -> list[str]:
+        """Op type per node."""
+        return [nd.op_type for nd in self.nodes]
+
+    @cached_property
+    def is_constant_node(self) -> np.ndarray:
+        """True where a node computes from constants alone (its outputs are free to move)."""
+        return np.fromiter((nd.is_constant for nd in self.nodes), dtype=bool, count=self.n)
+
+    @cached_property
+    def const_bytes(self) -> np.ndarray:
+        """Bytes of the constant tensors each node reads (initializers and computed constants)."""
+        out = np.zeros(self.n, dtype=np.int64)
+        for node in self.nodes:
+            total = 0
+            for t in set(node.all_inputs()):
+                ten = self.tensors[t]
+                if ten.is_constant and ten.nbytes:
+                    total += ten.nbytes
+            out[node.index] = total
+        return out
+
+    def successors(self, v: int) -> np.ndarray:
+        """Successor indices of node ``v``."""
+        return self.succ_idx[self.succ_ptr[v]:self.succ_ptr[v + 1]]
+
+    def predecessors(self, v: int) -> np.ndarray:
+        """Predecessor indices of node ``v``."""
+        return self.pred_idx[self.pred_ptr[v]:self.pred_ptr[v + 1]]
+
+    def edge_index(self, u: int, v: int) -> int:
+        """Position of edge ``u→v`` in the edge arrays; raises if there is no such edge."""
+        lo, hi = int(self.succ_ptr[u]), int(self.succ_ptr[u + 1])
+        pos = lo + int(np.searchsorted(self.succ_idx[lo:hi], v))
+        if pos >= hi or self.succ_idx[pos] != v:
+            raise GraphError(f"no edge from node {self.nodes[u].name!r} to {self.nodes[v].name!r}")
+        return pos
+
+    # ------------------------------------------------------------------ tensor incidence
+    @cached_property
+    def tensor_table(self) -> "TensorTable":
+        """Integer tables of tensors for vectorized metrics."""
+        return TensorTable.from_graph(self)
+
+    def summary(self) -> str:
+        """One line: name, nodes, edges, op types."""
+        return (f"{self.name}: {self.n} nodes, {self.num_edges} edges, "
+                f"{len(set(self.op_types))} op types")
+
+    def __repr__(self) -> str:
+        return f"Graph({self.summary()})"
+
+
+@dataclass
+class TensorTable:
+    """Tensors as arrays: ``producer`` (HOST=-1 for inputs), ``nbytes`` (0 when unknown),
+    ``known`` (size known), ``free`` (constant), ``is_output``, and the (tensor, consumer)
+    incidence ``inc_tensor``/``inc_node``."""
+
+    names: list[str]
+    producer: np.ndarray
+    nbytes: np.ndarray
+    known: np.ndarray
+    free: np.ndarray
+    is_output: np.ndarray
+    inc_tensor: np.ndarray
+    inc_node: np.ndarray
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "TensorTable":
+        names = [t for t in graph.tensors]
+        tens = [graph.tensors[t] for t in names]
+        producer = np.fromiter((HOST if t.producer is None else t.producer for t in tens),
+                               dtype=np.int64, count=len(tens))
+        known = np.fromiter((t.nbytes is not None for t in tens), dtype=bool, count=len(tens))
+        nbytes = np.fromiter((t.nbytes or 0 for t in tens), dtype=np.int64, count=len(tens))
+        free = np.fromiter((t.is_constant for t in tens), dtype=bool, count=len(tens))
+        is_out = np.fromiter((t.is_output for t in tens), dtype=bool, count=len(tens))
+        inc_t, inc_n = [], []
+        for i, t in enumerate(tens):
+            for c in t.consumers:
+                inc_t.append(i)
+                inc_n.append(c)
+        return cls(names, producer, nbytes, known, free, is_out,
+                   np.asarray(inc_t, dtype=np.int64), np.asarray(inc_n, dtype=np.int64))
+
+
+def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
+    flat = idx.tolist()
+    bounds = ptr.tolist()
+    return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+
+def _topological_order(n: int, src: list[int], dst: list[int], names: list[str]) -> list[int]:
+    """Stable Kahn order (smallest source position first); identity when already topological.
+    Raises :class:`CycleError` naming the nodes of one cycle."""
+    if all(s < d for s, d in zip(src, dst)):
+        return list(range(n))
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for s, d in zip(src, dst):
+        succ[s].append(d)
+        indeg[d] += 1
+    heap = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        u = heapq.heappop(heap)
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, v)
+    if len(order) < n:
+        cycle = _find_cycle([i for i in range(n) if indeg[i] > 0], succ, indeg)
+        names_on = [names[i] for i in cycle]
+        raise CycleError("the graph has a cycle: " + " -> ".join(names_on + names_on[:1]),
+                         names_on)
+    return order
+
+
+def _find_cycle(rest: list[int], succ: list[list[int]], indeg: list[int]) -> list[int]:
+    """Walk forward inside the nodes left by Kahn's algorithm until a node repeats."""
+    alive = set(rest)
+    pos: dict[int, int] = {}
+    path: list[int] = []
+    u = rest[0]
+    while u not in pos:
+        pos[u] = len(path)
+        path.append(u)
+        u = next(v for v in succ[u] if v in alive)
+    return path[pos[u]:]
+
+
+_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                     "Multinomial", "Bernoulli"}
+
+
+def _mark_constants(nodes: Iterable[Node], tensors: dict[str, Tensor]) -> None:
+    """A tensor is constant if it is an initializer, a ``Constant`` output, or computed by a
+    deterministic node without subgraphs whose inputs are all constant."""
+    for t in tensors.values():
+        t.is_constant = t.is_initializer
+    for node in nodes:  # topological order: inputs are decided before their consumers
+        ins = node.all_inputs()
+        const = (node.op_type == "Constant" and node.domain in ("", "ai.onnx")) or (
+            bool(ins) and not node.implicit_inputs and node.op_type not in _NONDETERMINISTIC
+            and all(tensors[t].is_constant for t in ins))
+        node.is_constant = const
+        for out in node.outputs:
+            if out:
+                tensors[out].is_constant = const

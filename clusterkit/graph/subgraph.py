@@ -1,0 +1,87 @@
+"""A cluster seen as a subgraph (what ``create_subgraph_node`` receives) and the node that
+replaces it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clusterkit.graph.core import Graph, Tensor
+
+
+@dataclass
+class Subgraph:
+    """Nodes of one cluster (topological indices, sorted) with their boundary: ``inputs`` are
+    non-constant tensors read from outside the cluster, ``outputs`` tensors read outside it or
+    graph outputs; ``constants`` are constant tensors the nodes read (initializers and tensors
+    computed from constants), in first-use order."""
+
+    graph: "Graph"
+    nodes: list[int]
+    device: str
+    cluster_id: int
+    inputs: list[str]
+    outputs: list[str]
+    constants: list[str]
+
+    @classmethod
+    def from_nodes(cls, graph: "Graph", nodes, device: str, cluster_id: int) -> "Subgraph":
+        members = sorted(int(v) for v in nodes)
+        inside = set(members)
+        inputs: list[str] = []
+        constants: list[str] = []
+        produced: set[str] = set()
+        outputs: list[str] = []
+        for v in members:
+            node = graph.nodes[v]
+            for t in node.all_inputs():
+                ten = graph.tensors[t]
+                if ten.producer is not None and ten.producer in inside:
+                    continue
+                if ten.is_constant:
+                    if t not in constants:
+                        constants.append(t)
+                elif t not in inputs:
+                    inputs.append(t)
+            for t in node.outputs:
+                if not t:
+                    continue
+                produced.add(t)
+                ten = graph.tensors[t]
+                if ten.is_output or any(c not in inside for c in ten.consumers):
+                    outputs.append(t)
+        return cls(graph, members, device, cluster_id, inputs, outputs, constants)
+
+    def tensor(self, name: str) -> "Tensor":
+        """A boundary or inner tensor by name."""
+        return self.graph.tensors[name]
+
+    @property
+    def op_types(self) -> list[str]:
+        """Op types of the nodes, in topological order."""
+        return [self.graph.nodes[v].op_type for v in self.nodes]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass
+class SubgraphNode:
+    """The fused node that replaces a cluster: op ``op_type`` in ``domain``, wired to the
+    subgraph's boundary tensors. ``payload`` is free for a property's own use (a compiled
+    engine, a serialized blob...)."""
+
+    name: str
+    op_type: str
+    domain: str
+    subgraph: Subgraph
+    attrs: dict[str, Any] = field(default_factory=dict)
+    payload: Any = None
+
+    @classmethod
+    def default(cls, subgraph: Subgraph) -> "SubgraphNode":
+        """``<device>_subgraph_<id>`` of op ``FusedSubgraph`` in domain ``clusterkit.<device>``."""
+        return cls(name=f"{subgraph.device}_subgraph_{subgraph.cluster_id}",
+                   op_type="FusedSubgraph", domain=f"clusterkit.{subgraph.device}",
+                   subgraph=subgraph)

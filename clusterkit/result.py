@@ -1,0 +1,423 @@
+"""Partitions: a cluster and a device for every node, validation, metrics, JSON and DOT.
+
+Clusters are kept as lists of node ids so that a hand-made (possibly invalid) partition can be
+represented and :meth:`Partition.validate` can say exactly what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
+from clusterkit.errors import PartitionError
+from clusterkit.graph.core import HOST, Graph
+from clusterkit.io.networkx import dot_quote
+
+
+@dataclass
+class Cluster:
+    """One cluster: ``nodes`` are topological indices, sorted."""
+
+    id: int
+    device: str
+    nodes: list[int]
+
+
+@dataclass
+class Partition:
+    """A partition of ``problem.graph``. Build one with :meth:`from_assignment` (engines) or
+    :meth:`from_clusters` (anything hand-made); check it with :meth:`validate`."""
+
+    problem: Problem
+    clusters: list[Cluster]
+    strategy: str = "manual"
+    selector: str = ""
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_assignment(cls, problem: Problem, labels: Sequence[int] | np.ndarray,
+                        devices: Sequence[int] | np.ndarray, **kwargs) -> "Partition":
+        """Build from a cluster label per node and a device index per node (-1 = fallback).
+        Fallback nodes become singleton clusters, except that a together group on the fallback
+        stays one cluster. Cluster ids are renumbered in order of their first node."""
+        labels = np.asarray(labels, dtype=np.int64)
+        devices = np.asarray(devices, dtype=np.int64)
+        n = problem.n
+        if labels.shape != (n,) or devices.shape != (n,):
+            raise PartitionError(f"expected {n} labels and devices, got {labels.shape}, "
+                                 f"{devices.shape}")
+        if n == 0:
+            return cls(problem, [], **kwargs)
+        key = labels.copy()
+        fb = devices < 0
+        # fallback nodes: a key of their own, unless in a together group
+        base = int(labels.max()) + 1
+        gkey = np.where(problem.group_of >= 0, base + problem.group_of,
+                        base + len(problem.groups) + np.arange(n))
+        key[fb] = gkey[fb]
+        # one sort (by key, members ascending) instead of one array per cluster: 1e6 nodes
+        order = np.lexsort((np.arange(n), key))
+        sk = key[order]
+        starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+        ends = np.append(starts[1:], n)
+        first = order[starts]
+        mixed = np.flatnonzero(devices[order] != np.repeat(devices[first], ends - starts))
+        if len(mixed):
+            v = int(order[mixed[0]])
+            raise PartitionError(f"node {problem.graph.nodes[v].name!r} has label {labels[v]} "
+                                 "but another device than the rest of its cluster")
+        rank = np.argsort(first, kind="stable")  # cluster ids in order of their first node
+        names = list(problem.devices) + [problem.fallback]  # index -1 = fallback
+        dev_of = devices[first].tolist()
+        flat = order.tolist()
+        st, en = starts.tolist(), ends.tolist()
+        was = gc.isenabled()
+        gc.disable()  # millions of small lists: the cyclic GC's full passes would dominate
+        try:
+            clusters = [Cluster(k, names[dev_of[j]], flat[st[j]:en[j]])
+                        for k, j in enumerate(rank.tolist())]
+        finally:
+            if was:
+                gc.enable()
+        return cls(problem, clusters, **kwargs)
+
+    @classmethod
+    def from_clusters(cls, problem: Problem, clusters: Iterable[tuple[str, Iterable[int]]],
+                      **kwargs) -> "Partition":
+        """Build from ``(device, node ids)`` pairs, as given (not checked: see validate)."""
+        out = [Cluster(k, dev, sorted(int(v) for v in nodes))
+               for k, (dev, nodes) in enumerate(clusters)]
+        return cls(problem, out, **kwargs)
+
+    @classmethod
+    def from_json(cls, problem: Problem, data: dict | str) -> "Partition":
+        """Read a partition JSON (DESIGN.md format; ``nodes`` are source indices)."""
+        if isinstance(data, str):
+            with open(data, encoding="utf-8") as fh:
+                data = json.load(fh)
+        g = problem.graph
+        try:
+            raw = data["clusters"]
+            clusters = []
+            for c in raw:
+                nodes = [int(v) for v in c["nodes"]]
+                bad = [v for v in nodes if not 0 <= v < g.n]
+                if bad:
+                    raise PartitionError(f"partition JSON: cluster {c.get('id')} names node {bad[0]}"
+                                         f", but the model has {g.n} nodes")
+                clusters.append((str(c["device"]), g.source_to_index[nodes].tolist()))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PartitionError(f"partition JSON is malformed: {exc!r}") from exc
+        return cls.from_clusters(problem, clusters, strategy=str(data.get("strategy", "plan")),
+                                 selector=str(data.get("selector", "")))
+
+    # ------------------------------------------------------------------ views
+    @property
+    def graph(self) -> Graph:
+        return self.problem.graph
+
+    @property
+    def fallback(self) -> str:
+        return self.problem.fallback
+
+    def assignment(self) -> np.ndarray:
+        """Cluster id per node; raises if a node is in no cluster or in two."""
+        n = self.graph.n
+        out = np.full(n, -1, dtype=np.int64)
+        names = self.graph.nodes
+        for pos, c in enumerate(self.clusters):
+            for v in c.nodes:
+                if not 0 <= v < n:
+                    raise PartitionError(f"cluster {c.id} names node {v}, but the graph has {n}")
+                if out[v] >= 0:
+                    raise PartitionError(f"node {names[v].name!r} is in two clusters: "
+                                         f"{self.clusters[out[v]].id} and {c.id}")
+                out[v] = pos
+        missing = np.flatnonzero(out < 0)
+        if len(missing):
+            raise PartitionError(f"node {names[missing[0]].name!r} is in no cluster"
+                                 f" ({len(missing)} nodes are in none)")
+        return out
+
+    def device_of_nodes(self) -> list[str]:
+        """Device name per node."""
+        out = [""] * self.graph.n
+        for c in self.clusters:
+            for v in c.nodes:
+                out[v] = c.device
+        return out
+
+    def units(self, assignment: np.ndarray | None = None) -> np.ndarray:
+        """Transfer unit per node: the cluster position for accelerator clusters, HOST (-1) for
+        every fallback node."""
+        a = self.assignment() if assignment is None else assignment
+        on_host = np.asarray([c.device == self.fallback for c in self.clusters], dtype=bool)
+        return np.where(on_host[a], HOST, a)
+
+    def accelerator_clusters(self) -> list[Cluster]:
+        """Clusters on a non-fallback device."""
+        return [c for c in self.clusters if c.device != self.fallback]
+
+    def cluster_graph(self):
+        """The graph of clusters as a networkx DiGraph (nodes = cluster positions)."""
+        import networkx as nx
+
+        a = self.assignment()
+        g = nx.DiGraph()
+        for k, c in enumerate(self.clusters):
+            g.add_node(k, device=c.device, size=len(c.nodes))
+        cu, cv = a[self.graph.edge_src], a[self.graph.edge_dst]
+        keep = cu != cv
+        g.add_edges_from(zip(cu[keep].tolist(), cv[keep].tolist()))
+        return g
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> "Partition":
+        """Raise :class:`PartitionError` with the precise reason if invalid; return self."""
+        p = self.problem
+        g = p.graph
+        names = [nd.name for nd in g.nodes]
+        a = self.assignment()
+        dev_idx = []
+        for c in self.clusters:
+            if not c.nodes:
+                raise PartitionError(f"cluster {c.id} is empty")
+            d = p.device_index(c.device) if c.device != p.fallback else -1
+            dev_idx.append(d)
+            if d >= 0:
+                bad = [v for v in c.nodes if not p.supported[d, v]]
+                if bad:
+                    nd = g.nodes[bad[0]]
+                    raise PartitionError(f"node {nd.name!r} ({nd.op_type}) is in cluster {c.id} on"
+                                         f" device {c.device!r}, which does not support it")
+                size = len(c.nodes)
+                if size < p.min_size:
+                    raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, below"
+                                         f" min_size {p.min_size}")
+                if p.max_size is not None and size > p.max_size:
+                    raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, above"
+                                         f" max_size {p.max_size}")
+                if p.max_const_bytes is not None:
+                    held = cluster_const_bytes(g, c.nodes)
+                    if held > p.max_const_bytes:
+                        raise PartitionError(f"cluster {c.id} on {c.device!r} holds {held} bytes of"
+                                             f" constants, above max_const_bytes "
+                                             f"{p.max_const_bytes}")
+        dev_idx = np.asarray(dev_idx, dtype=np.int64)
+        src, dst = g.edge_src, g.edge_dst
+        same = a[src] == a[dst]
+        for e in np.flatnonzero(same & p.must_cut).tolist():
+            u, v = int(src[e]), int(dst[e])
+            why = ("it is a required cut" if p.cut_reason[e] == CUT_EXPLICIT else
+                   f"node {names[v]!r} ({g.nodes[v].op_type}) must know the value it reads from"
+                   f" {names[u]!r}" if p.cut_reason[e] == CUT_VALUE else "a constraint cuts it")
+            raise PartitionError(f"edge {names[u]!r} -> {names[v]!r} lies inside cluster "
+                                 f"{self.clusters[a[u]].id}, but {why}")
+        if len(p.devices):
+            d_e = dev_idx[a[src]]
+            inside = np.flatnonzero(same & (d_e >= 0))
+            refused = inside[~p.edge_ok[d_e[inside], inside]]
+            if len(refused):
+                e = int(refused[0])
+                u, v = int(src[e]), int(dst[e])
+                raise PartitionError(f"edge {names[u]!r} -> {names[v]!r} lies inside cluster "
+                                     f"{self.clusters[a[u]].id}, but the selector of "
+                                     f"{self.clusters[a[u]].device!r} refuses to follow it")
+        for u, v in p.never_pairs.tolist():
+            if a[u] == a[v]:
+                raise PartitionError(f"never-together nodes {names[u]!r} and {names[v]!r} are both"
+                                     f" in cluster {self.clusters[a[u]].id}")
+        for gi, members in enumerate(p.groups):
+            if len(set(a[members].tolist())) > 1:
+                raise PartitionError(f"together group {gi} is split: {names[members[0]]!r} is in "
+                                     f"cluster {self.clusters[a[members[0]]].id}, but other "
+                                     "members are elsewhere")
+        self._check_acyclic(a)
+        return self
+
+    def _check_acyclic(self, a: np.ndarray) -> None:
+        g = self.graph
+        k = len(self.clusters)
+        cu, cv = a[g.edge_src], a[g.edge_dst]
+        keep = cu != cv
+        if not keep.any():
+            return
+        mat = coo_matrix((np.ones(int(keep.sum())), (cu[keep], cv[keep])), shape=(k, k)).tocsr()
+        ncomp, comp = connected_components(mat, directed=True, connection="strong")
+        if ncomp == k:
+            return
+        sizes = np.bincount(comp)
+        bad = int(np.flatnonzero(sizes > 1)[0])
+        raise PartitionError(self._describe_cycle(a, set(np.flatnonzero(comp == bad).tolist())))
+
+    def _describe_cycle(self, a: np.ndarray, scc: set[int]) -> str:
+        """A concrete node path for a cycle among the clusters in ``scc``."""
+        g = self.graph
+        names = [nd.name for nd in g.nodes]
+        start = min(scc)
+        succ = g.succ_lists
+        # BFS over nodes of the SCC's clusters, from the nodes of `start`, back into `start`
+        # after leaving it.
+        from collections import deque
+
+        parent: dict[int, int] = {}
+        queue = deque()
+        for u in self.clusters[start].nodes:
+            for w in succ[u]:
+                if a[w] != start and a[w] in scc and w not in parent:
+                    parent[w] = u
+                    queue.append(w)
+        end = None
+        while queue and end is None:
+            u = queue.popleft()
+            for w in succ[u]:
+                if a[w] == start:
+                    end = (u, w)
+                    break
+                if a[w] in scc and w not in parent:
+                    parent[w] = u
+                    queue.append(w)
+        if end is None:  # pragma: no cover - an SCC always closes
+            return f"the clusters {sorted(self.clusters[c].id for c in scc)} form a cycle"
+        path = [end[1], end[0]]
+        while path[-1] in parent:
+            path.append(parent[path[-1]])
+        path.reverse()
+        cid = self.clusters[start].id
+        between = path[1:-1]
+        outside_clusters = sorted({int(a[v]) for v in between})
+        hops = " -> ".join(f"{names[v]!r} [cluster {self.clusters[a[v]].id}]" for v in path)
+        if len(outside_clusters) == 1 and len(self.clusters[outside_clusters[0]].nodes) == 1:
+            return (f"a path leaves cluster {cid} at node {names[path[0]]!r} and re-enters it at "
+                    f"node {names[path[-1]]!r} through outside node {names[between[0]]!r}: {hops}")
+        if len(outside_clusters) == 1:
+            other = self.clusters[outside_clusters[0]].id
+            return (f"clusters {cid} and {other} depend on each other (a path leaves cluster "
+                    f"{cid} and re-enters it): {hops}")
+        return f"the graph of clusters has a cycle through cluster {cid}: {hops}"
+
+    def is_valid(self) -> bool:
+        """True when :meth:`validate` passes."""
+        try:
+            self.validate()
+        except PartitionError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ metrics and output
+    def metrics(self) -> dict[str, Any]:
+        """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ..."""
+        a = self.assignment()
+        units = self.units(a)
+        cut, unknown = cut_bytes(self.graph, units)
+        acc = self.accelerator_clusters()
+        offloaded = sum(len(c.nodes) for c in acc)
+        n = self.graph.n
+        return {
+            "partitions": len(acc),
+            "cut_bytes": int(cut),
+            "largest_cluster": max((len(c.nodes) for c in acc), default=0),
+            "nodes_offloaded": offloaded,
+            "offloaded_share": offloaded / n if n else 0.0,
+            "clusters": len(self.clusters),
+            "fallback_nodes": n - offloaded,
+            "cut_tensors_unknown_size": int(unknown),
+        }
+
+    def to_json(self, model: str | None = None) -> dict[str, Any]:
+        """The partition JSON of DESIGN.md (``nodes`` are source indices)."""
+        src = self.graph.index_to_source
+        out = {
+            "model": model if model is not None else self.graph.name,
+            "strategy": self.strategy,
+            "selector": self.selector,
+            "fallback": self.fallback,
+            "clusters": [{"id": c.id, "device": c.device,
+                          "nodes": sorted(src[c.nodes].tolist())} for c in self.clusters],
+            "metrics": self.metrics(),
+            "seconds": float(self.seconds),
+        }
+        for key, value in self.info.items():
+            if key not in out:
+                out[key] = value
+        return out
+
+    def to_dot(self) -> str:
+        """Graphviz DOT with one box per accelerator cluster, colored by device."""
+        g = self.graph
+        palette = ["#8dd3c7", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#bebada",
+                   "#ffffb3"]
+        colors = {d: palette[i % len(palette)] for i, d in enumerate(self.problem.devices)}
+        colors[self.fallback] = "#d9d9d9"
+        lines = [f"digraph {dot_quote(g.name)} {{", "  compound=true;",
+                 "  node [shape=box, style=filled];"]
+        for c in self.clusters:
+            color = colors.get(c.device, "#ffffff")
+            body = [f"    n{v} [label={dot_quote(g.nodes[v].op_type + chr(10) + g.nodes[v].name)},"
+                    f" fillcolor={dot_quote(color)}];" for v in c.nodes]
+            if c.device == self.fallback:
+                lines.extend(b[2:] for b in body)
+                continue
+            lines.append(f"  subgraph cluster_{c.id} {{")
+            lines.append(f"    label={dot_quote(f'{c.device} #{c.id} ({len(c.nodes)} nodes)')};")
+            lines.append(f"    style=filled; color={dot_quote(color)}; fillcolor=\"#f7f7f7\";")
+            lines.extend(body)
+            lines.append("  }")
+        for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist()):
+            lines.append(f"  n{u} -> n{v};")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def summary(self) -> str:
+        """A few lines for people."""
+        m = self.metrics()
+        per_dev: dict[str, int] = {}
+        for c in self.clusters:
+            per_dev[c.device] = per_dev.get(c.device, 0) + len(c.nodes)
+        devs = ", ".join(f"{d}: {k} nodes" for d, k in per_dev.items())
+        return (f"{self.graph.name}: strategy {self.strategy}, {m['partitions']} partitions, "
+                f"largest {m['largest_cluster']} nodes, {m['nodes_offloaded']}/{self.graph.n} "
+                f"nodes offloaded, cut_bytes {m['cut_bytes']:,} ({devs}), "
+                f"{self.seconds:.3f}s")
+
+
+def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:
+    """DESIGN.md cut_bytes for a transfer unit per node (HOST=-1 for fallback nodes), and the
+    number of cut transfers whose tensor size is unknown (counted as 0 bytes)."""
+    tt = graph.tensor_table
+    prod_unit = np.where(tt.producer >= 0, units[np.maximum(tt.producer, 0)], HOST)
+    cu = units[tt.inc_node]
+    live = ~tt.free[tt.inc_tensor] & (cu != prod_unit[tt.inc_tensor])
+    k = int(units.max()) + 2 if len(units) else 1
+    pair = np.sort(tt.inc_tensor[live] * k + (cu[live] + 1))  # sort + mask beats np.unique
+    if len(pair):
+        pair = pair[np.concatenate(([True], pair[1:] != pair[:-1]))]
+    ten = pair // k
+    total = int(tt.nbytes[ten].sum())
+    unknown = int((~tt.known[ten]).sum())
+    outs = np.flatnonzero(tt.is_output & ~tt.free & (prod_unit != HOST))
+    total += int(tt.nbytes[outs].sum())
+    unknown += int((~tt.known[outs]).sum())
+    return total, unknown
+
+
+def cluster_const_bytes(graph: Graph, nodes: Iterable[int]) -> int:
+    """Bytes of the distinct constant tensors the nodes read."""
+    seen: set[str] = set()
+    total = 0
+    for v in nodes:
+        for t in graph.nodes[v].all_inputs():
+            ten = graph.tensors[t]
+            if ten.is_constant and t not in seen:
+                seen.add(t)
+                total += ten.nbytes or 0
+    return total

@@ -1,0 +1,1 @@
+"""Running a fused graph: backends and the heterogeneous executor with fallback."""

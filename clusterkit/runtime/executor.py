@@ -1,0 +1,412 @@
+"""Run a fused graph heterogeneously.
+
+Every fused node is one *unit* compiled by its device's backend (default ``onnxruntime``,
+restricted to the op set of the device's selector). The ordinary (fallback) nodes run on the host
+backend, grouped into as few units as possible: the nodes are scheduled in a topological order that
+keeps taking ready host nodes before the next fused node, and every maximal run of host nodes in
+that order (a convex set) becomes one unit. Constant nodes (weight stubs and what is computed from
+them) are never scheduled: each unit computes the constants it reads itself, once, when it is
+compiled. When the graph inputs have static shapes, the values those shapes fix (a Reshape's
+target computed with Shape/Gather/Concat, masks built from shapes) are found once, the way
+onnxruntime folds them in a whole model, and handed to the units as constants; nodes that only
+compute such values never run, and units nobody reads are dropped. The executor moves the tensors
+between units, frees them after their last reader, and keeps per-unit timings and (with the
+backends' ``perf_counts``) per-node counters. A unit whose compile fails on its device falls back
+to the host and is reported in :attr:`Executor.fallbacks`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from clusterkit.runtime.backends import Backend, CompiledSubgraph, backend_names, get_backend
+from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
+from clusterkit.fusion import (FusedGraph, StaticInfo, initializer_map, required_inputs, root_of,
+                     runtime_outputs, source_model)
+from clusterkit.graph.core import Graph
+from clusterkit.graph.subgraph import Subgraph
+
+#: size given to a symbolic (dynamic) dimension of a graph input that is not a batch dimension
+DEFAULT_DIM = 16
+#: integer inputs (ids) are drawn from ``range(INT_HIGH)``; masks are ones, type ids zeros
+INT_HIGH = 100
+
+
+@dataclass
+class Unit:
+    """One compiled piece of the schedule."""
+
+    name: str
+    kind: str  # "subgraph" (a fused node), "host" (a run of ordinary nodes), "constants"
+    device: str
+    backend: str
+    subgraph: Subgraph  # of the original graph
+    inputs: list[str]
+    outputs: list[str]
+    compiled: CompiledSubgraph | None = None
+    compile_seconds: float = 0.0
+    fallback_reason: str | None = None
+    runs: int = 0
+    total_seconds: float = 0.0
+    last_seconds: float = 0.0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    release: list[str] = field(default_factory=list)
+
+    def timing(self) -> dict[str, Any]:
+        """Per-unit counters (JSON-ready)."""
+        return {"name": self.name, "kind": self.kind, "device": self.device,
+                "backend": self.backend, "nodes": len(self.subgraph.nodes),
+                "inputs": len(self.inputs), "outputs": len(self.outputs),
+                "compile_seconds": self.compile_seconds, "runs": self.runs,
+                "total_seconds": self.total_seconds,
+                "mean_seconds": self.total_seconds / self.runs if self.runs else 0.0,
+                "last_seconds": self.last_seconds, "bytes_in": self.bytes_in,
+                "bytes_out": self.bytes_out, "fell_back": self.fallback_reason is not None,
+                "fallback_reason": self.fallback_reason}
+
+
+class Executor:
+    """Compile and run a (fused) graph read from ONNX.
+
+    ``backends`` maps a device name to a backend name or instance (default ``onnxruntime`` for
+    every device); ``host`` is the backend of the ordinary nodes and of clusters whose compile
+    failed; ``backend_config`` maps a backend name to config keys for the backends made by name
+    (``{"onnxruntime": {"intra_op_num_threads": 1}}``). With ``fold_static`` (the default) and
+    static input shapes, the values the shapes fix (a Reshape's computed target shape, masks
+    built from shapes: :func:`clusterkit.runtime.backends.onnxruntime_backend.static_info`) are given to
+    the units that read them, as onnxruntime folds them in a whole model, instead of being
+    computed and moved at every run."""
+
+    def __init__(self, graph: Graph, backends: Mapping[str, Backend | str] | None = None,
+                 host: Backend | str = "onnxruntime",
+                 backend_config: Mapping[str, Mapping[str, Any]] | None = None,
+                 host_device: str | None = None, fold_static: bool = True):
+        self.graph = graph
+        self.fold_static = fold_static
+        self.root = root_of(graph)
+        source_model(self.root)  # only ONNX graphs run
+        self.backend_config = {k: dict(v) for k, v in (backend_config or {}).items()}
+        unknown = sorted(set(self.backend_config) - set(backend_names()))
+        if unknown:
+            raise BackendError(f"config for unknown backend {unknown[0]!r} (backends: "
+                               f"{', '.join(backend_names())})")
+        fused = graph.fused if isinstance(graph, FusedGraph) else [None] * graph.n
+        props = graph.properties if isinstance(graph, FusedGraph) else {}
+        if host_device is None:
+            host_device = (graph.partition.problem.fallback if isinstance(graph, FusedGraph)
+                           else "cpu")
+        self.host_device = host_device
+        self.host = self._make_backend(host, host_device, None)
+        self.backends: dict[str, Backend] = {}
+        wanted = dict(backends or {})
+        for f in fused:
+            if f is None or f.subgraph.device in self.backends:
+                continue
+            dev = f.subgraph.device
+            self.backends[dev] = self._make_backend(wanted.get(dev, "onnxruntime"), dev,
+                                                    props.get(dev))
+        self.fallbacks: list[dict[str, Any]] = []
+        self.static: StaticInfo | None = None
+        if fold_static:
+            from clusterkit.runtime.backends.onnxruntime_backend import static_info
+
+            self.static = static_info(self.root)
+        self.units: list[Unit] = self._plan(fused)
+        self.constant_outputs: dict[str, np.ndarray] = {}
+        self._compile_all()
+        self.last_run_seconds = 0.0
+
+    # ------------------------------------------------------------------ setup
+    def _make_backend(self, spec: Backend | str, device: str, prop) -> Backend:
+        if isinstance(spec, Backend):
+            return spec
+        return get_backend(spec, device=device, restrict=prop,
+                           config=self.backend_config.get(spec))
+
+    def _plan(self, fused: list) -> list[Unit]:
+        g, root = self.graph, self.root
+        n = g.n
+        fixed = {t for t, ten in root.tensors.items() if ten.is_constant}
+        if self.static is not None:
+            fixed.update(self.static.values)
+        live = [any(o and o not in fixed for o in nd.outputs) for nd in g.nodes]
+        preds, succs = g.pred_lists, g.succ_lists
+        indeg = [sum(1 for u in preds[v] if live[u]) if live[v] else 0 for v in range(n)]
+        host_q = [v for v in range(n) if live[v] and indeg[v] == 0 and fused[v] is None]
+        fused_q = [v for v in range(n) if live[v] and indeg[v] == 0 and fused[v] is not None]
+        heapq.heapify(host_q)
+        heapq.heapify(fused_q)
+        order: list[int] = []
+        while host_q or fused_q:
+            v = heapq.heappop(host_q) if host_q else heapq.heappop(fused_q)
+            order.append(v)
+            for w in succs[v]:
+                if not live[w]:
+                    continue
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    heapq.heappush(host_q if fused[w] is None else fused_q, w)
+        if len(order) != sum(live):  # pragma: no cover - the graph is a DAG
+            raise ExecutionError("internal: could not schedule every node")
+        members = g.members if isinstance(g, FusedGraph) else [[v] for v in range(n)]
+        units: list[Unit] = []
+        segment: list[int] = []
+
+        def close_segment() -> None:
+            if segment:
+                nodes = sorted(m for v in segment for m in members[v])
+                sub = Subgraph.from_nodes(root, nodes, self.host_device, len(units))
+                units.append(Unit(f"{self.host_device}_segment_{len(units)}", "host",
+                                  self.host_device, self.host.name, sub, *self._io(sub)))
+                segment.clear()
+
+        for v in order:
+            if fused[v] is None:
+                segment.append(v)
+                continue
+            close_segment()
+            dev = fused[v].subgraph.device
+            sub = Subgraph.from_nodes(root, members[v], dev, fused[v].subgraph.cluster_id)
+            units.append(Unit(g.nodes[v].name, "subgraph", dev, self.backends[dev].name, sub,
+                              *self._io(sub)))
+        close_segment()
+        # keep the outputs someone reads; drop units nobody needs (dead code, static values)
+        needed = set(g.outputs)
+        kept: list[Unit] = []
+        for u in reversed(units):
+            u.outputs = [t for t in u.outputs if t in needed]
+            if not u.outputs:
+                continue
+            u.inputs = required_inputs(u.subgraph, u.outputs, self.static)
+            needed.update(u.inputs)
+            kept.append(u)
+        units = kept[::-1]
+        produced = {t for u in units for t in u.outputs} | set(g.inputs)
+        inits = initializer_map(root)
+        known = self.static.values if self.static is not None else {}
+        missing = [t for t in g.outputs if t not in produced and t not in inits and t not in known]
+        if missing:  # graph outputs fixed before any run: computed by their closure
+            sub = Subgraph(root, [], self.host_device, len(units), [], list(missing),
+                           list(missing))
+            units.append(Unit(f"{self.host_device}_constants", "constants", self.host_device,
+                              self.host.name, sub, [], list(missing)))
+        # release each tensor after its last reader
+        last: dict[str, int] = {}
+        for k, u in enumerate(units):
+            for t in u.inputs:
+                last[t] = k
+        keep = set(g.outputs)
+        for t, k in last.items():
+            if t not in keep:
+                units[k].release.append(t)
+        return units
+
+    def _io(self, sub: Subgraph) -> tuple[list[str], list[str]]:
+        outs = runtime_outputs(sub, self.static)
+        return required_inputs(sub, outs, self.static), outs
+
+    def _compile_all(self) -> None:
+        from onnx import numpy_helper
+
+        for u in self.units:
+            backend = self.backends.get(u.device) if u.kind == "subgraph" else self.host
+            try:
+                u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
+                                             outputs=u.outputs)
+            except Exception as exc:
+                if u.kind != "subgraph":
+                    raise ExecutionError(f"the host backend {self.host.name!r} cannot compile "
+                                         f"{u.name!r}: {exc}") from exc
+                u.fallback_reason = f"{type(exc).__name__}: {exc}"
+                self.fallbacks.append({"unit": u.name, "device": u.device,
+                                       "backend": backend.name, "error": u.fallback_reason})
+                try:
+                    u.compiled = self.host.compile(u.subgraph, name=u.name, static=self.static,
+                                                   outputs=u.outputs)
+                except Exception as exc2:
+                    raise ExecutionError(f"subgraph {u.name!r} failed to compile on device "
+                                         f"{u.device!r} ({exc}) and on the host ({exc2})") from exc2
+                u.backend = self.host.name
+                u.device = self.host_device
+            u.compile_seconds = u.compiled.compile_seconds
+        inits = initializer_map(self.root)
+        known = self.static.values if self.static is not None else {}
+        produced = {t for u in self.units for t in u.outputs}
+        for t in self.graph.outputs:
+            if t not in produced and t not in self.graph.inputs and (t in inits or t in known):
+                self.constant_outputs[t] = numpy_helper.to_array(inits[t] if t in inits
+                                                                else known[t])
+
+    # ------------------------------------------------------------------ running
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run once; returns the graph outputs by name."""
+        start = time.perf_counter()
+        g = self.graph
+        missing = [t for t in g.inputs if t not in feeds]
+        if missing:
+            raise ExecutionError(f"missing graph input {missing[0]!r} (inputs: "
+                                 f"{', '.join(g.inputs)})")
+        unknown = sorted(set(feeds) - set(g.inputs))
+        if unknown:
+            raise ExecutionError(f"{unknown[0]!r} is not a graph input (inputs: "
+                                 f"{', '.join(g.inputs)})")
+        values: dict[str, Any] = {t: np.asarray(v) for t, v in feeds.items()}
+        for u in self.units:
+            ins = {t: values[t] for t in u.inputs}
+            t0 = time.perf_counter()
+            try:
+                outs = u.compiled(ins)
+            except ClusterkitError as exc:
+                raise ExecutionError(f"unit {u.name!r} ({u.kind} on {u.device}, backend "
+                                     f"{u.backend}) failed: {exc}") from exc
+            dt = time.perf_counter() - t0
+            u.runs += 1
+            u.total_seconds += dt
+            u.last_seconds = dt
+            u.bytes_in = sum(int(getattr(a, "nbytes", 0)) for a in ins.values())
+            u.bytes_out = sum(int(getattr(a, "nbytes", 0)) for a in outs.values())
+            values.update(outs)
+            for t in u.release:
+                values.pop(t, None)
+        out = {}
+        for t in g.outputs:
+            out[t] = values[t] if t in values else self.constant_outputs[t]
+        self.last_run_seconds = time.perf_counter() - start
+        return out
+
+    __call__ = run
+
+    # ------------------------------------------------------------------ reports
+    def timings(self) -> list[dict[str, Any]]:
+        """Per-unit timings, in execution order."""
+        return [u.timing() for u in self.units]
+
+    def node_timings(self) -> list[dict[str, Any]]:
+        """Per-node counters of every unit whose backend collected them (config
+        ``perf_counts``). For onnxruntime units this ends profiling: later runs are not
+        profiled."""
+        out = []
+        for u in self.units:
+            for rec in u.compiled.node_timings() if u.compiled is not None else []:
+                out.append({"unit": u.name, **rec})
+        return out
+
+    def summary(self) -> str:
+        """A few lines for people: the per-subgraph table."""
+        rows = [f"{'unit':28s} {'kind':9s} {'device':10s} {'backend':12s} {'nodes':>6s} "
+                f"{'compile ms':>10s} {'run ms':>9s}"]
+        for u in self.units:
+            mean = u.total_seconds / u.runs * 1e3 if u.runs else 0.0
+            flag = "  (fell back: compile failed)" if u.fallback_reason else ""
+            rows.append(f"{u.name[:28]:28s} {u.kind:9s} {u.device[:10]:10s} {u.backend[:12]:12s} "
+                        f"{len(u.subgraph.nodes):6d} {u.compile_seconds * 1e3:10.1f} "
+                        f"{mean:9.3f}{flag}")
+        return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------- inputs and checks
+def concrete_shape(tensor_name: str, shape: tuple | None, dims: Mapping[str, int] | None = None,
+                   default: int = DEFAULT_DIM) -> tuple[int, ...]:
+    """A concrete shape: symbolic dims from ``dims`` by name, else 1 for the first axis or a
+    name mentioning 'batch', else ``default``."""
+    if shape is None:
+        raise ExecutionError(f"graph input {tensor_name!r} has no known shape; give its dims")
+    dims = dims or {}
+    out = []
+    for i, d in enumerate(shape):
+        if isinstance(d, int) and d >= 0:
+            out.append(d)
+        elif isinstance(d, str) and d in dims:
+            out.append(int(dims[d]))
+        elif i == 0 or (isinstance(d, str) and "batch" in d.lower()):
+            out.append(1)
+        else:
+            out.append(default)
+    return tuple(out)
+
+
+def random_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None,
+                  default_dim: int = DEFAULT_DIM) -> dict[str, np.ndarray]:
+    """Random values for the graph inputs (fixed ``seed``): floats standard normal; integers in
+    ``0..INT_HIGH-1`` except masks (ones) and type ids (zeros); bools true."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        if t.dtype is None:
+            raise ExecutionError(f"graph input {name!r} has no known type")
+        shape = concrete_shape(name, t.shape, dims, default_dim)
+        dt = np.dtype(t.dtype)
+        low = name.lower()
+        if dt.kind == "f":
+            out[name] = rng.standard_normal(shape).astype(dt)
+        elif dt.kind in "iu":
+            if "mask" in low:
+                out[name] = np.ones(shape, dtype=dt)
+            elif "type" in low:
+                out[name] = np.zeros(shape, dtype=dt)
+            else:
+                out[name] = rng.integers(0, INT_HIGH, size=shape).astype(dt)
+        elif dt.kind == "b":
+            out[name] = np.ones(shape, dtype=dt)
+        else:
+            raise ExecutionError(f"graph input {name!r} has type {t.dtype}, which random_inputs "
+                                 "cannot make")
+    return out
+
+
+def run_model(model: Any, feeds: Mapping[str, np.ndarray],
+              config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Run a whole ONNX model (ModelProto or path) in one onnxruntime session built with the
+    onnxruntime backend's ``config``; outputs by name."""
+    import onnx
+    import onnxruntime as ort
+
+    from clusterkit.runtime.backends.onnxruntime_backend import OnnxRuntimeBackend
+
+    backend = OnnxRuntimeBackend(device="reference_run", config=config)
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    sess = ort.InferenceSession(data, backend.session_options(),
+                                providers=list(backend.get_config("providers")))
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, dict(feeds))))
+
+
+def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
+                    rtol: float = 1e-4, atol: float = 1e-5) -> dict[str, Any]:
+    """``{"max_abs_diff", "outputs_match", "outputs": [{"name", "max_abs_diff", "match"}]}``;
+    outputs match when names, shapes and dtypes agree and values are close (NaNs equal)."""
+    per = []
+    worst = 0.0
+    ok = set(expected) == set(actual)
+    for name in expected:
+        e = np.asarray(expected[name])
+        a = np.asarray(actual.get(name)) if name in actual else None
+        if a is None or a.shape != e.shape or a.dtype != e.dtype:
+            per.append({"name": name, "max_abs_diff": float("inf"), "match": False})
+            worst, ok = float("inf"), False
+            continue
+        if e.dtype.kind in "fc":
+            both_nan = np.isnan(e) & np.isnan(a)
+            diff = np.where(both_nan, 0.0, np.abs(e.astype(np.float64) - a.astype(np.float64)))
+            d = float(np.nanmax(diff)) if diff.size else 0.0
+            if diff.size and np.isnan(diff).any():
+                d = float("inf")
+            match = bool(np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True))
+        elif e.dtype.kind in "iub":
+            diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
+            d = float(diff.max()) if diff.size else 0.0
+            match = bool(np.array_equal(a, e))
+        else:
+            d = 0.0 if np.array_equal(a, e) else float("inf")
+            match = d == 0.0
+        per.append({"name": name, "max_abs_diff": d, "match": match})
+        worst = max(worst, d)
+        ok = ok and match
+    return {"max_abs_diff": worst, "outputs_match": ok, "outputs": per}

@@ -1,0 +1,270 @@
+"""The selector API of MXNet's subgraph proposal, in snake_case.
+
+A :class:`SubgraphSelector` says which nodes may start a subgraph (``select``), which neighbours
+to follow (``select_input``/``select_output``) and prunes the candidates (``filter``). Selectors may
+keep state while one cluster grows; engines ask :meth:`SubgraphProperty.create_subgraph_selector`
+for a fresh one per growing cluster. A :class:`SubgraphProperty` ties a selector to a device and
+builds the fused node of a finished cluster (``create_subgraph_node``, which may reject it by
+returning ``None``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from clusterkit.errors import SelectorError
+
+if TYPE_CHECKING:
+    from clusterkit.graph.core import Graph, Node
+
+
+class SubgraphSelector:
+    """Base selector. Subclasses override :meth:`select` and, when they care about edges,
+    :meth:`select_input`/:meth:`select_output`. The defaults follow an edge when the new node
+    itself would be selected."""
+
+    def select(self, node: "Node") -> bool:
+        """May ``node`` start (or belong to) a subgraph?"""
+        raise NotImplementedError(f"{type(self).__name__}.select is not implemented")
+
+    def select_input(self, node: "Node", new_node: "Node") -> bool:
+        """Follow the edge from producer ``new_node`` into ``node`` (already in the subgraph)?"""
+        return self.select(new_node)
+
+    def select_output(self, node: "Node", new_node: "Node") -> bool:
+        """Follow the edge from ``node`` (already in the subgraph) to consumer ``new_node``?"""
+        return self.select(new_node)
+
+    def filter(self, candidates: list["Node"]) -> list["Node"]:
+        """Prune the candidate nodes of a finished subgraph; returns a subset."""
+        return list(candidates)
+
+    def reset(self) -> None:
+        """Forget any state gathered while growing a subgraph."""
+
+    def supported_mask(self, graph: "Graph") -> np.ndarray | None:
+        """Optional fast path: ``select`` of a fresh selector for every node, as a bool array.
+        ``None`` (the default) means: ask node by node."""
+        return None
+
+    @property
+    def edge_sensitive(self) -> bool:
+        """True when the selector overrides ``select_input`` or ``select_output`` (its edge
+        answers may differ from ``select`` on the new node)."""
+        cls = type(self)
+        return (cls.select_input is not SubgraphSelector.select_input
+                or cls.select_output is not SubgraphSelector.select_output)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class ContainOpSelector(SubgraphSelector):
+    """Selects every node whose op type is in ``op_types`` (MXNet's stock selector)."""
+
+    def __init__(self, op_types: Iterable[str]):
+        self.op_types = frozenset(op_types)
+
+    def select(self, node: "Node") -> bool:
+        return node.op_type in self.op_types
+
+    def supported_mask(self, graph: "Graph") -> np.ndarray:
+        ops = self.op_types
+        return np.fromiter((op in ops for op in graph.op_types), dtype=bool, count=graph.n)
+
+    def __repr__(self) -> str:
+        return f"ContainOpSelector({sorted(self.op_types)})"
+
+
+class SubgraphProperty:
+    """A device (backend) with its selector. ``value_inputs`` maps op types to input positions
+    whose values the device must know (constraints it brings along)."""
+
+    name: str = "property"
+    value_inputs: dict[str, tuple[int, ...]] = {}
+
+    def __init__(self, device: str = "acc"):
+        self.device = device
+
+    def create_subgraph_selector(self) -> SubgraphSelector:
+        """A fresh selector for one growing subgraph."""
+        raise NotImplementedError(f"{type(self).__name__}.create_subgraph_selector")
+
+    def create_subgraph_node(self, subgraph: Any) -> Any:
+        """The node replacing a finished subgraph, or ``None`` to reject the subgraph.
+        The default accepts every subgraph with a :class:`~clusterkit.graph.subgraph.SubgraphNode`."""
+        from clusterkit.graph.subgraph import SubgraphNode
+
+        return SubgraphNode.default(subgraph)
+
+    def query(self, graph: "Graph") -> np.ndarray:
+        """Which nodes this device supports: ``select`` of a fresh selector, per node."""
+        sel = self.create_subgraph_selector()
+        mask = sel.supported_mask(graph)
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (graph.n,):
+                raise SelectorError(f"{describe(sel)}.supported_mask returned shape {mask.shape},"
+                                    f" expected ({graph.n},)")
+            return mask
+        out = np.zeros(graph.n, dtype=bool)
+        for node in graph.nodes:
+            sel = self.create_subgraph_selector()
+            out[node.index] = call_select(sel, node)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(device={self.device!r})"
+
+
+class OpsProperty(SubgraphProperty):
+    """A device that takes a fixed set of op types (the ``[DEVICE=]ops:A,B`` spec)."""
+
+    name = "ops"
+
+    def __init__(self, op_types: Iterable[str], device: str = "acc",
+                 value_inputs: dict[str, Sequence[int]] | None = None):
+        super().__init__(device)
+        self.op_types = frozenset(op_types)
+        if not self.op_types:
+            raise SelectorError(f"device {device!r}: an ops: selector needs at least one op type")
+        self.value_inputs = {k: tuple(v) for k, v in (value_inputs or {}).items()}
+
+    def create_subgraph_selector(self) -> SubgraphSelector:
+        return ContainOpSelector(self.op_types)
+
+    def __repr__(self) -> str:
+        return f"OpsProperty({self.device}: {','.join(sorted(self.op_types))})"
+
+
+def describe(selector: Any) -> str:
+    """A short name for error messages."""
+    return type(selector).__name__
+
+
+def _check_bool(value: Any, selector: Any, method: str, node: "Node") -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SelectorError(f"selector {describe(selector)}.{method} returned {type(value).__name__}"
+                        f" {value!r} for node {node.name!r} ({node.op_type}); expected a bool")
+
+
+def _checked(selector: SubgraphSelector, method: str, about: str, node: "Node",
+             *args: "Node") -> bool:
+    """Call ``selector.<method>(*args)``; exceptions and non-bool answers become a
+    :class:`SelectorError` naming the selector, the method and the node(s)."""
+    try:
+        value = getattr(selector, method)(*args)
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise SelectorError(f"selector {describe(selector)}.{method} raised {exc!r} on "
+                            f"{about}") from exc
+    return _check_bool(value, selector, method, node)
+
+
+def call_select(selector: SubgraphSelector, node: "Node") -> bool:
+    """``selector.select(node)`` with errors that name the selector and the node."""
+    return _checked(selector, "select", f"node {node.name!r} ({node.op_type})", node, node)
+
+
+def call_select_input(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
+    """``selector.select_input(node, new_node)``, checked."""
+    return _checked(selector, "select_input",
+                    f"node {node.name!r} with input node {new_node.name!r}", new_node,
+                    node, new_node)
+
+
+def call_select_output(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
+    """``selector.select_output(node, new_node)``, checked."""
+    return _checked(selector, "select_output",
+                    f"node {node.name!r} with output node {new_node.name!r}", new_node,
+                    node, new_node)
+
+
+def call_filter(selector: SubgraphSelector, candidates: list["Node"]) -> list["Node"]:
+    """``selector.filter(candidates)``; the result must be a subset of the candidates."""
+    try:
+        kept = selector.filter(list(candidates))
+    except SelectorError:
+        raise
+    except Exception as exc:
+        first = candidates[0].name if candidates else "-"
+        raise SelectorError(f"selector {describe(selector)}.filter raised {exc!r} on the subgraph"
+                            f" starting at node {first!r}") from exc
+    if kept is None or not hasattr(kept, "__iter__"):
+        raise SelectorError(f"selector {describe(selector)}.filter returned {kept!r}; expected a"
+                            " list of nodes")
+    kept = list(kept)
+    ids = {id(c) for c in candidates}
+    for node in kept:
+        if id(node) not in ids:
+            name = getattr(node, "name", repr(node))
+            raise SelectorError(f"selector {describe(selector)}.filter returned node {name!r},"
+                                " which was not a candidate")
+    return kept
+
+
+def call_create_subgraph_node(prop: "SubgraphProperty", subgraph: Any, where: str) -> Any:
+    """``prop.create_subgraph_node(subgraph)``; an exception becomes a :class:`SelectorError`
+    naming the property, its device and ``where`` (the cluster or seed at fault). ``None``
+    (a rejection) is returned as is."""
+    try:
+        return prop.create_subgraph_node(subgraph)
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise SelectorError(f"property {describe(prop)} ({prop.device}).create_subgraph_node "
+                            f"raised {exc!r} on {where}") from exc
+
+
+# ---------------------------------------------------------------------- registry
+@dataclass
+class _Entry:
+    factory: Callable[..., SubgraphProperty]
+    doc: str = ""
+
+
+_REGISTRY: dict[str, _Entry] = {}
+
+
+def register_property(name: str, factory: Callable[..., SubgraphProperty], doc: str = "") -> None:
+    """Register a property factory under ``name`` (called with ``device=`` when one is given)."""
+    _REGISTRY[name] = _Entry(factory, doc)
+
+
+def registered_properties() -> dict[str, str]:
+    """Registered names (shipped selectors included) → one-line descriptions."""
+    _load_shipped()
+    return {k: v.doc for k, v in sorted(_REGISTRY.items())}
+
+
+def get_property(name: str, device: str | None = None) -> SubgraphProperty:
+    """A property by registered or shipped name."""
+    _load_shipped()
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise SelectorError(f"unknown selector {name!r} (known: {known})")
+    prop = entry.factory(device=device) if device else entry.factory()
+    if not isinstance(prop, SubgraphProperty):
+        raise SelectorError(f"selector {name!r} did not build a SubgraphProperty")
+    return prop
+
+
+_SHIPPED_LOADED = False
+
+
+def _load_shipped() -> None:
+    """Import the shipped selectors package (the repository's ``selectors/`` folder)."""
+    global _SHIPPED_LOADED
+    if _SHIPPED_LOADED:
+        return
+    _SHIPPED_LOADED = True
+    try:
+        from clusterkit import selectors as shipped  # noqa: F401  (registers on import)
+    except ImportError:
+        pass
