@@ -1,24 +1,24 @@
-"""Shared fixtures: the real models (onnx's light set and ../shared/models) and small graphs."""
+"""Shared fixtures: the real models (onnx's light set and the bundled ``tests/data/models``)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import onnx
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("CLUSTERKIT_SHARED", REPO.parent / "shared"))
-SHARED_MODELS = SHARED / "models"
+DATA = REPO / "tests" / "data"
+SHARED_MODELS = DATA / "models"
+SHARED = DATA
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
 def _models(folder: Path) -> list[Path]:
     found = sorted(folder.glob("*.onnx"))
     if not found:
-        raise RuntimeError(f"no ONNX models in {folder}: the tests need ../shared/models beside "
-                           "the repository (or CLUSTERKIT_SHARED) and the onnx package")
+        raise RuntimeError(f"no ONNX models in {folder}: the repository ships them in "
+                           "tests/data/models and the onnx package ships its light set")
     return found
 
 

@@ -38,7 +38,7 @@ OPSUPPORT = SHARED / "opsupport"
 
 @lru_cache(maxsize=None)
 def table(name: str) -> dict:
-    """The original table (the oracle), read from ../shared/opsupport."""
+    """The original table (the oracle), kept in tests/data/opsupport."""
     return json.loads((OPSUPPORT / TABLE_OF[name]).read_text())
 
 

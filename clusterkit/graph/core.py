@@ -9,7 +9,6 @@ dicts of node objects in their hot loops.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Sequence
@@ -17,6 +16,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from clusterkit.errors import CycleError, GraphError
+from clusterkit.graph.algorithms import topological_order
 
 HOST = -1
 """Producer id of a graph input (it comes from the host)."""
@@ -121,7 +121,7 @@ class Graph:
                                      [node.name])
                 src.append(p)
                 dst.append(pos)
-        order = _topological_order(len(nodes), src, dst, [n.name for n in nodes])
+        order = topological_order(len(nodes), src, dst, names=[n.name for n in nodes])
         nodes = [nodes[i] for i in order]
         for idx, node in enumerate(nodes):
             node.index = idx
@@ -345,47 +345,6 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
     flat = idx.tolist()
     bounds = ptr.tolist()
     return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
-
-
-def _topological_order(n: int, src: list[int], dst: list[int], names: list[str]) -> list[int]:
-    """Stable Kahn order (smallest source position first); identity when already topological.
-    Raises :class:`CycleError` naming the nodes of one cycle."""
-    if all(s < d for s, d in zip(src, dst)):
-        return list(range(n))
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for s, d in zip(src, dst):
-        succ[s].append(d)
-        indeg[d] += 1
-    heap = [i for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        u = heapq.heappop(heap)
-        order.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(heap, v)
-    if len(order) < n:
-        cycle = _find_cycle([i for i in range(n) if indeg[i] > 0], succ, indeg)
-        names_on = [names[i] for i in cycle]
-        raise CycleError("the graph has a cycle: " + " -> ".join(names_on + names_on[:1]),
-                         names_on)
-    return order
-
-
-def _find_cycle(rest: list[int], succ: list[list[int]], indeg: list[int]) -> list[int]:
-    """Walk forward inside the nodes left by Kahn's algorithm until a node repeats."""
-    alive = set(rest)
-    pos: dict[int, int] = {}
-    path: list[int] = []
-    u = rest[0]
-    while u not in pos:
-        pos[u] = len(path)
-        path.append(u)
-        u = next(v for v in succ[u] if v in alive)
-    return path[pos[u]:]
 
 
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",

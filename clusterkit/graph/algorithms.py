@@ -1,0 +1,151 @@
+"""The graph algorithms every stage shares, each written once, on plain integer edge lists.
+
+Nodes are ``0..n-1``; edges are parallel ``src``/``dst`` sequences (lists or numpy arrays). Every
+function here is deterministic: ties are broken by a key, never by hash or insertion order.
+
+- :func:`topological_order` — Kahn's algorithm with a priority key; a cycle raises
+  :class:`~clusterkit.errors.CycleError` naming its nodes (:func:`find_cycle`).
+- :func:`adjacency` — successor / predecessor lists.
+- :class:`UnionFind` — disjoint sets with path halving and union by size, on plain lists.
+- :func:`quotient_edges` — the distinct edges between labelled groups (a contraction).
+- :func:`gc_paused` — pause the cyclic garbage collector while many small containers are made.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from clusterkit.errors import CycleError
+
+
+def adjacency(n: int, src: Sequence[int], dst: Sequence[int]) -> tuple[list[list[int]],
+                                                                        list[list[int]]]:
+    """``(succ, pred)``: per node, its successors and predecessors in edge order."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    for s, d in zip(_as_list(src), _as_list(dst)):
+        succ[s].append(d)
+        pred[d].append(s)
+    return succ, pred
+
+
+def topological_order(n: int, src: Sequence[int], dst: Sequence[int],
+                      key: Sequence | None = None,
+                      names: Callable[[int], str] | Sequence[str] | None = None) -> list[int]:
+    """A topological order of ``0..n-1``: Kahn's algorithm taking the ready node with the smallest
+    ``(key[v], v)`` first (``key`` defaults to the node number, so an order that is already
+    topological comes back unchanged). A cycle raises :class:`CycleError` with the nodes of one
+    cycle, named by ``names`` (a sequence or a function; the numbers by default)."""
+    src_l, dst_l = _as_list(src), _as_list(dst)
+    if key is None and all(s < d for s, d in zip(src_l, dst_l)):
+        return list(range(n))
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for s, d in zip(src_l, dst_l):
+        succ[s].append(d)
+        indeg[d] += 1
+    keys = list(range(n)) if key is None else _as_list(key)
+    heap = [(keys[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, u = heapq.heappop(heap)
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, (keys[v], v))
+    if len(order) < n:
+        cycle = find_cycle([i for i in range(n) if indeg[i] > 0], succ)
+        label = names if callable(names) else (
+            (lambda i: str(i)) if names is None else (lambda i: str(names[i])))
+        on = [label(i) for i in cycle]
+        raise CycleError("the graph has a cycle: " + " -> ".join(on + on[:1]), on)
+    return order
+
+
+def find_cycle(rest: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:
+    """One cycle among ``rest``, the nodes Kahn's algorithm could not order (each has a
+    successor inside ``rest``): walk forward until a node repeats."""
+    alive = set(rest)
+    pos: dict[int, int] = {}
+    path: list[int] = []
+    u = rest[0]
+    while u not in pos:
+        pos[u] = len(path)
+        path.append(u)
+        u = next(v for v in succ[u] if v in alive)
+    return path[pos[u]:]
+
+
+class UnionFind:
+    """Disjoint sets over ``0..n-1`` (path halving, union by size) on plain lists, for loops
+    that merge one pair at a time; :meth:`labels` numbers the sets by their smallest member."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+        self.size = [1] * n
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> int:
+        """Merge the sets of ``a`` and ``b``; returns the new root."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return ra
+        if self.size[ra] < self.size[rb]:
+            ra, rb = rb, ra
+        self.parent[rb] = ra
+        self.size[ra] += self.size[rb]
+        return ra
+
+    def connected(self, a: int, b: int) -> bool:
+        return self.find(a) == self.find(b)
+
+    def labels(self) -> np.ndarray:
+        """Per element, its set's number; sets are numbered in the order of their smallest
+        member (deterministic, independent of union order)."""
+        roots = np.fromiter((self.find(i) for i in range(len(self.parent))), dtype=np.int64,
+                            count=len(self.parent))
+        _, first, inverse = np.unique(roots, return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")
+        return rank[inverse]
+
+
+def quotient_edges(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray,
+                                                                                   np.ndarray]:
+    """The distinct edges ``(labels[s], labels[d])`` between different groups, sorted."""
+    a = np.asarray(labels)[np.asarray(src, dtype=np.int64)]
+    b = np.asarray(labels)[np.asarray(dst, dtype=np.int64)]
+    keep = a != b
+    if not keep.any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
+    return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of small containers are made (its full
+    passes over a large graph would dominate the run time); restores the previous state."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _as_list(seq: Sequence) -> list:
+    return seq.tolist() if isinstance(seq, np.ndarray) else list(seq)
