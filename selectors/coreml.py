@@ -17,15 +17,19 @@ from __future__ import annotations
 
 
 from clusterkit.errors import SelectorError
-from clusterkit.selectors._table import (EACH, downscale_divides, Fusion, R, TableProperty, _attr, _norm_axis,
-                                         decided_by, not_a_restriction,
-                                         _numel, all_inputs, attr_absent, attr_in, attr_is,
-                                         check, clip_bounds, const, default_dilations,
-                                         dtype_in, first, in_pattern, load_table,
-                                         no_external_initializers, no_zero_dims, opset_at_least,
-                                         opset_at_most, outputs_at_most, rank, resize_const,
-                                         resize_scales, same_dtype, slice_is_empty,
-                                         static, table_dtypes, value, when, dim_at)
+from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
+from clusterkit.selectors._checks import (check, decided_by, first, not_a_restriction,
+                                          opset_at_least, opset_at_most, value, when)
+from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
+from clusterkit.selectors._op_rules import (clip_bounds, downscale_divides, resize_const,
+                                            resize_scales, slice_is_empty)
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import EACH, Fusion, in_pattern, R
+from clusterkit.selectors._tensor_checks import (all_inputs, const, dtype_in,
+                                                 no_external_initializers, no_zero_dims,
+                                                 outputs_at_most, rank, same_dtype, static,
+                                                 table_dtypes)
 
 TABLE = "coreml_ep.json"
 FORMATS = ("MLProgram", "NeuralNetwork")
@@ -84,7 +88,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("PRelu", "slope must have shape [C,1,1]", check(_prelu_slope_shape,
                                                           "slope shape is not [C,1,1] or [1]")),
         R("PRelu", "single-element slope not supported", check(
-            lambda ctx, node: not (_numel(ctx.shape(node, 1)) == 1
+            lambda ctx, node: not (numel(ctx.shape(node, 1)) == 1
                                    and _dim(ctx, node, 0, -3) == 1),
             "single-element slope with C == 1")),
         # ---- pooling
@@ -92,7 +96,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R(["AveragePool", "MaxPool"], "storage_order=1 not supported",
           attr_in("storage_order", (0,), 0)),
         R(["AveragePool", "MaxPool"], "kernel_shape must have 2 entries", check(
-            lambda ctx, node: len(_attr(node, "kernel_shape", ())) == 2,
+            lambda ctx, node: len(attr_of(node, "kernel_shape", ())) == 2,
             "kernel_shape must have 2 entries")),
         R(["AveragePool", "MaxPool"], "dilations must be the default", default_dilations()),
         R(["AveragePool", "MaxPool"], "ceil_mode=1 not supported with NeuralNetwork",
@@ -104,7 +108,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
           "axes (input 1), if present, must be a constant", const(1)),
         R(["ReduceSum", "ReduceMean"], "empty axes with noop_with_empty_axes=1", when(
             is_nn, check(lambda ctx, node: not (
-                _attr(node, "noop_with_empty_axes", 0) == 1 and _axes_empty(ctx, node)),
+                attr_of(node, "noop_with_empty_axes", 0) == 1 and _axes_empty(ctx, node)),
                 "empty axes with noop_with_empty_axes=1"))),
         # ---- normalization
         R("BatchNormalization", "single output only", outputs_at_most(1)),
@@ -145,7 +149,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
                                                "needs at least 2 inputs")),
         R("Concat", "NeuralNetwork: input must be rank 4", when(is_nn, first(
             rank(0, allowed=(4,)), check(lambda ctx, node: ctx.rank(node, 0) is None or
-                                         _norm_axis(_attr(node, "axis", 0), 4) == 1,
+                                         norm_axis(attr_of(node, "axis", 0), 4) == 1,
                                          "NeuralNetwork concatenates on the channel axis only")))),
         # ---- Conv / ConvTranspose
         R("Conv", "weight must be rank 3 or 4", rank(1, allowed=(3, 4))),
@@ -160,19 +164,19 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("ConvTranspose", "auto_pad SAME_UPPER/SAME_LOWER not supported",
           attr_in("auto_pad", ("NOTSET", "VALID"), "NOTSET")),
         R("ConvTranspose", "all pads values must be equal", check(
-            lambda ctx, node: _attr(node, "auto_pad", "NOTSET") != "NOTSET"
-            or len(set(_attr(node, "pads", [0]))) <= 1, "pads are not all equal")),
+            lambda ctx, node: attr_of(node, "auto_pad", "NOTSET") != "NOTSET"
+            or len(set(attr_of(node, "pads", [0]))) <= 1, "pads are not all equal")),
         R("ConvTranspose", "output_shape attribute", attr_absent("output_shape")),
         R("ConvTranspose", "output_padding must be all zeros", check(
-            lambda ctx, node: not any(_attr(node, "output_padding", ())),
+            lambda ctx, node: not any(attr_of(node, "output_padding", ())),
             "output_padding is not all zeros")),
         # ---- layout ops
         R("DepthToSpace", "NeuralNetwork: mode must be DCR", when(is_nn,
                                                                   attr_is("mode", "DCR", "DCR"))),
         R("DepthToSpace", "MLProgram: mode CRD requires", when(
-            lambda c, n: ml and _attr(n, "mode", "DCR") == "CRD", static(0))),
+            lambda c, n: ml and attr_of(n, "mode", "DCR") == "CRD", static(0))),
         R("DepthToSpace", "MLProgram: DCR with float16", when(
-            lambda c, n: ml and coreml_version < 7 and _attr(n, "mode", "DCR") == "DCR",
+            lambda c, n: ml and coreml_version < 7 and attr_of(n, "mode", "DCR") == "DCR",
             dtype_in(0, ("float32",)))),
         R("Flatten", "input must not be a scalar", rank(0, lo=1)),
         R("Gather", "data must be float32 or int64", dtype_in(0, ("float32", "int64"))),
@@ -198,12 +202,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         # ---- newer MLProgram ops
         R("GridSample", "input must be rank 4", rank(0, allowed=(4,))),
         R("GridSample", "mode must be linear/bilinear", check(
-            lambda ctx, node: _attr(node, "mode", "bilinear") in ("linear", "bilinear"),
-            lambda ctx, node: f"mode {_attr(node, 'mode')!r} is not linear/bilinear")),
+            lambda ctx, node: attr_of(node, "mode", "bilinear") in ("linear", "bilinear"),
+            lambda ctx, node: f"mode {attr_of(node, 'mode')!r} is not linear/bilinear")),
         R("GridSample", "padding_mode=reflection and align_corners=0", check(
-            lambda ctx, node: not (_attr(node, "mode", "bilinear") in ("linear", "bilinear")
-                                   and _attr(node, "padding_mode", "zeros") == "reflection"
-                                   and _attr(node, "align_corners", 0) == 0),
+            lambda ctx, node: not (attr_of(node, "mode", "bilinear") in ("linear", "bilinear")
+                                   and attr_of(node, "padding_mode", "zeros") == "reflection"
+                                   and attr_of(node, "align_corners", 0) == 0),
             "linear with reflection padding and align_corners=0")),
         R("LRN", "input must be rank 3 or 4", rank(0, allowed=(3, 4))),
         R("GatherND", "batch_dims must be 0", attr_is("batch_dims", 0, 0)),
@@ -229,11 +233,11 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         # ---- Reshape
         R("Reshape", "shape (input 1) must be a constant", const(1)),
         R("Reshape", "shape tensor (input 1) must be non-empty", check(
-            lambda ctx, node: _numel(ctx.shape(node, 1)) is None
-            or 1 <= _numel(ctx.shape(node, 1)) <= 5, "shape tensor must have 1..5 entries")),
+            lambda ctx, node: numel(ctx.shape(node, 1)) is None
+            or 1 <= numel(ctx.shape(node, 1)) <= 5, "shape tensor must have 1..5 entries")),
         R("Reshape", "fully static, non-scalar shape", first(static(0), rank(0, lo=1))),
         R("Reshape", "allowzero=1 with a 0", value(
-            1, lambda v, c, n: not (_attr(n, "allowzero", 0) == 1 and (v == 0).any()),
+            1, lambda v, c, n: not (attr_of(n, "allowzero", 0) == 1 and (v == 0).any()),
             "allowzero=1 with a 0 in the shape")),
         # ---- Resize
         R("Resize", "input must not have zero elements", no_zero_dims([0])),
@@ -243,7 +247,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Resize", "mode must be 'nearest' or 'linear'", attr_in("mode", ("nearest", "linear"),
                                                                   "nearest")),
         R("Resize", "nearest mode requires nearest_mode='floor'", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "nearest",
+            lambda c, n: attr_of(n, "mode", "nearest") == "nearest",
             attr_is("nearest_mode", "floor", "round_prefer_floor"))),
         R("Resize", "exclude_outside must be 0", attr_is("exclude_outside", 0, 0)),
         R("Resize", "keep_aspect_ratio_policy must be 'stretch'",
@@ -266,10 +270,10 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Resize", "NeuralNetwork: coordinate_transformation_mode must be", when(
             is_nn, attr_is("coordinate_transformation_mode", "asymmetric", "half_pixel"))),
         R("Resize", "MLProgram nearest: coordinate_transformation_mode", when(
-            lambda c, n: ml and _attr(n, "mode", "nearest") == "nearest",
+            lambda c, n: ml and attr_of(n, "mode", "nearest") == "nearest",
             attr_is("coordinate_transformation_mode", "asymmetric", "half_pixel"))),
         R("Resize", "MLProgram linear: coordinate_transformation_mode", when(
-            lambda c, n: ml and _attr(n, "mode", "nearest") == "linear",
+            lambda c, n: ml and attr_of(n, "mode", "nearest") == "linear",
             check(_ml_linear_ctm_ok, "unsupported coordinate_transformation_mode"))),
         # ---- Shape / Slice / Softmax / Split / Squeeze / Unsqueeze
         R("Shape", "NeuralNetwork: 'end' attribute not supported", when(
@@ -294,7 +298,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Split", "split-axis dim must be known", when(
             lambda c, n: c.has_input(n, 1), check(
                 lambda ctx, node: ctx.rank(node, 0) is not None and isinstance(
-                    _dim(ctx, node, 0, _attr(node, "axis", 0)), int),
+                    _dim(ctx, node, 0, attr_of(node, "axis", 0)), int),
                 "split-axis dim is not known"))),
         R("Split", "opset >= 18 without split input", when(
             lambda c, n: (c.opset or 0) >= 18 and not c.has_input(n, 1),
@@ -330,9 +334,9 @@ def _dim(ctx, node, pos, axis):
 
 def _prelu_slope_shape(ctx, node) -> bool:
     s, x = ctx.shape(node, 1), ctx.shape(node, 0)
-    if s is None or x is None or _numel(s) is None:
+    if s is None or x is None or numel(s) is None:
         return True
-    if _numel(s) == 1:
+    if numel(s) == 1:
         return True
     c = x[-3] if len(x) >= 3 else None
     return tuple(s) == (c, 1, 1)
@@ -343,7 +347,7 @@ def _axes_empty(ctx, node) -> bool:
         return not node.attrs["axes"]
     if not ctx.has_input(node, 1):
         return True
-    return _numel(ctx.shape(node, 1)) == 0
+    return numel(ctx.shape(node, 1)) == 0
 
 
 def _argmax_consumers_ok(ctx, node) -> bool:
@@ -386,7 +390,7 @@ def _pads_last_two_only(ctx, node) -> bool:
         axes = ctx.input_value(node, 3)
         if axes is None:
             return True
-        axes = [_norm_axis(int(a), r) for a in axes.ravel().tolist()]
+        axes = [norm_axis(int(a), r) for a in axes.ravel().tolist()]
     else:
         axes = list(range(k))
     if len(axes) != k:
@@ -401,7 +405,7 @@ def _hw(ctx, node) -> list[float]:
 
 def _scales_given(ctx, node) -> bool:
     pos = 2 if (ctx.opset or 11) >= 11 else 1
-    return ctx.has_input(node, pos) and _numel(ctx.shape(node, pos)) not in (0,)
+    return ctx.has_input(node, pos) and numel(ctx.shape(node, pos)) not in (0,)
 
 
 def _downsampling_ok(ctx, node, ml: bool) -> bool:
@@ -416,7 +420,7 @@ def _downsampling_ok(ctx, node, ml: bool) -> bool:
 
 
 def _ml_linear_ctm_ok(ctx, node) -> bool:
-    ctm = _attr(node, "coordinate_transformation_mode", "half_pixel")
+    ctm = attr_of(node, "coordinate_transformation_mode", "half_pixel")
     if ctm in ("half_pixel", "align_corners"):
         return True
     if ctm == "pytorch_half_pixel":
@@ -431,8 +435,8 @@ def _shape_slice_nonempty(ctx, node) -> bool:
     r = ctx.rank(node, 0)
     if r is None:
         return True
-    start = _norm_axis(int(_attr(node, "start", 0)), r)
-    end = _norm_axis(int(_attr(node, "end", r)), r)
+    start = norm_axis(int(attr_of(node, "start", 0)), r)
+    end = norm_axis(int(attr_of(node, "end", r)), r)
     return min(max(end, 0), r) > min(max(start, 0), r)
 
 
@@ -440,7 +444,7 @@ def _split_entries_ok(v, ctx, node) -> bool:
     v = v.ravel().tolist()
     if len(v) < 2 or 0 in v:
         return False
-    dim = _dim(ctx, node, 0, _attr(node, "axis", 0))
+    dim = _dim(ctx, node, 0, attr_of(node, "axis", 0))
     return not isinstance(dim, int) or sum(v) == dim
 
 
@@ -448,5 +452,5 @@ def _num_outputs_ok(ctx, node) -> bool:
     k = node.attrs.get("num_outputs")
     if k is None or k < 2 or k != len(node.outputs):
         return False
-    dim = _dim(ctx, node, 0, _attr(node, "axis", 0))
+    dim = _dim(ctx, node, 0, attr_of(node, "axis", 0))
     return not isinstance(dim, int) or k <= dim

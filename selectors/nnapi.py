@@ -14,15 +14,19 @@ patterns; the float op inside a unit is checked like any other node, plus the un
 from __future__ import annotations
 
 
-from clusterkit.selectors._table import (EACH, downscale_divides, N, R, TableProperty, _attr, _norm_axis, _numel,
-                                         decided_by, not_a_restriction,
-                                         all_static, attr_absent, attr_in, attr_is, check,
-                                         clip_bounds, const, default_dilations, dim_at, dtype_in,
-                                         first, float_close, inputs_between, kernel_2d,
-                                         load_table, no_external_initializers, no_zero_dims,
-                                         opset_at_least, opset_at_most, outputs_at_most, rank,
-                                         resize_const, resize_scales, setting,
-                                         table_dtypes, value, when)
+from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
+                                               kernel_2d)
+from clusterkit.selectors._checks import (check, decided_by, first, not_a_restriction,
+                                          opset_at_least, opset_at_most, setting, value, when)
+from clusterkit.selectors._facts import attr_of, dim_at, float_close, norm_axis, numel
+from clusterkit.selectors._op_rules import (clip_bounds, downscale_divides, resize_const,
+                                            resize_scales)
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import EACH, N, R
+from clusterkit.selectors._tensor_checks import (all_static, const, dtype_in, inputs_between,
+                                                 no_external_initializers, no_zero_dims,
+                                                 outputs_at_most, rank, table_dtypes)
 
 TABLE = "nnapi_ep.json"
 QUANT_TEXT = "quantized variant: all scales / zero points must be constant"
@@ -134,7 +138,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("Gemm", "transA must be 0", attr_is("transA", 0, 0)),
         R("Gemm", "alpha must be 1.0", attr_is("alpha", 1.0, 1.0)),
         R("Gemm", "beta must be 1.0", attr_is("beta", 1.0, 1.0)),
-        R("Gemm", "if transB == 0", when(lambda c, n: _attr(n, "transB", 0) == 0, const(1))),
+        R("Gemm", "if transB == 0", when(lambda c, n: attr_of(n, "transB", 0) == 0, const(1))),
         R("Gemm", "C must be a 1-D bias of size N", check(
             _gemm_bias_ok, "C must be a 1-D bias of size N")),
         R("MatMul", "A and B both rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
@@ -175,16 +179,16 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
                                                                   "nearest")),
         R("Resize", "exclude_outside must be 0", attr_is("exclude_outside", 0, 0)),
         R("Resize", "linear: coordinate_transformation_mode", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "linear",
+            lambda c, n: attr_of(n, "mode", "nearest") == "linear",
             attr_in("coordinate_transformation_mode", ("half_pixel", "align_corners",
                                                         "asymmetric"), "half_pixel"))),
         R("Resize", "linear with half_pixel/align_corners needs", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "linear" and _attr(
+            lambda c, n: attr_of(n, "mode", "nearest") == "linear" and attr_of(
                 n, "coordinate_transformation_mode", "half_pixel") in ("half_pixel",
                                                                        "align_corners"),
             level(4))),
         R("Resize", "nearest: coordinate_transformation_mode 'asymmetric'", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "nearest", first(
+            lambda c, n: attr_of(n, "mode", "nearest") == "nearest", first(
                 attr_is("coordinate_transformation_mode", "asymmetric", "half_pixel"),
                 attr_is("nearest_mode", "floor", "round_prefer_floor")))),
         R("Resize", "opset >= 18: antialias=0", first(
@@ -205,8 +209,8 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
             lambda c, n: (c.opset or 13) >= 13, rank(0, hi=4))),
         R("Softmax", "feature level < 3: rank must be 2 or 4", when(
             lambda c, n: lvl < 3, rank(0, allowed=(2, 4)), check(
-                lambda ctx, node: ctx.rank(node, 0) is None or _norm_axis(
-                    _attr(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1),
+                lambda ctx, node: ctx.rank(node, 0) is None or norm_axis(
+                    attr_of(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1),
                     ctx.rank(node, 0)) == ctx.rank(node, 0) - 1, "axis is not the last dim"))),
         R("Softmax", "QDQ variant: output scale must be 1/256", when(qdq, check(
             _softmax_out_scale_ok, "QDQ output scale must be 1/256 with zero point 0"))),
@@ -235,7 +239,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
 
 # ---------------------------------------------------------------------- helpers
 def _scalar(ctx, node, pos) -> bool:
-    n = _numel(ctx.shape(node, pos)) if ctx.has_input(node, pos) else 1
+    n = numel(ctx.shape(node, pos)) if ctx.has_input(node, pos) else 1
     return n is None or n == 1
 
 
@@ -328,7 +332,7 @@ def _dilation_ok(ctx, node, lvl: int) -> bool:
         return True
     if lvl < 3:
         return False
-    group = _attr(node, "group", 1)
+    group = attr_of(node, "group", 1)
     w = ctx.shape(node, 1)
     x = ctx.shape(node, 0)
     depthwise = dim_at(w, 1) == 1 and dim_at(x, 1) == group
@@ -357,7 +361,7 @@ def _reshape_zeros_ok(v, ctx, node) -> bool:
     v = v.ravel().tolist()
     if 0 not in v:
         return True
-    if _attr(node, "allowzero", 0) == 1:
+    if attr_of(node, "allowzero", 0) == 1:
         return False
     shape = ctx.shape(node, 0) or ()
     return all(not (x == 0 and i < len(shape) and shape[i] == 0) for i, x in enumerate(v))
@@ -384,7 +388,7 @@ def _softmax_out_scale_ok(ctx, node) -> bool:
 
 
 def _axis_dim(ctx, node):
-    return dim_at(ctx.shape(node, 0), _attr(node, "axis", 0))
+    return dim_at(ctx.shape(node, 0), attr_of(node, "axis", 0))
 
 
 def _split_equal_ok(v, ctx, node) -> bool:

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import re
 
-from clusterkit.selectors._table import (N, R, TableProperty, _attr, check, decided_by, dtype_in,
-                                         load_table, when)
+from clusterkit.selectors._checks import check, decided_by, when
+from clusterkit.selectors._facts import attr_of
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import N, R
+from clusterkit.selectors._tensor_checks import dtype_in
 
 TABLE = "openvino_ep_npu.json"
 _BASE_TYPES = {"bool", "float32", "int32", "int16", "uint16", "int8", "uint8", "int64"}
@@ -85,8 +89,8 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -
                 lambda ctx, node: not any(d == 0 for d in (ctx.shape(node, 1) or ())),
                 "the shape input is empty"))),
         R("Upsample", "'scales' attribute has > 2 entries", check(
-            lambda ctx, node: len(_attr(node, "scales", [])) <= 2
-            or list(_attr(node, "scales"))[:2] == [1.0, 1.0], "scales[0:2] are not 1")),
+            lambda ctx, node: len(attr_of(node, "scales", [])) <= 2
+            or list(attr_of(node, "scales"))[:2] == [1.0, 1.0], "scales[0:2] are not 1")),
         R("Upsample", "rejected if input rank is 1 or 4", check(
             lambda ctx, node: ctx.rank(node, 0) not in (1, 4), "input rank 1 or 4")),
         R("Upsample", "input must be float32, int8 or float16",

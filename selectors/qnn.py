@@ -21,12 +21,15 @@ Final support is decided by QNN's backend validation (SDK/SoC dependent): see ``
 from __future__ import annotations
 
 from clusterkit.errors import SelectorError
-from clusterkit.selectors._table import (Fusion, N, R, TableProperty, _attr, _norm_axis, _numel,
-                                         absent_input, all_static, attr_absent, attr_in, attr_is,
-                                         check, const, default_dilations, dim_at, dtype_in, first,
-                                         in_pattern, inputs_between, load_table, not_a_restriction,
-                                         not_const, outputs_at_most, per_tensor_dq, rank, setting,
-                                         static, value, when)
+from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
+from clusterkit.selectors._checks import check, first, not_a_restriction, setting, value, when
+from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import Fusion, in_pattern, N, R
+from clusterkit.selectors._tensor_checks import (absent_input, all_static, const, dtype_in,
+                                                 inputs_between, not_const, outputs_at_most,
+                                                 per_tensor_dq, rank, static)
 
 TABLE = "qnn_ep.json"
 BACKENDS = ("htp", "cpu", "gpu")
@@ -119,7 +122,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             "padding_mode", ("zeros", "border", "reflection"), "zeros")),
         R("GRU", "layout=0 only", attr_is("layout", 0, 0)),
         R("GRU", "default activations", check(
-            lambda ctx, node: list(_attr(node, "activations", ["Sigmoid", "Tanh"]))
+            lambda ctx, node: list(attr_of(node, "activations", ["Sigmoid", "Tanh"]))
             in (["Sigmoid", "Tanh"], ["Sigmoid", "Tanh"] * 2), "non-default activations")),
         R("GRU", "no clip", attr_absent("clip")),
         R("GRU", "no initial hidden/cell state input", absent_input(5)),
@@ -133,14 +136,14 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             lambda ctx, node: all(_is_c_vector(ctx, node, p) for p in (1, 2)),
             "scale/bias must be 1-D of length C")),
         R("InstanceNormalization", "epsilon must be > 0", check(
-            lambda ctx, node: _attr(node, "epsilon", 1e-5) > 0, "epsilon <= 0")),
+            lambda ctx, node: attr_of(node, "epsilon", 1e-5) > 0, "epsilon <= 0")),
         R("IsInf", "float32/float16 inputs only", dtype_in(0, ("float32", "float16"))),
         R("IsInf", "QNN CPU backend only", only("cpu", cpu)),
         R("LRN", "input rank 3 or 4", rank(0, allowed=(3, 4))),
-        R("LRN", "size must be odd", check(lambda ctx, node: _attr(node, "size", 1) % 2 == 1,
+        R("LRN", "size must be odd", check(lambda ctx, node: attr_of(node, "size", 1) % 2 == 1,
                                            "size is even")),
         R("LRN", "alpha > 0 and beta > 0", check(
-            lambda ctx, node: _attr(node, "alpha", 1e-4) > 0 and _attr(node, "beta", 0.75) > 0,
+            lambda ctx, node: attr_of(node, "alpha", 1e-4) > 0 and attr_of(node, "beta", 0.75) > 0,
             "alpha and beta must be > 0")),
         R("LayerNormalization", "single output", outputs_at_most(1)),
         R("LayerNormalization", "HTP: axis must be the last dim", when(
@@ -173,11 +176,11 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("Pad", "input rank <= 5", rank(0, hi=5)),
         R("Pad", "pads (input 1) and constant_value (input 2)", const(1, 2)),
         R("Pad", "reflect mode: each pad amount", when(
-            lambda c, n: _attr(n, "mode", "constant") == "reflect",
+            lambda c, n: attr_of(n, "mode", "constant") == "reflect",
             value(1, _reflect_pads_ok, "a reflect pad exceeds dim-1"))),
         R("Pad", "constant_value: per-tensor quantization", per_tensor_dq((2,))),
         R("QLinearMatMul", "per-tensor (scalar) scale/zero point only", check(
-            lambda ctx, node: all((_numel(ctx.shape(node, p)) or 1) == 1
+            lambda ctx, node: all((numel(ctx.shape(node, p)) or 1) == 1
                                   for p in (1, 2, 4, 5, 6, 7) if ctx.has_input(node, p)),
             "scales/zero points must be scalars")),
         R("QLinearMatMul", "scale float32/float16/bfloat16", first(
@@ -189,17 +192,17 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             "quantized input")),
         R("ReduceLogSumExp", "decomposed to", not_a_restriction("a lowering detail")),
         R(REDUCE_AXES, "axes (input 1), if non-empty", when(
-            lambda c, n: _numel(c.shape(n, 1)) != 0, const(1))),
+            lambda c, n: numel(c.shape(n, 1)) != 0, const(1))),
         R(["ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum"], "empty axes with "
           "noop_with_empty_axes=1", check(
-              lambda ctx, node: not (_attr(node, "noop_with_empty_axes", 0) == 1
+              lambda ctx, node: not (attr_of(node, "noop_with_empty_axes", 0) == 1
                                      and _axes_empty(ctx, node)),
               "empty axes with noop_with_empty_axes=1")),
         R("ReduceProd", "not supported on the HTP backend", setting(not htp, "not on HTP")),
         R("Reshape", "allowzero must be 0", attr_is("allowzero", 0, 0)),
         R("Reshape", "output shape comes from static shape inference", static(0, out=True)),
         R("Resize", "tf_half_pixel_for_nn: on HTP only", when(
-            lambda c, n: htp and _attr(n, "coordinate_transformation_mode", "half_pixel")
+            lambda c, n: htp and attr_of(n, "coordinate_transformation_mode", "half_pixel")
             == "tf_half_pixel_for_nn", first(
                 attr_is("mode", "nearest", "nearest"),
                 attr_is("nearest_mode", "floor", "round_prefer_floor"),
@@ -228,7 +231,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
               gpu and tuple(qairt_sdk) >= (2, 48), "needs the GPU backend and QAIRT SDK 2.48+")),
         R("com.microsoft:GatherBlockQuantized", "bits=4, block_size power of 2", first(
             attr_is("bits", 4, 4), check(lambda ctx, node: _pow2_at_least(
-                _attr(node, "block_size", 128), 16), "block_size must be a power of 2 >= 16"),
+                attr_of(node, "block_size", 128), 16), "block_size must be a power of 2 >= 16"),
             attr_is("quantize_axis", 1, 1), absent_input(3))),
         R("com.microsoft:GroupQueryAttention", "rotary_interleaved=0", first(
             attr_is("rotary_interleaved", 0, 0), attr_absent("k_quant_type"),
@@ -280,16 +283,16 @@ def _per_channel_weight_ok(ctx, node, axis: int, signed: bool = True) -> bool:
     dq = ctx.producer(node, 1)
     if dq is None or dq.op_type != "DequantizeLinear":
         return True
-    n = _numel(ctx.shape(dq, 1))
+    n = numel(ctx.shape(dq, 1))
     if n is None or n <= 1:
         return True
     if signed and ctx.dtype(dq, 0) not in (None, "int8", "int16", "int4"):
         return False
-    return _attr(dq, "axis", 1) == axis
+    return attr_of(dq, "axis", 1) == axis
 
 
 def _indices_in_range(v, ctx, node) -> bool:
-    dim = dim_at(ctx.shape(node, 0), _attr(node, "axis", 0))
+    dim = dim_at(ctx.shape(node, 0), attr_of(node, "axis", 0))
     if not isinstance(dim, int):
         return True
     w = v.ravel()
@@ -310,7 +313,7 @@ def _if_branches_ok(ctx, node) -> bool:
 def _axis_is_last(name: str, default: int):
     def pred(ctx, node) -> bool:
         r = ctx.rank(node, 0)
-        return r is None or _norm_axis(_attr(node, name, default), r) == r - 1
+        return r is None or norm_axis(attr_of(node, name, default), r) == r - 1
     return pred
 
 
@@ -344,7 +347,7 @@ def _reflect_pads_ok(v, ctx, node) -> bool:
 def _axes_empty(ctx, node) -> bool:
     if "axes" in node.attrs:
         return not node.attrs["axes"]
-    return not ctx.has_input(node, 1) or _numel(ctx.shape(node, 1)) == 0
+    return not ctx.has_input(node, 1) or numel(ctx.shape(node, 1)) == 0
 
 
 def _same_dims(a, b, count) -> bool:
@@ -358,8 +361,8 @@ def _shape_nonempty(ctx, node) -> bool:
     r = ctx.rank(node, 0)
     if r is None:
         return True
-    start = _norm_axis(int(_attr(node, "start", 0)), r)
-    end = _norm_axis(int(_attr(node, "end", r)), r)
+    start = norm_axis(int(attr_of(node, "start", 0)), r)
+    end = norm_axis(int(attr_of(node, "end", r)), r)
     return min(max(end, 0), r) > min(max(start, 0), r)
 
 

@@ -10,10 +10,14 @@ settings: the matrix is for one TensorRT version. No fusion patterns are documen
 
 from __future__ import annotations
 
-from clusterkit.selectors._table import (N, R, TableProperty, _attr, attr_all, attr_in, attr_is,
-                                         check, const, first, not_a_restriction,
-                                         load_table, opset_at_least, opset_at_most,
-                                         outputs_used_at_most, rank, static, value, when)
+from clusterkit.selectors._attr_checks import attr_all, attr_in, attr_is
+from clusterkit.selectors._checks import (check, first, not_a_restriction, opset_at_least,
+                                          opset_at_most, value, when)
+from clusterkit.selectors._facts import attr_of
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import N, R
+from clusterkit.selectors._tensor_checks import const, outputs_used_at_most, rank, static
 
 TABLE = "tensorrt_onnx_parser.json"
 TYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
@@ -53,7 +57,7 @@ def make_property(device: str = "tensorrt") -> TableProperty:
         R("CumSum", "axis (input 1) must be an initializer", const(1)),
         R("DeformConv", "input must have 1D or 2D spatial dims", rank(0, allowed=(3, 4))),
         R("DeformConv", "begin and end pads must be equal", check(
-            lambda ctx, node: _pads_symmetric(_attr(node, "pads", ())), "asymmetric pads")),
+            lambda ctx, node: _pads_symmetric(attr_of(node, "pads", ())), "asymmetric pads")),
         R("DequantizeLinear", "x_zero_point must be zero", first(const(2), value(
             2, lambda v, c, n: not v.any(), "x_zero_point is not zero"))),
         R("QuantizeLinear", "y_zero_point must be 0", first(const(2), value(
@@ -95,7 +99,7 @@ def make_property(device: str = "tensorrt") -> TableProperty:
             _resize_axes_iota, "axes must be 0..rank-1 when scales is an input")),
         R("Resize", "antialias not supported", attr_is("antialias", 0, 0)),
         R("ScatterND", "'reduction' attribute not supported", check(
-            lambda ctx, node: _attr(node, "reduction", "none") == "none",
+            lambda ctx, node: attr_of(node, "reduction", "none") == "none",
             "reduction is not supported")),
         R("Slice", "axes (input 3) must be an initializer", const(3)),
         R(["Squeeze", "Unsqueeze"], "axes (input 1) must be a", const(1)),
@@ -149,9 +153,9 @@ def _pads_symmetric(pads) -> bool:
 
 
 def _same_activations(ctx, node) -> bool:
-    if _attr(node, "direction", "forward") != "bidirectional":
+    if attr_of(node, "direction", "forward") != "bidirectional":
         return True
-    acts = list(_attr(node, "activations", []))
+    acts = list(attr_of(node, "activations", []))
     half = len(acts) // 2
     return acts[:half] == acts[half:]
 
@@ -160,7 +164,7 @@ def _axis_dim_static(ctx, node) -> bool:
     s = ctx.shape(node, 0)
     if s is None:
         return False
-    axis = _attr(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1)
+    axis = attr_of(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1)
     axis = axis + len(s) if axis < 0 else axis
     return 0 <= axis < len(s) and isinstance(s[axis], int)
 

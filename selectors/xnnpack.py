@@ -14,13 +14,16 @@ gives the pairs as must-stay-together groups for engines.
 from __future__ import annotations
 
 
-from clusterkit.selectors._table import (Fusion, downscale_divides, R, TableProperty, _attr, _norm_axis,
-                                         _numel, attr_absent, attr_in, attr_is, check, const,
-                                         default_dilations, dtype_in, first, float_close,
-                                         in_pattern, inputs_between, kernel_2d, load_table,
-                                         no_zero_dims, opset_at_least, outputs_used_at_most, rank,
-                                         resize_const, resize_scales, static,
-                                         table_dtypes, value, when)
+from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
+                                               kernel_2d)
+from clusterkit.selectors._checks import check, first, opset_at_least, value, when
+from clusterkit.selectors._facts import attr_of, float_close, norm_axis, numel
+from clusterkit.selectors._op_rules import downscale_divides, resize_const, resize_scales
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import Fusion, in_pattern, R
+from clusterkit.selectors._tensor_checks import (const, dtype_in, inputs_between, no_zero_dims,
+                                                 outputs_used_at_most, rank, static, table_dtypes)
 
 TABLE = "xnnpack_ep.json"
 CONVS = ["Conv", "ConvTranspose", "QLinearConv", "com.microsoft:QLinearConvTranspose"]
@@ -78,7 +81,7 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("MaxPool", "input and output quant types must match", check(
             _qdq_types_match, "QDQ input and output quantization types differ")),
         R("AveragePool", "count_include_pad must be 0", check(
-            lambda ctx, node: _attr(node, "count_include_pad", 0) == (1 if ctx.in_qdq(node)
+            lambda ctx, node: attr_of(node, "count_include_pad", 0) == (1 if ctx.in_qdq(node)
                                                                       else 0),
             "count_include_pad must be 0 (float) / 1 (quantized)")),
         R("AveragePool", "dilations must be default", default_dilations()),
@@ -90,8 +93,8 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("Softmax", "input rank >= 1", rank(0, lo=1)),
         R("Softmax", "opset >= 13: axis must be the last dim", when(
             lambda c, n: (c.opset or 13) >= 13, check(
-                lambda ctx, node: ctx.rank(node, 0) is None or _norm_axis(
-                    _attr(node, "axis", -1), ctx.rank(node, 0)) == ctx.rank(node, 0) - 1,
+                lambda ctx, node: ctx.rank(node, 0) is None or norm_axis(
+                    attr_of(node, "axis", -1), ctx.rank(node, 0)) == ctx.rank(node, 0) - 1,
                 "axis is not the last dim"))),
         R("Softmax", "opset >= 13: last dim must be known", check(
             _softmax_dims_known, "the softmax dims are not known")),
@@ -176,7 +179,7 @@ def _qconv_types_ok(ctx, node) -> bool:
         return True
     if (x, w, y) not in (("uint8", "uint8", "uint8"), ("int8", "int8", "int8")):
         return False
-    per_channel = (_numel(ctx.shape(node, 4)) or 1) > 1
+    per_channel = (numel(ctx.shape(node, 4)) or 1) > 1
     if per_channel and (x != "int8" or node.op_type == "QLinearConvTranspose"):
         return False
     return True
@@ -200,7 +203,7 @@ def _softmax_dims_known(ctx, node) -> bool:
         return False
     if (ctx.opset or 13) >= 13:
         return isinstance(s[-1], int) if s else True
-    axis = _norm_axis(_attr(node, "axis", 1), len(s))
+    axis = norm_axis(attr_of(node, "axis", 1), len(s))
     return all(isinstance(d, int) for d in s[axis:])
 
 
@@ -213,7 +216,7 @@ def _downscale_divides(ctx, node) -> bool:
 
 
 def _resize_ctm_ok(ctx, node) -> bool:
-    ctm = _attr(node, "coordinate_transformation_mode", "half_pixel")
+    ctm = attr_of(node, "coordinate_transformation_mode", "half_pixel")
     if ctm in ("asymmetric", "half_pixel", "align_corners"):
         return True
     if ctm == "pytorch_half_pixel":
