@@ -110,3 +110,13 @@ def value(pos: int, pred: Callable[[np.ndarray, GraphContext, "Node"], bool],
         shown = v.tolist() if v.size <= 8 else f"{v.size} values"
         return f"input {pos} value {shown}: {message}"
     return run
+
+
+def non_negative(pos: int, what: str) -> Check:
+    """Every value of constant input ``pos`` is >= 0 (refused as "negative ``what``")."""
+    return value(pos, lambda v, ctx, node: bool((v >= 0).all()), f"negative {what}")
+
+
+def all_zero(pos: int, message: str) -> Check:
+    """Every value of constant input ``pos`` is zero (false, for a bool)."""
+    return value(pos, lambda v, ctx, node: not v.any(), message)

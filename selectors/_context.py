@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from clusterkit.selectors._facts import DEFAULT_DOMAINS
+from clusterkit.selectors._facts import DEFAULT_DOMAINS, dim_at
 from clusterkit.selectors._patterns import match_chains
 
 if TYPE_CHECKING:
@@ -74,10 +74,28 @@ class GraphContext:
         t = self.output(node, pos)
         return t is not None and (bool(t.consumers) or t.is_output)
 
+    def dim(self, node: "Node", pos: int, axis: int, out: bool = False) -> Any:
+        """Dim ``axis`` of input (or output) ``pos``; ``None`` when unknown or out of range."""
+        return dim_at(self.shape(node, pos, out), axis)
+
+    def io_tensors(self, node: "Node") -> list["Tensor"]:
+        """The node's known input and output tensors, inputs first."""
+        names = list(node.inputs) + list(node.outputs)
+        return [t for t in (self.tensor(name) for name in names) if t is not None]
+
+    def dq_producer(self, node: "Node", pos: int) -> "Node | None":
+        """The producer of input ``pos`` when it is a DequantizeLinear."""
+        p = self.producer(node, pos)
+        return p if p is not None and p.op_type == "DequantizeLinear" else None
+
+    def q_consumer(self, node: "Node") -> "Node | None":
+        """The QuantizeLinear reading output 0 when it is that output's only reader."""
+        users = self.consumers(node.outputs[0]) if node.outputs else []
+        return users[0] if len(users) == 1 and users[0].op_type == "QuantizeLinear" else None
+
     def in_qdq(self, node: "Node") -> bool:
         """Input 0 comes from a DequantizeLinear (the node sits in a QDQ node unit)."""
-        p = self.producer(node, 0)
-        return p is not None and p.op_type == "DequantizeLinear"
+        return self.dq_producer(node, 0) is not None
 
     # --- constant contents
     def value(self, name: str) -> np.ndarray | None:

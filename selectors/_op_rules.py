@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import numpy as np
 
-from clusterkit.selectors._checks import Check
+from clusterkit.selectors._checks import Check, check
 from clusterkit.selectors._context import GraphContext
-from clusterkit.selectors._facts import dim_at, numel
+from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
 from clusterkit.selectors._tensor_checks import const
 
 if TYPE_CHECKING:
@@ -110,3 +110,57 @@ def slice_is_empty(ctx: GraphContext, node: "Node") -> bool | None:
             if s <= e:
                 return True
     return False
+
+
+# ---------------------------------------------------------------------- axes
+def axis_dim(ctx: GraphContext, node: "Node", default: int = 0) -> Any:
+    """Input 0's dim at the node's ``axis`` attribute (``default`` when absent)."""
+    return ctx.dim(node, 0, attr_of(node, "axis", default))
+
+
+def softmax_axis(ctx: GraphContext, node: "Node") -> int:
+    """The ``axis`` of a Softmax-family op (Softmax, LogSoftmax, Hardmax) with its opset's
+    default: -1 from opset 13 (or an unknown opset), 1 before."""
+    return attr_of(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1)
+
+
+def last_axis(default: int | None = None) -> Check:
+    """The ``axis`` attribute (``default`` when absent; ``None``: :func:`softmax_axis`) names
+    the last dim of input 0; an unknown rank passes."""
+    def run(ctx: GraphContext, node: "Node") -> Optional[str]:
+        r = ctx.rank(node, 0)
+        axis = softmax_axis(ctx, node) if default is None else attr_of(node, "axis", default)
+        return None if r is None or norm_axis(axis, r) == r - 1 else "axis is not the last dim"
+    return run
+
+
+def reduce_axes_empty(ctx: GraphContext, node: "Node") -> bool:
+    """A Reduce op's axes (attribute, or input 1 from opset 18) are absent or empty."""
+    if "axes" in node.attrs:
+        return not node.attrs["axes"]
+    return not ctx.has_input(node, 1) or numel(ctx.shape(node, 1)) == 0
+
+
+def shape_slice_nonempty(ctx: GraphContext, node: "Node") -> bool:
+    """A Shape op's ``start``/``end`` select at least one dim (unknown rank passes)."""
+    r = ctx.rank(node, 0)
+    if r is None:
+        return True
+    start = norm_axis(int(attr_of(node, "start", 0)), r)
+    end = norm_axis(int(attr_of(node, "end", r)), r)
+    return min(max(end, 0), r) > min(max(start, 0), r)
+
+
+# ---------------------------------------------------------------------- Resize output
+def output_hw_above_one(ctx: GraphContext, node: "Node") -> bool:
+    """Output H and W are known and > 1 (what ``pytorch_half_pixel`` needs to equal
+    ``half_pixel``)."""
+    y = ctx.shape(node, 0, out=True)
+    return y is not None and all(isinstance(d, int) and d > 1 for d in y[-2:])
+
+
+def no_noop_on_empty_axes() -> Check:
+    """A Reduce op is refused with ``noop_with_empty_axes=1`` and empty axes."""
+    return check(lambda ctx, node: not (attr_of(node, "noop_with_empty_axes", 0) == 1
+                                        and reduce_axes_empty(ctx, node)),
+                 "empty axes with noop_with_empty_axes=1")

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from clusterkit.graph.core import Node
 
 
+
+def _present(ctx: GraphContext, node: "Node", pos: int, out: bool) -> bool:
+    """Is input (or output) ``pos`` given?"""
+    return bool(pos < len(node.outputs) and node.outputs[pos]) if out else ctx.has_input(node, pos)
+
 def const(*positions: int, required: bool = False) -> Check:
     """Inputs at ``positions`` must be constant when present (``required``: and present)."""
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
@@ -53,9 +58,7 @@ def rank(pos: int = 0, lo: int | None = None, hi: int | None = None,
     what = "output" if out else "input"
 
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
-        present = (pos < len(node.outputs) and node.outputs[pos]) if out else \
-            ctx.has_input(node, pos)
-        if not present:
+        if not _present(ctx, node, pos, out):
             return None
         r = ctx.rank(node, pos, out)
         if r is None:
@@ -88,9 +91,7 @@ def static(pos: int = 0, dims: Sequence[int] | None = None, out: bool = False) -
     what = "output" if out else "input"
 
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
-        present = (pos < len(node.outputs) and node.outputs[pos]) if out else \
-            ctx.has_input(node, pos)
-        if not present:
+        if not _present(ctx, node, pos, out):
             return None
         s = ctx.shape(node, pos, out)
         if s is None:
@@ -172,8 +173,8 @@ def per_tensor_dq(positions: Sequence[int], only_nonconst: bool = False) -> Chec
     """Inputs produced by a DequantizeLinear must be per-tensor quantized (scalar scale)."""
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
         for p in positions:
-            dq = ctx.producer(node, p) if ctx.has_input(node, p) else None
-            if dq is None or dq.op_type != "DequantizeLinear":
+            dq = ctx.dq_producer(node, p)
+            if dq is None:
                 continue
             if only_nonconst:
                 src = ctx.input(dq, 0)
@@ -233,4 +234,14 @@ def inputs_between(lo: int, hi: int | None = None) -> Check:
             want = f"{lo}" if hi == lo else f"{lo}..{hi if hi is not None else ''}"
             return f"node has {n} inputs, needs {want}"
         return None
+    return run
+
+
+def io_dtypes_in(allowed: Iterable[str], suffix: str = "is not supported") -> Check:
+    """Every known dtype among the node's inputs and outputs is in ``allowed``."""
+    allowed = frozenset(allowed)
+
+    def run(ctx: GraphContext, node: "Node") -> Optional[str]:
+        bad = sorted({t.dtype for t in ctx.io_tensors(node)} - allowed - {None})
+        return f"tensor type {bad} {suffix}" if bad else None
     return run

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
-from clusterkit.selectors._checks import (check, decided_by, first, not_a_restriction,
-                                          opset_at_least, opset_at_most, value, when)
+from clusterkit.selectors._checks import (check, decided_by, first, non_negative,
+                                          not_a_restriction, opset_at_least, opset_at_most, value,
+                                          when)
 from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
-from clusterkit.selectors._op_rules import (clip_bounds, downscale_divides, resize_const,
-                                            resize_scales, slice_is_empty)
+from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides,
+                                            no_noop_on_empty_axes, output_hw_above_one,
+                                            resize_const, resize_scales, shape_slice_nonempty,
+                                            slice_is_empty)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import EACH, Fusion, in_pattern, R
@@ -89,7 +92,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
                                                           "slope shape is not [C,1,1] or [1]")),
         R("PRelu", "single-element slope not supported", check(
             lambda ctx, node: not (numel(ctx.shape(node, 1)) == 1
-                                   and _dim(ctx, node, 0, -3) == 1),
+                                   and ctx.dim(node, 0, -3) == 1),
             "single-element slope with C == 1")),
         # ---- pooling
         R(["AveragePool", "MaxPool"], "input must be rank 4", rank(0, allowed=(4,))),
@@ -107,9 +110,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"],
           "axes (input 1), if present, must be a constant", const(1)),
         R(["ReduceSum", "ReduceMean"], "empty axes with noop_with_empty_axes=1", when(
-            is_nn, check(lambda ctx, node: not (
-                attr_of(node, "noop_with_empty_axes", 0) == 1 and _axes_empty(ctx, node)),
-                "empty axes with noop_with_empty_axes=1"))),
+            is_nn, no_noop_on_empty_axes())),
         # ---- normalization
         R("BatchNormalization", "single output only", outputs_at_most(1)),
         R("BatchNormalization", "input must be rank 4", rank(0, allowed=(4,))),
@@ -225,8 +226,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Pad", "mode must be 'constant'", attr_is("mode", "constant", "constant")),
         R("Pad", "constant_value (input 2) must be present", const(2, required=True)),
         R("Pad", "pads (input 1) must be a constant", const(1)),
-        R("Pad", "pads values must be non-negative", value(
-            1, lambda v, c, n: bool((v >= 0).all()), "negative pads")),
+        R("Pad", "pads values must be non-negative", non_negative(1, "pads")),
         R("Pad", "axes (input 3), if present", const(3)),
         R("Pad", "only the last two dims may be padded", check(
             _pads_last_two_only, "pads a dim other than the last two")),
@@ -280,7 +280,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
             is_nn, attr_absent("end"), attr_is("start", 0, 0))),
         R("Shape", "MLProgram: non-default start/end", when(
             lambda c, n: ml and ("start" in n.attrs or "end" in n.attrs),
-            rank(0, required=True), check(_shape_slice_nonempty, "empty Shape slice"))),
+            rank(0, required=True), check(shape_slice_nonempty, "empty Shape slice"))),
         R("Shape", "NeuralNetwork: input float32", dtype_in(
             0, ("float32",) if nn else ("int32", "float32", "float16"))),
         R("Slice", "data input must have a fully static shape", static(0)),
@@ -298,7 +298,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Split", "split-axis dim must be known", when(
             lambda c, n: c.has_input(n, 1), check(
                 lambda ctx, node: ctx.rank(node, 0) is not None and isinstance(
-                    _dim(ctx, node, 0, attr_of(node, "axis", 0)), int),
+                    axis_dim(ctx, node), int),
                 "split-axis dim is not known"))),
         R("Split", "opset >= 18 without split input", when(
             lambda c, n: (c.opset or 0) >= 18 and not c.has_input(n, 1),
@@ -325,13 +325,6 @@ NOTES: list = []
 
 
 # ---------------------------------------------------------------------- helpers
-def _dim(ctx, node, pos, axis):
-    s = ctx.shape(node, pos)
-    if s is None or not -len(s) <= axis < len(s):
-        return None
-    return s[axis]
-
-
 def _prelu_slope_shape(ctx, node) -> bool:
     s, x = ctx.shape(node, 1), ctx.shape(node, 0)
     if s is None or x is None or numel(s) is None:
@@ -340,14 +333,6 @@ def _prelu_slope_shape(ctx, node) -> bool:
         return True
     c = x[-3] if len(x) >= 3 else None
     return tuple(s) == (c, 1, 1)
-
-
-def _axes_empty(ctx, node) -> bool:
-    if "axes" in node.attrs:
-        return not node.attrs["axes"]
-    if not ctx.has_input(node, 1):
-        return True
-    return numel(ctx.shape(node, 1)) == 0
 
 
 def _argmax_consumers_ok(ctx, node) -> bool:
@@ -424,27 +409,17 @@ def _ml_linear_ctm_ok(ctx, node) -> bool:
     if ctm in ("half_pixel", "align_corners"):
         return True
     if ctm == "pytorch_half_pixel":
-        y = ctx.shape(node, 0, out=True)
-        return y is not None and all(isinstance(d, int) and d > 1 for d in y[-2:])
+        return output_hw_above_one(ctx, node)
     if ctm == "asymmetric":
         return ctx.has_input(node, 3) and not _scales_given(ctx, node)
     return False
-
-
-def _shape_slice_nonempty(ctx, node) -> bool:
-    r = ctx.rank(node, 0)
-    if r is None:
-        return True
-    start = norm_axis(int(attr_of(node, "start", 0)), r)
-    end = norm_axis(int(attr_of(node, "end", r)), r)
-    return min(max(end, 0), r) > min(max(start, 0), r)
 
 
 def _split_entries_ok(v, ctx, node) -> bool:
     v = v.ravel().tolist()
     if len(v) < 2 or 0 in v:
         return False
-    dim = _dim(ctx, node, 0, attr_of(node, "axis", 0))
+    dim = axis_dim(ctx, node)
     return not isinstance(dim, int) or sum(v) == dim
 
 
@@ -452,5 +427,5 @@ def _num_outputs_ok(ctx, node) -> bool:
     k = node.attrs.get("num_outputs")
     if k is None or k < 2 or k != len(node.outputs):
         return False
-    dim = _dim(ctx, node, 0, attr_of(node, "axis", 0))
+    dim = axis_dim(ctx, node)
     return not isinstance(dim, int) or k <= dim

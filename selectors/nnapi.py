@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
                                                kernel_2d)
-from clusterkit.selectors._checks import (check, decided_by, first, not_a_restriction,
-                                          opset_at_least, opset_at_most, setting, value, when)
-from clusterkit.selectors._facts import attr_of, dim_at, float_close, norm_axis, numel
-from clusterkit.selectors._op_rules import (clip_bounds, downscale_divides, resize_const,
-                                            resize_scales)
+from clusterkit.selectors._checks import (check, decided_by, first, non_negative,
+                                          not_a_restriction, opset_at_least, opset_at_most,
+                                          setting, value, when)
+from clusterkit.selectors._facts import (attr_of, DEFAULT_DOMAINS, default_key, dim_at,
+                                         float_close, numel)
+from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides, last_axis,
+                                            resize_const, resize_scales)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import EACH, N, R
@@ -131,7 +133,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
             const(3), rank(3, allowed=(4,)))),
         R("QLinearConv", "bias must be a constant", const(8)),
         R("QLinearConv", "com.microsoft-domain QLinearConv", check(
-            lambda ctx, node: node.domain in ("", "ai.onnx"), "com.microsoft QLinearConv")),
+            lambda ctx, node: node.domain in DEFAULT_DOMAINS, "com.microsoft QLinearConv")),
         # ---- Gemm / MatMul
         R("Gemm", "A and B rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
                                           "A and B must both be rank 2 or both > 2")),
@@ -164,8 +166,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         # ---- Pad / ReduceMean / Reshape
         R("Pad", "mode must be 'constant'", attr_is("mode", "constant", "constant")),
         R("Pad", "pads (input 1) must be a constant", const(1)),
-        R("Pad", "pads values must be non-negative", value(
-            1, lambda v, c, n: bool((v >= 0).all()), "negative pads")),
+        R("Pad", "pads values must be non-negative", non_negative(1, "pads")),
         R("Pad", "constant_value (input 2), if present", const(2)),
         R("ReduceMean", "axes (input 1, opset 18)", const(1)),
         R("ReduceMean", "noop_with_empty_axes=1 not supported",
@@ -208,10 +209,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("Softmax", "opset >= 13: input rank <= 4", when(
             lambda c, n: (c.opset or 13) >= 13, rank(0, hi=4))),
         R("Softmax", "feature level < 3: rank must be 2 or 4", when(
-            lambda c, n: lvl < 3, rank(0, allowed=(2, 4)), check(
-                lambda ctx, node: ctx.rank(node, 0) is None or norm_axis(
-                    attr_of(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1),
-                    ctx.rank(node, 0)) == ctx.rank(node, 0) - 1, "axis is not the last dim"))),
+            lambda c, n: lvl < 3, rank(0, allowed=(2, 4)), last_axis())),
         R("Softmax", "QDQ variant: output scale must be 1/256", when(qdq, check(
             _softmax_out_scale_ok, "QDQ output scale must be 1/256 with zero point 0"))),
         R("Split", "split (input 1), if present", const(1)),
@@ -219,8 +217,8 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
             1, _split_equal_ok, "split entries must be equal and sum to the axis dim")),
         R("Split", "without split input: #outputs must evenly divide", when(
             lambda c, n: not c.has_input(n, 1), check(
-                lambda ctx, node: not isinstance(_axis_dim(ctx, node), int)
-                or _axis_dim(ctx, node) % max(1, len(node.outputs)) == 0,
+                lambda ctx, node: not isinstance(axis_dim(ctx, node), int)
+                or axis_dim(ctx, node) % max(1, len(node.outputs)) == 0,
                 "#outputs does not divide the axis dim"))),
         R("Split", "opset >= 18 without split input", when(
             lambda c, n: (c.opset or 0) >= 18 and not c.has_input(n, 1), check(
@@ -246,7 +244,7 @@ def _scalar(ctx, node, pos) -> bool:
 def _per_tensor_scales(ctx, node) -> bool:
     """Scale/zero-point inputs of quantized ops are scalars (QLinearConv weights may be
     per-channel)."""
-    key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    key = default_key(node)
     if key not in _QLINEAR_DATA:
         return True
     entry = ctx.prop.table.ops.get(key)
@@ -260,7 +258,7 @@ def _per_tensor_scales(ctx, node) -> bool:
 def _quantized_ok(ctx, node):
     """The shared 'quantized variant' rule: constant scales/zero points, uint8 data (int8 only
     for Conv/MatMul/Gemm weights). For float ops it applies to the QDQ unit around them."""
-    key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    key = default_key(node)
     if key in _QLINEAR_DATA:
         entry = ctx.prop.table.ops[key]
         r = const(*entry.value_inputs)(ctx, node)
@@ -277,8 +275,8 @@ def _quantized_ok(ctx, node):
             return f"output dtype {ctx.dtype(node, 0, out=True)} is not uint8"
         return None
     for p, name in enumerate(node.inputs):  # a float op inside a QDQ unit
-        dq = ctx.producer(node, p) if name else None
-        if dq is None or dq.op_type != "DequantizeLinear":
+        dq = ctx.dq_producer(node, p)
+        if dq is None:
             continue
         r = const(1, 2)(ctx, dq)
         if r:
@@ -297,11 +295,6 @@ def _quantized_ok(ctx, node):
     return None
 
 
-def _q_consumer(ctx, node):
-    users = ctx.consumers(node.outputs[0]) if node.outputs else []
-    return users[0] if len(users) == 1 and users[0].op_type == "QuantizeLinear" else None
-
-
 def _same(a, b) -> bool:
     if a is None or b is None:
         return True
@@ -310,9 +303,9 @@ def _same(a, b) -> bool:
 
 def _qdq_same_scales(ctx, node, every_input: bool = False) -> bool:
     """Input DQ(s) and output Q share scale and zero point (unreadable passes)."""
-    q = _q_consumer(ctx, node)
-    dqs = [ctx.producer(node, p) for p in (range(len(node.inputs)) if every_input else [0])]
-    dqs = [d for d in dqs if d is not None and d.op_type == "DequantizeLinear"]
+    q = ctx.q_consumer(node)
+    dqs = [ctx.dq_producer(node, p) for p in (range(len(node.inputs)) if every_input else [0])]
+    dqs = [d for d in dqs if d is not None]
     if not dqs:
         return True
     ref = dqs[0]
@@ -378,7 +371,7 @@ def _resize_scales_ok(ctx, node) -> bool:
 
 
 def _softmax_out_scale_ok(ctx, node) -> bool:
-    q = _q_consumer(ctx, node)
+    q = ctx.q_consumer(node)
     if q is None:
         return True
     scale, zp = ctx.input_value(q, 1), ctx.input_value(q, 2)
@@ -387,11 +380,7 @@ def _softmax_out_scale_ok(ctx, node) -> bool:
     return zp is None or int(zp.ravel()[0]) == 0
 
 
-def _axis_dim(ctx, node):
-    return dim_at(ctx.shape(node, 0), attr_of(node, "axis", 0))
-
-
 def _split_equal_ok(v, ctx, node) -> bool:
     v = v.ravel().tolist()
-    dim = _axis_dim(ctx, node)
+    dim = axis_dim(ctx, node)
     return len(set(v)) <= 1 and (not isinstance(dim, int) or sum(v) == dim)

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
-from clusterkit.selectors._checks import check, first, not_a_restriction, setting, value, when
-from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
+from clusterkit.selectors._checks import (check, first, non_negative, not_a_restriction, setting,
+                                          value, when)
+from clusterkit.selectors._facts import attr_of, numel
+from clusterkit.selectors._op_rules import (axis_dim, last_axis, no_noop_on_empty_axes,
+                                            shape_slice_nonempty)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import Fusion, in_pattern, N, R
@@ -108,8 +111,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("Expand", "shape (input 1) must be a constant", const(1)),
         R(["Flatten", "Squeeze", "Unsqueeze"], "statically inferred output shape",
           static(0, out=True)),
-        R("Gather", "only non-negative indices", value(
-            1, lambda v, c, n: bool((v >= 0).all()), "negative indices")),
+        R("Gather", "only non-negative indices", non_negative(1, "indices")),
         R("Gather", "rejected if still out of range", value(1, _indices_in_range,
                                                             "indices out of range")),
         R("GatherElements", "QNN CPU backend: data rank must be 2..4", when(
@@ -146,12 +148,11 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             lambda ctx, node: attr_of(node, "alpha", 1e-4) > 0 and attr_of(node, "beta", 0.75) > 0,
             "alpha and beta must be > 0")),
         R("LayerNormalization", "single output", outputs_at_most(1)),
-        R("LayerNormalization", "HTP: axis must be the last dim", when(
-            lambda c, n: htp, check(_axis_is_last("axis", -1), "axis is not the last dim"))),
+        R("LayerNormalization", "HTP: axis must be the last dim", when(lambda c, n: htp,
+                                                                       last_axis(-1))),
         R(["LogSoftmax", "Softmax"], "input must not be an initializer", not_const(0)),
         R(["LogSoftmax", "Softmax"], "opset < 13: axis must be rank-1", when(
-            lambda c, n: c.opset is not None and c.opset < 13,
-            check(_axis_is_last("axis", 1), "axis is not the last dim"))),
+            lambda c, n: c.opset is not None and c.opset < 13, last_axis(1))),
         R("LpNormalization", "p must be 2", attr_is("p", 2, 2), count=2),
         R("LpPool", "p must be 1 or 2", attr_in("p", (1, 2), 2)),
         R("LpPool", "rank-5 (3D pooling) needs GPU", when(
@@ -194,10 +195,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R(REDUCE_AXES, "axes (input 1), if non-empty", when(
             lambda c, n: numel(c.shape(n, 1)) != 0, const(1))),
         R(["ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum"], "empty axes with "
-          "noop_with_empty_axes=1", check(
-              lambda ctx, node: not (attr_of(node, "noop_with_empty_axes", 0) == 1
-                                     and _axes_empty(ctx, node)),
-              "empty axes with noop_with_empty_axes=1")),
+          "noop_with_empty_axes=1", no_noop_on_empty_axes()),
         R("ReduceProd", "not supported on the HTP backend", setting(not htp, "not on HTP")),
         R("Reshape", "allowzero must be 0", attr_is("allowzero", 0, 0)),
         R("Reshape", "output shape comes from static shape inference", static(0, out=True)),
@@ -215,7 +213,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R(["RotaryEmbedding", "com.microsoft:RotaryEmbedding"], "HTP backend only",
           only("htp", htp)),
         R("Shape", "start/end supported", not_a_restriction("extra support")),
-        R("Shape", "empty result (end <= start)", check(_shape_nonempty, "empty Shape result")),
+        R("Shape", "empty result (end <= start)", check(shape_slice_nonempty, "empty Shape result")),
         R("Shape", "output int64", not_a_restriction("a lowering detail")),
         R("Slice", "starts, ends, axes, steps", const(1, 2, 3, 4)),
         R("Split", "split (input 1), if present", const(1)),
@@ -224,8 +222,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("TopK", "K (input 1) must be a constant", const(1)),
         R("TopK", "sorted must be 1", attr_is("sorted", 1, 1)),
         R("TopK", "largest must be 1", attr_is("largest", 1, 1)),
-        R("TopK", "axis must be the last dim", check(_axis_is_last("axis", -1),
-                                                     "axis is not the last dim")),
+        R("TopK", "axis must be the last dim", last_axis(-1)),
         R(["com.microsoft:GatherBlockQuantized", "com.microsoft:GroupQueryAttention"],
           "GPU backend only; QAIRT SDK >= 2.48", setting(
               gpu and tuple(qairt_sdk) >= (2, 48), "needs the GPU backend and QAIRT SDK 2.48+")),
@@ -280,8 +277,8 @@ def _is_c_vector(ctx, node, pos) -> bool:
 
 
 def _per_channel_weight_ok(ctx, node, axis: int, signed: bool = True) -> bool:
-    dq = ctx.producer(node, 1)
-    if dq is None or dq.op_type != "DequantizeLinear":
+    dq = ctx.dq_producer(node, 1)
+    if dq is None:
         return True
     n = numel(ctx.shape(dq, 1))
     if n is None or n <= 1:
@@ -292,7 +289,7 @@ def _per_channel_weight_ok(ctx, node, axis: int, signed: bool = True) -> bool:
 
 
 def _indices_in_range(v, ctx, node) -> bool:
-    dim = dim_at(ctx.shape(node, 0), attr_of(node, "axis", 0))
+    dim = axis_dim(ctx, node)
     if not isinstance(dim, int):
         return True
     w = v.ravel()
@@ -310,16 +307,9 @@ def _if_branches_ok(ctx, node) -> bool:
         then.output[0].type == other.output[0].type
 
 
-def _axis_is_last(name: str, default: int):
-    def pred(ctx, node) -> bool:
-        r = ctx.rank(node, 0)
-        return r is None or norm_axis(attr_of(node, name, default), r) == r - 1
-    return pred
-
-
 def _matmul_pairs_ok(ctx, node) -> bool:
-    dqs = [ctx.producer(node, p) for p in (0, 1)]
-    if not all(d is not None and d.op_type == "DequantizeLinear" for d in dqs):
+    dqs = [ctx.dq_producer(node, p) for p in (0, 1)]
+    if None in dqs:
         return True
     pair = tuple(ctx.dtype(d, 0) for d in dqs)
     return None in pair or pair in (("uint8", "uint8"), ("uint8", "uint16"), ("uint16", "uint8"))
@@ -344,26 +334,11 @@ def _reflect_pads_ok(v, ctx, node) -> bool:
     return all(not isinstance(s[i % r], int) or p <= s[i % r] - 1 for i, p in enumerate(pads))
 
 
-def _axes_empty(ctx, node) -> bool:
-    if "axes" in node.attrs:
-        return not node.attrs["axes"]
-    return not ctx.has_input(node, 1) or numel(ctx.shape(node, 1)) == 0
-
-
 def _same_dims(a, b, count) -> bool:
     if a is None or b is None:
         return True
     return all(not (isinstance(x, int) and isinstance(y, int)) or x == y
                for x, y in zip(a[:count], b[:count]))
-
-
-def _shape_nonempty(ctx, node) -> bool:
-    r = ctx.rank(node, 0)
-    if r is None:
-        return True
-    start = norm_axis(int(attr_of(node, "start", 0)), r)
-    end = norm_axis(int(attr_of(node, "end", r)), r)
-    return min(max(end, 0), r) > min(max(start, 0), r)
 
 
 def _pow2_at_least(x: int, lo: int) -> bool:
