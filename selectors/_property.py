@@ -122,37 +122,35 @@ class TableProperty(SubgraphProperty):
 
     # ------------------------------------------------------------------ decisions
     def _reasons(self, ctx: GraphContext, node: "Node", base: bool = False) -> list[str]:
+        """Every refusal of ``node`` (memoized per graph); ``base`` skips fusion-context rules."""
         memo = ctx.base_reasons if base else ctx.reasons
         got = memo[node.index]
-        if got is not None:
-            return got
+        if got is None:
+            got = memo[node.index] = self._decide(ctx, node, base)
+        return got
+
+    def _decide(self, ctx: GraphContext, node: "Node", base: bool) -> list[str]:
         key = self._key(node)
         entry = self.table.ops.get(key) if key else None
         if entry is None:
-            out = [f"op {op_label(node)} is not in the {self.table.backend} table"]
-        elif not entry.supported:
-            out = [f"op {key} is listed as not supported by {self.table.backend}"]
-        elif not self._available(entry):
-            out = [f"op {key}: {self._unavailable_reason}"]
-        else:
-            out = []
-            if self._dtype_field is not None:
-                r = self._dtype_field(ctx, node)
-                if r:
-                    out.append(f"{r} (table, {key}: dtypes {list(entry.dtypes)})")
-            for rule, cond in self._global:
-                if key in rule.skip or (base and rule.fused):
-                    continue
-                r = self._run(rule, cond, ctx, node)
-                if r and not any(o.startswith(r + " (table") for o in out):
-                    out.append(f"{r} (table, all ops: {cond.text})")
-            for rule, cond in self._per_op.get(key, ()):
-                if base and rule.fused:
-                    continue
-                r = self._run(rule, cond, ctx, node)
-                if r and not any(o.startswith(r + " (table") for o in out):
-                    out.append(f"{r} (table, {key}: {cond.text})")
-        memo[node.index] = out
+            return [f"op {op_label(node)} is not in the {self.table.backend} table"]
+        if not entry.supported:
+            return [f"op {key} is listed as not supported by {self.table.backend}"]
+        if not self._available(entry):
+            return [f"op {key}: {self._unavailable_reason}"]
+        out = []
+        if self._dtype_field is not None:
+            r = self._dtype_field(ctx, node)
+            if r:
+                out.append(f"{r} (table, {key}: dtypes {list(entry.dtypes)})")
+        rules = [(rule, cond, "all ops") for rule, cond in self._global if key not in rule.skip]
+        rules += [(rule, cond, key) for rule, cond in self._per_op.get(key, ())]
+        for rule, cond, where in rules:
+            if base and rule.fused:
+                continue
+            r = self._run(rule, cond, ctx, node)
+            if r and not any(o.startswith(r + " (table") for o in out):
+                out.append(f"{r} (table, {where}: {cond.text})")
         return out
 
     def _run(self, rule: Rule, cond: Condition, ctx: GraphContext, node: "Node") -> str | None:

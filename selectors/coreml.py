@@ -1,6 +1,7 @@
 """Apple CoreML through ONNX Runtime's CoreML EP (MLProgram or NeuralNetwork format).
 
-Built from ``data/coreml_ep.json`` (ORT 1.22 op builders + newer MLProgram doc). Settings:
+The op table (``coreml_ep.json`` in this package's ``data`` folder) transcribes the CoreML EP's
+op builders in ONNX Runtime 1.22 and the newer MLProgram documentation. Settings:
 
 - ``model_format``: ``"MLProgram"`` (default; CoreML 5+, the format ORT recommends) or
   ``"NeuralNetwork"``. Decides which ops exist (``formats``), float16 inputs (MLProgram only) and

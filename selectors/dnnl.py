@@ -1,6 +1,7 @@
 """Intel oneDNN (DNNL) through ONNX Runtime's DNNL EP: float32 CPU kernels, optional bf16/GPU.
 
-Built from ``data/dnnl_ep.json`` (ORT 1.22 ``dnnl_op_manager.cc`` / ``dnnl_node_capability``).
+The op table (``dnnl_ep.json`` in this package's ``data`` folder) transcribes the DNNL EP's
+capability checks in ONNX Runtime 1.22 (upstream dnnl_op_manager.cc and dnnl_node_capability).
 Settings:
 
 - ``bf16``: the CPU (or GPU) supports bfloat16 (default False).

@@ -1,6 +1,8 @@
 """Android NNAPI through ONNX Runtime's NNAPI EP (static shapes, rank <= 4, float32/uint8 QDQ).
 
-Built from ``data/nnapi_ep.json`` (ORT 1.22 op builders + ``nnapi_supported_ops.md``). Setting:
+The op table (``nnapi_ep.json`` in this package's ``data`` folder) transcribes the NNAPI EP's
+op builders in ONNX Runtime 1.22 and its documented op list (upstream nnapi_supported_ops.md).
+Setting:
 
 - ``feature_level``: the device's NNAPI feature level (default 4 = Android 11 / API 30; API
   27/28/29/30 map to levels 1/2/3/4). Gates Sub/Div (2), Abs/Exp/Log/Neg/Sin/Sqrt/Pow/PRelu/

@@ -1,7 +1,8 @@
 """Qualcomm QNN (HTP NPU by default) through ONNX Runtime's QNN EP: static shapes, QDQ or fp16.
 
-Built from ``data/qnn_ep.json`` (QNN EP v2.5.0 doc table and fusions, plus ORT 1.22 op-builder
-checks). Settings:
+The op table (``qnn_ep.json`` in this package's ``data`` folder) transcribes the QNN EP's
+documented op table and fusions (v2.5.0) and the op-builder checks of ONNX Runtime 1.22.
+Settings:
 
 - ``backend``: ``"htp"`` (default, the NPU), ``"cpu"`` or ``"gpu"``; gates backend-only ops and
   rules (HTP LayerNorm axis, CPU float32-only, GPU-only contrib ops, ...).
@@ -213,7 +214,8 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R(["RotaryEmbedding", "com.microsoft:RotaryEmbedding"], "HTP backend only",
           only("htp", htp)),
         R("Shape", "start/end supported", not_a_restriction("extra support")),
-        R("Shape", "empty result (end <= start)", check(shape_slice_nonempty, "empty Shape result")),
+        R("Shape", "empty result (end <= start)", check(shape_slice_nonempty,
+                                                        "empty Shape result")),
         R("Shape", "output int64", not_a_restriction("a lowering detail")),
         R("Slice", "starts, ends, axes, steps", const(1, 2, 3, 4)),
         R("Split", "split (input 1), if present", const(1)),

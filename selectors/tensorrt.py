@@ -1,6 +1,7 @@
 """NVIDIA TensorRT 10.1 through its ONNX parser (onnx-tensorrt operator matrix, opsets 9-20).
 
-Built from ``data/tensorrt_onnx_parser.json``: 150 supported rows with their types, 46 rows
+The op table (``tensorrt_onnx_parser.json`` in this package's ``data`` folder) transcribes the
+parser's documented operator matrix: 150 supported rows with their types, 46 rows
 marked unsupported (refused), and the documented restrictions (constant axes of
 Reduce*/Slice/Squeeze/Unsqueeze/Pad/CumSum, OneHot depth, Dropout training_mode, Clip bounds,
 pooling dilations, Resize modes, TopK, ScatterND, RNN activations). Input 0's dtype must be one

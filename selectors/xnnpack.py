@@ -1,6 +1,7 @@
 """XNNPACK (CPU, NHWC kernels) through ONNX Runtime's XNNPACK EP: 2D conv/pool/resize/gemm.
 
-Built from ``data/xnnpack_ep.json`` (ORT 1.22 ``node_support_checker.cc`` and kernels).
+The op table (``xnnpack_ep.json`` in this package's ``data`` folder) transcribes the XNNPACK
+EP's support checker and kernels in ONNX Runtime 1.22 (upstream node_support_checker.cc).
 Setting: ``fp16`` — the build has XNNPACK fp16 support (``XNNPACK_FP16_SUPPORTED``; default
 False, so float16 inputs are refused).
 
