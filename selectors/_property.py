@@ -21,11 +21,11 @@ import numpy as np
 
 from clusterkit.errors import SelectorError
 from clusterkit.selection.protocol import SubgraphProperty
+from clusterkit.selectors._binding import allowed_dtypes, bind_rules
 from clusterkit.selectors._context import GraphContext
 from clusterkit.selectors._facts import default_key, op_label
 from clusterkit.selectors._optable import Condition, OpEntry, Pattern, Table
 from clusterkit.selectors._patterns import convex_groups
-from clusterkit.selectors._resolve import allowed_dtypes, resolve
 from clusterkit.selectors._rules import Fusion, Note, Rule
 from clusterkit.selectors._selector import TableSelector
 from clusterkit.selectors._tensor_checks import table_dtypes
@@ -80,7 +80,7 @@ class TableProperty(SubgraphProperty):
         self._qualifiers = dict(dtype_qualifiers or {})
         self._dtype_field = table_dtypes(0, dtype_aliases) if dtype_field else None
         self._contexts: list[GraphContext] = []
-        res = resolve(table, name, rules, notes)
+        res = bind_rules(table, name, rules, notes)
         self._global, self._per_op = res.global_rules, res.per_op
         self.checked: list[Condition] = res.checked
         self.undecidable: list[tuple[Condition, str]] = res.undecidable

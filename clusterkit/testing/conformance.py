@@ -126,31 +126,25 @@ def _named_check(rule: str, doc: str) -> Callable[..., ConformanceReport]:
     return run_check
 
 
-check_bool = _named_check("bool", "``select``/``select_input``/``select_output`` return a bool.")
-check_raises = _named_check("raises", "No protocol method raises.")
-check_no_mutation = _named_check(
-    "no-mutation", "The graph (nodes, tensors, inputs, outputs) is unchanged by every call.")
-check_filter_subset = _named_check(
-    "filter-subset", "``filter`` returns a subset of its candidates, without duplicates.")
-check_deterministic = _named_check(
-    "deterministic", "Two fresh selectors answer alike, per node and along each growth.")
-check_reset = _named_check(
-    "reset", "After ``reset`` a used selector answers like a fresh one (where deterministic).")
-check_mask = _named_check(
-    "mask", "``supported_mask`` (and a property's ``query``) equals ``select``.")
-check_explain = _named_check(
-    "explain", "``explain`` returns a str exactly for the nodes ``select`` refuses.")
-check_property = _named_check(
-    "property", "A fresh selector per ``create_subgraph_selector``; well-formed value_inputs.")
+#: What each rule asks, in :data:`RULES` order (the docstring of its check).
+RULE_DOCS = {
+    "bool": "``select``/``select_input``/``select_output`` return a bool.",
+    "raises": "No protocol method raises.",
+    "no-mutation": "The graph (nodes, tensors, inputs, outputs) is unchanged by every call.",
+    "filter-subset": "``filter`` returns a subset of its candidates, without duplicates.",
+    "deterministic": "Two fresh selectors answer alike, per node and along each growth.",
+    "reset": "After ``reset`` a used selector answers like a fresh one (where deterministic).",
+    "mask": "``supported_mask`` (and a property's ``query``) equals ``select``.",
+    "explain": "``explain`` returns a str exactly for the nodes ``select`` refuses.",
+    "property": "A fresh selector per ``create_subgraph_selector``; well-formed value_inputs.",
+}
 
 #: Every rule as ``(name, check)``, in :data:`RULES` order; each check takes the subject and
 #: optionally ``graphs``, ``max_seeds`` and ``growth``, like :func:`check_selector`.
 CHECKS: list[tuple[str, Callable[..., ConformanceReport]]] = [
-    ("bool", check_bool), ("raises", check_raises), ("no-mutation", check_no_mutation),
-    ("filter-subset", check_filter_subset), ("deterministic", check_deterministic),
-    ("reset", check_reset), ("mask", check_mask), ("explain", check_explain),
-    ("property", check_property),
-]
+    (rule, _named_check(rule, RULE_DOCS[rule])) for rule in RULES]
+(check_bool, check_raises, check_no_mutation, check_filter_subset, check_deterministic,
+ check_reset, check_mask, check_explain, check_property) = (check for _, check in CHECKS)
 
 
 def _check(subject: Any, graphs: Iterable[Any] | None, rules: Sequence[str], max_seeds: int,

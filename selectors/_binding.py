@@ -25,7 +25,7 @@ DEFAULT_WHY = {
 
 
 @dataclass
-class Resolution:
+class Binding:
     """Rules bound to conditions: global ones, per table key, and the partition of every
     condition into checked and undecidable (with the reason)."""
 
@@ -59,10 +59,10 @@ def conditions_of(table: Table, owner: str, ops: Any, fragment: str,
     return out
 
 
-def resolve(table: Table, owner: str, rules: Sequence[Rule],
-            notes: Sequence[Note]) -> Resolution:
+def bind_rules(table: Table, owner: str, rules: Sequence[Rule],
+               notes: Sequence[Note]) -> Binding:
     """Bind ``rules`` and ``notes`` to ``table``; a note on a condition a rule decides fails."""
-    res = Resolution()
+    res = Binding()
     covered: set[Condition] = set()
     for rule in rules:
         for cond in conditions_of(table, owner, rule.ops, rule.covers, rule.count):
