@@ -25,10 +25,12 @@ def attr_in(name: str, allowed: Iterable[Any], default: Any = None) -> Check:
 
 
 def attr_is(name: str, value: Any, default: Any = None) -> Check:
+    """Attribute ``name`` (``default`` when absent) equals ``value``."""
     return attr_in(name, [value], default)
 
 
 def attr_absent(name: str) -> Check:
+    """Attribute ``name`` is not given."""
     return check(lambda ctx, node: name not in node.attrs,
                  lambda ctx, node: f"attribute {name}={node.attrs[name]!r} is not supported")
 
@@ -44,10 +46,12 @@ def attr_all(name: str, pred: Callable[[Any], bool], message: str) -> Check:
 
 
 def default_dilations() -> Check:
+    """Every dilation is 1 (absent passes)."""
     return attr_all("dilations", lambda x: x == 1, "dilations must be 1")
 
 
 def kernel_2d(not_1x1: bool = False) -> Check:
+    """``kernel_shape`` has two entries (``not_1x1``: and is not 1x1)."""
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
         k = node.attrs.get("kernel_shape")
         if k is None or len(k) != 2:

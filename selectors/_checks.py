@@ -85,6 +85,7 @@ def opset_at_least(version: int) -> Check:
 
 
 def opset_at_most(version: int) -> Check:
+    """The model's default-domain opset is at most ``version`` (unknown passes)."""
     return check(lambda ctx, node: ctx.opset is None or ctx.opset <= version,
                  lambda ctx, node: f"model opset {ctx.opset} > {version}")
 

@@ -36,36 +36,45 @@ class GraphContext:
 
     # --- tensors
     def tensor(self, name: str) -> "Tensor | None":
+        """The tensor named ``name`` (``None`` for an absent optional name)."""
         return self.graph.tensors.get(name) if name else None
 
     def input(self, node: "Node", pos: int) -> "Tensor | None":
+        """The tensor of input ``pos``, ``None`` when absent."""
         return self.tensor(node.inputs[pos]) if pos < len(node.inputs) else None
 
     def output(self, node: "Node", pos: int) -> "Tensor | None":
+        """The tensor of output ``pos``, ``None`` when absent."""
         return self.tensor(node.outputs[pos]) if pos < len(node.outputs) else None
 
     def has_input(self, node: "Node", pos: int) -> bool:
+        """Is input ``pos`` given?"""
         return pos < len(node.inputs) and bool(node.inputs[pos])
 
     def shape(self, node: "Node", pos: int, out: bool = False) -> tuple | None:
+        """Shape of input (or output) ``pos``; ``None`` when unknown."""
         t = self.output(node, pos) if out else self.input(node, pos)
         return None if t is None else t.shape
 
     def rank(self, node: "Node", pos: int, out: bool = False) -> int | None:
+        """Rank of input (or output) ``pos``; ``None`` when unknown."""
         s = self.shape(node, pos, out)
         return None if s is None else len(s)
 
     def dtype(self, node: "Node", pos: int, out: bool = False) -> str | None:
+        """Dtype of input (or output) ``pos``; ``None`` when unknown."""
         t = self.output(node, pos) if out else self.input(node, pos)
         return None if t is None else t.dtype
 
     def producer(self, node: "Node", pos: int) -> "Node | None":
+        """The node producing input ``pos`` (``None`` for a graph input or initializer)."""
         t = self.input(node, pos)
         if t is None or t.producer is None:
             return None
         return self.graph.nodes[t.producer]
 
     def consumers(self, name: str) -> list["Node"]:
+        """The nodes reading tensor ``name``."""
         t = self.tensor(name)
         return [] if t is None else [self.graph.nodes[c] for c in t.consumers]
 
@@ -123,6 +132,7 @@ class GraphContext:
         return out
 
     def input_value(self, node: "Node", pos: int) -> np.ndarray | None:
+        """Contents of constant input ``pos`` (see :meth:`value`)."""
         return self.value(node.inputs[pos]) if self.has_input(node, pos) else None
 
     def external(self, name: str) -> bool:

@@ -1,5 +1,7 @@
 """Rules about particular ONNX ops that several accelerators state alike: reading Resize's
-scales, Clip's bounds and a Slice's extent, and the Resize downscale rule.
+scales, Clip's bounds and a Slice's extent, the Resize downscale rule, an op's ``axis`` (the
+Softmax family's opset default, "axis is the last dim"), a Reduce op's empty axes, and a Shape
+op's ``start``/``end``.
 
 Each helper answers ``None`` (or passes) when the constant it needs cannot be read.
 """

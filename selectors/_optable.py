@@ -79,6 +79,7 @@ class Table:
     raw: dict = field(hash=False, compare=False)
 
     def entry(self, key: str) -> OpEntry:
+        """The row of op ``key``; an unknown key fails naming the table."""
         try:
             return self.ops[key]
         except KeyError:
@@ -110,7 +111,8 @@ def load_table(file: str) -> Table:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SelectorError(f"op table {file!r} is not shipped with clusterkit.selectors") from None
+        raise SelectorError(f"op table {file!r} is not shipped with clusterkit.selectors"
+                            ) from None
     glob = tuple(Condition("*", i, c["kind"], c["text"])
                  for i, c in enumerate(raw.get("global_conditions", [])))
     ops = {}

@@ -64,7 +64,8 @@ class TableProperty(SubgraphProperty):
     def __init__(self, device: str, *, name: str, table: Table, rules: Sequence[Rule],
                  notes: Sequence[Note] = (), settings: dict | None = None,
                  dtype_qualifiers: dict[str, bool] | None = None,
-                 fusions: Sequence[Fusion] = (), available: Callable[[OpEntry], bool] | None = None,
+                 fusions: Sequence[Fusion] = (),
+                 available: Callable[[OpEntry], bool] | None = None,
                  extra_value_inputs: dict[str, Sequence[int]] | None = None,
                  key: Callable[["Node"], str | None] | None = None, dtype_field: bool = False,
                  dtype_aliases: dict[str, str] | None = None,
@@ -182,9 +183,11 @@ class TableProperty(SubgraphProperty):
                            count=graph.n)
 
     def query(self, graph: "Graph") -> np.ndarray:
+        """The nodes this device takes (as :meth:`supported_mask`)."""
         return self.supported_mask(graph)
 
     def create_subgraph_selector(self) -> "TableSelector":
+        """A new :class:`TableSelector` of this property."""
         return TableSelector(self)
 
     # ------------------------------------------------------------------ fusion context

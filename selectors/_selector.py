@@ -24,9 +24,11 @@ class TableSelector(SubgraphSelector):
         self.property = prop
 
     def select(self, node: "Node") -> bool:
+        """Does the property take ``node``?"""
         return self.property.accepts(node)
 
     def filter(self, candidates: list["Node"]) -> list["Node"]:
+        """The candidates without fusion-only nodes whose pattern is not among them."""
         prop = self.property
         if not prop.fusions or not candidates:
             return list(candidates)
@@ -38,6 +40,7 @@ class TableSelector(SubgraphSelector):
         """Nothing to forget: the answers do not depend on history."""
 
     def supported_mask(self, graph: "Graph") -> np.ndarray:
+        """The property's :meth:`~TableProperty.supported_mask`."""
         return self.property.supported_mask(graph)
 
     def bind(self, graph: "Graph") -> None:
@@ -45,6 +48,7 @@ class TableSelector(SubgraphSelector):
         self.property.bind(graph)
 
     def explain(self, node: "Node") -> str | None:
+        """Why the property refuses ``node``, or ``None``."""
         return self.property.explain(node)
 
     def __deepcopy__(self, memo: dict) -> "TableSelector":

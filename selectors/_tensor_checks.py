@@ -45,6 +45,7 @@ def not_const(pos: int = 0) -> Check:
 
 
 def absent_input(pos: int) -> Check:
+    """Input ``pos`` is not given."""
     return check(lambda ctx, node: not ctx.has_input(node, pos),
                  f"input {pos} is not supported")
 
@@ -147,6 +148,7 @@ def dtype_in(pos: int, allowed: Iterable[str], out: bool = False) -> Check:
 
 
 def same_dtype(positions: Sequence[int]) -> Check:
+    """The given inputs at ``positions`` share one dtype (unknown passes)."""
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
         ds = {ctx.dtype(node, p) for p in positions if ctx.has_input(node, p)} - {None}
         if len(ds) > 1:
@@ -200,6 +202,7 @@ def numel_at_most(pos: int, count: int, what: str = "") -> Check:
 
 
 def no_external_initializers() -> Check:
+    """No input is an initializer stored as external data."""
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
         for name in node.inputs:
             t = ctx.tensor(name)
@@ -228,6 +231,7 @@ def outputs_at_most(count: int) -> Check:
 
 
 def inputs_between(lo: int, hi: int | None = None) -> Check:
+    """The node has ``lo`` to ``hi`` (unbounded when ``None``) given inputs."""
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
         n = sum(1 for i in node.inputs if i)
         if n < lo or (hi is not None and n > hi):
