@@ -1,6 +1,7 @@
 """Apple CoreML through ONNX Runtime's CoreML EP (MLProgram or NeuralNetwork format).
 
-Built from ``data/coreml_ep.json`` (ORT 1.22 op builders + newer MLProgram doc). Settings:
+The op table (``coreml_ep.json`` in this package's ``data`` folder) transcribes the CoreML EP's
+op builders in ONNX Runtime 1.22 and the newer MLProgram documentation. Settings:
 
 - ``model_format``: ``"MLProgram"`` (default; CoreML 5+, the format ORT recommends) or
   ``"NeuralNetwork"``. Decides which ops exist (``formats``), float16 inputs (MLProgram only) and
@@ -17,15 +18,22 @@ from __future__ import annotations
 
 
 from clusterkit.errors import SelectorError
-from clusterkit.selectors._table import (EACH, downscale_divides, Fusion, R, TableProperty, _attr, _norm_axis,
-                                         decided_by, not_a_restriction,
-                                         _numel, all_inputs, attr_absent, attr_in, attr_is,
-                                         check, clip_bounds, const, default_dilations,
-                                         dtype_in, first, in_pattern, load_table,
-                                         no_external_initializers, no_zero_dims, opset_at_least,
-                                         opset_at_most, outputs_at_most, rank, resize_const,
-                                         resize_scales, same_dtype, slice_is_empty,
-                                         static, table_dtypes, value, when, dim_at)
+from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
+from clusterkit.selectors._checks import (check, decided_by, first, non_negative,
+                                          not_a_restriction, opset_at_least, opset_at_most, value,
+                                          when)
+from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
+from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides,
+                                            no_noop_on_empty_axes, output_hw_above_one,
+                                            resize_const, resize_scales, shape_slice_nonempty,
+                                            slice_is_empty)
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import EACH, Fusion, in_pattern, R
+from clusterkit.selectors._tensor_checks import (all_inputs, const, dtype_in,
+                                                 no_external_initializers, no_zero_dims,
+                                                 outputs_at_most, rank, same_dtype, static,
+                                                 table_dtypes)
 
 TABLE = "coreml_ep.json"
 FORMATS = ("MLProgram", "NeuralNetwork")
@@ -84,15 +92,15 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("PRelu", "slope must have shape [C,1,1]", check(_prelu_slope_shape,
                                                           "slope shape is not [C,1,1] or [1]")),
         R("PRelu", "single-element slope not supported", check(
-            lambda ctx, node: not (_numel(ctx.shape(node, 1)) == 1
-                                   and _dim(ctx, node, 0, -3) == 1),
+            lambda ctx, node: not (numel(ctx.shape(node, 1)) == 1
+                                   and ctx.dim(node, 0, -3) == 1),
             "single-element slope with C == 1")),
         # ---- pooling
         R(["AveragePool", "MaxPool"], "input must be rank 4", rank(0, allowed=(4,))),
         R(["AveragePool", "MaxPool"], "storage_order=1 not supported",
           attr_in("storage_order", (0,), 0)),
         R(["AveragePool", "MaxPool"], "kernel_shape must have 2 entries", check(
-            lambda ctx, node: len(_attr(node, "kernel_shape", ())) == 2,
+            lambda ctx, node: len(attr_of(node, "kernel_shape", ())) == 2,
             "kernel_shape must have 2 entries")),
         R(["AveragePool", "MaxPool"], "dilations must be the default", default_dilations()),
         R(["AveragePool", "MaxPool"], "ceil_mode=1 not supported with NeuralNetwork",
@@ -103,9 +111,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"],
           "axes (input 1), if present, must be a constant", const(1)),
         R(["ReduceSum", "ReduceMean"], "empty axes with noop_with_empty_axes=1", when(
-            is_nn, check(lambda ctx, node: not (
-                _attr(node, "noop_with_empty_axes", 0) == 1 and _axes_empty(ctx, node)),
-                "empty axes with noop_with_empty_axes=1"))),
+            is_nn, no_noop_on_empty_axes())),
         # ---- normalization
         R("BatchNormalization", "single output only", outputs_at_most(1)),
         R("BatchNormalization", "input must be rank 4", rank(0, allowed=(4,))),
@@ -145,7 +151,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
                                                "needs at least 2 inputs")),
         R("Concat", "NeuralNetwork: input must be rank 4", when(is_nn, first(
             rank(0, allowed=(4,)), check(lambda ctx, node: ctx.rank(node, 0) is None or
-                                         _norm_axis(_attr(node, "axis", 0), 4) == 1,
+                                         norm_axis(attr_of(node, "axis", 0), 4) == 1,
                                          "NeuralNetwork concatenates on the channel axis only")))),
         # ---- Conv / ConvTranspose
         R("Conv", "weight must be rank 3 or 4", rank(1, allowed=(3, 4))),
@@ -160,19 +166,19 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("ConvTranspose", "auto_pad SAME_UPPER/SAME_LOWER not supported",
           attr_in("auto_pad", ("NOTSET", "VALID"), "NOTSET")),
         R("ConvTranspose", "all pads values must be equal", check(
-            lambda ctx, node: _attr(node, "auto_pad", "NOTSET") != "NOTSET"
-            or len(set(_attr(node, "pads", [0]))) <= 1, "pads are not all equal")),
+            lambda ctx, node: attr_of(node, "auto_pad", "NOTSET") != "NOTSET"
+            or len(set(attr_of(node, "pads", [0]))) <= 1, "pads are not all equal")),
         R("ConvTranspose", "output_shape attribute", attr_absent("output_shape")),
         R("ConvTranspose", "output_padding must be all zeros", check(
-            lambda ctx, node: not any(_attr(node, "output_padding", ())),
+            lambda ctx, node: not any(attr_of(node, "output_padding", ())),
             "output_padding is not all zeros")),
         # ---- layout ops
         R("DepthToSpace", "NeuralNetwork: mode must be DCR", when(is_nn,
                                                                   attr_is("mode", "DCR", "DCR"))),
         R("DepthToSpace", "MLProgram: mode CRD requires", when(
-            lambda c, n: ml and _attr(n, "mode", "DCR") == "CRD", static(0))),
+            lambda c, n: ml and attr_of(n, "mode", "DCR") == "CRD", static(0))),
         R("DepthToSpace", "MLProgram: DCR with float16", when(
-            lambda c, n: ml and coreml_version < 7 and _attr(n, "mode", "DCR") == "DCR",
+            lambda c, n: ml and coreml_version < 7 and attr_of(n, "mode", "DCR") == "DCR",
             dtype_in(0, ("float32",)))),
         R("Flatten", "input must not be a scalar", rank(0, lo=1)),
         R("Gather", "data must be float32 or int64", dtype_in(0, ("float32", "int64"))),
@@ -198,12 +204,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         # ---- newer MLProgram ops
         R("GridSample", "input must be rank 4", rank(0, allowed=(4,))),
         R("GridSample", "mode must be linear/bilinear", check(
-            lambda ctx, node: _attr(node, "mode", "bilinear") in ("linear", "bilinear"),
-            lambda ctx, node: f"mode {_attr(node, 'mode')!r} is not linear/bilinear")),
+            lambda ctx, node: attr_of(node, "mode", "bilinear") in ("linear", "bilinear"),
+            lambda ctx, node: f"mode {attr_of(node, 'mode')!r} is not linear/bilinear")),
         R("GridSample", "padding_mode=reflection and align_corners=0", check(
-            lambda ctx, node: not (_attr(node, "mode", "bilinear") in ("linear", "bilinear")
-                                   and _attr(node, "padding_mode", "zeros") == "reflection"
-                                   and _attr(node, "align_corners", 0) == 0),
+            lambda ctx, node: not (attr_of(node, "mode", "bilinear") in ("linear", "bilinear")
+                                   and attr_of(node, "padding_mode", "zeros") == "reflection"
+                                   and attr_of(node, "align_corners", 0) == 0),
             "linear with reflection padding and align_corners=0")),
         R("LRN", "input must be rank 3 or 4", rank(0, allowed=(3, 4))),
         R("GatherND", "batch_dims must be 0", attr_is("batch_dims", 0, 0)),
@@ -221,19 +227,18 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Pad", "mode must be 'constant'", attr_is("mode", "constant", "constant")),
         R("Pad", "constant_value (input 2) must be present", const(2, required=True)),
         R("Pad", "pads (input 1) must be a constant", const(1)),
-        R("Pad", "pads values must be non-negative", value(
-            1, lambda v, c, n: bool((v >= 0).all()), "negative pads")),
+        R("Pad", "pads values must be non-negative", non_negative(1, "pads")),
         R("Pad", "axes (input 3), if present", const(3)),
         R("Pad", "only the last two dims may be padded", check(
             _pads_last_two_only, "pads a dim other than the last two")),
         # ---- Reshape
         R("Reshape", "shape (input 1) must be a constant", const(1)),
         R("Reshape", "shape tensor (input 1) must be non-empty", check(
-            lambda ctx, node: _numel(ctx.shape(node, 1)) is None
-            or 1 <= _numel(ctx.shape(node, 1)) <= 5, "shape tensor must have 1..5 entries")),
+            lambda ctx, node: numel(ctx.shape(node, 1)) is None
+            or 1 <= numel(ctx.shape(node, 1)) <= 5, "shape tensor must have 1..5 entries")),
         R("Reshape", "fully static, non-scalar shape", first(static(0), rank(0, lo=1))),
         R("Reshape", "allowzero=1 with a 0", value(
-            1, lambda v, c, n: not (_attr(n, "allowzero", 0) == 1 and (v == 0).any()),
+            1, lambda v, c, n: not (attr_of(n, "allowzero", 0) == 1 and (v == 0).any()),
             "allowzero=1 with a 0 in the shape")),
         # ---- Resize
         R("Resize", "input must not have zero elements", no_zero_dims([0])),
@@ -243,7 +248,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Resize", "mode must be 'nearest' or 'linear'", attr_in("mode", ("nearest", "linear"),
                                                                   "nearest")),
         R("Resize", "nearest mode requires nearest_mode='floor'", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "nearest",
+            lambda c, n: attr_of(n, "mode", "nearest") == "nearest",
             attr_is("nearest_mode", "floor", "round_prefer_floor"))),
         R("Resize", "exclude_outside must be 0", attr_is("exclude_outside", 0, 0)),
         R("Resize", "keep_aspect_ratio_policy must be 'stretch'",
@@ -266,17 +271,17 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Resize", "NeuralNetwork: coordinate_transformation_mode must be", when(
             is_nn, attr_is("coordinate_transformation_mode", "asymmetric", "half_pixel"))),
         R("Resize", "MLProgram nearest: coordinate_transformation_mode", when(
-            lambda c, n: ml and _attr(n, "mode", "nearest") == "nearest",
+            lambda c, n: ml and attr_of(n, "mode", "nearest") == "nearest",
             attr_is("coordinate_transformation_mode", "asymmetric", "half_pixel"))),
         R("Resize", "MLProgram linear: coordinate_transformation_mode", when(
-            lambda c, n: ml and _attr(n, "mode", "nearest") == "linear",
+            lambda c, n: ml and attr_of(n, "mode", "nearest") == "linear",
             check(_ml_linear_ctm_ok, "unsupported coordinate_transformation_mode"))),
         # ---- Shape / Slice / Softmax / Split / Squeeze / Unsqueeze
         R("Shape", "NeuralNetwork: 'end' attribute not supported", when(
             is_nn, attr_absent("end"), attr_is("start", 0, 0))),
         R("Shape", "MLProgram: non-default start/end", when(
             lambda c, n: ml and ("start" in n.attrs or "end" in n.attrs),
-            rank(0, required=True), check(_shape_slice_nonempty, "empty Shape slice"))),
+            rank(0, required=True), check(shape_slice_nonempty, "empty Shape slice"))),
         R("Shape", "NeuralNetwork: input float32", dtype_in(
             0, ("float32",) if nn else ("int32", "float32", "float16"))),
         R("Slice", "data input must have a fully static shape", static(0)),
@@ -294,7 +299,7 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Split", "split-axis dim must be known", when(
             lambda c, n: c.has_input(n, 1), check(
                 lambda ctx, node: ctx.rank(node, 0) is not None and isinstance(
-                    _dim(ctx, node, 0, _attr(node, "axis", 0)), int),
+                    axis_dim(ctx, node), int),
                 "split-axis dim is not known"))),
         R("Split", "opset >= 18 without split input", when(
             lambda c, n: (c.opset or 0) >= 18 and not c.has_input(n, 1),
@@ -321,29 +326,14 @@ NOTES: list = []
 
 
 # ---------------------------------------------------------------------- helpers
-def _dim(ctx, node, pos, axis):
-    s = ctx.shape(node, pos)
-    if s is None or not -len(s) <= axis < len(s):
-        return None
-    return s[axis]
-
-
 def _prelu_slope_shape(ctx, node) -> bool:
     s, x = ctx.shape(node, 1), ctx.shape(node, 0)
-    if s is None or x is None or _numel(s) is None:
+    if s is None or x is None or numel(s) is None:
         return True
-    if _numel(s) == 1:
+    if numel(s) == 1:
         return True
     c = x[-3] if len(x) >= 3 else None
     return tuple(s) == (c, 1, 1)
-
-
-def _axes_empty(ctx, node) -> bool:
-    if "axes" in node.attrs:
-        return not node.attrs["axes"]
-    if not ctx.has_input(node, 1):
-        return True
-    return _numel(ctx.shape(node, 1)) == 0
 
 
 def _argmax_consumers_ok(ctx, node) -> bool:
@@ -386,7 +376,7 @@ def _pads_last_two_only(ctx, node) -> bool:
         axes = ctx.input_value(node, 3)
         if axes is None:
             return True
-        axes = [_norm_axis(int(a), r) for a in axes.ravel().tolist()]
+        axes = [norm_axis(int(a), r) for a in axes.ravel().tolist()]
     else:
         axes = list(range(k))
     if len(axes) != k:
@@ -401,7 +391,7 @@ def _hw(ctx, node) -> list[float]:
 
 def _scales_given(ctx, node) -> bool:
     pos = 2 if (ctx.opset or 11) >= 11 else 1
-    return ctx.has_input(node, pos) and _numel(ctx.shape(node, pos)) not in (0,)
+    return ctx.has_input(node, pos) and numel(ctx.shape(node, pos)) not in (0,)
 
 
 def _downsampling_ok(ctx, node, ml: bool) -> bool:
@@ -416,31 +406,21 @@ def _downsampling_ok(ctx, node, ml: bool) -> bool:
 
 
 def _ml_linear_ctm_ok(ctx, node) -> bool:
-    ctm = _attr(node, "coordinate_transformation_mode", "half_pixel")
+    ctm = attr_of(node, "coordinate_transformation_mode", "half_pixel")
     if ctm in ("half_pixel", "align_corners"):
         return True
     if ctm == "pytorch_half_pixel":
-        y = ctx.shape(node, 0, out=True)
-        return y is not None and all(isinstance(d, int) and d > 1 for d in y[-2:])
+        return output_hw_above_one(ctx, node)
     if ctm == "asymmetric":
         return ctx.has_input(node, 3) and not _scales_given(ctx, node)
     return False
-
-
-def _shape_slice_nonempty(ctx, node) -> bool:
-    r = ctx.rank(node, 0)
-    if r is None:
-        return True
-    start = _norm_axis(int(_attr(node, "start", 0)), r)
-    end = _norm_axis(int(_attr(node, "end", r)), r)
-    return min(max(end, 0), r) > min(max(start, 0), r)
 
 
 def _split_entries_ok(v, ctx, node) -> bool:
     v = v.ravel().tolist()
     if len(v) < 2 or 0 in v:
         return False
-    dim = _dim(ctx, node, 0, _attr(node, "axis", 0))
+    dim = axis_dim(ctx, node)
     return not isinstance(dim, int) or sum(v) == dim
 
 
@@ -448,5 +428,5 @@ def _num_outputs_ok(ctx, node) -> bool:
     k = node.attrs.get("num_outputs")
     if k is None or k < 2 or k != len(node.outputs):
         return False
-    dim = _dim(ctx, node, 0, _attr(node, "axis", 0))
+    dim = axis_dim(ctx, node)
     return not isinstance(dim, int) or k <= dim

@@ -1,6 +1,7 @@
 """Intel oneDNN (DNNL) through ONNX Runtime's DNNL EP: float32 CPU kernels, optional bf16/GPU.
 
-Built from ``data/dnnl_ep.json`` (ORT 1.22 ``dnnl_op_manager.cc`` / ``dnnl_node_capability``).
+The op table (``dnnl_ep.json`` in this package's ``data`` folder) transcribes the DNNL EP's
+capability checks in ONNX Runtime 1.22 (upstream dnnl_op_manager.cc and dnnl_node_capability).
 Settings:
 
 - ``bf16``: the CPU (or GPU) supports bfloat16 (default False).
@@ -16,12 +17,14 @@ As in the EP, shape checks pass when shapes are unknown (the EP's optimistic cla
 
 from __future__ import annotations
 
-from clusterkit.selectors._table import (Fusion, R, TableProperty, _attr, _numel, absent_input,
-                                         decided_by,
-                                         attr_in, attr_is, check, const, dtype_in, first,
-                                         in_pattern, load_table, no_zero_dims, opset_at_least,
-                                         outputs_at_most, rank, setting, table_dtypes, when,
-                                         ONNX_TYPES)
+from clusterkit.selectors._attr_checks import attr_in, attr_is
+from clusterkit.selectors._checks import check, decided_by, first, opset_at_least, setting, when
+from clusterkit.selectors._facts import attr_of, numel, ONNX_TYPES
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import Fusion, in_pattern, R
+from clusterkit.selectors._tensor_checks import (absent_input, const, dtype_in, no_zero_dims,
+                                                 outputs_at_most, rank, table_dtypes)
 
 TABLE = "dnnl_ep.json"
 ELTWISE = ["Abs", "Elu", "Exp", "LeakyRelu", "Log", "Relu", "Round", "Sigmoid", "Softplus",
@@ -65,7 +68,7 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
             lambda ctx, node: _indices_ok(ctx, node, training),
             "the Indices output is not supported here")),
         R("MaxPool", "dilations must all be <= 1", check(
-            lambda ctx, node: all(d <= 1 for d in _attr(node, "dilations", ())),
+            lambda ctx, node: all(d <= 1 for d in attr_of(node, "dilations", ())),
             "dilations > 1")),
         R(REDUCE, "input must not be a scalar", rank(0, lo=1)),
         R("BatchNormalization", "input must not be rank 3", check(
@@ -74,7 +77,7 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
             *[rank(p, allowed=(1,)) for p in (1, 2, 3, 4)])),
         R("Cast", "'to' must be float32", attr_in("to", (1, 10, 16, 6, 3, 2))),
         R("Cast", "CPU runtime rejects", when(lambda c, n: not gpu, check(
-            lambda ctx, node: (ctx.dtype(node, 0), ONNX_TYPES.get(_attr(node, "to"))) not in
+            lambda ctx, node: (ctx.dtype(node, 0), ONNX_TYPES.get(attr_of(node, "to"))) not in
             _BAD_CASTS, "this cast is rejected by the CPU runtime"))),
         R("Concat", "all inputs must have the same dtype", check(
             lambda ctx, node: len({ctx.dtype(node, p) for p in range(len(node.inputs))
@@ -101,7 +104,7 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
             dtype_in(0, ("int8", "uint8")), dtype_in(1, ("int8",)))),
         R("MatMulInteger", "not supported on a GPU engine", setting(not gpu, "not on GPU")),
         R("MatMulInteger", "a_zero_point must be a scalar", check(
-            lambda ctx, node: (_numel(ctx.shape(node, 2)) or 1) == 1
+            lambda ctx, node: (numel(ctx.shape(node, 2)) or 1) == 1
             if ctx.has_input(node, 2) else True, "a_zero_point is not a scalar")),
         R("MatMulInteger", "non-scalar b_zero_point", check(
             _b_zero_point_ok, "a non-scalar b_zero_point must be a constant of zeros")),
@@ -112,17 +115,17 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
         R("Pow", "exponent (input 1) must be a constant", when(
             lambda c, n: c.shape(n, 1) is not None, const(1))),
         R("Pow", "exponent must be a scalar", check(
-            lambda ctx, node: (_numel(ctx.shape(node, 1)) or 1) == 1,
+            lambda ctx, node: (numel(ctx.shape(node, 1)) or 1) == 1,
             "exponent is not a scalar")),
         R("com.microsoft:QAttention", "past (input 8) and present (output 1)", first(
             absent_input(8), outputs_at_most(1))),
         R("com.microsoft:QAttention", "unidirectional must be 0", attr_is("unidirectional", 0, 0)),
         R("com.microsoft:QAttention", "input_scale, weight_scale", check(
-            lambda ctx, node: all((_numel(ctx.shape(node, p)) or 1) == 1 for p in (3, 4)),
+            lambda ctx, node: all((numel(ctx.shape(node, p)) or 1) == 1 for p in (3, 4)),
             "input_scale/weight_scale are not scalars")),
         R("com.microsoft:QAttention", "mask_index (input 5), if present", rank(5, allowed=(2,))),
         R("com.microsoft:QAttention", "input/weight zero points", check(
-            lambda ctx, node: all((_numel(ctx.shape(node, p)) or 1) == 1 for p in (6, 7)
+            lambda ctx, node: all((numel(ctx.shape(node, p)) or 1) == 1 for p in (6, 7)
                                   if ctx.has_input(node, p)), "zero points are not scalars")),
         R("Reshape", "shape input must not be an empty 1-D tensor", check(
             lambda ctx, node: ctx.shape(node, 1) != (0,), "empty shape tensor")),
@@ -161,7 +164,7 @@ def _concat_shapes_ok(ctx, node) -> bool:
     if not shapes:
         return True
     r = len(shapes[0])
-    axis = _attr(node, "axis", 0)
+    axis = attr_of(node, "axis", 0)
     axis = axis + r if axis < 0 else axis
     for i in range(r):
         if i == axis:
@@ -177,7 +180,7 @@ def _div_before_ok(ctx, node) -> bool:
     if div is None or div.op_type != "Div":
         return True  # no Div: the Gelu-pattern rule decides
     t = ctx.input(div, 1)
-    return t is not None and t.is_constant and (_numel(t.shape) or 1) == 1
+    return t is not None and t.is_constant and (numel(t.shape) or 1) == 1
 
 
 def _gelu_div_ok(ctx, match) -> bool:
@@ -189,7 +192,7 @@ def _gelu_div_ok(ctx, match) -> bool:
 def _b_zero_point_ok(ctx, node) -> bool:
     if not ctx.has_input(node, 3):
         return True
-    n = _numel(ctx.shape(node, 3))
+    n = numel(ctx.shape(node, 3))
     if n is None or n <= 1:
         return True
     t = ctx.input(node, 3)

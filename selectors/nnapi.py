@@ -1,6 +1,8 @@
 """Android NNAPI through ONNX Runtime's NNAPI EP (static shapes, rank <= 4, float32/uint8 QDQ).
 
-Built from ``data/nnapi_ep.json`` (ORT 1.22 op builders + ``nnapi_supported_ops.md``). Setting:
+The op table (``nnapi_ep.json`` in this package's ``data`` folder) transcribes the NNAPI EP's
+op builders in ONNX Runtime 1.22 and its documented op list (upstream nnapi_supported_ops.md).
+Setting:
 
 - ``feature_level``: the device's NNAPI feature level (default 4 = Android 11 / API 30; API
   27/28/29/30 map to levels 1/2/3/4). Gates Sub/Div (2), Abs/Exp/Log/Neg/Sin/Sqrt/Pow/PRelu/
@@ -14,15 +16,21 @@ patterns; the float op inside a unit is checked like any other node, plus the un
 from __future__ import annotations
 
 
-from clusterkit.selectors._table import (EACH, downscale_divides, N, R, TableProperty, _attr, _norm_axis, _numel,
-                                         decided_by, not_a_restriction,
-                                         all_static, attr_absent, attr_in, attr_is, check,
-                                         clip_bounds, const, default_dilations, dim_at, dtype_in,
-                                         first, float_close, inputs_between, kernel_2d,
-                                         load_table, no_external_initializers, no_zero_dims,
-                                         opset_at_least, opset_at_most, outputs_at_most, rank,
-                                         resize_const, resize_scales, setting,
-                                         table_dtypes, value, when)
+from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
+                                               kernel_2d)
+from clusterkit.selectors._checks import (check, decided_by, first, non_negative,
+                                          not_a_restriction, opset_at_least, opset_at_most,
+                                          setting, value, when)
+from clusterkit.selectors._facts import (attr_of, DEFAULT_DOMAINS, default_key, dim_at,
+                                         float_close, numel)
+from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides, last_axis,
+                                            resize_const, resize_scales)
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import EACH, N, R
+from clusterkit.selectors._tensor_checks import (all_static, const, dtype_in, inputs_between,
+                                                 no_external_initializers, no_zero_dims,
+                                                 outputs_at_most, rank, table_dtypes)
 
 TABLE = "nnapi_ep.json"
 QUANT_TEXT = "quantized variant: all scales / zero points must be constant"
@@ -127,14 +135,14 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
             const(3), rank(3, allowed=(4,)))),
         R("QLinearConv", "bias must be a constant", const(8)),
         R("QLinearConv", "com.microsoft-domain QLinearConv", check(
-            lambda ctx, node: node.domain in ("", "ai.onnx"), "com.microsoft QLinearConv")),
+            lambda ctx, node: node.domain in DEFAULT_DOMAINS, "com.microsoft QLinearConv")),
         # ---- Gemm / MatMul
         R("Gemm", "A and B rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
                                           "A and B must both be rank 2 or both > 2")),
         R("Gemm", "transA must be 0", attr_is("transA", 0, 0)),
         R("Gemm", "alpha must be 1.0", attr_is("alpha", 1.0, 1.0)),
         R("Gemm", "beta must be 1.0", attr_is("beta", 1.0, 1.0)),
-        R("Gemm", "if transB == 0", when(lambda c, n: _attr(n, "transB", 0) == 0, const(1))),
+        R("Gemm", "if transB == 0", when(lambda c, n: attr_of(n, "transB", 0) == 0, const(1))),
         R("Gemm", "C must be a 1-D bias of size N", check(
             _gemm_bias_ok, "C must be a 1-D bias of size N")),
         R("MatMul", "A and B both rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
@@ -160,8 +168,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         # ---- Pad / ReduceMean / Reshape
         R("Pad", "mode must be 'constant'", attr_is("mode", "constant", "constant")),
         R("Pad", "pads (input 1) must be a constant", const(1)),
-        R("Pad", "pads values must be non-negative", value(
-            1, lambda v, c, n: bool((v >= 0).all()), "negative pads")),
+        R("Pad", "pads values must be non-negative", non_negative(1, "pads")),
         R("Pad", "constant_value (input 2), if present", const(2)),
         R("ReduceMean", "axes (input 1, opset 18)", const(1)),
         R("ReduceMean", "noop_with_empty_axes=1 not supported",
@@ -175,16 +182,16 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
                                                                   "nearest")),
         R("Resize", "exclude_outside must be 0", attr_is("exclude_outside", 0, 0)),
         R("Resize", "linear: coordinate_transformation_mode", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "linear",
+            lambda c, n: attr_of(n, "mode", "nearest") == "linear",
             attr_in("coordinate_transformation_mode", ("half_pixel", "align_corners",
                                                         "asymmetric"), "half_pixel"))),
         R("Resize", "linear with half_pixel/align_corners needs", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "linear" and _attr(
+            lambda c, n: attr_of(n, "mode", "nearest") == "linear" and attr_of(
                 n, "coordinate_transformation_mode", "half_pixel") in ("half_pixel",
                                                                        "align_corners"),
             level(4))),
         R("Resize", "nearest: coordinate_transformation_mode 'asymmetric'", when(
-            lambda c, n: _attr(n, "mode", "nearest") == "nearest", first(
+            lambda c, n: attr_of(n, "mode", "nearest") == "nearest", first(
                 attr_is("coordinate_transformation_mode", "asymmetric", "half_pixel"),
                 attr_is("nearest_mode", "floor", "round_prefer_floor")))),
         R("Resize", "opset >= 18: antialias=0", first(
@@ -204,10 +211,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("Softmax", "opset >= 13: input rank <= 4", when(
             lambda c, n: (c.opset or 13) >= 13, rank(0, hi=4))),
         R("Softmax", "feature level < 3: rank must be 2 or 4", when(
-            lambda c, n: lvl < 3, rank(0, allowed=(2, 4)), check(
-                lambda ctx, node: ctx.rank(node, 0) is None or _norm_axis(
-                    _attr(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1),
-                    ctx.rank(node, 0)) == ctx.rank(node, 0) - 1, "axis is not the last dim"))),
+            lambda c, n: lvl < 3, rank(0, allowed=(2, 4)), last_axis())),
         R("Softmax", "QDQ variant: output scale must be 1/256", when(qdq, check(
             _softmax_out_scale_ok, "QDQ output scale must be 1/256 with zero point 0"))),
         R("Split", "split (input 1), if present", const(1)),
@@ -215,8 +219,8 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
             1, _split_equal_ok, "split entries must be equal and sum to the axis dim")),
         R("Split", "without split input: #outputs must evenly divide", when(
             lambda c, n: not c.has_input(n, 1), check(
-                lambda ctx, node: not isinstance(_axis_dim(ctx, node), int)
-                or _axis_dim(ctx, node) % max(1, len(node.outputs)) == 0,
+                lambda ctx, node: not isinstance(axis_dim(ctx, node), int)
+                or axis_dim(ctx, node) % max(1, len(node.outputs)) == 0,
                 "#outputs does not divide the axis dim"))),
         R("Split", "opset >= 18 without split input", when(
             lambda c, n: (c.opset or 0) >= 18 and not c.has_input(n, 1), check(
@@ -235,14 +239,14 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
 
 # ---------------------------------------------------------------------- helpers
 def _scalar(ctx, node, pos) -> bool:
-    n = _numel(ctx.shape(node, pos)) if ctx.has_input(node, pos) else 1
+    n = numel(ctx.shape(node, pos)) if ctx.has_input(node, pos) else 1
     return n is None or n == 1
 
 
 def _per_tensor_scales(ctx, node) -> bool:
     """Scale/zero-point inputs of quantized ops are scalars (QLinearConv weights may be
     per-channel)."""
-    key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    key = default_key(node)
     if key not in _QLINEAR_DATA:
         return True
     entry = ctx.prop.table.ops.get(key)
@@ -256,7 +260,7 @@ def _per_tensor_scales(ctx, node) -> bool:
 def _quantized_ok(ctx, node):
     """The shared 'quantized variant' rule: constant scales/zero points, uint8 data (int8 only
     for Conv/MatMul/Gemm weights). For float ops it applies to the QDQ unit around them."""
-    key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    key = default_key(node)
     if key in _QLINEAR_DATA:
         entry = ctx.prop.table.ops[key]
         r = const(*entry.value_inputs)(ctx, node)
@@ -273,8 +277,8 @@ def _quantized_ok(ctx, node):
             return f"output dtype {ctx.dtype(node, 0, out=True)} is not uint8"
         return None
     for p, name in enumerate(node.inputs):  # a float op inside a QDQ unit
-        dq = ctx.producer(node, p) if name else None
-        if dq is None or dq.op_type != "DequantizeLinear":
+        dq = ctx.dq_producer(node, p)
+        if dq is None:
             continue
         r = const(1, 2)(ctx, dq)
         if r:
@@ -293,11 +297,6 @@ def _quantized_ok(ctx, node):
     return None
 
 
-def _q_consumer(ctx, node):
-    users = ctx.consumers(node.outputs[0]) if node.outputs else []
-    return users[0] if len(users) == 1 and users[0].op_type == "QuantizeLinear" else None
-
-
 def _same(a, b) -> bool:
     if a is None or b is None:
         return True
@@ -306,9 +305,9 @@ def _same(a, b) -> bool:
 
 def _qdq_same_scales(ctx, node, every_input: bool = False) -> bool:
     """Input DQ(s) and output Q share scale and zero point (unreadable passes)."""
-    q = _q_consumer(ctx, node)
-    dqs = [ctx.producer(node, p) for p in (range(len(node.inputs)) if every_input else [0])]
-    dqs = [d for d in dqs if d is not None and d.op_type == "DequantizeLinear"]
+    q = ctx.q_consumer(node)
+    dqs = [ctx.dq_producer(node, p) for p in (range(len(node.inputs)) if every_input else [0])]
+    dqs = [d for d in dqs if d is not None]
     if not dqs:
         return True
     ref = dqs[0]
@@ -328,7 +327,7 @@ def _dilation_ok(ctx, node, lvl: int) -> bool:
         return True
     if lvl < 3:
         return False
-    group = _attr(node, "group", 1)
+    group = attr_of(node, "group", 1)
     w = ctx.shape(node, 1)
     x = ctx.shape(node, 0)
     depthwise = dim_at(w, 1) == 1 and dim_at(x, 1) == group
@@ -357,7 +356,7 @@ def _reshape_zeros_ok(v, ctx, node) -> bool:
     v = v.ravel().tolist()
     if 0 not in v:
         return True
-    if _attr(node, "allowzero", 0) == 1:
+    if attr_of(node, "allowzero", 0) == 1:
         return False
     shape = ctx.shape(node, 0) or ()
     return all(not (x == 0 and i < len(shape) and shape[i] == 0) for i, x in enumerate(v))
@@ -374,7 +373,7 @@ def _resize_scales_ok(ctx, node) -> bool:
 
 
 def _softmax_out_scale_ok(ctx, node) -> bool:
-    q = _q_consumer(ctx, node)
+    q = ctx.q_consumer(node)
     if q is None:
         return True
     scale, zp = ctx.input_value(q, 1), ctx.input_value(q, 2)
@@ -383,11 +382,7 @@ def _softmax_out_scale_ok(ctx, node) -> bool:
     return zp is None or int(zp.ravel()[0]) == 0
 
 
-def _axis_dim(ctx, node):
-    return dim_at(ctx.shape(node, 0), _attr(node, "axis", 0))
-
-
 def _split_equal_ok(v, ctx, node) -> bool:
     v = v.ravel().tolist()
-    dim = _axis_dim(ctx, node)
+    dim = axis_dim(ctx, node)
     return len(set(v)) <= 1 and (not isinstance(dim, int) or sum(v) == dim)

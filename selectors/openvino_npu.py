@@ -1,7 +1,8 @@
 """Intel NPU through ONNX Runtime's OpenVINO EP (the EP checks NPU against its CPU op lists).
 
-Built from ``data/openvino_ep_npu.json`` (ORT 1.22 ``data_ops.cc`` / ``capability.cc`` and the
-OpenVINO ONNX frontend table). Setting: ``ov_version`` — the installed OpenVINO version
+The op table (``openvino_ep_npu.json`` in this package's ``data`` folder) transcribes the
+OpenVINO EP's op lists in ONNX Runtime 1.22 (upstream data_ops.cc and capability.cc) and the
+OpenVINO ONNX frontend's op table. Setting: ``ov_version`` — the installed OpenVINO version
 (default ``"2025.1"``, the newest the table references). An op row applies only from its NPU
 version; I/O dtypes follow the CPU list (float16 from 2022.2, int4/uint4 from 2024.4); scalar
 (rank-0) non-constant I/O is refused unless the op's row allows it from a version <= the
@@ -16,8 +17,12 @@ from __future__ import annotations
 
 import re
 
-from clusterkit.selectors._table import (N, R, TableProperty, _attr, check, decided_by, dtype_in,
-                                         load_table, when)
+from clusterkit.selectors._checks import Check, check, decided_by, when
+from clusterkit.selectors._facts import attr_of
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import N, R
+from clusterkit.selectors._tensor_checks import dtype_in, io_dtypes_in
 
 TABLE = "openvino_ep_npu.json"
 _BASE_TYPES = {"bool", "float32", "int32", "int16", "uint16", "int8", "uint8", "int64"}
@@ -34,40 +39,17 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -
     if ov >= (2024, 4):
         types |= {"int4", "uint4"}
     scalar_ok = {k: _scalar_version(e) for k, e in table.ops.items()}
-    zero_ok = {k for k, e in table.ops.items()
-               if any(c.text.startswith("zero-sized dims tolerated") for c in e.conditions)}
+    zero_ok = frozenset(k for k, e in table.ops.items() if any(
+        c.text.startswith("zero-sized dims tolerated") for c in e.conditions))
 
     def available(entry) -> bool:
         return ov >= _npu_version(entry) and entry.key not in frontend_missing
 
-    def scalar_io(ctx, node) -> str | None:
-        since = scalar_ok.get(node.op_type)
-        if since is not None and ov >= since:
-            return None
-        if node.op_type == "Pad" and (ctx.in_qdq(node)):
-            return None  # scalar-shaped I/O tolerated when fed by DequantizeLinear
-        for name in list(node.inputs) + list(node.outputs):
-            t = ctx.tensor(name)
-            if t is not None and t.shape == () and not t.is_constant:
-                return f"tensor {name!r} is a scalar (rank 0)"
-        return None
-
-    def zero_dims(ctx, node) -> str | None:
-        if node.op_type in zero_ok:
-            return None
-        for name in list(node.inputs) + list(node.outputs):
-            t = ctx.tensor(name)
-            if t is not None and t.shape and any(d == 0 for d in t.shape):
-                return f"tensor {name!r} has a zero-sized dim {t.shape}"
-        return None
-
     rules = [
-        R("*", "CPU (and NPU via CPU) I/O dtypes", check(
-            lambda ctx, node: all(d is None or d in types for d in _io_dtypes(ctx, node)),
-            lambda ctx, node: f"I/O dtype {sorted(set(_io_dtypes(ctx, node)) - types - {None})}"
-                              f" not supported by OV {ov_version} on NPU")),
-        R("*", "non-initializer inputs/outputs must not be scalars", scalar_io),
-        R("*", "zero-sized dims rejected except", zero_dims),
+        R("*", "CPU (and NPU via CPU) I/O dtypes", io_dtypes_in(
+            types, f"is not supported by OV {ov_version} on NPU")),
+        R("*", "non-initializer inputs/outputs must not be scalars", _no_scalar_io(scalar_ok, ov)),
+        R("*", "zero-sized dims rejected except", _no_zero_dims_except(zero_ok)),
         R("*", "an op row applies only if the installed OV version",
           decided_by("op availability (ov_version)")),
         R(_with("scalar (rank-0)", table), "scalar (rank-0) inputs/outputs allowed",
@@ -85,8 +67,8 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -
                 lambda ctx, node: not any(d == 0 for d in (ctx.shape(node, 1) or ())),
                 "the shape input is empty"))),
         R("Upsample", "'scales' attribute has > 2 entries", check(
-            lambda ctx, node: len(_attr(node, "scales", [])) <= 2
-            or list(_attr(node, "scales"))[:2] == [1.0, 1.0], "scales[0:2] are not 1")),
+            lambda ctx, node: len(attr_of(node, "scales", [])) <= 2
+            or list(attr_of(node, "scales"))[:2] == [1.0, 1.0], "scales[0:2] are not 1")),
         R("Upsample", "rejected if input rank is 1 or 4", check(
             lambda ctx, node: ctx.rank(node, 0) not in (1, 4), "input rank 1 or 4")),
         R("Upsample", "input must be float32, int8 or float16",
@@ -137,8 +119,29 @@ def _with(fragment: str, table) -> list[str]:
     return sorted(k for k, e in table.ops.items() if any(fragment in c.text for c in e.conditions))
 
 
-def _io_dtypes(ctx, node):
-    for name in list(node.inputs) + list(node.outputs):
-        t = ctx.tensor(name)
-        if t is not None:
-            yield t.dtype
+def _no_scalar_io(scalar_ok: dict, ov: tuple[int, ...]) -> Check:
+    """No non-constant rank-0 input or output, unless the op's row allows it from a version
+    <= ``ov`` (or it is a Pad fed by DequantizeLinear)."""
+    def run(ctx, node) -> str | None:
+        since = scalar_ok.get(node.op_type)
+        if since is not None and ov >= since:
+            return None
+        if node.op_type == "Pad" and ctx.in_qdq(node):
+            return None  # scalar-shaped I/O tolerated when fed by DequantizeLinear
+        for t in ctx.io_tensors(node):
+            if t.shape == () and not t.is_constant:
+                return f"tensor {t.name!r} is a scalar (rank 0)"
+        return None
+    return run
+
+
+def _no_zero_dims_except(zero_ok: frozenset) -> Check:
+    """No zero-sized dim in any input or output, except for the ops in ``zero_ok``."""
+    def run(ctx, node) -> str | None:
+        if node.op_type in zero_ok:
+            return None
+        for t in ctx.io_tensors(node):
+            if t.shape and any(d == 0 for d in t.shape):
+                return f"tensor {t.name!r} has a zero-sized dim {t.shape}"
+        return None
+    return run

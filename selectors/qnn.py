@@ -1,7 +1,8 @@
 """Qualcomm QNN (HTP NPU by default) through ONNX Runtime's QNN EP: static shapes, QDQ or fp16.
 
-Built from ``data/qnn_ep.json`` (QNN EP v2.5.0 doc table and fusions, plus ORT 1.22 op-builder
-checks). Settings:
+The op table (``qnn_ep.json`` in this package's ``data`` folder) transcribes the QNN EP's
+documented op table and fusions (v2.5.0) and the op-builder checks of ONNX Runtime 1.22.
+Settings:
 
 - ``backend``: ``"htp"`` (default, the NPU), ``"cpu"`` or ``"gpu"``; gates backend-only ops and
   rules (HTP LayerNorm axis, CPU float32-only, GPU-only contrib ops, ...).
@@ -21,12 +22,18 @@ Final support is decided by QNN's backend validation (SDK/SoC dependent): see ``
 from __future__ import annotations
 
 from clusterkit.errors import SelectorError
-from clusterkit.selectors._table import (Fusion, N, R, TableProperty, _attr, _norm_axis, _numel,
-                                         absent_input, all_static, attr_absent, attr_in, attr_is,
-                                         check, const, default_dilations, dim_at, dtype_in, first,
-                                         in_pattern, inputs_between, load_table, not_a_restriction,
-                                         not_const, outputs_at_most, per_tensor_dq, rank, setting,
-                                         static, value, when)
+from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
+from clusterkit.selectors._checks import (check, first, non_negative, not_a_restriction, setting,
+                                          value, when)
+from clusterkit.selectors._facts import attr_of, numel
+from clusterkit.selectors._op_rules import (axis_dim, last_axis, no_noop_on_empty_axes,
+                                            shape_slice_nonempty)
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import Fusion, in_pattern, N, R
+from clusterkit.selectors._tensor_checks import (absent_input, all_static, const, dtype_in,
+                                                 inputs_between, not_const, outputs_at_most,
+                                                 per_tensor_dq, rank, static)
 
 TABLE = "qnn_ep.json"
 BACKENDS = ("htp", "cpu", "gpu")
@@ -105,8 +112,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("Expand", "shape (input 1) must be a constant", const(1)),
         R(["Flatten", "Squeeze", "Unsqueeze"], "statically inferred output shape",
           static(0, out=True)),
-        R("Gather", "only non-negative indices", value(
-            1, lambda v, c, n: bool((v >= 0).all()), "negative indices")),
+        R("Gather", "only non-negative indices", non_negative(1, "indices")),
         R("Gather", "rejected if still out of range", value(1, _indices_in_range,
                                                             "indices out of range")),
         R("GatherElements", "QNN CPU backend: data rank must be 2..4", when(
@@ -119,7 +125,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             "padding_mode", ("zeros", "border", "reflection"), "zeros")),
         R("GRU", "layout=0 only", attr_is("layout", 0, 0)),
         R("GRU", "default activations", check(
-            lambda ctx, node: list(_attr(node, "activations", ["Sigmoid", "Tanh"]))
+            lambda ctx, node: list(attr_of(node, "activations", ["Sigmoid", "Tanh"]))
             in (["Sigmoid", "Tanh"], ["Sigmoid", "Tanh"] * 2), "non-default activations")),
         R("GRU", "no clip", attr_absent("clip")),
         R("GRU", "no initial hidden/cell state input", absent_input(5)),
@@ -133,22 +139,21 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             lambda ctx, node: all(_is_c_vector(ctx, node, p) for p in (1, 2)),
             "scale/bias must be 1-D of length C")),
         R("InstanceNormalization", "epsilon must be > 0", check(
-            lambda ctx, node: _attr(node, "epsilon", 1e-5) > 0, "epsilon <= 0")),
+            lambda ctx, node: attr_of(node, "epsilon", 1e-5) > 0, "epsilon <= 0")),
         R("IsInf", "float32/float16 inputs only", dtype_in(0, ("float32", "float16"))),
         R("IsInf", "QNN CPU backend only", only("cpu", cpu)),
         R("LRN", "input rank 3 or 4", rank(0, allowed=(3, 4))),
-        R("LRN", "size must be odd", check(lambda ctx, node: _attr(node, "size", 1) % 2 == 1,
+        R("LRN", "size must be odd", check(lambda ctx, node: attr_of(node, "size", 1) % 2 == 1,
                                            "size is even")),
         R("LRN", "alpha > 0 and beta > 0", check(
-            lambda ctx, node: _attr(node, "alpha", 1e-4) > 0 and _attr(node, "beta", 0.75) > 0,
+            lambda ctx, node: attr_of(node, "alpha", 1e-4) > 0 and attr_of(node, "beta", 0.75) > 0,
             "alpha and beta must be > 0")),
         R("LayerNormalization", "single output", outputs_at_most(1)),
-        R("LayerNormalization", "HTP: axis must be the last dim", when(
-            lambda c, n: htp, check(_axis_is_last("axis", -1), "axis is not the last dim"))),
+        R("LayerNormalization", "HTP: axis must be the last dim", when(lambda c, n: htp,
+                                                                       last_axis(-1))),
         R(["LogSoftmax", "Softmax"], "input must not be an initializer", not_const(0)),
         R(["LogSoftmax", "Softmax"], "opset < 13: axis must be rank-1", when(
-            lambda c, n: c.opset is not None and c.opset < 13,
-            check(_axis_is_last("axis", 1), "axis is not the last dim"))),
+            lambda c, n: c.opset is not None and c.opset < 13, last_axis(1))),
         R("LpNormalization", "p must be 2", attr_is("p", 2, 2), count=2),
         R("LpPool", "p must be 1 or 2", attr_in("p", (1, 2), 2)),
         R("LpPool", "rank-5 (3D pooling) needs GPU", when(
@@ -173,11 +178,11 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("Pad", "input rank <= 5", rank(0, hi=5)),
         R("Pad", "pads (input 1) and constant_value (input 2)", const(1, 2)),
         R("Pad", "reflect mode: each pad amount", when(
-            lambda c, n: _attr(n, "mode", "constant") == "reflect",
+            lambda c, n: attr_of(n, "mode", "constant") == "reflect",
             value(1, _reflect_pads_ok, "a reflect pad exceeds dim-1"))),
         R("Pad", "constant_value: per-tensor quantization", per_tensor_dq((2,))),
         R("QLinearMatMul", "per-tensor (scalar) scale/zero point only", check(
-            lambda ctx, node: all((_numel(ctx.shape(node, p)) or 1) == 1
+            lambda ctx, node: all((numel(ctx.shape(node, p)) or 1) == 1
                                   for p in (1, 2, 4, 5, 6, 7) if ctx.has_input(node, p)),
             "scales/zero points must be scalars")),
         R("QLinearMatMul", "scale float32/float16/bfloat16", first(
@@ -189,17 +194,14 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             "quantized input")),
         R("ReduceLogSumExp", "decomposed to", not_a_restriction("a lowering detail")),
         R(REDUCE_AXES, "axes (input 1), if non-empty", when(
-            lambda c, n: _numel(c.shape(n, 1)) != 0, const(1))),
+            lambda c, n: numel(c.shape(n, 1)) != 0, const(1))),
         R(["ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum"], "empty axes with "
-          "noop_with_empty_axes=1", check(
-              lambda ctx, node: not (_attr(node, "noop_with_empty_axes", 0) == 1
-                                     and _axes_empty(ctx, node)),
-              "empty axes with noop_with_empty_axes=1")),
+          "noop_with_empty_axes=1", no_noop_on_empty_axes()),
         R("ReduceProd", "not supported on the HTP backend", setting(not htp, "not on HTP")),
         R("Reshape", "allowzero must be 0", attr_is("allowzero", 0, 0)),
         R("Reshape", "output shape comes from static shape inference", static(0, out=True)),
         R("Resize", "tf_half_pixel_for_nn: on HTP only", when(
-            lambda c, n: htp and _attr(n, "coordinate_transformation_mode", "half_pixel")
+            lambda c, n: htp and attr_of(n, "coordinate_transformation_mode", "half_pixel")
             == "tf_half_pixel_for_nn", first(
                 attr_is("mode", "nearest", "nearest"),
                 attr_is("nearest_mode", "floor", "round_prefer_floor"),
@@ -212,7 +214,8 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R(["RotaryEmbedding", "com.microsoft:RotaryEmbedding"], "HTP backend only",
           only("htp", htp)),
         R("Shape", "start/end supported", not_a_restriction("extra support")),
-        R("Shape", "empty result (end <= start)", check(_shape_nonempty, "empty Shape result")),
+        R("Shape", "empty result (end <= start)", check(shape_slice_nonempty,
+                                                        "empty Shape result")),
         R("Shape", "output int64", not_a_restriction("a lowering detail")),
         R("Slice", "starts, ends, axes, steps", const(1, 2, 3, 4)),
         R("Split", "split (input 1), if present", const(1)),
@@ -221,14 +224,13 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("TopK", "K (input 1) must be a constant", const(1)),
         R("TopK", "sorted must be 1", attr_is("sorted", 1, 1)),
         R("TopK", "largest must be 1", attr_is("largest", 1, 1)),
-        R("TopK", "axis must be the last dim", check(_axis_is_last("axis", -1),
-                                                     "axis is not the last dim")),
+        R("TopK", "axis must be the last dim", last_axis(-1)),
         R(["com.microsoft:GatherBlockQuantized", "com.microsoft:GroupQueryAttention"],
           "GPU backend only; QAIRT SDK >= 2.48", setting(
               gpu and tuple(qairt_sdk) >= (2, 48), "needs the GPU backend and QAIRT SDK 2.48+")),
         R("com.microsoft:GatherBlockQuantized", "bits=4, block_size power of 2", first(
             attr_is("bits", 4, 4), check(lambda ctx, node: _pow2_at_least(
-                _attr(node, "block_size", 128), 16), "block_size must be a power of 2 >= 16"),
+                attr_of(node, "block_size", 128), 16), "block_size must be a power of 2 >= 16"),
             attr_is("quantize_axis", 1, 1), absent_input(3))),
         R("com.microsoft:GroupQueryAttention", "rotary_interleaved=0", first(
             attr_is("rotary_interleaved", 0, 0), attr_absent("k_quant_type"),
@@ -277,19 +279,19 @@ def _is_c_vector(ctx, node, pos) -> bool:
 
 
 def _per_channel_weight_ok(ctx, node, axis: int, signed: bool = True) -> bool:
-    dq = ctx.producer(node, 1)
-    if dq is None or dq.op_type != "DequantizeLinear":
+    dq = ctx.dq_producer(node, 1)
+    if dq is None:
         return True
-    n = _numel(ctx.shape(dq, 1))
+    n = numel(ctx.shape(dq, 1))
     if n is None or n <= 1:
         return True
     if signed and ctx.dtype(dq, 0) not in (None, "int8", "int16", "int4"):
         return False
-    return _attr(dq, "axis", 1) == axis
+    return attr_of(dq, "axis", 1) == axis
 
 
 def _indices_in_range(v, ctx, node) -> bool:
-    dim = dim_at(ctx.shape(node, 0), _attr(node, "axis", 0))
+    dim = axis_dim(ctx, node)
     if not isinstance(dim, int):
         return True
     w = v.ravel()
@@ -307,16 +309,9 @@ def _if_branches_ok(ctx, node) -> bool:
         then.output[0].type == other.output[0].type
 
 
-def _axis_is_last(name: str, default: int):
-    def pred(ctx, node) -> bool:
-        r = ctx.rank(node, 0)
-        return r is None or _norm_axis(_attr(node, name, default), r) == r - 1
-    return pred
-
-
 def _matmul_pairs_ok(ctx, node) -> bool:
-    dqs = [ctx.producer(node, p) for p in (0, 1)]
-    if not all(d is not None and d.op_type == "DequantizeLinear" for d in dqs):
+    dqs = [ctx.dq_producer(node, p) for p in (0, 1)]
+    if None in dqs:
         return True
     pair = tuple(ctx.dtype(d, 0) for d in dqs)
     return None in pair or pair in (("uint8", "uint8"), ("uint8", "uint16"), ("uint16", "uint8"))
@@ -341,26 +336,11 @@ def _reflect_pads_ok(v, ctx, node) -> bool:
     return all(not isinstance(s[i % r], int) or p <= s[i % r] - 1 for i, p in enumerate(pads))
 
 
-def _axes_empty(ctx, node) -> bool:
-    if "axes" in node.attrs:
-        return not node.attrs["axes"]
-    return not ctx.has_input(node, 1) or _numel(ctx.shape(node, 1)) == 0
-
-
 def _same_dims(a, b, count) -> bool:
     if a is None or b is None:
         return True
     return all(not (isinstance(x, int) and isinstance(y, int)) or x == y
                for x, y in zip(a[:count], b[:count]))
-
-
-def _shape_nonempty(ctx, node) -> bool:
-    r = ctx.rank(node, 0)
-    if r is None:
-        return True
-    start = _norm_axis(int(_attr(node, "start", 0)), r)
-    end = _norm_axis(int(_attr(node, "end", r)), r)
-    return min(max(end, 0), r) > min(max(start, 0), r)
 
 
 def _pow2_at_least(x: int, lo: int) -> bool:

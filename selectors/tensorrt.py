@@ -1,6 +1,7 @@
 """NVIDIA TensorRT 10.1 through its ONNX parser (onnx-tensorrt operator matrix, opsets 9-20).
 
-Built from ``data/tensorrt_onnx_parser.json``: 150 supported rows with their types, 46 rows
+The op table (``tensorrt_onnx_parser.json`` in this package's ``data`` folder) transcribes the
+parser's documented operator matrix: 150 supported rows with their types, 46 rows
 marked unsupported (refused), and the documented restrictions (constant axes of
 Reduce*/Slice/Squeeze/Unsqueeze/Pad/CumSum, OneHot depth, Dropout training_mode, Clip bounds,
 pooling dilations, Resize modes, TopK, ScatterND, RNN activations). Input 0's dtype must be one
@@ -10,10 +11,16 @@ settings: the matrix is for one TensorRT version. No fusion patterns are documen
 
 from __future__ import annotations
 
-from clusterkit.selectors._table import (N, R, TableProperty, _attr, attr_all, attr_in, attr_is,
-                                         check, const, first, not_a_restriction,
-                                         load_table, opset_at_least, opset_at_most,
-                                         outputs_used_at_most, rank, static, value, when)
+from clusterkit.selectors._attr_checks import attr_all, attr_in, attr_is
+from clusterkit.selectors._checks import (all_zero, check, first, not_a_restriction,
+                                          opset_at_least, opset_at_most, value, when)
+from clusterkit.selectors._facts import attr_of
+from clusterkit.selectors._op_rules import softmax_axis
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import N, R
+from clusterkit.selectors._tensor_checks import (const, io_dtypes_in, outputs_used_at_most, rank,
+                                                 static)
 
 TABLE = "tensorrt_onnx_parser.json"
 TYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
@@ -32,10 +39,7 @@ def make_property(device: str = "tensorrt") -> TableProperty:
     no_dilation = attr_all("dilations", lambda d: d == 1, "dilations must be empty or all 1")
     rules = [
         R("*", "ONNX opsets 9 through 20", first(opset_at_least(9), opset_at_most(20))),
-        R("*", "supported tensor types", check(
-            lambda ctx, node: all(d is None or d in TYPES for d in _dtypes(ctx, node)),
-            lambda ctx, node: f"tensor type {sorted(set(_dtypes(ctx, node)) - TYPES - {None})} "
-                              "is not supported")),
+        R("*", "supported tensor types", io_dtypes_in(TYPES)),
         R("*", "INT8/INT4/FP8 only through quantization", check(
             _low_precision_via_qdq, "int8/int4/fp8 tensors only through QuantizeLinear or "
                                     "as constants")),
@@ -53,14 +57,14 @@ def make_property(device: str = "tensorrt") -> TableProperty:
         R("CumSum", "axis (input 1) must be an initializer", const(1)),
         R("DeformConv", "input must have 1D or 2D spatial dims", rank(0, allowed=(3, 4))),
         R("DeformConv", "begin and end pads must be equal", check(
-            lambda ctx, node: _pads_symmetric(_attr(node, "pads", ())), "asymmetric pads")),
-        R("DequantizeLinear", "x_zero_point must be zero", first(const(2), value(
-            2, lambda v, c, n: not v.any(), "x_zero_point is not zero"))),
-        R("QuantizeLinear", "y_zero_point must be 0", first(const(2), value(
-            2, lambda v, c, n: not v.any(), "y_zero_point is not zero"))),
+            lambda ctx, node: _pads_symmetric(attr_of(node, "pads", ())), "asymmetric pads")),
+        R("DequantizeLinear", "x_zero_point must be zero", first(
+            const(2), all_zero(2, "x_zero_point is not zero"))),
+        R("QuantizeLinear", "y_zero_point must be 0", first(
+            const(2), all_zero(2, "y_zero_point is not zero"))),
         R("Dropout", "training_mode (input 2) must be an initializer", const(2)),
-        R("Dropout", "training_mode must evaluate to False", value(
-            2, lambda v, c, n: not v.any(), "training_mode is True")),
+        R("Dropout", "training_mode must evaluate to False", all_zero(
+            2, "training_mode is True")),
         R("EyeLike", "input must have static dims", static(0)),
         R("GridSample", "input must be 4D", rank(0, allowed=(4,))),
         R(RNNS, "bidirectional: same activation functions", check(
@@ -95,7 +99,7 @@ def make_property(device: str = "tensorrt") -> TableProperty:
             _resize_axes_iota, "axes must be 0..rank-1 when scales is an input")),
         R("Resize", "antialias not supported", attr_is("antialias", 0, 0)),
         R("ScatterND", "'reduction' attribute not supported", check(
-            lambda ctx, node: _attr(node, "reduction", "none") == "none",
+            lambda ctx, node: attr_of(node, "reduction", "none") == "none",
             "reduction is not supported")),
         R("Slice", "axes (input 3) must be an initializer", const(3)),
         R(["Squeeze", "Unsqueeze"], "axes (input 1) must be a", const(1)),
@@ -112,13 +116,6 @@ def make_property(device: str = "tensorrt") -> TableProperty:
 
 
 # ---------------------------------------------------------------------- helpers
-def _dtypes(ctx, node):
-    for name in list(node.inputs) + list(node.outputs):
-        t = ctx.tensor(name)
-        if t is not None:
-            yield t.dtype
-
-
 def _low_precision_via_qdq(ctx, node) -> bool:
     for name in node.inputs:
         t = ctx.tensor(name)
@@ -149,20 +146,15 @@ def _pads_symmetric(pads) -> bool:
 
 
 def _same_activations(ctx, node) -> bool:
-    if _attr(node, "direction", "forward") != "bidirectional":
+    if attr_of(node, "direction", "forward") != "bidirectional":
         return True
-    acts = list(_attr(node, "activations", []))
+    acts = list(attr_of(node, "activations", []))
     half = len(acts) // 2
     return acts[:half] == acts[half:]
 
 
 def _axis_dim_static(ctx, node) -> bool:
-    s = ctx.shape(node, 0)
-    if s is None:
-        return False
-    axis = _attr(node, "axis", -1 if (ctx.opset or 13) >= 13 else 1)
-    axis = axis + len(s) if axis < 0 else axis
-    return 0 <= axis < len(s) and isinstance(s[axis], int)
+    return isinstance(ctx.dim(node, 0, softmax_axis(ctx, node)), int)
 
 
 def _if_branches_ok(ctx, node) -> bool:

@@ -1,6 +1,7 @@
 """XNNPACK (CPU, NHWC kernels) through ONNX Runtime's XNNPACK EP: 2D conv/pool/resize/gemm.
 
-Built from ``data/xnnpack_ep.json`` (ORT 1.22 ``node_support_checker.cc`` and kernels).
+The op table (``xnnpack_ep.json`` in this package's ``data`` folder) transcribes the XNNPACK
+EP's support checker and kernels in ONNX Runtime 1.22 (upstream node_support_checker.cc).
 Setting: ``fp16`` — the build has XNNPACK fp16 support (``XNNPACK_FP16_SUPPORTED``; default
 False, so float16 inputs are refused).
 
@@ -14,13 +15,17 @@ gives the pairs as must-stay-together groups for engines.
 from __future__ import annotations
 
 
-from clusterkit.selectors._table import (Fusion, downscale_divides, R, TableProperty, _attr, _norm_axis,
-                                         _numel, attr_absent, attr_in, attr_is, check, const,
-                                         default_dilations, dtype_in, first, float_close,
-                                         in_pattern, inputs_between, kernel_2d, load_table,
-                                         no_zero_dims, opset_at_least, outputs_used_at_most, rank,
-                                         resize_const, resize_scales, static,
-                                         table_dtypes, value, when)
+from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
+                                               kernel_2d)
+from clusterkit.selectors._checks import check, first, opset_at_least, value, when
+from clusterkit.selectors._facts import attr_of, float_close, norm_axis, numel
+from clusterkit.selectors._op_rules import (downscale_divides, last_axis, output_hw_above_one,
+                                            resize_const, resize_scales)
+from clusterkit.selectors._optable import load_table
+from clusterkit.selectors._property import TableProperty
+from clusterkit.selectors._rules import Fusion, in_pattern, R
+from clusterkit.selectors._tensor_checks import (const, dtype_in, inputs_between, no_zero_dims,
+                                                 outputs_used_at_most, rank, static, table_dtypes)
 
 TABLE = "xnnpack_ep.json"
 CONVS = ["Conv", "ConvTranspose", "QLinearConv", "com.microsoft:QLinearConvTranspose"]
@@ -78,7 +83,7 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("MaxPool", "input and output quant types must match", check(
             _qdq_types_match, "QDQ input and output quantization types differ")),
         R("AveragePool", "count_include_pad must be 0", check(
-            lambda ctx, node: _attr(node, "count_include_pad", 0) == (1 if ctx.in_qdq(node)
+            lambda ctx, node: attr_of(node, "count_include_pad", 0) == (1 if ctx.in_qdq(node)
                                                                       else 0),
             "count_include_pad must be 0 (float) / 1 (quantized)")),
         R("AveragePool", "dilations must be default", default_dilations()),
@@ -89,10 +94,7 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("Softmax", "float32, float16 or uint8", table_dtypes(0)),
         R("Softmax", "input rank >= 1", rank(0, lo=1)),
         R("Softmax", "opset >= 13: axis must be the last dim", when(
-            lambda c, n: (c.opset or 13) >= 13, check(
-                lambda ctx, node: ctx.rank(node, 0) is None or _norm_axis(
-                    _attr(node, "axis", -1), ctx.rank(node, 0)) == ctx.rank(node, 0) - 1,
-                "axis is not the last dim"))),
+            lambda c, n: (c.opset or 13) >= 13, last_axis(-1))),
         R("Softmax", "opset >= 13: last dim must be known", check(
             _softmax_dims_known, "the softmax dims are not known")),
         R("com.microsoft:QLinearSoftmax", "input must be uint8", dtype_in(0, ("uint8",))),
@@ -107,7 +109,7 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("Resize", "float32, float16(if built), uint8, int8", table_dtypes(0)),
         R("Resize", "input must be rank 4", rank(0, allowed=(4,))),
         R("Resize", "channel dim must be known and > 0", check(
-            lambda ctx, node: isinstance(_dim(ctx, node, 1), int) and _dim(ctx, node, 1) > 0,
+            lambda ctx, node: isinstance(ctx.dim(node, 0, 1), int) and ctx.dim(node, 0, 1) > 0,
             "channel dim is not known and > 0")),
         R("Resize", "scales or sizes must be a constant", resize_const()),
         R("Resize", "scales[1] (channel) must be 1.0", check(
@@ -116,8 +118,8 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("Resize", "downscaling requires 1/scale to divide H and W", check(
             _downscale_divides, "1/scale does not divide H/W")),
         R("Resize", "sizes[1] must equal the input channel count", value(
-            3, lambda v, c, n: v.size < 2 or not isinstance(_dim(c, n, 1), int)
-            or int(v.ravel()[1]) == _dim(c, n, 1), "sizes[1] differs from the channel count")),
+            3, lambda v, c, n: v.size < 2 or not isinstance(c.dim(n, 0, 1), int)
+            or int(v.ravel()[1]) == c.dim(n, 0, 1), "sizes[1] differs from the channel count")),
         R("Resize", "mode must be 'linear'", attr_is("mode", "linear", "nearest")),
         R("Resize", "antialias must be 0", attr_is("antialias", 0, 0)),
         R("Resize", "no 'axes' attribute", attr_absent("axes")),
@@ -154,20 +156,14 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
 
 
 # ---------------------------------------------------------------------- helpers
-def _dim(ctx, node, axis):
-    s = ctx.shape(node, 0)
-    return None if s is None or axis >= len(s) else s[axis]
-
-
 def _qdq_scales_const(ctx, node) -> bool:
     """Scales/zero points of the DQ nodes feeding and the Q node after a QDQ unit are constant."""
     if not ctx.in_qdq(node):
         return True
-    dqs = [ctx.producer(node, p) for p, name in enumerate(node.inputs) if name]
+    dqs = [ctx.dq_producer(node, p) for p in range(len(node.inputs))]
     users = ctx.consumers(node.outputs[0]) if node.outputs else []
     qs = [u for u in users if u.op_type == "QuantizeLinear"]
-    return all(const(1, 2)(ctx, q) is None for q in
-               [d for d in dqs if d is not None and d.op_type == "DequantizeLinear"] + qs)
+    return all(const(1, 2)(ctx, q) is None for q in [d for d in dqs if d is not None] + qs)
 
 
 def _qconv_types_ok(ctx, node) -> bool:
@@ -176,7 +172,7 @@ def _qconv_types_ok(ctx, node) -> bool:
         return True
     if (x, w, y) not in (("uint8", "uint8", "uint8"), ("int8", "int8", "int8")):
         return False
-    per_channel = (_numel(ctx.shape(node, 4)) or 1) > 1
+    per_channel = (numel(ctx.shape(node, 4)) or 1) > 1
     if per_channel and (x != "int8" or node.op_type == "QLinearConvTranspose"):
         return False
     return True
@@ -185,9 +181,7 @@ def _qconv_types_ok(ctx, node) -> bool:
 def _qdq_types_match(ctx, node) -> bool:
     if not ctx.in_qdq(node):
         return True
-    dq = ctx.producer(node, 0)
-    users = ctx.consumers(node.outputs[0]) if node.outputs else []
-    q = users[0] if len(users) == 1 and users[0].op_type == "QuantizeLinear" else None
+    dq, q = ctx.producer(node, 0), ctx.q_consumer(node)
     if q is None:
         return True
     a, b = ctx.dtype(dq, 0), ctx.dtype(q, 0, out=True)
@@ -200,7 +194,7 @@ def _softmax_dims_known(ctx, node) -> bool:
         return False
     if (ctx.opset or 13) >= 13:
         return isinstance(s[-1], int) if s else True
-    axis = _norm_axis(_attr(node, "axis", 1), len(s))
+    axis = norm_axis(attr_of(node, "axis", 1), len(s))
     return all(isinstance(d, int) for d in s[axis:])
 
 
@@ -213,12 +207,11 @@ def _downscale_divides(ctx, node) -> bool:
 
 
 def _resize_ctm_ok(ctx, node) -> bool:
-    ctm = _attr(node, "coordinate_transformation_mode", "half_pixel")
+    ctm = attr_of(node, "coordinate_transformation_mode", "half_pixel")
     if ctm in ("asymmetric", "half_pixel", "align_corners"):
         return True
     if ctm == "pytorch_half_pixel":
-        y = ctx.shape(node, 0, out=True)
-        return y is not None and all(isinstance(d, int) and d > 1 for d in y[-2:])
+        return output_hw_above_one(ctx, node)
     return False
 
 

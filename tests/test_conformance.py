@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
-from clusterkit.testing.conformance import (DEFAULT_MODELS, ConformanceError, ConformanceReport,
-                                    check_selector, default_graphs)
+from clusterkit.testing.conformance import (CHECKS, DEFAULT_MODELS, RULES, ConformanceError,
+                                            ConformanceReport, check_selector, default_graphs)
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._registry import SHIPPED
 
@@ -152,7 +152,7 @@ class SharedSelector(ck.SubgraphProperty):
         return self.sel
 
 
-@pytest.mark.parametrize("subject,rule,fragment", [
+BROKEN = [
     (NonBool(), "bool", "returned int"),
     (MutatesAttrs(), "no-mutation", "attrs changed"),
     (ResetForgetsNothing(), "reset", "after reset"),
@@ -162,8 +162,12 @@ class SharedSelector(ck.SubgraphProperty):
     (BadMask(), "mask", "supported_mask says True"),
     (ExplainsWrongly(), "explain", "but select says False"),
     (SharedSelector(), "property", "same object twice"),
-], ids=["non-bool", "mutates-attrs", "reset", "filter-adds", "non-deterministic", "raises",
-        "mask", "explain", "property"])
+]
+BROKEN_IDS = ["non-bool", "mutates-attrs", "reset", "filter-adds", "non-deterministic", "raises",
+              "mask", "explain", "property"]
+
+
+@pytest.mark.parametrize("subject,rule,fragment", BROKEN, ids=BROKEN_IDS)
 def test_broken_selectors_fail_exactly_their_rule(subject, rule, fragment):
     g = fresh_alexnet()
     with pytest.raises(ConformanceError) as info:
@@ -174,6 +178,33 @@ def test_broken_selectors_fail_exactly_their_rule(subject, rule, fragment):
     text = str(err)
     assert fragment in text and f"[{rule}]" in text
     assert ("light_bvlc_alexnet" in text) == (rule != "property")
+
+
+@pytest.mark.parametrize("name, check", CHECKS, ids=[name for name, _ in CHECKS])
+def test_each_named_check_runs_alone_on_a_shipped_selector(name, check):
+    report = check(ck.get_property("xnnpack"), [alexnet()], max_seeds=8)
+    assert report.rules == (name,)
+    assert check.__name__ == "check_" + name.replace("-", "_")
+
+
+def test_the_named_checks_are_the_rules_in_order():
+    assert tuple(name for name, _ in CHECKS) == RULES
+
+
+@pytest.mark.parametrize("subject,rule,fragment", BROKEN, ids=BROKEN_IDS)
+def test_a_broken_selector_fails_its_rule_check_and_passes_an_unrelated_one(subject, rule,
+                                                                             fragment):
+    checks = dict(CHECKS)
+    with pytest.raises(ConformanceError) as info:
+        checks[rule](subject, [fresh_alexnet()])
+    assert info.value.rules == [rule]
+    assert f"check_{rule.replace('-', '_')}(" in str(info.value) and fragment in str(info.value)
+    other = "bool" if rule == "mask" else "mask"
+    if rule == "raises":  # a raising call blocks every check that makes it, and is reported
+        with pytest.raises(ConformanceError, match=r"\[raises\].*KeyError"):
+            checks[other](subject, [fresh_alexnet()])
+    else:
+        assert checks[other](subject, [fresh_alexnet()]).rules == (other,)
 
 
 def test_failures_name_the_node_at_fault():

@@ -1,8 +1,10 @@
 """A conformance kit for selectors, in the spirit of scikit-learn's ``check_estimator``.
 
-:func:`check_selector` runs a selector (or a property, a selector class, or a zero-argument
-factory) through the protocol's rules on real graphs and raises :class:`ConformanceError`
-listing every failed rule with the graph and node at fault:
+Each protocol rule is a named check that runs a selector (or a property, a selector class, or a
+zero-argument factory) on real graphs and raises :class:`ConformanceError` naming the graph and
+node at fault. :data:`CHECKS` lists them as ``(name, function)`` pairs, so a test suite can give
+every rule its own case (``pytest.mark.parametrize("name, check", CHECKS)``), and
+:func:`check_selector` runs them all in one pass over the graphs:
 
 - ``bool``: ``select``/``select_input``/``select_output`` return a ``bool``;
 - ``raises``: no protocol method raises;
@@ -20,6 +22,8 @@ listing every failed rule with the graph and node at fault:
 - ``property``: ``create_subgraph_selector`` returns a new :class:`SubgraphSelector` per call and
   ``value_inputs`` maps op types to tuples of non-negative input positions.
 
+A check run alone makes only the calls its rule needs; when one of those calls raises (or a
+factory returns no selector) the rule cannot be judged, and that failure is reported with it.
 A property is queried (``query(graph)``) before its selectors are used on a graph, as
 :meth:`Constraints.compile` does; a selector with a ``bind(graph)`` method is bound first.
 """
@@ -39,20 +43,30 @@ from clusterkit.graph.core import Graph, Node
 from clusterkit.io.loader import load_graph
 from clusterkit.selection.protocol import SubgraphProperty, SubgraphSelector, describe
 
-#: Light-set models (``onnx/backend/test/data/light``) used when no graphs are given.
+#: Light-set models of the onnx package, used when no graphs are given.
 DEFAULT_MODELS = ("bvlc_alexnet", "squeezenet", "inception_v1", "shufflenet")
 RULES = ("bool", "raises", "no-mutation", "filter-subset", "deterministic", "reset", "mask",
          "explain", "property")
+#: What each rule needs exercised: the property, ``select`` on every node, the masks,
+#: ``explain``, and MXNet-style growths (which call ``filter`` and ``reset``).
+_PHASES = {
+    "bool": {"select", "growth"}, "raises": {"property", "select", "mask", "explain", "growth"},
+    "no-mutation": {"property", "select", "mask", "explain", "growth"},
+    "filter-subset": {"select", "growth"}, "deterministic": {"select", "growth"},
+    "reset": {"select", "growth"}, "mask": {"select", "mask"}, "explain": {"select", "explain"},
+    "property": {"property", "select"},
+}
 
 
 class ConformanceError(SelectorError, AssertionError):
     """A selector broke protocol rules; ``failures`` lists ``(rule, graph, message)``."""
 
-    def __init__(self, subject: str, failures: list[tuple[str, str, str]], per_rule: int = 5):
+    def __init__(self, subject: str, failures: list[tuple[str, str, str]], per_rule: int = 5,
+                 check: str = "check_selector"):
         self.subject = subject
         self.failures = failures
         rules = sorted({r for r, _, _ in failures}, key=RULES.index)
-        lines = [f"check_selector({subject}): {len(rules)} rule(s) failed: {', '.join(rules)}"]
+        lines = [f"{check}({subject}): {len(rules)} rule(s) failed: {', '.join(rules)}"]
         for rule in rules:
             mine = [(g, m) for r, g, m in failures if r == rule]
             for g, m in mine[:per_rule]:
@@ -69,7 +83,8 @@ class ConformanceError(SelectorError, AssertionError):
 
 @dataclass
 class ConformanceReport:
-    """What a passing :func:`check_selector` run covered."""
+    """What a passing check covered: the graphs, nodes, protocol calls, growth seeds and the
+    rules that applied to the subject."""
 
     subject: str
     graphs: list[str] = field(default_factory=list)
@@ -89,34 +104,82 @@ def default_graphs() -> list[Graph]:
 
 def check_selector(subject: Any, graphs: Iterable[Any] | None = None, *, max_seeds: int = 32,
                    growth: int = 8) -> ConformanceReport:
-    """Run ``subject`` through the protocol's rules (see the module docstring) on ``graphs``
-    (anything :func:`~clusterkit.load_graph` reads; default :func:`default_graphs`).
+    """Run ``subject`` through every rule of :data:`CHECKS` on ``graphs`` (anything
+    :func:`~clusterkit.load_graph` reads; default :func:`default_graphs`) in one pass.
     ``max_seeds`` nodes per graph start an MXNet-style growth of up to ``growth`` nodes.
     Returns a :class:`ConformanceReport`; raises :class:`ConformanceError` on any failure."""
+    return _check(subject, graphs, RULES, max_seeds, growth, "check_selector")
+
+
+# ====================================================================== the named checks
+def _named_check(rule: str, doc: str) -> Callable[..., ConformanceReport]:
+    """The check of one rule: ``check_<rule>(subject, graphs=None, *, max_seeds, growth)``."""
+    name = "check_" + rule.replace("-", "_")
+
+    def run_check(subject: Any, graphs: Iterable[Any] | None = None, *, max_seeds: int = 32,
+                  growth: int = 8) -> ConformanceReport:
+        return _check(subject, graphs, (rule,), max_seeds, growth, name)
+
+    run_check.__name__ = run_check.__qualname__ = name
+    run_check.__doc__ = f"{doc} Returns a :class:`ConformanceReport`; raises " \
+                        ":class:`ConformanceError` when the rule is broken."
+    return run_check
+
+
+#: What each rule asks, in :data:`RULES` order (the docstring of its check).
+RULE_DOCS = {
+    "bool": "``select``/``select_input``/``select_output`` return a bool.",
+    "raises": "No protocol method raises.",
+    "no-mutation": "The graph (nodes, tensors, inputs, outputs) is unchanged by every call.",
+    "filter-subset": "``filter`` returns a subset of its candidates, without duplicates.",
+    "deterministic": "Two fresh selectors answer alike, per node and along each growth.",
+    "reset": "After ``reset`` a used selector answers like a fresh one (where deterministic).",
+    "mask": "``supported_mask`` (and a property's ``query``) equals ``select``.",
+    "explain": "``explain`` returns a str exactly for the nodes ``select`` refuses.",
+    "property": "A fresh selector per ``create_subgraph_selector``; well-formed value_inputs.",
+}
+
+#: Every rule as ``(name, check)``, in :data:`RULES` order; each check takes the subject and
+#: optionally ``graphs``, ``max_seeds`` and ``growth``, like :func:`check_selector`.
+CHECKS: list[tuple[str, Callable[..., ConformanceReport]]] = [
+    (rule, _named_check(rule, RULE_DOCS[rule])) for rule in RULES]
+(check_bool, check_raises, check_no_mutation, check_filter_subset, check_deterministic,
+ check_reset, check_mask, check_explain, check_property) = (check for _, check in CHECKS)
+
+
+def _check(subject: Any, graphs: Iterable[Any] | None, rules: Sequence[str], max_seeds: int,
+           growth: int, check: str) -> ConformanceReport:
+    """Exercise ``subject`` as ``rules`` need on every graph and report those rules."""
     run = _Run(subject)
     graph_list = default_graphs() if graphs is None else [load_graph(g) for g in graphs]
     if not graph_list:
-        raise SelectorError("check_selector needs at least one graph")
-    run.check_property()
+        raise SelectorError(f"{check} needs at least one graph")
+    phases = set().union(*(_PHASES[r] for r in rules))
+    if "property" in phases:
+        _check_property(run)
     for graph in graph_list:
-        run.check_graph(graph, max_seeds, growth)
-    if run.failures:
-        raise ConformanceError(run.name, run.failures)
-    rules = tuple(r for r in RULES if (r != "explain" or callable(run.explainer))
-                  and (r != "property" or run.prop is not None))
+        _check_graph(run, graph, phases, max_seeds, growth)
+    failures = [f for f in run.failures if f[0] in rules or f in run.blocking]
+    if failures:
+        raise ConformanceError(run.name, failures, check=check)
+    applies = tuple(r for r in rules if (r != "explain" or callable(run.explainer))
+                    and (r != "property" or run.prop is not None))
     return ConformanceReport(run.name, [g.name for g in graph_list],
-                             sum(g.n for g in graph_list), run.calls, run.seeds, rules)
+                             sum(g.n for g in graph_list), run.calls, run.seeds, applies)
 
 
-# ====================================================================== implementation
+# ====================================================================== calling the subject
 class _Abort(Exception):
     """A protocol call raised; the current sequence stops."""
 
 
 class _Run:
+    """The subject under test, a factory of fresh selectors, and the failures recorded."""
+
     def __init__(self, subject: Any):
         self.subject = subject
         self.failures: list[tuple[str, str, str]] = []
+        self.blocking: list[tuple[str, str, str]] = []  # failures that stopped a sequence
         self.calls = 0
         self.seeds = 0
         self.graph_name = "(any graph)"
@@ -137,21 +200,23 @@ class _Run:
                                 "selector class or factory")
         self.explainer = getattr(subject, "explain", None)
 
-    # ------------------------------------------------------------------ bookkeeping
-    def fail(self, rule: str, message: str) -> None:
+    def fail(self, rule: str, message: str, blocking: bool = False) -> None:
         entry = (rule, self.graph_name, message)
         if entry not in self.failures:
             self.failures.append(entry)
+        if blocking and entry not in self.blocking:
+            self.blocking.append(entry)
 
     def fresh(self, graph: Graph) -> Any:
+        """A new selector from the subject, bound to ``graph`` when it can be."""
         try:
             sel = self.factory()
         except Exception as exc:
-            self.fail("raises", f"creating a selector raised {exc!r}")
+            self.fail("raises", f"creating a selector raised {exc!r}", blocking=True)
             raise _Abort from exc
         if not isinstance(sel, SubgraphSelector):
             self.fail("property", f"the factory returned {type(sel).__name__}, not a "
-                                  "SubgraphSelector")
+                                  "SubgraphSelector", blocking=True)
             raise _Abort
         bind = getattr(sel, "bind", None)
         if callable(bind):
@@ -159,13 +224,14 @@ class _Run:
         return sel
 
     def call(self, sel: Any, method: str, node: Node, new: Node | None = None) -> bool:
+        """``sel.method(node[, new])`` as a bool; a raise or a non-bool answer is recorded."""
         self.calls += 1
         args = (node,) if new is None else (node, new)
         label = node.name if new is None else f"{node.name!r} -> {new.name!r}"
         try:
             value = getattr(sel, method)(*args)
         except Exception as exc:
-            self.fail("raises", f"{method} raised {exc!r} on node {label}")
+            self.fail("raises", f"{method} raised {exc!r} on node {label}", blocking=True)
             raise _Abort from exc
         if not isinstance(value, (bool, np.bool_)):
             self.fail("bool", f"{method} returned {type(value).__name__} {value!r} on node "
@@ -173,179 +239,204 @@ class _Run:
             return bool(value) if _truthable(value) else False
         return bool(value)
 
-    # ------------------------------------------------------------------ property rules
-    def check_property(self) -> None:
-        prop = self.prop
-        if prop is None:
-            return
-        try:
-            one, two = prop.create_subgraph_selector(), prop.create_subgraph_selector()
-        except Exception as exc:
-            self.fail("raises", f"create_subgraph_selector raised {exc!r}")
-            return
-        if one is two:
-            self.fail("property", "create_subgraph_selector returned the same object twice; "
-                                  "engines need a fresh selector per growing cluster")
-        vi = getattr(prop, "value_inputs", {})
-        if not isinstance(vi, dict):
-            self.fail("property", f"value_inputs is a {type(vi).__name__}, not a dict")
-        else:
-            for op, pos in vi.items():
-                if not isinstance(op, str) or not isinstance(pos, (tuple, list)) or not all(
-                        isinstance(p, (int, np.integer)) and p >= 0 for p in pos):
-                    self.fail("property", f"value_inputs[{op!r}] = {pos!r}: expected a tuple of"
-                                          " non-negative input positions")
 
-    # ------------------------------------------------------------------ per graph
-    def check_graph(self, graph: Graph, max_seeds: int, growth: int) -> None:
-        self.graph_name = graph.name
-        before = _snapshot(graph)
-        start = len(self.failures)
-        try:
-            self._check_graph(graph, max_seeds, growth)
-        except _Abort:
-            pass
-        mine = self.failures[start:]
-        if any(r == "deterministic" for r, _, _ in mine):  # reset cannot be judged then
-            self.failures[start:] = [f for f in mine if f[0] != "reset"]
-        after = _snapshot(graph)
-        for msg in _diff(before, after):
-            self.fail("no-mutation", msg)
+# ====================================================================== the rules
+def _check_property(run: _Run) -> None:
+    """``property``: fresh selectors per call; ``value_inputs`` well formed."""
+    prop = run.prop
+    if prop is None:
+        return
+    try:
+        one, two = prop.create_subgraph_selector(), prop.create_subgraph_selector()
+    except Exception as exc:
+        run.fail("raises", f"create_subgraph_selector raised {exc!r}", blocking=True)
+        return
+    if one is two:
+        run.fail("property", "create_subgraph_selector returned the same object twice; "
+                             "engines need a fresh selector per growing cluster")
+    vi = getattr(prop, "value_inputs", {})
+    if not isinstance(vi, dict):
+        run.fail("property", f"value_inputs is a {type(vi).__name__}, not a dict")
+        return
+    for op, pos in vi.items():
+        if not isinstance(op, str) or not isinstance(pos, (tuple, list)) or not all(
+                isinstance(p, (int, np.integer)) and p >= 0 for p in pos):
+            run.fail("property", f"value_inputs[{op!r}] = {pos!r}: expected a tuple of"
+                                 " non-negative input positions")
 
-    def _check_graph(self, graph: Graph, max_seeds: int, growth: int) -> None:
-        nodes = graph.nodes
-        if self.prop is not None:
-            try:
-                queried = np.asarray(self.prop.query(graph))
-            except Exception as exc:
-                self.fail("raises", f"query raised {exc!r}")
-                raise _Abort from exc
-        else:
-            queried = None
-        first = [self.call(self.fresh(graph), "select", nd) for nd in nodes]
-        second = [self.call(self.fresh(graph), "select", nd) for nd in nodes]
-        for nd, a, b in zip(nodes, first, second):
-            if a != b:
-                self.fail("deterministic", f"select on node {nd.name!r} ({nd.op_type}) answered"
-                                           f" {a} then {b} on fresh selectors")
-        if queried is not None:
-            self._check_mask("query", queried, first, graph)
-        try:
-            mask = self.fresh(graph).supported_mask(graph)
-        except _Abort:
-            raise
-        except Exception as exc:
-            self.fail("raises", f"supported_mask raised {exc!r}")
-            mask = None
-        if mask is not None:
-            self._check_mask("supported_mask", np.asarray(mask), first, graph)
-        if callable(self.explainer):
-            self._check_explain(graph, first)
+
+def _check_graph(run: _Run, graph: Graph, phases: set[str], max_seeds: int,
+                 growth: int) -> None:
+    """Every phase asked for on one graph, then ``no-mutation``; ``reset`` failures are
+    dropped where the selector was not deterministic (reset cannot be judged then)."""
+    run.graph_name = graph.name
+    before = _snapshot(graph)
+    start = len(run.failures)
+    try:
+        _exercise(run, graph, phases, max_seeds, growth)
+    except _Abort:
+        pass
+    mine = run.failures[start:]
+    if any(r == "deterministic" for r, _, _ in mine):
+        run.failures[start:] = [f for f in mine if f[0] != "reset"]
+    for msg in _diff(before, _snapshot(graph)):
+        run.fail("no-mutation", msg)
+
+
+def _exercise(run: _Run, graph: Graph, phases: set[str], max_seeds: int, growth: int) -> None:
+    queried = _query(run, graph)
+    first = [run.call(run.fresh(graph), "select", nd) for nd in graph.nodes]
+    second = [run.call(run.fresh(graph), "select", nd) for nd in graph.nodes]
+    for nd, a, b in zip(graph.nodes, first, second):
+        if a != b:
+            run.fail("deterministic", f"select on node {nd.name!r} ({nd.op_type}) answered"
+                                      f" {a} then {b} on fresh selectors")
+    if "mask" in phases:
+        _check_masks(run, graph, queried, first)
+    if "explain" in phases and callable(run.explainer):
+        _check_explain(run, graph, first)
+    if "growth" in phases:
         taken = [v for v, ok in enumerate(first) if ok]
-        seeds = _spread(taken, max_seeds) + _spread(list(range(graph.n)), max(1, max_seeds // 4))
+        seeds = _spread(taken, max_seeds) + _spread(list(range(graph.n)),
+                                                    max(1, max_seeds // 4))
         for v in sorted(set(seeds)):
-            self.seeds += 1
-            self._check_seed(graph, v, growth)
+            run.seeds += 1
+            _check_seed(run, graph, v, growth)
 
-    def _check_mask(self, what: str, mask: np.ndarray, expected: list[bool], graph: Graph) -> None:
-        if mask.shape != (graph.n,):
-            self.fail("mask", f"{what} returned shape {mask.shape}, expected ({graph.n},)")
-            return
-        if mask.dtype != bool:
-            self.fail("mask", f"{what} returned dtype {mask.dtype}, expected bool")
-        for v in np.flatnonzero(mask.astype(bool) != np.asarray(expected, dtype=bool))[:5]:
-            nd = graph.nodes[int(v)]
-            self.fail("mask", f"{what} says {bool(mask[v])} for node {nd.name!r} ({nd.op_type})"
-                              f" but select says {expected[v]}")
 
-    def _check_explain(self, graph: Graph, taken: list[bool]) -> None:
-        for nd, ok in zip(graph.nodes, taken):
-            try:
-                why = self.explainer(nd)
-            except Exception as exc:
-                self.fail("raises", f"explain raised {exc!r} on node {nd.name!r}")
-                return
-            if why is not None and not isinstance(why, str):
-                self.fail("explain", f"explain returned {type(why).__name__} for node "
-                                     f"{nd.name!r}; expected str or None")
-            elif (why is None) != ok:
-                self.fail("explain", f"explain({nd.name!r}) = {why!r} but select says {ok}")
+def _query(run: _Run, graph: Graph) -> np.ndarray | None:
+    """A property's ``query(graph)``, made before its selectors see the graph."""
+    if run.prop is None:
+        return None
+    try:
+        return np.asarray(run.prop.query(graph))
+    except Exception as exc:
+        run.fail("raises", f"query raised {exc!r}", blocking=True)
+        raise _Abort from exc
 
-    def _check_seed(self, graph: Graph, v: int, growth: int) -> None:
-        node = graph.nodes[v]
+
+def _check_masks(run: _Run, graph: Graph, queried: np.ndarray | None,
+                 first: list[bool]) -> None:
+    """``mask``: a property's ``query`` and a selector's ``supported_mask`` equal ``select``."""
+    if queried is not None:
+        _compare_mask(run, "query", queried, first, graph)
+    try:
+        mask = run.fresh(graph).supported_mask(graph)
+    except _Abort:
+        raise
+    except Exception as exc:
+        run.fail("raises", f"supported_mask raised {exc!r}", blocking=True)
+        return
+    if mask is not None:
+        _compare_mask(run, "supported_mask", np.asarray(mask), first, graph)
+
+
+def _compare_mask(run: _Run, what: str, mask: np.ndarray, expected: list[bool],
+                  graph: Graph) -> None:
+    if mask.shape != (graph.n,):
+        run.fail("mask", f"{what} returned shape {mask.shape}, expected ({graph.n},)")
+        return
+    if mask.dtype != bool:
+        run.fail("mask", f"{what} returned dtype {mask.dtype}, expected bool")
+    for v in np.flatnonzero(mask.astype(bool) != np.asarray(expected, dtype=bool))[:5]:
+        nd = graph.nodes[int(v)]
+        run.fail("mask", f"{what} says {bool(mask[v])} for node {nd.name!r} ({nd.op_type})"
+                         f" but select says {expected[v]}")
+
+
+def _check_explain(run: _Run, graph: Graph, taken: list[bool]) -> None:
+    """``explain``: a ``str`` exactly for refused nodes, ``None`` for taken ones."""
+    for nd, ok in zip(graph.nodes, taken):
         try:
-            a = self.fresh(graph)
-            run1 = self._grow(a, graph, v, growth)
-            b = self.fresh(graph)
-            run3 = self._grow(b, graph, v, growth)
-        except _Abort:
-            return
-        if run1 != run3:
-            self.fail("deterministic", f"growth from node {node.name!r} differs between two "
-                                       f"fresh selectors at {_first_diff(run1, run3)}")
-            return
-        try:
-            a.reset()
+            why = run.explainer(nd)
         except Exception as exc:
-            self.fail("raises", f"reset raised {exc!r}")
+            run.fail("raises", f"explain raised {exc!r} on node {nd.name!r}", blocking=True)
             return
-        try:
-            run2 = self._grow(a, graph, v, growth)
-        except _Abort:
-            return
-        if run2 != run3:
-            self.fail("reset", f"after reset, growth from node {node.name!r} differs from a "
-                               f"fresh selector's at {_first_diff(run2, run3)}")
+        if why is not None and not isinstance(why, str):
+            run.fail("explain", f"explain returned {type(why).__name__} for node "
+                                f"{nd.name!r}; expected str or None")
+        elif (why is None) != ok:
+            run.fail("explain", f"explain({nd.name!r}) = {why!r} but select says {ok}")
 
-    def _grow(self, sel: Any, graph: Graph, seed: int, growth: int) -> list[tuple]:
-        """MXNet-style growth from ``seed``; returns every answer in call order."""
-        nodes, pred, succ = graph.nodes, graph.pred_lists, graph.succ_lists
-        log: list[tuple] = []
-        ok = self.call(sel, "select", nodes[seed])
-        log.append(("select", seed, ok))
-        if not ok:
-            return log
-        members = [seed]
-        queue = [seed]
-        while queue and len(members) < growth:
-            x = queue.pop(0)
-            for method, nbrs in (("select_input", pred[x]), ("select_output", succ[x])):
-                for u in nbrs:
-                    if u in members or len(members) >= growth:
-                        continue
-                    ok = self.call(sel, method, nodes[x], nodes[u])
-                    log.append((method, x, u, ok))
-                    if ok:
-                        members.append(u)
-                        queue.append(u)
-        cands = [nodes[u] for u in members]
-        self.calls += 1
-        try:
-            kept = sel.filter(list(cands))
-        except Exception as exc:
-            self.fail("raises", f"filter raised {exc!r} on a subgraph from {nodes[seed].name!r}")
-            raise _Abort from exc
-        log.append(("filter", tuple(self._check_filter(kept, cands, nodes[seed]))))
+
+def _check_seed(run: _Run, graph: Graph, v: int, growth: int) -> None:
+    """``deterministic`` and ``reset`` along the growth from seed ``v``."""
+    node = graph.nodes[v]
+    try:
+        a = run.fresh(graph)
+        run1 = _grow(run, a, graph, v, growth)
+        run3 = _grow(run, run.fresh(graph), graph, v, growth)
+    except _Abort:
+        return
+    if run1 != run3:
+        run.fail("deterministic", f"growth from node {node.name!r} differs between two "
+                                  f"fresh selectors at {_first_diff(run1, run3)}")
+        return
+    try:
+        a.reset()
+    except Exception as exc:
+        run.fail("raises", f"reset raised {exc!r}", blocking=True)
+        return
+    try:
+        run2 = _grow(run, a, graph, v, growth)
+    except _Abort:
+        return
+    if run2 != run3:
+        run.fail("reset", f"after reset, growth from node {node.name!r} differs from a "
+                          f"fresh selector's at {_first_diff(run2, run3)}")
+
+
+def _grow(run: _Run, sel: Any, graph: Graph, seed: int, growth: int) -> list[tuple]:
+    """MXNet-style growth from ``seed``, then ``filter``; returns every answer in call order."""
+    nodes, pred, succ = graph.nodes, graph.pred_lists, graph.succ_lists
+    ok = run.call(sel, "select", nodes[seed])
+    log: list[tuple] = [("select", seed, ok)]
+    if not ok:
         return log
+    members = [seed]
+    queue = [seed]
+    while queue and len(members) < growth:
+        x = queue.pop(0)
+        for method, nbrs in (("select_input", pred[x]), ("select_output", succ[x])):
+            for u in nbrs:
+                if u in members or len(members) >= growth:
+                    continue
+                ok = run.call(sel, method, nodes[x], nodes[u])
+                log.append((method, x, u, ok))
+                if ok:
+                    members.append(u)
+                    queue.append(u)
+    cands = [nodes[u] for u in members]
+    run.calls += 1
+    try:
+        kept = sel.filter(list(cands))
+    except Exception as exc:
+        run.fail("raises", f"filter raised {exc!r} on a subgraph from {nodes[seed].name!r}",
+                 blocking=True)
+        raise _Abort from exc
+    log.append(("filter", tuple(_check_filter(run, kept, cands, nodes[seed]))))
+    return log
 
-    def _check_filter(self, kept: Any, cands: list[Node], seed: Node) -> list[int]:
-        if kept is None or not hasattr(kept, "__iter__"):
-            self.fail("filter-subset", f"filter returned {kept!r} for the subgraph from "
-                                       f"{seed.name!r}; expected a list of nodes")
-            return []
-        ids = {id(c) for c in cands}
-        seen: set[int] = set()
-        out = []
-        for nd in kept:
-            name = getattr(nd, "name", repr(nd))
-            if id(nd) not in ids:
-                self.fail("filter-subset", f"filter returned node {name!r}, which was not a "
-                                           f"candidate (subgraph from {seed.name!r})")
-            elif id(nd) in seen:
-                self.fail("filter-subset", f"filter returned node {name!r} twice")
-            seen.add(id(nd))
-            out.append(getattr(nd, "index", -1))
-        return out
+
+def _check_filter(run: _Run, kept: Any, cands: list[Node], seed: Node) -> list[int]:
+    """``filter-subset``: what ``filter`` kept is a duplicate-free subset of ``cands``."""
+    if kept is None or not hasattr(kept, "__iter__"):
+        run.fail("filter-subset", f"filter returned {kept!r} for the subgraph from "
+                                  f"{seed.name!r}; expected a list of nodes")
+        return []
+    ids = {id(c) for c in cands}
+    seen: set[int] = set()
+    out = []
+    for nd in kept:
+        name = getattr(nd, "name", repr(nd))
+        if id(nd) not in ids:
+            run.fail("filter-subset", f"filter returned node {name!r}, which was not a "
+                                      f"candidate (subgraph from {seed.name!r})")
+        elif id(nd) in seen:
+            run.fail("filter-subset", f"filter returned node {name!r} twice")
+        seen.add(id(nd))
+        out.append(getattr(nd, "index", -1))
+    return out
 
 
 def _truthable(value: Any) -> bool:
@@ -371,7 +462,7 @@ def _first_diff(a: list[tuple], b: list[tuple]) -> str:
     return f"call {min(len(a), len(b))}: one run made more calls ({len(a)} vs {len(b)})"
 
 
-# ---------------------------------------------------------------------- snapshots
+# ====================================================================== snapshots
 def _freeze(value: Any) -> Any:
     """A comparable deep copy of an attribute value."""
     if isinstance(value, dict):
