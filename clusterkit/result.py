@@ -1,4 +1,4 @@
-"""Partitions: a cluster and a device for every node, validation, metrics, JSON and DOT.
+"""Partitions: a cluster and a device for every node, validation, metrics and JSON.
 
 Clusters are kept as lists of node ids so that a hand-made (possibly invalid) partition can be
 represented and :meth:`Partition.validate` can say exactly what is wrong with it.
@@ -18,7 +18,6 @@ from scipy.sparse.csgraph import connected_components
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.io.networkx import dot_quote
 
 
 @dataclass
@@ -350,32 +349,6 @@ class Partition:
             if key not in out:
                 out[key] = value
         return out
-
-    def to_dot(self) -> str:
-        """Graphviz DOT with one box per accelerator cluster, colored by device."""
-        g = self.graph
-        palette = ["#8dd3c7", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#bebada",
-                   "#ffffb3"]
-        colors = {d: palette[i % len(palette)] for i, d in enumerate(self.problem.devices)}
-        colors[self.fallback] = "#d9d9d9"
-        lines = [f"digraph {dot_quote(g.name)} {{", "  compound=true;",
-                 "  node [shape=box, style=filled];"]
-        for c in self.clusters:
-            color = colors.get(c.device, "#ffffff")
-            body = [f"    n{v} [label={dot_quote(g.nodes[v].op_type + chr(10) + g.nodes[v].name)},"
-                    f" fillcolor={dot_quote(color)}];" for v in c.nodes]
-            if c.device == self.fallback:
-                lines.extend(b[2:] for b in body)
-                continue
-            lines.append(f"  subgraph cluster_{c.id} {{")
-            lines.append(f"    label={dot_quote(f'{c.device} #{c.id} ({len(c.nodes)} nodes)')};")
-            lines.append(f"    style=filled; color={dot_quote(color)}; fillcolor=\"#f7f7f7\";")
-            lines.extend(body)
-            lines.append("  }")
-        for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist()):
-            lines.append(f"  n{u} -> n{v};")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
 
     def summary(self) -> str:
         """A few lines for people."""

@@ -1,4 +1,4 @@
-"""networkx and node-link JSON readers/writers, and DOT output of a plain graph.
+"""networkx and node-link JSON readers and writers.
 
 A networkx DiGraph needs an ``op`` attribute per node; ``affinity`` (node) and ``bytes`` (edge,
 or node: the size of the node's output) are optional. Each node has one output tensor named
@@ -130,19 +130,3 @@ def save_node_link(graph: Graph, path: str | os.PathLike) -> None:
     """Write :func:`to_node_link` as JSON."""
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(to_node_link(graph), fh)
-
-
-def dot_quote(text: str) -> str:
-    """A DOT double-quoted string."""
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def to_dot(graph: Graph) -> str:
-    """The plain graph in Graphviz DOT."""
-    lines = [f"digraph {dot_quote(graph.name)} {{", "  node [shape=box];"]
-    for node in graph.nodes:
-        lines.append(f"  n{node.index} [label={dot_quote(node.op_type + chr(10) + node.name)}];")
-    for u, v in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
-        lines.append(f"  n{u} -> n{v};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"

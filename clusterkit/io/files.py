@@ -1,0 +1,91 @@
+"""Atomic output files: a file clusterkit writes is either the complete new content or the old
+file, never a truncated mix.
+
+Each file is written to a temporary file in its own folder, flushed and fsync'ed, and only then
+renamed over the target with :func:`os.replace` (atomic within one file system). Several files
+are staged together by :func:`write_all`, which renames none of them unless every one was written.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from typing import Iterable, Union
+
+from clusterkit.errors import WriteError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def write_atomic(path: PathLike, data: str | bytes) -> None:
+    """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically, creating its folder.
+
+    Raises :class:`WriteError` naming the path and the operating system's reason; the previous
+    file, if any, is then left intact."""
+    write_all([(path, data)])
+
+
+def write_all(outputs: Iterable[tuple[PathLike, str | bytes]]) -> None:
+    """Write several files atomically as one step: every file is staged first, and the targets
+    are replaced only once all of them were written (see :func:`write_atomic`)."""
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, data in outputs:
+            staged.append((_stage(os.fspath(path), data), os.fspath(path)))
+        while staged:
+            tmp, path = staged[0]
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise _error(path, exc) from exc
+            staged.pop(0)
+    finally:
+        for tmp, _ in staged:
+            _remove(tmp)
+
+
+def _stage(path: str, data: str | bytes) -> str:
+    """Write ``data`` to a synced temporary file beside ``path``; return the temporary's path."""
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    tmp = None
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                   dir=folder)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(path))
+    except OSError as exc:
+        if tmp is not None:
+            _remove(tmp)
+        raise _error(path, exc) from exc
+    return tmp
+
+
+def _mode_for(path: str) -> int:
+    """The permission bits the file would get from a plain ``open(path, "w")``: the existing
+    file's, or 0o666 less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _error(path: str, exc: OSError) -> WriteError:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return WriteError(f"cannot write {path!r}: {reason}")
+
+
+def _remove(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
