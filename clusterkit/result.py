@@ -7,7 +7,6 @@ represented and :meth:`Partition.validate` can say exactly what is wrong with it
 from __future__ import annotations
 
 import gc
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -18,6 +17,7 @@ from scipy.sparse.csgraph import connected_components
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.core import HOST, Graph
+from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
 
 
 @dataclass
@@ -99,23 +99,12 @@ class Partition:
 
     @classmethod
     def from_json(cls, problem: Problem, data: dict | str) -> "Partition":
-        """Read a partition JSON (DESIGN.md format; ``nodes`` are source indices)."""
-        if isinstance(data, str):
-            with open(data, encoding="utf-8") as fh:
-                data = json.load(fh)
+        """Read a partition JSON, a file or its loaded dict (DESIGN.md format; ``nodes`` are
+        source indices), as given (not checked: see validate)."""
+        data = read_partition_json(data)
         g = problem.graph
-        try:
-            raw = data["clusters"]
-            clusters = []
-            for c in raw:
-                nodes = [int(v) for v in c["nodes"]]
-                bad = [v for v in nodes if not 0 <= v < g.n]
-                if bad:
-                    raise PartitionError(f"partition JSON: cluster {c.get('id')} names node {bad[0]}"
-                                         f", but the model has {g.n} nodes")
-                clusters.append((str(c["device"]), g.source_to_index[nodes].tolist()))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PartitionError(f"partition JSON is malformed: {exc!r}") from exc
+        clusters = [(dev, g.source_to_index[nodes].tolist())
+                    for dev, nodes in cluster_nodes(data, g.n, "partition JSON")]
         return cls.from_clusters(problem, clusters, strategy=str(data.get("strategy", "plan")),
                                  selector=str(data.get("selector", "")))
 
@@ -333,22 +322,9 @@ class Partition:
         }
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
-        """The partition JSON of DESIGN.md (``nodes`` are source indices)."""
-        src = self.graph.index_to_source
-        out = {
-            "model": model if model is not None else self.graph.name,
-            "strategy": self.strategy,
-            "selector": self.selector,
-            "fallback": self.fallback,
-            "clusters": [{"id": c.id, "device": c.device,
-                          "nodes": sorted(src[c.nodes].tolist())} for c in self.clusters],
-            "metrics": self.metrics(),
-            "seconds": float(self.seconds),
-        }
-        for key, value in self.info.items():
-            if key not in out:
-                out[key] = value
-        return out
+        """The partition JSON of DESIGN.md (``nodes`` are source indices); see
+        :func:`clusterkit.io.partition_json.partition_json`."""
+        return partition_json(self, model)
 
     def summary(self) -> str:
         """A few lines for people."""

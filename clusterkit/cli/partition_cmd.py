@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 
 from clusterkit.api import run_strategy
 from clusterkit.cli.common import add_problem_args, model_label, problem_from_args, strategy_options
 from clusterkit.io.dot import dump_files, partition_dot
 from clusterkit.io.files import write_all
+from clusterkit.io.partition_json import partition_json_text
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
             print("  " + line)
     outputs = []  # prepared in full before anything is written
     if args.json:
-        outputs.append((args.json, json.dumps(result.to_json(model=name), indent=1) + "\n"))
+        outputs.append((args.json, partition_json_text(result, name)))
     if args.dot:
         outputs.append((args.dot, partition_dot(result)))
     if args.dump_dot:

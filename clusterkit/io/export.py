@@ -22,6 +22,7 @@ from typing import Any
 
 from clusterkit.errors import ExecutionError
 from clusterkit.fusion import FusedGraph, fuse, initializer_map, source_model, value_info_map
+from clusterkit.io.partition_json import make_partition_json, parse_partition_json
 from clusterkit.result import Partition
 from clusterkit.graph.subgraph import Subgraph
 
@@ -144,16 +145,16 @@ def flat_plan(graph: FusedGraph, model_name: str | None = None) -> dict:
     clusters.sort(key=lambda c: c["nodes"][0])
     for k, c in enumerate(clusters):
         c["id"] = k
-    return {"model": model_name if model_name is not None else graph.root.name,
-            "strategy": part.strategy, "selector": part.selector, "fallback": fallback,
-            "clusters": clusters, "metrics": {}, "seconds": float(part.seconds)}
+    return make_partition_json(model_name if model_name is not None else graph.root.name,
+                               part.strategy, part.selector, fallback, clusters, {},
+                               part.seconds)
 
 
 def partition_json_of(model) -> dict | None:
     """The partition JSON stored in an exported model, or ``None``."""
     for prop in model.metadata_props:
         if prop.key == PARTITION_KEY:
-            return json.loads(prop.value)
+            return parse_partition_json(prop.value, f"the model's {PARTITION_KEY} metadata")
     return None
 
 

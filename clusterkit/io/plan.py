@@ -7,39 +7,20 @@ validating the partition against the problem's constraints, and says what does n
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from typing import Any
 
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import PartitionError
+from clusterkit.io.partition_json import cluster_nodes, read_partition_json
 from clusterkit.result import Partition
 
 
 def load_plan(source: str | os.PathLike | dict) -> dict[str, Any]:
     """Read a partition JSON file (or take a dict) and check its shape."""
-    if isinstance(source, dict):
-        data, label = source, "plan"
-    else:
-        path = os.fspath(source)
-        label = f"plan {path!r}"
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except FileNotFoundError:
-            raise PartitionError(f"{label}: no such file") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PartitionError(f"{label} is not a readable JSON file: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
-        raise PartitionError(f"{label} is not a partition JSON (no 'clusters' list)")
-    for c in data["clusters"]:
-        if not isinstance(c, dict) or "device" not in c or not isinstance(c.get("nodes"), list):
-            raise PartitionError(f"{label}: every cluster needs a 'device' and a 'nodes' list, got"
-                                 f" {str(c)[:80]}")
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in c["nodes"]):
-            raise PartitionError(f"{label}: cluster {c.get('id')} has non-integer node indices")
-    return data
+    label = "plan" if isinstance(source, dict) else f"plan {os.fspath(source)!r}"
+    return read_partition_json(source, label)
 
 
 def plan_selectors(plan: dict[str, Any]) -> list[str]:
@@ -69,10 +50,8 @@ def apply_plan(problem: Problem, source: str | os.PathLike | dict,
         if total != g.n:
             raise PartitionError(f"{where}: the plan covers a model with {total} nodes")
     count = [0] * g.n
-    for c in data["clusters"]:
-        for v in c["nodes"]:
-            if not 0 <= v < g.n:
-                raise PartitionError(f"{where}: cluster {c.get('id')} names node index {v}")
+    for _, nodes in cluster_nodes(data, g.n, where):
+        for v in nodes:
             count[v] += 1
     twice = [v for v, k in enumerate(count) if k > 1]
     if twice:
