@@ -35,14 +35,34 @@ def write_all(outputs: Iterable[tuple[PathLike, str | bytes]]) -> None:
             staged.append((_stage(os.fspath(path), data), os.fspath(path)))
         while staged:
             tmp, path = staged[0]
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise _error(path, exc) from exc
+            replace_file(tmp, path)
             staged.pop(0)
     finally:
         for tmp, _ in staged:
             _remove(tmp)
+
+
+def replace_file(tmp: str, path: str) -> None:
+    """Rename the finished file ``tmp`` over ``path`` (on the same file system) and sync the
+    target's folder."""
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
+    try:  # make the rename itself durable; not every file system can sync a folder
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def sync_file(path: str) -> None:
+    """Flush a file another library wrote to the disk."""
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
 
 
 def _stage(path: str, data: str | bytes) -> str:
@@ -64,7 +84,7 @@ def _stage(path: str, data: str | bytes) -> str:
     except OSError as exc:
         if tmp is not None:
             _remove(tmp)
-        raise _error(path, exc) from exc
+        raise write_error(path, exc) from exc
     return tmp
 
 
@@ -79,9 +99,11 @@ def _mode_for(path: str) -> int:
         return 0o666 & ~umask
 
 
-def _error(path: str, exc: OSError) -> WriteError:
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    return WriteError(f"cannot write {path!r}: {reason}")
+def write_error(path: str | os.PathLike, exc: BaseException) -> WriteError:
+    """The error for an output that could not be written: ``cannot write 'PATH': REASON``."""
+    reason = exc.strerror if isinstance(exc, OSError) else None
+    reason = reason or str(exc) or type(exc).__name__
+    return WriteError(f"cannot write {os.fspath(path)!r}: {reason}")
 
 
 def _remove(tmp: str) -> None:

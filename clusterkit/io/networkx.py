@@ -16,6 +16,7 @@ import networkx as nx
 
 from clusterkit.errors import GraphError, ModelLoadError
 from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.io.files import write_atomic
 
 
 def from_networkx(g: nx.DiGraph, name: str = "graph", source: str = "memory") -> Graph:
@@ -127,6 +128,5 @@ def to_node_link(graph: Graph) -> dict:
 
 
 def save_node_link(graph: Graph, path: str | os.PathLike) -> None:
-    """Write :func:`to_node_link` as JSON."""
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(to_node_link(graph), fh)
+    """Write :func:`to_node_link` as JSON, atomically."""
+    write_atomic(path, json.dumps(to_node_link(graph)))

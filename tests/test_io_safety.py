@@ -1,0 +1,183 @@
+"""Outputs are written atomically (all or nothing, the old file intact on failure), failed writes
+are one-line errors, and reading a model or a plan never runs code or hangs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from clusterkit.cli import main
+from clusterkit.errors import WriteError
+from clusterkit.io import export as export_mod
+from clusterkit.io.files import write_all, write_atomic
+
+from conftest import SHARED_MODELS
+
+MODEL = str(SHARED_MODELS / "resnet18.onnx")
+PARTITION = ["partition", MODEL, "--strategy", "singleton", "--selector", "ops:Conv,Relu"]
+
+
+def _one_line_error(capsys, *fragments: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("clusterkit: error: ")
+    for text in fragments:
+        assert text in err, err
+    return err
+
+
+def _files(folder) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+# ---------------------------------------------------------------------- write_atomic itself
+def test_write_atomic_writes_text_and_bytes_and_replaces(tmp_path):
+    path = tmp_path / "sub" / "out.txt"
+    write_atomic(path, "héllo\n")
+    assert path.read_bytes() == "héllo\n".encode("utf-8")
+    write_atomic(path, b"\x00\x01")
+    assert path.read_bytes() == b"\x00\x01"
+    assert _files(tmp_path / "sub") == ["out.txt"]  # no temporary file left behind
+
+
+def test_write_atomic_keeps_the_mode_of_the_file_it_replaces(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+    os.chmod(path, 0o640)
+    write_atomic(path, "new")
+    assert path.read_text() == "new" and (os.stat(path).st_mode & 0o777) == 0o640
+
+
+def test_a_directory_as_target_is_a_write_error(tmp_path):
+    target = tmp_path / "d"
+    target.mkdir()
+    with pytest.raises(WriteError, match=r"cannot write '.*d': Is a directory"):
+        write_atomic(target, "x")
+    assert _files(tmp_path) == ["d"] and _files(target) == []
+
+
+def test_write_all_writes_nothing_unless_everything_can_be_written(tmp_path):
+    keep = tmp_path / "a.json"
+    keep.write_text("old")
+    blocker = tmp_path / "file"
+    blocker.write_text("I am a file")
+    with pytest.raises(WriteError, match="file/b.json"):
+        write_all([(keep, "new"), (blocker / "b.json", "new")])
+    assert keep.read_text() == "old"
+    assert _files(tmp_path) == ["a.json", "file"]
+
+
+# ---------------------------------------------------------------------- the command line
+def test_cli_output_that_is_a_directory_exits_2_with_one_line(tmp_path, capsys):
+    target = tmp_path / "out"
+    target.mkdir()
+    assert main(PARTITION + ["--json", str(target)]) == 2
+    _one_line_error(capsys, f"cannot write {str(target)!r}: Is a directory")
+    assert _files(target) == []
+
+
+def test_cli_output_in_an_unwritable_folder_exits_2_with_one_line(tmp_path, capsys):
+    # a path under a regular file cannot be created, not even by root
+    blocker = tmp_path / "existing_file"
+    blocker.write_text("data")
+    target = blocker / "out.json"
+    assert main(PARTITION + ["--json", str(target)]) == 2
+    _one_line_error(capsys, f"cannot write {str(target)!r}:")
+    assert blocker.read_text() == "data" and _files(tmp_path) == ["existing_file"]
+
+
+def test_cli_json_ok_and_dot_failing_writes_neither(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    out.write_text("previous plan")
+    dot = tmp_path / "p.dot"
+    dot.mkdir()
+    assert main(PARTITION + ["--json", str(out), "--dot", str(dot)]) == 2
+    _one_line_error(capsys, f"cannot write {str(dot)!r}")
+    assert out.read_text() == "previous plan"
+    assert _files(tmp_path) == ["p.dot", "p.json"] and _files(dot) == []
+    fresh = tmp_path / "fresh.json"
+    assert main(PARTITION + ["--json", str(fresh), "--dot", str(dot)]) == 2
+    assert not fresh.exists()
+
+
+def test_cli_export_failing_json_writes_no_model(tmp_path, capsys):
+    model = tmp_path / "out.onnx"
+    bad = tmp_path / "j"
+    bad.mkdir()
+    assert main(["export", MODEL, "--strategy", "singleton", "--selector", "ops:Conv,Relu",
+                 "-o", str(model), "--json", str(bad)]) == 2
+    _one_line_error(capsys, f"cannot write {str(bad)!r}")
+    assert not model.exists()
+
+
+_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+from clusterkit.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_size_limited_write_leaves_the_previous_file_byte_identical(tmp_path):
+    out = tmp_path / "p.json"
+    old = b'{"previous": "partition"}\n'
+    out.write_bytes(old)
+    limit = 2000  # the new JSON of resnet18's 50-odd clusters is several times larger
+    done = subprocess.run([sys.executable, "-c", _LIMITED.format(limit=limit)] + PARTITION +
+                          ["--json", str(out)], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    err = done.stderr.strip()
+    assert err.splitlines() == [f"clusterkit: error: cannot write {str(out)!r}: File too large"]
+    assert out.read_bytes() == old
+    assert _files(tmp_path) == ["p.json"]
+    # the same command without the limit writes a JSON larger than the limit
+    assert main(PARTITION + ["--json", str(out)]) == 0
+    assert len(out.read_bytes()) > limit and json.loads(out.read_text())["clusters"]
+
+
+# ---------------------------------------------------------------------- large ONNX models
+def _model_with_a_weight() -> onnx.ModelProto:
+    weight = numpy_helper.from_array(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+                              initializer=[weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_model_too_large_for_one_protobuf_gets_external_data(tmp_path, monkeypatch):
+    monkeypatch.setattr(export_mod, "MAX_MODEL_BYTES", 100)
+    model = _model_with_a_weight()
+    before = model.SerializeToString()
+    path = tmp_path / "big.onnx"
+    path.write_bytes(b"old")
+    export_mod.save_model(model, path)
+    assert model.SerializeToString() == before  # the caller's model is not modified
+    assert _files(tmp_path) == ["big.onnx", "big.onnx.data"]
+    stub = onnx.load(str(path), load_external_data=False)
+    assert stub.graph.initializer[0].data_location == TensorProto.EXTERNAL
+    again = onnx.load(str(path))
+    np.testing.assert_array_equal(numpy_helper.to_array(again.graph.initializer[0]),
+                                  numpy_helper.to_array(model.graph.initializer[0]))
+    target = tmp_path / "dir.onnx"
+    target.mkdir()
+    with pytest.raises(WriteError, match="dir.onnx': Is a directory"):
+        export_mod.save_model(model, target)
+    assert _files(target) == [] and len(_files(tmp_path)) == 3
+
+
+def test_a_small_model_is_one_file(tmp_path):
+    path = tmp_path / "m.onnx"
+    export_mod.save_model(_model_with_a_weight(), path)
+    assert _files(tmp_path) == ["m.onnx"]
+    assert onnx.load(str(path)) == _model_with_a_weight()
+
