@@ -17,6 +17,7 @@ from clusterkit.cli import main
 from clusterkit.errors import WriteError
 from clusterkit.io import export as export_mod
 from clusterkit.io.files import write_all, write_atomic
+from clusterkit.io.plan import plan_selectors
 
 from conftest import SHARED_MODELS
 
@@ -181,3 +182,62 @@ def test_a_small_model_is_one_file(tmp_path):
     assert _files(tmp_path) == ["m.onnx"]
     assert onnx.load(str(path)) == _model_with_a_weight()
 
+
+
+# ---------------------------------------------------------------------- plans never run code
+_EVIL = """
+import pathlib
+pathlib.Path({marker!r}).write_text("imported")
+from clusterkit.selection.protocol import OpsProperty
+PROPERTY = OpsProperty(["Conv", "Relu"], device="acc")
+"""
+
+
+@pytest.fixture
+def evil_plan(tmp_path, monkeypatch):
+    """A valid plan for resnet18 whose recorded selector is a Python file that leaves a marker
+    file when imported."""
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "marker"
+    evil = tmp_path / "evil.py"
+    evil.write_text(_EVIL.format(marker=str(marker)))
+    plan = tmp_path / "plan.json"
+    assert main(["partition", MODEL, "--strategy", "singleton", "--selector", "acc=ops:Conv,Relu",
+                 "--json", str(plan)]) == 0
+    return plan, evil, marker
+
+
+@pytest.mark.parametrize("command", ["run", "export"])
+@pytest.mark.parametrize("recorded", ["acc={evil}", "{evil}", "evil.py", "acc=evil.py",
+                                      "coreml acc={evil}", "./evil"])
+def test_a_plan_naming_a_selector_file_is_refused_without_importing_it(
+        evil_plan, command, recorded, capsys):
+    plan, evil, marker = evil_plan
+    data = json.loads(plan.read_text())
+    data["selector"] = recorded.format(evil=evil)
+    plan.write_text(json.dumps(data))
+    extra = ["-o", str(plan.parent / "out.onnx")] if command == "export" else []
+    capsys.readouterr()
+    assert main([command, MODEL, "--plan", str(plan)] + extra) == 2
+    _one_line_error(capsys, f"plan {str(plan)!r} records selector", "--selector")
+    assert not marker.exists()
+    assert not (plan.parent / "out.onnx").exists()
+
+
+def test_a_plan_with_an_explicit_selector_file_runs(evil_plan, capsys):
+    plan, evil, marker = evil_plan
+    data = json.loads(plan.read_text())
+    data["selector"] = f"acc={evil}"
+    plan.write_text(json.dumps(data))
+    assert main(["run", MODEL, "--plan", str(plan), "--selector", f"acc={evil}"]) == 0
+    assert marker.read_text() == "imported"
+
+
+def test_a_plan_keeps_shipped_names_and_ops_specs(evil_plan, capsys):
+    plan, _, marker = evil_plan
+    out = plan.parent / "out.onnx"
+    assert main(["export", MODEL, "--plan", str(plan), "-o", str(out)]) == 0
+    assert out.is_file() and not marker.exists()
+    specs = "coreml gpu=tensorrt acc=ops:Conv,Relu 'x=ops:A, B'"
+    assert plan_selectors({"selector": specs}) == ["coreml", "gpu=tensorrt", "acc=ops:Conv,Relu",
+                                                   "x=ops:A, B"]

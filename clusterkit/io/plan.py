@@ -8,26 +8,49 @@ validating the partition against the problem's constraints, and says what does n
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from typing import Any
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import PartitionError
+from clusterkit.errors import PartitionError, SelectorError
 from clusterkit.io.partition_json import cluster_nodes, read_partition_json
 from clusterkit.result import Partition
 
+#: the selector specs a plan may record: ``[DEVICE=]ops:OP,...`` or ``[DEVICE=]NAME``
+_PLAN_SPEC = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_.\-]*=)?(?:ops:.*|[A-Za-z_][A-Za-z0-9_\-]*)",
+                        re.S)
 
-def load_plan(source: str | os.PathLike | dict) -> dict[str, Any]:
+
+def plan_label(source: str | os.PathLike | dict) -> str:
+    """How messages name a plan: ``plan 'PATH'``, or ``plan`` for a loaded dict."""
+    return "plan" if isinstance(source, dict) else f"plan {os.fspath(source)!r}"
+
+
+def load_plan(source: str | os.PathLike | dict, label: str | None = None) -> dict[str, Any]:
     """Read a partition JSON file (or take a dict) and check its shape."""
-    label = "plan" if isinstance(source, dict) else f"plan {os.fspath(source)!r}"
-    return read_partition_json(source, label)
+    return read_partition_json(source, label or plan_label(source))
 
 
-def plan_selectors(plan: dict[str, Any]) -> list[str]:
+def plan_selectors(plan: dict[str, Any], label: str = "plan") -> list[str]:
     """The ``--selector`` specs recorded in a plan (its ``selector`` field, split like a shell
-    command line); empty when none were recorded."""
+    command line); empty when none were recorded.
+
+    Only shipped or registered selector names and ``ops:`` specs are taken from a plan. A spec
+    naming a Python file (or any path) raises :class:`SelectorError`: loading it would run code
+    the plan's author chose, so only the user may ask for it, with ``--selector`` itself."""
     text = str(plan.get("selector") or "").strip()
-    return shlex.split(text) if text else []
+    try:
+        specs = shlex.split(text) if text else []
+    except ValueError as exc:
+        raise SelectorError(f"{label}: its 'selector' field {text!r} cannot be split ({exc})")\
+            from exc
+    for spec in specs:
+        if not _PLAN_SPEC.fullmatch(spec):
+            raise SelectorError(f"{label} records selector {spec!r}, which is not a shipped "
+                                f"selector name or an ops: spec; a plan never loads code from a "
+                                f"file, pass --selector {shlex.quote(spec)} to use it")
+    return specs
 
 
 def apply_plan(problem: Problem, source: str | os.PathLike | dict,
@@ -35,9 +58,8 @@ def apply_plan(problem: Problem, source: str | os.PathLike | dict,
     """The partition a plan (a file or its loaded JSON) describes, checked against ``problem``
     (its graph must be the model the plan was made for) and validated. Raises
     :class:`PartitionError` saying what does not match; ``label`` names the plan in messages."""
-    data = load_plan(source)
-    if label is None:
-        label = "plan" if isinstance(source, dict) else f"plan {os.fspath(source)!r}"
+    label = label or plan_label(source)
+    data = load_plan(source, label)
     g = problem.graph
     name = model_name or g.name
     made_for = data.get("model")
