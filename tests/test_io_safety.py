@@ -14,9 +14,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from clusterkit.cli import main
-from clusterkit.errors import WriteError
+from clusterkit.errors import GraphError, ModelLoadError, WriteError
 from clusterkit.io import export as export_mod
 from clusterkit.io.files import write_all, write_atomic
+from clusterkit.io.loader import load_graph
+from clusterkit.io.networkx import graph_from_node_link
+from clusterkit.io.onnx import load_onnx
 from clusterkit.io.plan import plan_selectors
 
 from conftest import SHARED_MODELS
@@ -241,3 +244,88 @@ def test_a_plan_keeps_shipped_names_and_ops_specs(evil_plan, capsys):
     specs = "coreml gpu=tensorrt acc=ops:Conv,Relu 'x=ops:A, B'"
     assert plan_selectors({"selector": specs}) == ["coreml", "gpu=tensorrt", "acc=ops:Conv,Relu",
                                                    "x=ops:A, B"]
+
+
+# ---------------------------------------------------------------------- reading models
+def test_a_non_regular_file_is_refused_as_a_model(tmp_path):
+    for path in ("/dev/zero", "/dev/null"):
+        for reader in (load_graph, load_onnx):
+            with pytest.raises(ModelLoadError, match=f"'{path}': it is not a regular file"):
+                reader(path)
+    fifo = tmp_path / "pipe.onnx"
+    os.mkfifo(fifo)  # opening it would wait for a writer forever
+    with pytest.raises(ModelLoadError, match="pipe.onnx': it is not a regular file"):
+        load_graph(fifo)
+    with pytest.raises(ModelLoadError, match="it is a directory"):
+        load_graph(tmp_path)
+
+
+def test_the_cli_refuses_dev_zero_with_one_line(capsys):
+    assert main(["partition", "/dev/zero", "--selector", "ops:Conv"]) == 2
+    _one_line_error(capsys, "cannot read model '/dev/zero': it is not a regular file")
+
+
+def _node_link(nodes, edges) -> dict:
+    return {"directed": True, "multigraph": False, "graph": {}, "nodes": nodes, "edges": edges}
+
+
+def _nodes(*ids):
+    return [{"id": i, "op": "Relu"} for i in ids]
+
+
+@pytest.mark.parametrize("data, error, message", [
+    (_node_link(_nodes("a", "b", "a"), []), GraphError, "lists node id 'a' twice"),
+    (_node_link(_nodes(1, 2, 1), [{"source": 1, "target": 2}]), GraphError,
+     "lists node id 1 twice"),
+    (_node_link(_nodes("a", "b"), [{"source": "a", "target": "zz"}]), GraphError,
+     "edge 'a' -> 'zz' names node 'zz', which is not in 'nodes'"),
+    (_node_link(_nodes("a", "b"), [{"source": "yy", "target": "b"}]), GraphError,
+     "edge 'yy' -> 'b' names node 'yy'"),
+    (_node_link("abc", []), ModelLoadError, "'nodes' must be a list of objects with an 'id', "
+     "got 'abc'"),
+    (_node_link([{"op": "Relu"}], []), ModelLoadError, "'nodes' must be a list of objects"),
+    (_node_link(_nodes("a"), "abc"), ModelLoadError, "'edges' must be a list of objects"),
+    (_node_link(_nodes("a"), [["a", "a"]]), ModelLoadError, "'edges' must be a list"),
+    (_node_link([], []), ModelLoadError, "node-link graph 'g' has no nodes"),
+])
+def test_malformed_node_link_graphs_are_one_line_errors(tmp_path, data, error, message):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(error) as info:
+        load_graph(path)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"), ("-1", "-1"),
+    (str(2 ** 63), str(2 ** 63)), ("1e300", "1e+300"), ('"12"', "'12'"), ("true", "True"),
+])
+def test_bad_edge_and_node_bytes_are_one_line_errors(tmp_path, text, shown):
+    # json.dumps cannot write NaN as an edge value we control, so the text is spliced in
+    path = tmp_path / "g.json"
+    for field, where in (("edge", "edge 'a' -> 'b'"), ("node", "node 'a'")):
+        nodes = [{"id": "a", "op": "Relu"}, {"id": "b", "op": "Relu"}]
+        edges = [{"source": "a", "target": "b"}]
+        (edges[0] if field == "edge" else nodes[0])["bytes"] = "@BYTES@"
+        path.write_text(json.dumps(_node_link(nodes, edges)).replace('"@BYTES@"', text))
+        with pytest.raises(GraphError) as info:
+            load_graph(path)
+        msg = str(info.value)
+        assert msg == f"'bytes' of {where} must be a non-negative number below 2**63, got {shown}"
+
+
+def test_the_largest_byte_count_is_accepted(tmp_path):
+    path = tmp_path / "g.json"
+    nodes = [{"id": "a", "op": "Relu"}, {"id": "b", "op": "Relu"}]
+    path.write_text(json.dumps(_node_link(nodes, [{"source": "a", "target": "b",
+                                                   "bytes": 2 ** 63 - 1}])))
+    graph = load_graph(path)
+    assert graph.tensors["a:out"].nbytes == 2 ** 63 - 1
+
+
+def test_an_empty_onnx_model_is_refused_in_the_same_style():
+    graph = helper.make_graph([], "g", [], [])
+    with pytest.raises(ModelLoadError, match="^ONNX model 'g' has no nodes$"):
+        load_onnx(helper.make_model(graph))
+    with pytest.raises(ModelLoadError, match="^node-link graph 'graph' has no nodes$"):
+        graph_from_node_link(_node_link([], []))

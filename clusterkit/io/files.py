@@ -1,7 +1,7 @@
-"""Atomic output files: a file clusterkit writes is either the complete new content or the old
-file, never a truncated mix.
+"""Files on disk: atomic output files, and input files that are read only when regular.
 
-Each file is written to a temporary file in its own folder, flushed and fsync'ed, and only then
+A file clusterkit writes is either the complete new content or the old file, never a truncated
+mix. Each file is written to a temporary file in its own folder, flushed and fsync'ed, and only then
 renamed over the target with :func:`os.replace` (atomic within one file system). Several files
 are staged together by :func:`write_all`, which renames none of them unless every one was written.
 """
@@ -10,12 +10,32 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from typing import Iterable, Union
 
-from clusterkit.errors import WriteError
+from clusterkit.errors import ModelLoadError, WriteError
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def read_input(path: PathLike, what: str = "model") -> bytes:
+    """The bytes of an input file. A missing path, a directory or any other non-regular file
+    (``/dev/zero``, a FIFO: reading them would never end) is a :class:`ModelLoadError` saying
+    ``cannot read WHAT 'PATH': REASON``."""
+    path = os.fspath(path)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            kind = "a directory" if os.path.isdir(path) else "not a regular file"
+            raise ModelLoadError(f"cannot read {what} {path!r}: it is {kind}")
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since the check
+                raise ModelLoadError(f"cannot read {what} {path!r}: it is not a regular file")
+            return fh.read()
+    except FileNotFoundError as exc:
+        raise ModelLoadError(f"cannot read {what} {path!r}: no such file") from exc
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from exc
 
 
 def write_atomic(path: PathLike, data: str | bytes) -> None:

@@ -16,6 +16,7 @@ from onnx import helper, shape_inference
 
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.io.files import read_input
 
 
 def load_onnx(model: str | os.PathLike | onnx.ModelProto, infer_shapes: bool = True) -> Graph:
@@ -43,15 +44,7 @@ def load_onnx(model: str | os.PathLike | onnx.ModelProto, infer_shapes: bool = T
 
 
 def _read_model(path: str) -> onnx.ModelProto:
-    if not os.path.exists(path):
-        raise ModelLoadError(f"cannot read model {path!r}: no such file")
-    if os.path.isdir(path):
-        raise ModelLoadError(f"cannot read model {path!r}: it is a directory")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise ModelLoadError(f"cannot read model {path!r}: {exc.strerror}") from exc
+    data = read_input(path, "model")
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(data)
