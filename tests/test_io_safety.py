@@ -179,11 +179,15 @@ def test_a_model_too_large_for_one_protobuf_gets_external_data(tmp_path, monkeyp
     assert _files(target) == [] and len(_files(tmp_path)) == 3
 
 
-def test_a_small_model_is_one_file(tmp_path):
-    path = tmp_path / "m.onnx"
-    export_mod.save_model(_model_with_a_weight(), path)
-    assert _files(tmp_path) == ["m.onnx"]
-    assert onnx.load(str(path)) == _model_with_a_weight()
+def test_a_small_model_is_one_file_as_onnx_save_writes_it(tmp_path):
+    out, ref = tmp_path / "out", tmp_path / "ref"
+    out.mkdir()
+    ref.mkdir()
+    for name in ("m.onnx", "m.onnxtxt", "m.json"):
+        export_mod.save_model(_model_with_a_weight(), out / name)
+        onnx.save(_model_with_a_weight(), str(ref / name))
+        assert (out / name).read_bytes() == (ref / name).read_bytes()
+    assert _files(out) == ["m.json", "m.onnx", "m.onnxtxt"]
 
 
 

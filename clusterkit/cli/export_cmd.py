@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     name = model_label(args.model)
     model = export_fused(fused, model_name=name, check=not args.no_check)
     outputs = [(args.json, partition_json_text(part, name))] if args.json else []
-    data = model_bytes(model)
+    data = model_bytes(model, args.output)
     if data is None:  # too large for one protobuf: written with external data, then the rest
         save_model(model, args.output)
     else:

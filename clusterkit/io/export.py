@@ -46,8 +46,8 @@ def device_domain(device: str) -> str:
 
 def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
                  model_name: str | None = None, check: bool = True):
-    """The ONNX ModelProto of a fused graph (written to ``path`` when given). With ``check``,
-    the onnx checker runs on it.
+    """The ONNX ModelProto of a fused graph (written to ``path`` when given, atomically: see
+    :func:`save_model`). With ``check``, the onnx checker runs on it.
 
     onnx rejects models with more than :data:`MAX_LOCAL_FUNCTIONS` local functions; past that
     (a singleton partition of a very large graph), clusters with identical bodies share one
@@ -123,12 +123,17 @@ def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
     return out
 
 
-def model_bytes(model) -> bytes | None:
-    """The serialized model, or ``None`` when it is too large for one protobuf (2 GB) and needs
+def model_bytes(model, path: str | os.PathLike | None = None) -> bytes | str | None:
+    """The serialized model in the format ``onnx.save`` picks for ``path``'s extension (binary
+    protobuf by default), or ``None`` when it is too large for one protobuf (2 GB) and needs
     external data (see :func:`save_model`)."""
+    from onnx import serialization
+
     if model.ByteSize() >= MAX_MODEL_BYTES:
         return None
-    return model.SerializeToString()
+    ext = os.path.splitext(os.fspath(path))[1] if path is not None else ""
+    fmt = serialization.registry.get_format_from_file_extension(ext) or "protobuf"
+    return serialization.registry.get(fmt).serialize_proto(model)
 
 
 def save_model(model, path: str | os.PathLike) -> None:
@@ -136,7 +141,7 @@ def save_model(model, path: str | os.PathLike) -> None:
     ``<file name>.data`` beside it (ONNX external data); both files are written in a temporary
     folder beside the target and renamed into place once complete. The model is not modified.
     Raises :class:`~clusterkit.errors.WriteError` naming the path."""
-    data = model_bytes(model)
+    data = model_bytes(model, path)
     if data is not None:
         write_atomic(path, data)
         return
