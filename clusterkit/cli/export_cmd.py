@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
+from clusterkit.cli.common import add_problem_args, model_label
+from clusterkit.cli.run_cmd import add_plan_arg, partition_from_args
+from clusterkit.fusion import fuse, source_model
 from clusterkit.io.export import export_fused, model_bytes, save_model
 from clusterkit.io.files import write_all
 from clusterkit.io.partition_json import partition_json_text
-from clusterkit.fusion import fuse, source_model
-from clusterkit.cli.common import add_problem_args, model_label
-from clusterkit.cli.run_cmd import add_plan_arg, partition_from_args
+from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -13,13 +13,14 @@ import time
 from typing import Any
 
 from clusterkit.api import run_strategy
+from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args,
+                                   strategy_options, write_text)
 from clusterkit.errors import BackendError, ConstraintError
-from clusterkit.runtime.executor import DEFAULT_DIM, Executor, compare_outputs, random_inputs, run_model
 from clusterkit.fusion import fuse, source_model
-from clusterkit.result import Partition
 from clusterkit.io.plan import apply_plan, load_plan, plan_label, plan_selectors
-from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args, strategy_options,
-                     write_text)
+from clusterkit.result import Partition
+from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
+                                         run_model)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
