@@ -93,7 +93,7 @@ def test_cli_output_in_an_unwritable_folder_exits_2_with_one_line(tmp_path, caps
     blocker.write_text("data")
     target = blocker / "out.json"
     assert main(PARTITION + ["--json", str(target)]) == 2
-    _one_line_error(capsys, f"cannot write {str(target)!r}:")
+    _one_line_error(capsys, f"cannot write {str(target)!r}: Not a directory")
     assert blocker.read_text() == "data" and _files(tmp_path) == ["existing_file"]
 
 

@@ -93,6 +93,8 @@ def _stage(path: str, data: str | bytes) -> str:
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         folder = os.path.dirname(os.path.abspath(path))
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                    dir=folder)

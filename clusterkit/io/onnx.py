@@ -22,9 +22,9 @@ from clusterkit.io.files import read_input
 def load_onnx(model: str | os.PathLike | onnx.ModelProto, infer_shapes: bool = True) -> Graph:
     """Read an ONNX file (or ModelProto) into a Graph.
 
-    Raises :class:`ModelLoadError` for a missing/unreadable file or one that is not ONNX, and
-    :class:`~clusterkit.errors.GraphError` for a malformed graph (a cycle, a tensor read but never
-    produced).
+    Raises :class:`ModelLoadError` for a missing, unreadable or non-regular file, one that is not
+    ONNX, or a model without nodes, and :class:`~clusterkit.errors.GraphError` for a malformed
+    graph (a cycle, a tensor read but never produced).
     """
     if isinstance(model, onnx.ModelProto):
         proto, name, source = model, model.graph.name or "model", "memory"
