@@ -278,9 +278,9 @@ def _nodes(*ids):
 
 
 @pytest.mark.parametrize("data, error, message", [
-    (_node_link(_nodes("a", "b", "a"), []), GraphError, "lists node id 'a' twice"),
+    (_node_link(_nodes("a", "b", "a"), []), GraphError, "has a duplicate node id 'a'"),
     (_node_link(_nodes(1, 2, 1), [{"source": 1, "target": 2}]), GraphError,
-     "lists node id 1 twice"),
+     "has a duplicate node id 1"),
     (_node_link(_nodes("a", "b"), [{"source": "a", "target": "zz"}]), GraphError,
      "edge 'a' -> 'zz' names node 'zz', which is not in 'nodes'"),
     (_node_link(_nodes("a", "b"), [{"source": "yy", "target": "b"}]), GraphError,

@@ -147,7 +147,7 @@ def _check_node_link(nodes: Any, edges: Any, key: str, source: str) -> None:
             raise GraphError(f"node-link graph {source!r}: node id {nid!r} is not a string or a "
                              "number")
         if nid in seen:
-            raise GraphError(f"node-link graph {source!r} lists node id {nid!r} twice")
+            raise GraphError(f"node-link graph {source!r} has a duplicate node id {nid!r}")
         seen.add(nid)
     for d in edges:
         for end in ("source", "target"):
