@@ -15,6 +15,10 @@ class ModelLoadError(ClusterkitError):
     """A model file is missing, unreadable, or not in a format clusterkit reads."""
 
 
+class WriteError(ClusterkitError, OSError):
+    """An output file could not be written; the previous file, if any, is left as it was."""
+
+
 class GraphError(ClusterkitError):
     """The graph is malformed: a tensor read but never produced, a duplicate producer, ..."""
 

@@ -6,13 +6,13 @@ boundary tensors. The result is a :class:`FusedGraph`: an ordinary :class:`Graph
 partitioned and fused again) that also remembers, per node, the nodes of the *original* graph it
 stands for (``members``) and the fused node it is (``fused``).
 
-A set of original nodes is described by a :class:`~clusterkit.graph.subgraph.Subgraph` of the original
-graph (:func:`flatten` gives it for any node set of a fused graph). :func:`subgraph_model` builds a
-standalone ``ModelProto`` for it: the non-constant boundary inputs it needs become graph inputs
-(types and shapes from the parent's tensors), the constants it reads come along as initializers
-or as the constant-producing nodes (which onnxruntime folds once at session creation), its
-boundary outputs become graph outputs; the opset imports, IR version and model-local functions of
-the source model are kept. A :class:`StaticInfo` (values fixed by static input shapes) turns more
+A set of original nodes is described by a :class:`~clusterkit.graph.subgraph.Subgraph` of the
+original graph (:func:`flatten` gives it for any node set of a fused graph). :func:`subgraph_model`
+builds a standalone ``ModelProto`` for it: the non-constant boundary inputs it needs become graph
+inputs (types and shapes from the parent's tensors), the constants it reads come along as
+initializers or as the constant-producing nodes (which onnxruntime folds once at session creation),
+its boundary outputs become graph outputs; the opset imports, IR version and model-local functions
+of the source model are kept. A :class:`StaticInfo` (values fixed by static input shapes) turns more
 boundary inputs into constants.
 """
 
@@ -100,33 +100,39 @@ def fuse(partition: Partition, validate: bool = True) -> FusedGraph:
     if validate:
         partition.validate()
     graph = partition.graph
-    problem = partition.problem
-    props = {p.device: p for p in problem.properties}
-    parent_fused = isinstance(graph, FusedGraph)
+    props = {p.device: p for p in partition.problem.properties}
+    made, rejected = _make_subgraph_nodes(partition, props)
+    entries = _fused_entries(partition, made)
+    info = {id(node): (mem, f) for node, mem, f in entries}
+    fg = FusedGraph.build([e[0] for e in entries], _fused_tensors(graph, entries),
+                          list(graph.inputs), list(graph.outputs), name=f"{graph.name}_fused",
+                          model=None, source=graph.source)
     root = root_of(graph)
-    assign = partition.assignment()
+    _root_constness(fg, root)
+    fg.root = root
+    fg.parent = graph
+    fg.members = [info[id(nd)][0] for nd in fg.nodes]
+    fg.fused = [info[id(nd)][1] for nd in fg.nodes]
+    fg.properties = dict(graph.properties) if isinstance(graph, FusedGraph) else {}
+    fg.properties.update(props)
+    fg.partition = partition
+    fg.rejected = rejected
+    return fg
 
-    entries: list[tuple[Node, list[int], SubgraphNode | None]] = []
-    used_names: set[str] = set()
-    rejected: list[dict[str, Any]] = []
-    first_of = {c.nodes[0]: k for k, c in enumerate(partition.clusters) if c.nodes}
-    fused_cluster: dict[int, bool] = {}
 
-    def copy_node(v: int) -> None:
-        node = graph.nodes[v]
-        new = dataclasses.replace(node, index=-1, source_index=-1, attrs=dict(node.attrs),
-                                  inputs=list(node.inputs), outputs=list(node.outputs),
-                                  implicit_inputs=list(node.implicit_inputs))
-        used_names.add(new.name)
-        if parent_fused:
-            entries.append((new, list(graph.members[v]), graph.fused[v]))
-        else:
-            entries.append((new, [v], None))
+#: a node of the fused graph, the root nodes it stands for, and the fused node it is (or None)
+_Entry = tuple[Node, list[int], "SubgraphNode | None"]
 
-    # first pass: make the fused nodes (property calls happen in cluster order)
+
+def _make_subgraph_nodes(partition: Partition, props: dict[str, SubgraphProperty]
+                         ) -> tuple[dict[int, tuple[Subgraph, SubgraphNode]], list[dict[str, Any]]]:
+    """Ask each accelerator cluster's property for its node, in cluster order: the made nodes by
+    cluster position, and the clusters whose property returned ``None``."""
+    graph = partition.graph
     made: dict[int, tuple[Subgraph, SubgraphNode]] = {}
+    rejected: list[dict[str, Any]] = []
     for k, c in enumerate(partition.clusters):
-        if c.device == problem.fallback:
+        if c.device == partition.problem.fallback:
             continue
         prop = props.get(c.device)
         if prop is None:
@@ -139,21 +145,31 @@ def fuse(partition: Partition, validate: bool = True) -> FusedGraph:
         if sn is None:
             rejected.append({"cluster": c.id, "device": c.device, "nodes": len(c.nodes),
                              "reason": f"{prop!r}.create_subgraph_node returned None"})
-            fused_cluster[k] = False
             continue
         if not isinstance(sn, SubgraphNode):
             raise SelectorError(f"property {prop!r}.create_subgraph_node returned "
                                 f"{type(sn).__name__} for cluster {c.id}; expected a SubgraphNode"
                                 " or None")
         made[k] = (sub, sn)
-        fused_cluster[k] = True
+    return made, rejected
 
+
+def _fused_entries(partition: Partition, made: dict[int, tuple[Subgraph, SubgraphNode]]
+                   ) -> list[_Entry]:
+    """The nodes of the fused graph in the parent's order: a copy of every node outside the
+    fused clusters, and each fused cluster's node where its first node was."""
+    graph = partition.graph
+    assign = partition.assignment()
+    first_of = {c.nodes[0]: k for k, c in enumerate(partition.clusters) if c.nodes}
     reserved = {graph.nodes[v].name for k, c in enumerate(partition.clusters)
-                if not fused_cluster.get(k, False) for v in c.nodes}
+                if k not in made for v in c.nodes}
+    used_names: set[str] = set()
+    entries: list[_Entry] = []
     for v in range(graph.n):
         k = int(assign[v])
-        if not fused_cluster.get(k, False):
-            copy_node(v)
+        if k not in made:
+            entries.append(_copy_entry(graph, v))
+            used_names.add(entries[-1][0].name)
             continue
         if first_of.get(v) != k:
             continue
@@ -164,8 +180,24 @@ def fuse(partition: Partition, validate: bool = True) -> FusedGraph:
                     attrs=dict(sn.attrs), inputs=list(sub.inputs) + list(sub.constants),
                     outputs=list(sub.outputs), source_index=-1, affinity=sub.device)
         entries.append((node, members_of(graph, sub.nodes), sn))
+    return entries
 
-    # tensors: copies (Graph.build rewires producers/consumers)
+
+def _copy_entry(graph: Graph, v: int) -> _Entry:
+    """Node ``v`` of ``graph`` copied into the fused graph (a fused node of a fused parent
+    keeps its members and its :class:`SubgraphNode`)."""
+    node = graph.nodes[v]
+    new = dataclasses.replace(node, index=-1, source_index=-1, attrs=dict(node.attrs),
+                              inputs=list(node.inputs), outputs=list(node.outputs),
+                              implicit_inputs=list(node.implicit_inputs))
+    if isinstance(graph, FusedGraph):
+        return new, list(graph.members[v]), graph.fused[v]
+    return new, [v], None
+
+
+def _fused_tensors(graph: Graph, entries: list[_Entry]) -> dict[str, Tensor]:
+    """Copies of the tensors the fused graph's nodes and boundary use (Graph.build rewires
+    producers and consumers)."""
     names: list[str] = []
     seen: set[str] = set()
     for node, _, _ in entries:
@@ -183,20 +215,7 @@ def fuse(partition: Partition, validate: bool = True) -> FusedGraph:
         if src is None:
             raise GraphError(f"internal: tensor {t!r} of the fused graph is unknown")
         tensors[t] = dataclasses.replace(src, consumers=[], producer=None)
-    info = {id(node): (mem, f) for node, mem, f in entries}
-    fg = FusedGraph.build([e[0] for e in entries], tensors, list(graph.inputs),
-                          list(graph.outputs), name=f"{graph.name}_fused", model=None,
-                          source=graph.source)
-    _root_constness(fg, root)
-    fg.root = root
-    fg.parent = graph
-    fg.members = [info[id(nd)][0] for nd in fg.nodes]
-    fg.fused = [info[id(nd)][1] for nd in fg.nodes]
-    fg.properties = dict(graph.properties) if parent_fused else {}
-    fg.properties.update(props)
-    fg.partition = partition
-    fg.rejected = rejected
-    return fg
+    return tensors
 
 
 def _root_constness(fg: Graph, root: Graph) -> None:

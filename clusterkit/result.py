@@ -1,4 +1,4 @@
-"""Partitions: a cluster and a device for every node, validation, metrics, JSON and DOT.
+"""Partitions: a cluster and a device for every node, validation, metrics and JSON.
 
 Clusters are kept as lists of node ids so that a hand-made (possibly invalid) partition can be
 represented and :meth:`Partition.validate` can say exactly what is wrong with it.
@@ -7,7 +7,6 @@ represented and :meth:`Partition.validate` can say exactly what is wrong with it
 from __future__ import annotations
 
 import gc
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -18,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.io.networkx import dot_quote
+from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
 
 
 @dataclass
@@ -100,23 +99,12 @@ class Partition:
 
     @classmethod
     def from_json(cls, problem: Problem, data: dict | str) -> "Partition":
-        """Read a partition JSON (DESIGN.md format; ``nodes`` are source indices)."""
-        if isinstance(data, str):
-            with open(data, encoding="utf-8") as fh:
-                data = json.load(fh)
+        """Read a partition JSON, a file or its loaded dict (DESIGN.md format; ``nodes`` are
+        source indices), as given (not checked: see validate)."""
+        data = read_partition_json(data)
         g = problem.graph
-        try:
-            raw = data["clusters"]
-            clusters = []
-            for c in raw:
-                nodes = [int(v) for v in c["nodes"]]
-                bad = [v for v in nodes if not 0 <= v < g.n]
-                if bad:
-                    raise PartitionError(f"partition JSON: cluster {c.get('id')} names node {bad[0]}"
-                                         f", but the model has {g.n} nodes")
-                clusters.append((str(c["device"]), g.source_to_index[nodes].tolist()))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PartitionError(f"partition JSON is malformed: {exc!r}") from exc
+        clusters = [(dev, g.source_to_index[nodes].tolist())
+                    for dev, nodes in cluster_nodes(data, g.n, "partition JSON")]
         return cls.from_clusters(problem, clusters, strategy=str(data.get("strategy", "plan")),
                                  selector=str(data.get("selector", "")))
 
@@ -334,48 +322,9 @@ class Partition:
         }
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
-        """The partition JSON of DESIGN.md (``nodes`` are source indices)."""
-        src = self.graph.index_to_source
-        out = {
-            "model": model if model is not None else self.graph.name,
-            "strategy": self.strategy,
-            "selector": self.selector,
-            "fallback": self.fallback,
-            "clusters": [{"id": c.id, "device": c.device,
-                          "nodes": sorted(src[c.nodes].tolist())} for c in self.clusters],
-            "metrics": self.metrics(),
-            "seconds": float(self.seconds),
-        }
-        for key, value in self.info.items():
-            if key not in out:
-                out[key] = value
-        return out
-
-    def to_dot(self) -> str:
-        """Graphviz DOT with one box per accelerator cluster, colored by device."""
-        g = self.graph
-        palette = ["#8dd3c7", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#bebada",
-                   "#ffffb3"]
-        colors = {d: palette[i % len(palette)] for i, d in enumerate(self.problem.devices)}
-        colors[self.fallback] = "#d9d9d9"
-        lines = [f"digraph {dot_quote(g.name)} {{", "  compound=true;",
-                 "  node [shape=box, style=filled];"]
-        for c in self.clusters:
-            color = colors.get(c.device, "#ffffff")
-            body = [f"    n{v} [label={dot_quote(g.nodes[v].op_type + chr(10) + g.nodes[v].name)},"
-                    f" fillcolor={dot_quote(color)}];" for v in c.nodes]
-            if c.device == self.fallback:
-                lines.extend(b[2:] for b in body)
-                continue
-            lines.append(f"  subgraph cluster_{c.id} {{")
-            lines.append(f"    label={dot_quote(f'{c.device} #{c.id} ({len(c.nodes)} nodes)')};")
-            lines.append(f"    style=filled; color={dot_quote(color)}; fillcolor=\"#f7f7f7\";")
-            lines.extend(body)
-            lines.append("  }")
-        for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist()):
-            lines.append(f"  n{u} -> n{v};")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        """The partition JSON of DESIGN.md (``nodes`` are source indices); see
+        :func:`clusterkit.io.partition_json.partition_json`."""
+        return partition_json(self, model)
 
     def summary(self) -> str:
         """A few lines for people."""

@@ -12,7 +12,8 @@ from onnx import TensorProto, helper
 
 from clusterkit import (CycleError, GraphError, ModelLoadError, from_networkx, load_graph,
                         load_onnx, to_networkx)
-from clusterkit.io.networkx import graph_from_node_link, to_dot, to_node_link
+from clusterkit.io.dot import graph_dot
+from clusterkit.io.networkx import graph_from_node_link, to_node_link
 
 from conftest import ALL_MODELS, SHARED_MODELS, model_id
 
@@ -149,7 +150,7 @@ def test_networkx_round_trip_and_node_link(tmp_path):
     path.write_text(json.dumps(data))
     again = load_graph(path)
     assert again.n == 3 and again.num_edges == 3
-    assert "digraph" in to_dot(graph) and to_dot(graph).count("->") == 3
+    assert "digraph" in graph_dot(graph) and graph_dot(graph).count("->") == 3
 
 
 def test_networkx_errors():

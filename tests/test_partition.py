@@ -10,6 +10,7 @@ import pytest
 
 from clusterkit import (ConstraintError, Constraints, OpsProperty, Partition, PartitionError,
                         from_networkx, load_graph, make_problem)
+from clusterkit.io.dot import partition_dot
 
 from conftest import SHARED_MODELS
 
@@ -180,7 +181,7 @@ def test_json_follows_design_and_round_trips(tmp_path):
     again = Partition.from_json(problem, json.loads(text))
     again.validate()
     assert again.metrics() == part.metrics()
-    dot = part.to_dot()
+    dot = partition_dot(part)
     assert dot.count("subgraph cluster_") == data["metrics"]["partitions"]
 
 

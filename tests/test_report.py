@@ -11,7 +11,7 @@ import pytest
 
 import clusterkit as ck
 from clusterkit.cli import main as cli_main
-from clusterkit.io.dumps import affinity_dot, dump_dot, subgraphs_dot
+from clusterkit.io.dot import affinity_dot, dump_dot, subgraphs_dot
 from clusterkit.io.loader import load_graph
 from clusterkit.analysis.report import (CONSTRAINT, CYCLE, MANUAL_AFFINITY, OP_NOT_SUPPORTED,
                                SELECTOR_CONDITION, format_placement, placement)

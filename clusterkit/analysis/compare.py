@@ -20,6 +20,8 @@ from clusterkit.api import make_problem, run_strategy
 from clusterkit.constraints.core import Constraints
 from clusterkit.errors import ClusterkitError
 from clusterkit.result import Partition
+from clusterkit.io.dot import partition_dot
+from clusterkit.io.files import write_atomic
 from clusterkit.engines import strategy_names
 
 #: strategies that cluster (``placement``-like modes answer another question)
@@ -235,8 +237,7 @@ def write_dots(result: Comparison, folder: str) -> list[str]:
     dot_bin = shutil.which("dot")
     for strategy, part in result.partitions.items():
         path = os.path.join(folder, f"{result.model}_{strategy}.dot")
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(part.to_dot())
+        write_atomic(path, partition_dot(part))
         written.append(path)
         if dot_bin:
             svg = path[:-4] + ".svg"

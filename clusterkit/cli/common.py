@@ -9,6 +9,7 @@ from typing import Any
 
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
 from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.selection.specs import parse_selectors
 
@@ -129,8 +130,5 @@ def model_label(path: str) -> str:
 
 
 def write_text(path: str, text: str) -> None:
-    """Write a file, creating its folder."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    """Write a file atomically, creating its folder (:func:`~clusterkit.io.files.write_atomic`)."""
+    write_atomic(path, text)

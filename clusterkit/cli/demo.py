@@ -15,6 +15,8 @@ from pathlib import Path
 import onnx
 
 from clusterkit.analysis.compare import compare, default_strategies, format_table, write_dots
+from clusterkit.io.files import write_all
+from clusterkit.io.partition_json import partition_json_text
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -36,17 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     options = {"cpsat": {"time_limit": args.time_limit}}
     result = compare(str(path), [args.selector], strategies, options=options, name=path.stem)
     print(format_table(result))
-    os.makedirs(args.out, exist_ok=True)
     report = os.path.join(args.out, f"{path.stem}_compare.json")
-    with open(report, "w", encoding="utf-8") as fh:
-        json.dump(result.to_json(), fh, indent=1)
-    written = [report]
-    for strategy, part in result.partitions.items():
-        pj = os.path.join(args.out, f"{path.stem}_{strategy}.json")
-        with open(pj, "w", encoding="utf-8") as fh:
-            json.dump(part.to_json(model=path.stem), fh, indent=1)
-        written.append(pj)
-    written += write_dots(result, args.out)
+    outputs = [(report, json.dumps(result.to_json(), indent=1) + "\n")]
+    outputs += [(os.path.join(args.out, f"{path.stem}_{strategy}.json"),
+                 partition_json_text(part, path.stem))
+                for strategy, part in result.partitions.items()]
+    write_all(outputs)
+    written = [p for p, _ in outputs] + write_dots(result, args.out)
     print(f"\nwrote {len(written)} report files to {os.path.abspath(args.out)}/ "
           f"(comparison: {report}; one partition JSON and DOT per strategy)")
     return 1 if any(r.error for r in result.rows) else 0

@@ -7,13 +7,14 @@ local function in the domain ``clusterkit.<device>``.
 from __future__ import annotations
 
 import argparse
-import json
 
-from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
-from clusterkit.io.export import export_fused
-from clusterkit.fusion import fuse, source_model
-from clusterkit.cli.common import add_problem_args, model_label, write_text
+from clusterkit.cli.common import add_problem_args, model_label
 from clusterkit.cli.run_cmd import add_plan_arg, partition_from_args
+from clusterkit.fusion import fuse, source_model
+from clusterkit.io.export import export_fused, model_bytes, save_model
+from clusterkit.io.files import write_all
+from clusterkit.io.partition_json import partition_json_text
+from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -34,13 +35,19 @@ def main(args: argparse.Namespace) -> int:
     print(part.summary())
     fused = fuse(part)
     name = model_label(args.model)
-    model = export_fused(fused, args.output, model_name=name, check=not args.no_check)
+    model = export_fused(fused, model_name=name, check=not args.no_check)
+    outputs = [(args.json, partition_json_text(part, name))] if args.json else []
+    data = model_bytes(model, args.output)
+    if data is None:  # too large for one protobuf: written with external data, then the rest
+        save_model(model, args.output)
+    else:
+        outputs.insert(0, (args.output, data))
+    write_all(outputs)
     domains = [op.domain for op in model.opset_import if op.domain.startswith("clusterkit.")]
     print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.functions)} local "
           f"functions in {', '.join(domains) or 'no device domain'}"
           f"{'' if args.no_check else ' (onnx checker passed)'}")
     if args.json:
-        write_text(args.json, json.dumps(part.to_json(model=name), indent=1) + "\n")
         print(f"wrote {args.json}")
     if args.verify:
         feeds = random_inputs(fused)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args, strategy_options,
-                     write_text)
+from clusterkit.cli.common import add_problem_args, model_label, problem_from_args, strategy_options
+from clusterkit.io.dot import dump_files, partition_dot
+from clusterkit.io.files import write_all
+from clusterkit.io.partition_json import partition_json_text
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -38,16 +39,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"{len(lines)} adjacent supported node pairs are split:")
         for line in lines:
             print("  " + line)
+    outputs = []  # prepared in full before anything is written
     if args.json:
-        write_text(args.json, json.dumps(result.to_json(model=name), indent=1) + "\n")
-        print(f"wrote {args.json}")
+        outputs.append((args.json, partition_json_text(result, name)))
     if args.dot:
-        write_text(args.dot, result.to_dot())
-        print(f"wrote {args.dot}")
+        outputs.append((args.dot, partition_dot(result)))
     if args.dump_dot:
-        dumps = importlib.import_module("clusterkit.io.dumps")
-        for path in dumps.dump_dot(result, args.dump_dot, name):
-            print(f"wrote {path}")
+        outputs.extend(dump_files(result, args.dump_dot, name))
+    write_all(outputs)
+    for path, _ in outputs:
+        print(f"wrote {path}")
     return 0
 
 

@@ -13,13 +13,14 @@ import time
 from typing import Any
 
 from clusterkit.api import run_strategy
+from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args,
+                                   strategy_options, write_text)
 from clusterkit.errors import BackendError, ConstraintError
-from clusterkit.runtime.executor import DEFAULT_DIM, Executor, compare_outputs, random_inputs, run_model
 from clusterkit.fusion import fuse, source_model
+from clusterkit.io.plan import apply_plan, load_plan, plan_label, plan_selectors
 from clusterkit.result import Partition
-from clusterkit.io.plan import apply_plan, load_plan, plan_selectors
-from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args, strategy_options,
-                     write_text)
+from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
+                                         run_model)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -60,13 +61,13 @@ def partition_from_args(args: argparse.Namespace) -> Partition:
     """The partition the flags ask for: a saved plan, or the strategy's result."""
     plan = None
     if getattr(args, "plan", None):
-        plan = load_plan(args.plan)
-        if not args.selector:
-            args.selector = plan_selectors(plan)
+        label = plan_label(args.plan)
+        plan = load_plan(args.plan, label)
+        if not args.selector:  # an explicit --selector wins; a plan's own never loads a file
+            args.selector = plan_selectors(plan, label)
     problem = problem_from_args(args)
     if plan is not None:
-        part = apply_plan(problem, plan, model_name=model_label(args.model),
-                          label=f"plan {args.plan!r}")
+        part = apply_plan(problem, plan, model_name=model_label(args.model), label=label)
         part.selector = " ".join(args.selector)
         return part
     return run_strategy(problem, args.strategy, selector=" ".join(args.selector),

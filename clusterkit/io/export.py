@@ -15,13 +15,17 @@ The partition JSON is stored in the model's metadata under ``clusterkit.partitio
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import tempfile
 from typing import Any
 
-from clusterkit.errors import ExecutionError
+from clusterkit.errors import ExecutionError, WriteError
 from clusterkit.fusion import FusedGraph, fuse, initializer_map, source_model, value_info_map
+from clusterkit.io.files import replace_file, sync_file, write_atomic, write_error
+from clusterkit.io.partition_json import make_partition_json, parse_partition_json
 from clusterkit.result import Partition
 from clusterkit.graph.subgraph import Subgraph
 
@@ -29,6 +33,8 @@ from clusterkit.graph.subgraph import Subgraph
 FUNCTION_IR_VERSION = 8
 #: onnx refuses models with more local functions than this
 MAX_LOCAL_FUNCTIONS = 10000
+#: the largest model written as one protobuf; larger ones get external data
+MAX_MODEL_BYTES = 2 ** 31
 #: metadata key holding the partition JSON
 PARTITION_KEY = "clusterkit.partition"
 
@@ -40,8 +46,8 @@ def device_domain(device: str) -> str:
 
 def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
                  model_name: str | None = None, check: bool = True):
-    """The ONNX ModelProto of a fused graph (written to ``path`` when given). With ``check``,
-    the onnx checker runs on it.
+    """The ONNX ModelProto of a fused graph (written to ``path`` when given, atomically: see
+    :func:`save_model`). With ``check``, the onnx checker runs on it.
 
     onnx rejects models with more than :data:`MAX_LOCAL_FUNCTIONS` local functions; past that
     (a singleton partition of a very large graph), clusters with identical bodies share one
@@ -113,10 +119,57 @@ def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
     if check:
         onnx.checker.check_model(out)
     if path is not None:
-        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-        os.makedirs(folder, exist_ok=True)
-        onnx.save(out, os.fspath(path))
+        save_model(out, path)
     return out
+
+
+def model_bytes(model, path: str | os.PathLike | None = None) -> bytes | str | None:
+    """The serialized model in the format ``onnx.save`` picks for ``path``'s extension (binary
+    protobuf by default), or ``None`` when it is too large for one protobuf (2 GB) and needs
+    external data (see :func:`save_model`)."""
+    from onnx import serialization
+
+    if model.ByteSize() >= MAX_MODEL_BYTES:
+        return None
+    ext = os.path.splitext(os.fspath(path))[1] if path is not None else ""
+    fmt = serialization.registry.get_format_from_file_extension(ext) or "protobuf"
+    return serialization.registry.get(fmt).serialize_proto(model)
+
+
+def save_model(model, path: str | os.PathLike) -> None:
+    """Write an ONNX model atomically. A model too large for one protobuf keeps its tensors in
+    ``<file name>.data`` beside it (ONNX external data); both files are written in a temporary
+    folder beside the target and renamed into place once complete. The model is not modified.
+    Raises :class:`~clusterkit.errors.WriteError` naming the path."""
+    data = model_bytes(model, path)
+    if data is not None:
+        write_atomic(path, data)
+        return
+    _save_with_external_data(model, os.fspath(path))
+
+
+def _save_with_external_data(model, path: str) -> None:
+    import onnx
+
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=folder) as tmp:
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)  # saving with external data rewrites the tensors it moves
+            onnx.save_model(copy, os.path.join(tmp, name), save_as_external_data=True,
+                            location=name + ".data")
+            written = sorted(os.listdir(tmp), key=lambda f: f == name)  # the model last
+            for f in written:
+                sync_file(os.path.join(tmp, f))
+            for f in written:
+                replace_file(os.path.join(tmp, f), os.path.join(folder, f))
+    except WriteError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise write_error(path, exc) from exc
 
 
 def export_partition(partition: Partition, path: str | os.PathLike | None = None,
@@ -144,16 +197,16 @@ def flat_plan(graph: FusedGraph, model_name: str | None = None) -> dict:
     clusters.sort(key=lambda c: c["nodes"][0])
     for k, c in enumerate(clusters):
         c["id"] = k
-    return {"model": model_name if model_name is not None else graph.root.name,
-            "strategy": part.strategy, "selector": part.selector, "fallback": fallback,
-            "clusters": clusters, "metrics": {}, "seconds": float(part.seconds)}
+    return make_partition_json(model_name if model_name is not None else graph.root.name,
+                               part.strategy, part.selector, fallback, clusters, {},
+                               part.seconds)
 
 
 def partition_json_of(model) -> dict | None:
     """The partition JSON stored in an exported model, or ``None``."""
     for prop in model.metadata_props:
         if prop.key == PARTITION_KEY:
-            return json.loads(prop.value)
+            return parse_partition_json(prop.value, f"the model's {PARTITION_KEY} metadata")
     return None
 
 

@@ -1,4 +1,4 @@
-"""networkx and node-link JSON readers/writers, and DOT output of a plain graph.
+"""networkx and node-link JSON readers and writers.
 
 A networkx DiGraph needs an ``op`` attribute per node; ``affinity`` (node) and ``bytes`` (edge,
 or node: the size of the node's output) are optional. Each node has one output tensor named
@@ -16,6 +16,7 @@ import networkx as nx
 
 from clusterkit.errors import GraphError, ModelLoadError
 from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.io.files import read_input, write_atomic
 
 
 def from_networkx(g: nx.DiGraph, name: str = "graph", source: str = "memory") -> Graph:
@@ -43,7 +44,7 @@ def from_networkx(g: nx.DiGraph, name: str = "graph", source: str = "memory") ->
         if node_bytes is not None or len(sizes) <= 1:
             t = f"{names[k]}:out"
             nbytes = node_bytes if node_bytes is not None else (sizes.pop() if sizes else None)
-            tensors[t] = Tensor(t, nbytes=_check_bytes(names[k], nbytes))
+            tensors[t] = Tensor(t, nbytes=_check_bytes(f"node {names[k]!r}", nbytes))
             outs.append(t)
             for _, v, _d in out_edges:
                 inputs_of[pos_of[v]].append(t)
@@ -65,14 +66,21 @@ def from_networkx(g: nx.DiGraph, name: str = "graph", source: str = "memory") ->
 
 
 def _edge_bytes(u: str, v: str, data: dict) -> int | None:
-    return _check_bytes(f"{u}->{v}", data.get("bytes"))
+    return _check_bytes(f"edge {u!r} -> {v!r}", data.get("bytes"))
+
+
+#: the largest byte count a tensor may carry (the graph keeps them as int64)
+MAX_BYTES = 2 ** 63 - 1
 
 
 def _check_bytes(where: str, value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise GraphError(f"'bytes' of {where} must be a non-negative number, got {value!r}")
+    # NaN fails both comparisons; infinity and huge numbers fail the second
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not 0 <= value <= MAX_BYTES:
+        raise GraphError(f"'bytes' of {where} must be a non-negative number below 2**63, got "
+                         f"{value!r}")
     return int(value)
 
 
@@ -94,12 +102,10 @@ def to_networkx(graph: Graph) -> nx.DiGraph:
 def load_node_link(path: str | os.PathLike) -> Graph:
     """Read a networkx node-link JSON file (``edges`` or ``links`` key)."""
     path = os.fspath(path)
+    raw = read_input(path, "graph")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError as exc:
-        raise ModelLoadError(f"cannot read graph {path!r}: no such file") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelLoadError(f"{path!r} is not a node-link JSON graph ({exc})") from exc
     return graph_from_node_link(data, name=os.path.splitext(os.path.basename(path))[0],
                                 source=path)
@@ -112,6 +118,9 @@ def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory")
     key = "edges" if "edges" in data else "links"
     data = dict(data)
     data.setdefault(key, [])
+    _check_node_link(data["nodes"], data[key], key, source)
+    if not data["nodes"]:
+        raise ModelLoadError(f"node-link graph {name!r} has no nodes")
     data["directed"] = True
     data["multigraph"] = False
     try:
@@ -121,28 +130,43 @@ def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory")
     return from_networkx(g, name=name, source=source)
 
 
+def _check_node_link(nodes: Any, edges: Any, key: str, source: str) -> None:
+    """Refuse what ``networkx.node_link_graph`` would silently merge or invent: duplicate node
+    ids, and edges to nodes that are not listed."""
+    if not isinstance(nodes, list) or not all(isinstance(d, dict) and "id" in d for d in nodes):
+        raise ModelLoadError(f"{source!r} is not a node-link graph: 'nodes' must be a list of "
+                             f"objects with an 'id', got {_brief(nodes)}")
+    if not isinstance(edges, list) or not all(isinstance(d, dict) and "source" in d and
+                                              "target" in d for d in edges):
+        raise ModelLoadError(f"{source!r} is not a node-link graph: {key!r} must be a list of "
+                             f"objects with a 'source' and a 'target', got {_brief(edges)}")
+    seen: set = set()
+    for d in nodes:
+        nid = d["id"]
+        if not isinstance(nid, (str, int, float)):
+            raise GraphError(f"node-link graph {source!r}: node id {nid!r} is not a string or a "
+                             "number")
+        if nid in seen:
+            raise GraphError(f"node-link graph {source!r} has a duplicate node id {nid!r}")
+        seen.add(nid)
+    for d in edges:
+        for end in ("source", "target"):
+            nid = d[end]
+            if not isinstance(nid, (str, int, float)) or nid not in seen:
+                raise GraphError(f"node-link graph {source!r}: edge {d['source']!r} -> "
+                                 f"{d['target']!r} names node {nid!r}, which is not in 'nodes'")
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def to_node_link(graph: Graph) -> dict:
     """Node-link data of :func:`to_networkx` (the ``edges`` key)."""
     return nx.node_link_data(to_networkx(graph), edges="edges")
 
 
 def save_node_link(graph: Graph, path: str | os.PathLike) -> None:
-    """Write :func:`to_node_link` as JSON."""
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(to_node_link(graph), fh)
-
-
-def dot_quote(text: str) -> str:
-    """A DOT double-quoted string."""
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def to_dot(graph: Graph) -> str:
-    """The plain graph in Graphviz DOT."""
-    lines = [f"digraph {dot_quote(graph.name)} {{", "  node [shape=box];"]
-    for node in graph.nodes:
-        lines.append(f"  n{node.index} [label={dot_quote(node.op_type + chr(10) + node.name)}];")
-    for u, v in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
-        lines.append(f"  n{u} -> n{v};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    """Write :func:`to_node_link` as JSON, atomically."""
+    write_atomic(path, json.dumps(to_node_link(graph)))

@@ -16,14 +16,15 @@ from onnx import helper, shape_inference
 
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.io.files import read_input
 
 
 def load_onnx(model: str | os.PathLike | onnx.ModelProto, infer_shapes: bool = True) -> Graph:
     """Read an ONNX file (or ModelProto) into a Graph.
 
-    Raises :class:`ModelLoadError` for a missing/unreadable file or one that is not ONNX, and
-    :class:`~clusterkit.errors.GraphError` for a malformed graph (a cycle, a tensor read but never
-    produced).
+    Raises :class:`ModelLoadError` for a missing, unreadable or non-regular file, one that is not
+    ONNX, or a model without nodes, and :class:`~clusterkit.errors.GraphError` for a malformed
+    graph (a cycle, a tensor read but never produced).
     """
     if isinstance(model, onnx.ModelProto):
         proto, name, source = model, model.graph.name or "model", "memory"
@@ -43,15 +44,7 @@ def load_onnx(model: str | os.PathLike | onnx.ModelProto, infer_shapes: bool = T
 
 
 def _read_model(path: str) -> onnx.ModelProto:
-    if not os.path.exists(path):
-        raise ModelLoadError(f"cannot read model {path!r}: no such file")
-    if os.path.isdir(path):
-        raise ModelLoadError(f"cannot read model {path!r}: it is a directory")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise ModelLoadError(f"cannot read model {path!r}: {exc.strerror}") from exc
+    data = read_input(path, "model")
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(data)

@@ -7,46 +7,50 @@ validating the partition against the problem's constraints, and says what does n
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import shlex
 from typing import Any
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import PartitionError
+from clusterkit.errors import PartitionError, SelectorError
+from clusterkit.io.partition_json import cluster_nodes, read_partition_json
 from clusterkit.result import Partition
 
+#: the selector specs a plan may record: ``[DEVICE=]ops:OP,...`` or ``[DEVICE=]NAME``
+_PLAN_SPEC = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_.\-]*=)?(?:ops:.*|[A-Za-z_][A-Za-z0-9_\-]*)",
+                        re.S)
 
-def load_plan(source: str | os.PathLike | dict) -> dict[str, Any]:
+
+def plan_label(source: str | os.PathLike | dict) -> str:
+    """How messages name a plan: ``plan 'PATH'``, or ``plan`` for a loaded dict."""
+    return "plan" if isinstance(source, dict) else f"plan {os.fspath(source)!r}"
+
+
+def load_plan(source: str | os.PathLike | dict, label: str | None = None) -> dict[str, Any]:
     """Read a partition JSON file (or take a dict) and check its shape."""
-    if isinstance(source, dict):
-        data, label = source, "plan"
-    else:
-        path = os.fspath(source)
-        label = f"plan {path!r}"
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except FileNotFoundError:
-            raise PartitionError(f"{label}: no such file") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PartitionError(f"{label} is not a readable JSON file: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
-        raise PartitionError(f"{label} is not a partition JSON (no 'clusters' list)")
-    for c in data["clusters"]:
-        if not isinstance(c, dict) or "device" not in c or not isinstance(c.get("nodes"), list):
-            raise PartitionError(f"{label}: every cluster needs a 'device' and a 'nodes' list, got"
-                                 f" {str(c)[:80]}")
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in c["nodes"]):
-            raise PartitionError(f"{label}: cluster {c.get('id')} has non-integer node indices")
-    return data
+    return read_partition_json(source, label or plan_label(source))
 
 
-def plan_selectors(plan: dict[str, Any]) -> list[str]:
+def plan_selectors(plan: dict[str, Any], label: str = "plan") -> list[str]:
     """The ``--selector`` specs recorded in a plan (its ``selector`` field, split like a shell
-    command line); empty when none were recorded."""
+    command line); empty when none were recorded.
+
+    Only shipped or registered selector names and ``ops:`` specs are taken from a plan. A spec
+    naming a Python file (or any path) raises :class:`SelectorError`: loading it would run code
+    the plan's author chose, so only the user may ask for it, with ``--selector`` itself."""
     text = str(plan.get("selector") or "").strip()
-    return shlex.split(text) if text else []
+    try:
+        specs = shlex.split(text) if text else []
+    except ValueError as exc:
+        raise SelectorError(f"{label}: its 'selector' field {text!r} cannot be split ({exc})")\
+            from exc
+    for spec in specs:
+        if not _PLAN_SPEC.fullmatch(spec):
+            raise SelectorError(f"{label} records selector {spec!r}, which is not a shipped "
+                                f"selector name or an ops: spec; a plan never loads code from a "
+                                f"file, pass --selector {shlex.quote(spec)} to use it")
+    return specs
 
 
 def apply_plan(problem: Problem, source: str | os.PathLike | dict,
@@ -54,9 +58,8 @@ def apply_plan(problem: Problem, source: str | os.PathLike | dict,
     """The partition a plan (a file or its loaded JSON) describes, checked against ``problem``
     (its graph must be the model the plan was made for) and validated. Raises
     :class:`PartitionError` saying what does not match; ``label`` names the plan in messages."""
-    data = load_plan(source)
-    if label is None:
-        label = "plan" if isinstance(source, dict) else f"plan {os.fspath(source)!r}"
+    label = label or plan_label(source)
+    data = load_plan(source, label)
     g = problem.graph
     name = model_name or g.name
     made_for = data.get("model")
@@ -69,10 +72,8 @@ def apply_plan(problem: Problem, source: str | os.PathLike | dict,
         if total != g.n:
             raise PartitionError(f"{where}: the plan covers a model with {total} nodes")
     count = [0] * g.n
-    for c in data["clusters"]:
-        for v in c["nodes"]:
-            if not 0 <= v < g.n:
-                raise PartitionError(f"{where}: cluster {c.get('id')} names node index {v}")
+    for _, nodes in cluster_nodes(data, g.n, where):
+        for v in nodes:
             count[v] += 1
     twice = [v for v, k in enumerate(count) if k > 1]
     if twice:

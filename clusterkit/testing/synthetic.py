@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterkit.io.files import write_atomic
+
 __all__ = ["SyntheticDAG", "random_dag", "to_node_link", "save_node_link"]
 
 UNSUPPORTED = "Unsupported"
@@ -137,5 +139,4 @@ def to_node_link(dag: SyntheticDAG) -> dict:
 
 def save_node_link(dag: SyntheticDAG, path: str | os.PathLike) -> None:
     """Write :func:`to_node_link` of ``dag`` as JSON to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(to_node_link(dag), f)
+    write_atomic(path, json.dumps(to_node_link(dag)))

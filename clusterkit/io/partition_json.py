@@ -1,0 +1,99 @@
+"""Partition JSON (the DESIGN.md format): its one writer and its one reader.
+
+``{"model", "strategy", "selector", "fallback", "clusters": [{"id", "device", "nodes"}],
+"metrics", "seconds"}`` plus any extra keys a strategy recorded; ``nodes`` are source indices
+(for an ONNX model, indices into its ``graph.node``). The reader checks the document's shape and
+hands back plain data, so this module needs no partition class and sits with the readers:
+:class:`~clusterkit.result.Partition`, plans and exported models all read through it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from clusterkit.errors import PartitionError
+
+if TYPE_CHECKING:
+    from clusterkit.result import Partition
+
+
+def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
+                        clusters: list[dict[str, Any]], metrics: dict[str, Any],
+                        seconds: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A partition JSON document from its fields; ``extra`` keys never replace a field."""
+    out = {"model": model, "strategy": strategy, "selector": selector, "fallback": fallback,
+           "clusters": clusters, "metrics": metrics, "seconds": float(seconds)}
+    for key, value in (extra or {}).items():
+        out.setdefault(key, value)
+    return out
+
+
+def partition_json(partition: "Partition", model: str | None = None) -> dict[str, Any]:
+    """The partition JSON of ``partition`` (``model`` defaults to the graph's name)."""
+    src = partition.graph.index_to_source
+    clusters = [{"id": c.id, "device": c.device, "nodes": sorted(src[c.nodes].tolist())}
+                for c in partition.clusters]
+    return make_partition_json(model if model is not None else partition.graph.name,
+                               partition.strategy, partition.selector, partition.fallback,
+                               clusters, partition.metrics(), partition.seconds, partition.info)
+
+
+def partition_json_text(partition: "Partition", model: str | None = None) -> str:
+    """:func:`partition_json` as the text the command line writes."""
+    return json.dumps(partition_json(partition, model), indent=1) + "\n"
+
+
+def read_partition_json(source: str | os.PathLike | dict, label: str | None = None
+                        ) -> dict[str, Any]:
+    """Read a partition JSON file (or take its loaded dict) and check its shape; ``label`` names
+    it in messages (default: ``partition JSON 'PATH'``, or ``partition JSON`` for a dict)."""
+    if isinstance(source, dict):
+        return check_partition_json(source, label or "partition JSON")
+    path = os.fspath(source)
+    label = label or f"partition JSON {path!r}"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise PartitionError(f"{label}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PartitionError(f"{label} is not a readable JSON file: {exc}") from exc
+    return parse_partition_json(text, label)
+
+
+def parse_partition_json(text: str | bytes, label: str = "partition JSON") -> dict[str, Any]:
+    """Parse partition JSON text and check its shape."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PartitionError(f"{label} is not a readable JSON file: {exc}") from exc
+    return check_partition_json(data, label)
+
+
+def check_partition_json(data: Any, label: str = "partition JSON") -> dict[str, Any]:
+    """``data`` when it has a ``clusters`` list of ``{"device", "nodes": [int, ...]}``;
+    otherwise a :class:`PartitionError` saying what is wrong."""
+    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
+        raise PartitionError(f"{label} is not a partition JSON (no 'clusters' list)")
+    for c in data["clusters"]:
+        if not isinstance(c, dict) or "device" not in c or not isinstance(c.get("nodes"), list):
+            raise PartitionError(f"{label}: every cluster needs a 'device' and a 'nodes' list, got"
+                                 f" {str(c)[:80]}")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in c["nodes"]):
+            raise PartitionError(f"{label}: cluster {c.get('id')} has non-integer node indices")
+    return data
+
+
+def cluster_nodes(data: dict[str, Any], n: int, where: str) -> list[tuple[str, list[int]]]:
+    """``(device, source node indices)`` per cluster of a checked document, every index below
+    ``n``; ``where`` prefixes the message naming an index out of range."""
+    out = []
+    for c in data["clusters"]:
+        for v in c["nodes"]:
+            if not 0 <= v < n:
+                raise PartitionError(f"{where}: cluster {c.get('id')} names node index {v}, but "
+                                     f"the model has {n} nodes")
+        out.append((str(c["device"]), list(c["nodes"])))
+    return out

@@ -1,0 +1,192 @@
+"""DOT output (clusterkit.io.dot), read back by a small DOT reader written here: every node once,
+every edge once, each accelerator cluster a box holding exactly its nodes, one colour per device
+in every picture, names with quotes and backslashes intact."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import networkx as nx
+import pytest
+
+import clusterkit as ck
+from clusterkit.io.dot import affinity_dot, dot_quote, dump_dot, graph_dot, partition_dot, \
+    subgraphs_dot
+
+NODE = re.compile(r'n(\d+) \[label="((?:[^"\\]|\\.)*)"(?:, fillcolor="([^"]*)")?', re.S)
+EDGE = re.compile(r"n(\d+) -> n(\d+)( \[style=bold\])?")
+CLUSTER = re.compile(r"subgraph cluster_(\w+)")
+LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"', re.S)
+
+
+def statements(text: str) -> list[str]:
+    """DOT statements and braces, split at ``;``, newlines and braces outside quoted strings."""
+    out: list[str] = []
+    buf, quoted, escaped = "", False, False
+    for ch in text:
+        if quoted:
+            buf += ch
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted, buf = True, buf + ch
+        elif ch in ";\n{}":
+            if buf.strip():
+                out.append(buf.strip())
+            if ch in "{}":
+                out.append(ch)
+            buf = ""
+        else:
+            buf += ch
+    assert not quoted and not buf.strip()
+    return out
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def read_dot(text: str) -> dict:
+    """Nodes (label, colour, enclosing cluster), edges (with boldness) and cluster labels."""
+    nodes: dict[int, tuple[str, str | None, str | None]] = {}
+    edges: dict[tuple[int, int], bool] = {}
+    labels: dict[str, str] = {}
+    stack: list[str | None] = []
+    previous = ""
+    for st in statements(text):
+        if st == "{":
+            m = CLUSTER.fullmatch(previous)
+            stack.append(m.group(1) if m else None)
+        elif st == "}":
+            stack.pop()
+        elif m := NODE.match(st):
+            v = int(m.group(1))
+            assert v not in nodes, f"node n{v} written twice"
+            box = stack[-1] if stack else None
+            nodes[v] = (_unquote(m.group(2)), m.group(3), box)
+        elif m := EDGE.fullmatch(st):
+            key = (int(m.group(1)), int(m.group(2)))
+            assert key not in edges, f"edge {key} written twice"
+            edges[key] = bool(m.group(3))
+        elif (m := LABEL.fullmatch(st)) and stack and stack[-1] is not None:
+            labels[stack[-1]] = _unquote(m.group(1))
+        previous = st
+    assert not stack and text.startswith("digraph ")
+    return {"nodes": nodes, "edges": edges, "labels": labels}
+
+
+def _graph() -> nx.DiGraph:
+    g = nx.DiGraph()
+    ops = {"in": "Conv", 'q"uote': "Relu", "back\\slash": "Add", "mid": "Cpu", "x": "MatMul",
+           "y": "Relu", "out": "Conv"}
+    for name, op in ops.items():
+        g.add_node(name, op=op)
+    g.add_edges_from([("in", 'q"uote'), ('q"uote', "back\\slash"), ("back\\slash", "mid"),
+                      ("mid", "x"), ("x", "y"), ("in", "y"), ("y", "out")])
+    return g
+
+
+@pytest.fixture(scope="module")
+def part():
+    problem = ck.make_problem(_graph(), ["npu=ops:Conv,Relu,Add", "gpu=ops:MatMul,Relu"])
+    return ck.run_strategy(problem, "singleton")
+
+
+def test_dot_quote_escapes_quotes_and_backslashes():
+    assert dot_quote('a"b\\c') == '"a\\"b\\\\c"'
+    assert dot_quote(3) == '"3"'
+
+
+def test_graph_dot_has_every_node_and_edge_once(part):
+    g = part.graph
+    doc = read_dot(graph_dot(g))
+    assert {v: label for v, (label, _, _) in doc["nodes"].items()} == {
+        v: f"{nd.op_type}\n{nd.name}" for v, nd in enumerate(g.nodes)}
+    names = {nd.name: v for v, nd in enumerate(g.nodes)}
+    expected = {(names[u], names[v]) for u, v in _graph().edges}
+    assert set(doc["edges"]) == expected and not any(doc["edges"].values())
+
+
+def _cluster_of_node(part) -> dict[int, int]:
+    return {v: c.id for c in part.clusters for v in c.nodes}
+
+
+def test_partition_dot_boxes_hold_exactly_the_accelerator_clusters(part):
+    doc = read_dot(partition_dot(part))
+    boxes: dict[str, set[int]] = {}
+    for v, (_, _, box) in doc["nodes"].items():
+        if box is not None:
+            boxes.setdefault(box, set()).add(v)
+    expected = {str(c.id): set(c.nodes) for c in part.clusters if c.device != "cpu"}
+    assert boxes == expected
+    for c in part.clusters:
+        if c.device != "cpu":
+            assert doc["labels"][str(c.id)] == f"{c.device} #{c.id} ({len(c.nodes)} nodes)"
+    fallback = {v for c in part.clusters if c.device == "cpu" for v in c.nodes}
+    assert {v for v, (_, _, box) in doc["nodes"].items() if box is None} == fallback
+    assert len(doc["nodes"]) == part.graph.n and len(doc["edges"]) == part.graph.num_edges
+    assert not any(doc["edges"].values())
+
+
+def test_one_palette_for_every_picture(part):
+    device = dict(enumerate(part.device_of_nodes()))
+    colours: dict[str, set[str]] = {}
+    for text in (partition_dot(part), subgraphs_dot(part), affinity_dot(part)):
+        for v, (_, colour, _) in read_dot(text)["nodes"].items():
+            colours.setdefault(device[v], set()).add(colour)
+    assert all(len(c) == 1 for c in colours.values()), colours
+    assert colours["cpu"] == {"#d9d9d9"}
+    assert len({next(iter(c)) for c in colours.values()}) == len(colours)  # devices differ
+
+
+def test_one_palette_with_more_devices_than_colours():
+    g = nx.DiGraph()
+    for k in range(12):
+        g.add_node(f"v{k}", op=f"Op{k}")
+    g.add_edges_from((f"v{k}", f"v{k + 1}") for k in range(11))
+    part = ck.run_strategy(ck.make_problem(g, [f"d{k}=ops:Op{k}" for k in range(12)]), "singleton")
+    device = part.device_of_nodes()
+    seen: dict[str, set[str]] = {}
+    for text in (partition_dot(part), subgraphs_dot(part), affinity_dot(part)):
+        for v, (_, colour, _) in read_dot(text)["nodes"].items():
+            seen.setdefault(device[v], set()).add(colour)
+    assert len(seen) == 12 and all(len(c) == 1 for c in seen.values()), seen
+
+
+def test_subgraphs_dot_bolds_exactly_the_edges_between_clusters(part):
+    doc = read_dot(subgraphs_dot(part))
+    cluster = _cluster_of_node(part)
+    assert doc["edges"] == {(u, v): cluster[u] != cluster[v] for (u, v) in doc["edges"]}
+    assert any(doc["edges"].values())
+    assert "subgraph cluster_legend" in subgraphs_dot(part)
+    assert "legend" not in partition_dot(part)
+
+
+def test_affinity_dot_labels_every_node_with_its_device(part):
+    doc = read_dot(affinity_dot(part))
+    placed = part.device_of_nodes()
+    for v, (label, _, box) in doc["nodes"].items():
+        nd = part.graph.nodes[v]
+        assert label == f"{nd.op_type}\n{nd.name}\naffinity: {placed[v]}" and box is None
+
+
+def test_dump_dot_writes_both_files(part, tmp_path):
+    paths = dump_dot(part, tmp_path / "d", "m")
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["m_affinity.dot", "m_subgraphs.dot"]
+    assert (tmp_path / "d" / "m_subgraphs.dot").read_text() == subgraphs_dot(part)
+    assert (tmp_path / "d" / "m_affinity.dot").read_text() == affinity_dot(part)
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
+def test_graphviz_accepts_every_picture(part, tmp_path):
+    for text in (graph_dot(part.graph), partition_dot(part), subgraphs_dot(part),
+                 affinity_dot(part)):
+        done = subprocess.run(["dot", "-Tplain"], input=text, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
