@@ -115,6 +115,8 @@ class Partition:
                     raise PartitionError(f"partition JSON: cluster {c.get('id')} names node {bad[0]}"
                                          f", but the model has {g.n} nodes")
                 clusters.append((str(c["device"]), g.source_to_index[nodes].tolist()))
+        except PartitionError:
+            raise
         except (KeyError, TypeError, ValueError) as exc:
             raise PartitionError(f"partition JSON is malformed: {exc!r}") from exc
         return cls.from_clusters(problem, clusters, strategy=str(data.get("strategy", "plan")),
