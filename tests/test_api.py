@@ -134,3 +134,84 @@ def test_selection_does_not_import_the_shipped_selectors():
             "assert ck.get_property('coreml').device == 'coreml'; "
             "assert 'clusterkit.selectors.coreml' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------- front door
+def test_cpsat_own_coalesce_option_reaches_cpsat_and_no_post_pass_runs():
+    pytest.importorskip("ortools")
+    from clusterkit.engines import STRATEGIES
+
+    real = ck.get_strategy("cpsat")
+    seen = {}
+
+    def spy(problem, **options):
+        seen.update(options)
+        seen["result"] = real(problem, **options)
+        return seen["result"]
+
+    problem = ck.make_problem(_chain(), ["ops:Conv,Relu"])
+    ck.register_strategy("cpsat", spy, replace=True)
+    try:
+        part = ck.run_strategy(problem, "cpsat", coalesce=False, time_limit=10)
+    finally:
+        STRATEGIES.unregister("cpsat")
+    assert seen["coalesce"] is False and seen["time_limit"] == 10
+    assert part is seen["result"]
+
+
+def test_coalesce_after_runs_the_post_pass_and_keeps_the_partition_valid():
+    problem = ck.make_problem(_chain(), ["ops:Conv,Relu"])
+    plain = ck.run_strategy(problem, "singleton")
+    merged = ck.run_strategy(problem, "singleton", coalesce_after=True)
+    assert merged.metrics()["partitions"] < plain.metrics()["partitions"]
+    assert {v for c in merged.clusters for v in c.nodes} == set(range(4))
+
+
+def test_front_door_options_are_keyword_only():
+    problem = ck.make_problem(_chain(), ["ops:Conv"])
+    with pytest.raises(TypeError):
+        ck.run_strategy(problem, "singleton", "label")
+    with pytest.raises(TypeError):
+        ck.partition(_chain(), ["ops:Conv"], "singleton", None)
+    with pytest.raises(ck.StrategyError, match="strategy 'singleton' has no option 'coalesce'"):
+        ck.run_strategy(problem, "singleton", coalesce=True)
+
+
+@pytest.mark.parametrize("reserved", ["validate", "fallback", "coalesce_after"])
+def test_a_strategy_option_named_like_a_front_door_parameter_is_refused(reserved):
+    from clusterkit.engines import STRATEGIES
+
+    import inspect
+
+    def clashing(problem, **options):
+        return ck.get_strategy("singleton")(problem)
+
+    clashing.__signature__ = inspect.Signature([
+        inspect.Parameter("problem", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter(reserved, inspect.Parameter.KEYWORD_ONLY, default=1)])
+    ck.register_strategy("zz_clash", clashing)
+    try:
+        with pytest.raises(ck.StrategyError, match=f"option '{reserved}'.*front-door"):
+            ck.run_strategy(ck.make_problem(_chain(), ["ops:Conv"]), "zz_clash")
+    finally:
+        STRATEGIES.unregister("zz_clash")
+
+
+def test_no_shipped_strategy_option_is_named_like_a_front_door_parameter():
+    import inspect
+
+    from clusterkit.api import FRONT_DOOR_PARAMETERS
+
+    for name in ck.strategy_names():
+        params = set(inspect.signature(ck.get_strategy(name)).parameters)
+        assert not params & set(FRONT_DOOR_PARAMETERS), name
+
+
+def test_partition_takes_one_spec_or_property_or_a_list_of_either():
+    prop = ck.OpsProperty(["Conv"], device="npu")
+    one = ck.partition(_chain(), "npu=ops:Conv", strategy="singleton")
+    assert one.selector == "npu=ops:Conv"
+    for sels in (prop, [prop], ["npu=ops:Conv"], [prop, "gpu=ops:Relu"]):
+        part = ck.partition(_chain(), sels, strategy="singleton")
+        devices = {c.device for c in part.clusters}
+        assert "npu" in devices, sels

@@ -77,11 +77,11 @@ def node_flops(graph) -> np.ndarray:
 def compare(model: Any, selectors: Sequence[str], strategies: Iterable[str] | None = None,
             constraints: Constraints | None = None, fallback: str = "cpu",
             options: dict[str, dict[str, Any]] | None = None, name: str | None = None,
-            coalesce: bool = False) -> Comparison:
+            coalesce_after: bool = False) -> Comparison:
     """Run each strategy on ``model`` and collect the comparison rows.
 
     ``options`` maps a strategy name to its keyword options (e.g.
-    ``{"cpsat": {"time_limit": 10}}``); ``coalesce`` applies the coalescing pass after every
+    ``{"cpsat": {"time_limit": 10}}``); ``coalesce_after`` applies the coalescing pass after every
     strategy. A strategy that fails yields a row with ``error`` set;
     nothing is dropped silently."""
     problem = make_problem(model, selectors, constraints, fallback)
@@ -96,7 +96,7 @@ def compare(model: Any, selectors: Sequence[str], strategies: Iterable[str] | No
         row = Row(label, strategy)
         try:
             part = run_strategy(problem, strategy, selector=" ".join(selectors),
-                                coalesce=coalesce, **options.get(strategy, {}))
+                                coalesce_after=coalesce_after, **options.get(strategy, {}))
         except ClusterkitError as exc:
             row.status, row.error = "error", str(exc)
             rows.append(row)
@@ -137,13 +137,13 @@ def _fill_gaps(rows: list[Row]) -> None:
 
 def _compare_job(path: str, selectors: Sequence[str], strategies: Sequence[str] | None,
                  constraints: Constraints | None, fallback: str,
-                 options: dict[str, dict[str, Any]] | None, coalesce: bool = False
+                 options: dict[str, dict[str, Any]] | None, coalesce_after: bool = False
                  ) -> dict[str, Any]:
     """Picklable worker for executors: returns the JSON form (partitions stay in the worker)."""
     name = os.path.splitext(os.path.basename(path))[0]
     try:
         return compare(path, selectors, strategies, constraints, fallback, options,
-                       name=name, coalesce=coalesce).to_json()
+                       name=name, coalesce_after=coalesce_after).to_json()
     except ClusterkitError as exc:
         return {"model": name, "selector": " ".join(selectors), "nodes": 0,
                 "rows": [asdict(Row(name, "-", status="error", error=str(exc)))]}
@@ -153,7 +153,7 @@ def compare_many(paths: Sequence[str], selectors: Sequence[str],
                  strategies: Sequence[str] | None = None, constraints: Constraints | None = None,
                  fallback: str = "cpu", options: dict[str, dict[str, Any]] | None = None,
                  executor: Executor | None = None, progress: bool = False,
-                 coalesce: bool = False) -> list[dict[str, Any]]:
+                 coalesce_after: bool = False) -> list[dict[str, Any]]:
     """Compare on every model in ``paths``; results (JSON form) in the order of ``paths``.
     With an ``executor`` the models run as its tasks."""
     bar = _progress(len(paths), progress)
@@ -161,11 +161,11 @@ def compare_many(paths: Sequence[str], selectors: Sequence[str],
     if executor is None:
         for k, path in enumerate(paths):
             results[k] = _compare_job(path, selectors, strategies, constraints, fallback, options,
-                                      coalesce)
+                                      coalesce_after)
             bar.update(1)
     else:
         futures = {executor.submit(_compare_job, path, list(selectors), strategies, constraints,
-                                   fallback, options, coalesce): k
+                                   fallback, options, coalesce_after): k
                    for k, path in enumerate(paths)}
         for fut in as_completed(futures):
             results[futures[fut]] = fut.result()

@@ -54,18 +54,18 @@ def main(args: argparse.Namespace) -> int:
             with ProcessPoolExecutor(max_workers=args.jobs) as pool:
                 results = compare_many(paths, args.selector, strategies, cons, args.fallback,
                                        options, executor=pool, progress=not args.no_progress,
-                                       coalesce=args.coalesce)
+                                       coalesce_after=args.coalesce)
         else:
             results = compare_many(paths, args.selector, strategies, cons, args.fallback,
                                    options, progress=not args.no_progress,
-                                   coalesce=args.coalesce)
+                                   coalesce_after=args.coalesce)
         for res in results:
             print(format_table(res))
             print()
         payload = {"models": results}
     else:
         res = compare(args.model, args.selector, strategies, cons, args.fallback, options,
-                      name=model_label(args.model), coalesce=args.coalesce)
+                      name=model_label(args.model), coalesce_after=args.coalesce)
         print(format_table(res))
         payload = res.to_json()
         if args.dot:
