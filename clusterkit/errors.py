@@ -15,7 +15,7 @@ class                  builtin           why
 ``PartitionError``     ``ValueError``    an invalid partition
 ``StrategyError``      ``ValueError``    an unknown strategy name or a bad strategy option
 ``BackendError``       ``RuntimeError``  a backend failed to query, compile or run
-``ExecutionError``     ``RuntimeError``  running a (fused) graph failed
+``ExecutionError``     ``RuntimeError``  running a graph or a worker process failed
 =====================  ================  =========================================================
 """
 
@@ -63,4 +63,4 @@ class BackendError(ClusterkitError, RuntimeError):
 
 
 class ExecutionError(ClusterkitError, RuntimeError):
-    """Running a (fused) graph failed."""
+    """Running a (fused) graph, or a task in a worker process, failed."""
