@@ -10,11 +10,10 @@ from clusterkit import errors
 
 
 def _chain():
-    g = nx.DiGraph()
-    for v, op in enumerate(["Conv", "Relu", "Conv", "Softmax"]):
-        g.add_node(f"n{v}", op=op)
-    for v in range(3):
-        g.add_edge(f"n{v}", f"n{v + 1}", bytes=4)
+    """n0 -> n1 -> n2 -> n3: Conv, Relu, Conv, Softmax."""
+    g = nx.DiGraph([("n0", "n1"), ("n1", "n2"), ("n2", "n3")])
+    nx.set_node_attributes(g, dict(zip(g, ["Conv", "Relu", "Conv", "Softmax"])), "op")
+    nx.set_edge_attributes(g, 4, "bytes")
     return ck.from_networkx(g)
 
 

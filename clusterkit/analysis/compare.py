@@ -23,6 +23,7 @@ import numpy as np
 from clusterkit.analysis.isolated import run_isolated
 from clusterkit.api import make_problem, run_strategy, selector_label
 from clusterkit.constraints.core import Constraints
+from clusterkit.constraints.costs import graph_flops
 from clusterkit.errors import ClusterkitError
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
@@ -74,15 +75,6 @@ class Comparison:
                 "rows": [asdict(r) for r in self.rows]}
 
 
-def node_flops(graph) -> np.ndarray:
-    """FLOPs per node (from :mod:`clusterkit.constraints.costs` when available, else zeros)."""
-    try:
-        from clusterkit.constraints.costs import graph_flops as impl
-    except ImportError:
-        return np.zeros(graph.n)
-    return np.asarray(impl(graph), dtype=float)
-
-
 def compare(model: Any, selectors: Selectors, strategies: Iterable[str] | None = None,
             constraints: Constraints | None = None, fallback: str = "cpu",
             options: dict[str, dict[str, Any]] | None = None, name: str | None = None,
@@ -99,8 +91,7 @@ def compare(model: Any, selectors: Selectors, strategies: Iterable[str] | None =
     selector = selector_label(selectors)
     strategies = list(strategies) if strategies is not None else default_strategies()
     options = options or {}
-    flops = node_flops(problem.graph)
-    total_flops = float(flops.sum())
+    flops = graph_flops(problem.graph)
     rows: list[Row] = []
     parts: dict[str, Partition] = {}
     for strategy in strategies:
@@ -113,23 +104,29 @@ def compare(model: Any, selectors: Selectors, strategies: Iterable[str] | None =
             rows.append(row)
             continue
         parts[strategy] = part
-        m = part.metrics()
-        on_acc = np.zeros(problem.n, dtype=bool)
-        for c in part.accelerator_clusters():
-            on_acc[c.nodes] = True
-        row.partitions = m["partitions"]
-        row.largest_cluster = m["largest_cluster"]
-        row.offloaded_nodes = m["offloaded_share"]
-        row.offloaded_flops = float(flops[on_acc].sum() / total_flops) if total_flops else None
-        row.cut_bytes = m["cut_bytes"]
-        row.seconds = part.seconds
-        status = part.info.get("status")
-        if status:
-            row.status = str(status)
-            row.info = {k: part.info[k] for k in ("objective", "bound") if k in part.info}
-        rows.append(row)
+        rows.append(_fill_row(row, part, flops))
     _fill_gaps(rows)
     return Comparison(label, selector, problem.n, rows, parts)
+
+
+def _fill_row(row: Row, part: Partition, flops: np.ndarray) -> Row:
+    """``row`` with the figures of ``part`` (``flops``: per node, for the offloaded share)."""
+    m = part.metrics()
+    on_acc = np.zeros(len(flops), dtype=bool)
+    for c in part.accelerator_clusters():
+        on_acc[c.nodes] = True
+    total = float(flops.sum())
+    row.partitions = m["partitions"]
+    row.largest_cluster = m["largest_cluster"]
+    row.offloaded_nodes = m["offloaded_share"]
+    row.offloaded_flops = float(flops[on_acc].sum() / total) if total else None
+    row.cut_bytes = m["cut_bytes"]
+    row.seconds = part.seconds
+    status = part.info.get("status")
+    if status:
+        row.status = str(status)
+        row.info = {k: part.info[k] for k in ("objective", "bound") if k in part.info}
+    return row
 
 
 def describe_error(exc: BaseException) -> str:
