@@ -101,7 +101,7 @@ class SubgraphProperty:
 
     def query(self, graph: "Graph") -> np.ndarray:
         """Which nodes this device supports: ``select`` of a fresh selector, per node."""
-        sel = self.create_subgraph_selector()
+        sel = call_create_subgraph_selector(self)
         mask = sel.supported_mask(graph)
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)
@@ -205,6 +205,21 @@ def call_filter(selector: SubgraphSelector, candidates: list["Node"]) -> list["N
             raise SelectorError(f"selector {describe(selector)}.filter returned node {name!r},"
                                 " which was not a candidate")
     return kept
+
+
+def call_create_subgraph_selector(prop: "SubgraphProperty") -> SubgraphSelector:
+    """``prop.create_subgraph_selector()``; an exception, or an answer without a callable
+    ``select``, becomes a :class:`SelectorError` naming the property and its device."""
+    where = f"property {describe(prop)} ({prop.device}).create_subgraph_selector"
+    try:
+        sel = prop.create_subgraph_selector()
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise SelectorError(f"{where} raised {exc!r}") from exc
+    if not callable(getattr(sel, "select", None)):
+        raise SelectorError(f"{where} returned {type(sel).__name__}, which has no select method")
+    return sel
 
 
 def call_create_subgraph_node(prop: "SubgraphProperty", subgraph: Any, where: str) -> Any:
