@@ -1,10 +1,16 @@
-"""The library's front door: load, compile constraints, run a strategy, validate."""
+"""The library's front door: load, compile constraints, run a strategy, validate.
+
+Strategy options are passed as keywords straight to the strategy. The front door's own
+parameters are keyword-only and their names (:data:`FRONT_DOOR_PARAMETERS`) are reserved: a
+strategy that declares an option with one of them is refused, so an option can never be taken
+by the front door instead of reaching the strategy.
+"""
 
 from __future__ import annotations
 
 import inspect
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.errors import StrategyError
@@ -15,40 +21,72 @@ from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
 from clusterkit.engines import get_strategy
 
+#: names of :func:`partition`'s and :func:`run_strategy`'s own parameters; no strategy option
+#: may use one
+FRONT_DOOR_PARAMETERS = ("strategy", "constraints", "fallback", "selector", "validate",
+                         "coalesce_after")
+
 
 def make_problem(model: Any, selectors: Iterable[str | SubgraphProperty],
                  constraints: Constraints | None = None, fallback: str = "cpu") -> Problem:
     """Load ``model`` and compile ``constraints`` (default: :meth:`Constraints.default`) with
     the devices of ``selectors`` (specs or properties, priority order)."""
     graph: Graph = load_graph(model)
+    cons = Constraints.default() if constraints is None else constraints
+    return cons.compile(graph, resolve_selectors(selectors), fallback=fallback)
+
+
+def resolve_selectors(selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty]
+                      ) -> list[SubgraphProperty]:
+    """Selector specs and properties (one, or a list of either, priority order) → properties."""
+    if isinstance(selectors, (str, SubgraphProperty)):
+        selectors = [selectors]
     selectors = list(selectors)
     specs = [s for s in selectors if isinstance(s, str)]
-    parsed = iter(parse_selectors(specs)) if specs else iter(())
-    props = [next(parsed) if isinstance(s, str) else s for s in selectors]
-    cons = Constraints.default() if constraints is None else constraints
-    return cons.compile(graph, props, fallback=fallback)
+    parsed = iter(parse_selectors(specs))
+    return [next(parsed) if isinstance(s, str) else s for s in selectors]
 
 
-def run_strategy(problem: Problem, strategy: str, selector: str = "", validate: bool = True,
-                 coalesce: bool = False, **options: Any) -> Partition:
-    """Run ``strategy`` on a compiled problem; the result is timed and (by default) validated.
-    With ``coalesce``, clusters of one device are then merged while the partition stays valid
-    (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or partitions).
-    Unknown options are an error naming the strategy."""
-    func = get_strategy(strategy)
+def selector_label(selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty]) -> str:
+    """The ``selector`` field of a partition made with ``selectors`` (specs as written)."""
+    if isinstance(selectors, (str, SubgraphProperty)):
+        selectors = [selectors]
+    return " ".join(s if isinstance(s, str) else repr(s) for s in selectors)
+
+
+def check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> None:
+    """Refuse an option ``strategy`` does not take, and a strategy whose own option has the
+    name of a front-door parameter; each error names the option."""
     params = inspect.signature(func).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(options) - set(params))
-        if unknown:
-            allowed = ", ".join(k for k in params if k != "problem") or "none"
-            raise StrategyError(f"strategy {strategy!r} has no option {unknown[0]!r} "
-                                f"(options: {allowed})")
+    clash = [k for k in params if k in FRONT_DOOR_PARAMETERS]
+    if clash:
+        raise StrategyError(f"strategy {strategy!r} has an option {clash[0]!r}, which is the name"
+                            " of a front-door parameter; rename the option")
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        allowed = ", ".join(k for k in params if k != "problem") or "none"
+        raise StrategyError(f"strategy {strategy!r} has no option {unknown[0]!r} "
+                            f"(options: {allowed})")
+
+
+def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
+                 validate: bool = True, coalesce_after: bool = False,
+                 **options: Any) -> Partition:
+    """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
+    default) validated. With ``coalesce_after``, clusters of one device are then merged while
+    the partition stays valid (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or
+    partitions). ``selector`` labels the result. Unknown options are an error naming the
+    strategy."""
+    func = get_strategy(strategy)
+    check_options(strategy, func, options)
     start = time.perf_counter()
     result = func(problem, **options)
-    if coalesce:
-        from clusterkit.engines.coalesce import coalesce as coalesce_clusters
+    if coalesce_after:
+        from clusterkit.engines.coalesce import coalesce
 
-        result = coalesce_clusters(result)
+        result = coalesce(result)
     result.seconds = time.perf_counter() - start
     result.strategy = strategy
     if selector:
@@ -60,12 +98,13 @@ def run_strategy(problem: Problem, strategy: str, selector: str = "", validate: 
     return result
 
 
-def partition(model: Any, selectors: Iterable[str | SubgraphProperty], strategy: str = "cycles",
-              constraints: Constraints | None = None, fallback: str = "cpu",
+def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
+              /, strategy: str = "cycles", *, constraints: Constraints | None = None,
+              fallback: str = "cpu", coalesce_after: bool = False,
               **options: Any) -> Partition:
     """Partition ``model`` (path, ModelProto, networkx DiGraph or Graph) for the devices of
-    ``selectors`` with ``strategy``; returns a validated :class:`Partition`."""
-    selectors = list(selectors)
+    ``selectors`` (specs or properties, one or a list) with ``strategy`` and its ``options``;
+    returns a validated :class:`Partition` (``coalesce_after`` as for :func:`run_strategy`)."""
     problem = make_problem(model, selectors, constraints, fallback)
-    label = " ".join(s if isinstance(s, str) else repr(s) for s in selectors)
-    return run_strategy(problem, strategy, selector=label, **options)
+    return run_strategy(problem, strategy, selector=selector_label(selectors),
+                        coalesce_after=coalesce_after, **options)

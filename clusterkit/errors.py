@@ -1,7 +1,22 @@
 """One exception hierarchy for clusterkit.
 
 Every message names the node, op, tensor, selector or constraint at fault, so that a one-line
-CLI error is enough to find the problem.
+CLI error is enough to find the problem. As in scikit-learn, every class derives from
+:class:`ClusterkitError` *and* from the builtin it resembles, so a caller that knows nothing of
+clusterkit can still write ``except ValueError``:
+
+=====================  ================  =========================================================
+class                  builtin           why
+=====================  ================  =========================================================
+``ModelLoadError``     ``ValueError``    the model is malformed or in a format clusterkit reads not
+``GraphError``         ``ValueError``    a malformed graph (``CycleError`` is one)
+``SelectorError``      ``ValueError``    a bad selector spec, or a selector answering wrongly
+``ConstraintError``    ``ValueError``    malformed or contradictory constraints
+``PartitionError``     ``ValueError``    an invalid partition
+``StrategyError``      ``ValueError``    an unknown strategy name or a bad strategy option
+``BackendError``       ``RuntimeError``  a backend failed to query, compile or run
+``ExecutionError``     ``RuntimeError``  running a graph or a worker process failed
+=====================  ================  =========================================================
 """
 
 from __future__ import annotations
@@ -11,7 +26,7 @@ class ClusterkitError(Exception):
     """Base class of every error clusterkit raises on purpose."""
 
 
-class ModelLoadError(ClusterkitError):
+class ModelLoadError(ClusterkitError, ValueError):
     """A model file is missing, unreadable, or not in a format clusterkit reads."""
 
 
@@ -19,7 +34,7 @@ class WriteError(ClusterkitError, OSError):
     """An output file could not be written; the previous file, if any, is left as it was."""
 
 
-class GraphError(ClusterkitError):
+class GraphError(ClusterkitError, ValueError):
     """The graph is malformed: a tensor read but never produced, a duplicate producer, ..."""
 
 
@@ -31,25 +46,25 @@ class CycleError(GraphError):
         self.cycle = cycle
 
 
-class SelectorError(ClusterkitError):
+class SelectorError(ClusterkitError, ValueError):
     """A selector or property misbehaved (raised, returned a non-bool, bad spec)."""
 
 
-class ConstraintError(ClusterkitError):
+class ConstraintError(ClusterkitError, ValueError):
     """Constraints are malformed or contradict each other."""
 
 
-class PartitionError(ClusterkitError):
+class PartitionError(ClusterkitError, ValueError):
     """A partition is invalid; the message gives the precise reason."""
 
 
-class StrategyError(ClusterkitError):
+class StrategyError(ClusterkitError, ValueError):
     """Unknown strategy, bad strategy option, or a strategy that cannot run on this input."""
 
 
-class BackendError(ClusterkitError):
+class BackendError(ClusterkitError, RuntimeError):
     """A backend failed to query, compile or run, or got an unknown config key."""
 
 
-class ExecutionError(ClusterkitError):
-    """Running a (fused) graph failed."""
+class ExecutionError(ClusterkitError, RuntimeError):
+    """Running a (fused) graph, or a task in a worker process, failed."""

@@ -6,6 +6,9 @@ repository root imports the bare name ``selectors`` it finds this file first; in
 code below loads the standard library's module and puts it in ``sys.modules`` in our place, so
 that ``import selectors`` keeps meaning the standard library. Installed (editable or wheel) this
 package is ``clusterkit.selectors`` and the branch is never taken.
+
+Importing this package registers nothing: :mod:`clusterkit.selection.registry` declares every
+shipped selector by name and module and imports a module when its name is first asked for.
 """
 
 if __name__ == "selectors":  # imported under the bare name: hand back the standard library
@@ -19,7 +22,3 @@ if __name__ == "selectors":  # imported under the bare name: hand back the stand
     _module = _util.module_from_spec(_spec)
     _sys.modules["selectors"] = _module
     _spec.loader.exec_module(_module)
-else:
-    from ._registry import register_shipped
-
-    register_shipped()

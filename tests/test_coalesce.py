@@ -51,6 +51,6 @@ def test_coalesce_on_real_models_lowers_partitions_at_equal_or_lower_cut():
                             ("convnext_tiny", "ops:Conv,Add,Mul")]:
         problem = make_problem(SHARED_MODELS / f"{model}.onnx", [selector])
         base = run_strategy(problem, "singleton")
-        out = run_strategy(problem, "singleton", coalesce=True)
+        out = run_strategy(problem, "singleton", coalesce_after=True)
         assert out.metrics()["partitions"] < base.metrics()["partitions"]
         assert out.metrics()["cut_bytes"] <= base.metrics()["cut_bytes"]

@@ -87,3 +87,136 @@ def test_demo_compares_every_strategy_and_writes_reports(tmp_path, capsys):
     assert all(r["error"] is None for r in report["rows"])
     assert (tmp_path / "light_inception_v2_cycles.json").exists()
     assert str(tmp_path) in out
+
+
+# ---------------------------------------------------------------------- selector forms, failures
+SQUEEZE = SHARED_MODELS / "squeezenet1_1.onnx"
+MOBILE = SHARED_MODELS / "mobilenet_v2.onnx"
+
+
+def _rows(result):
+    data = result if isinstance(result, dict) else result.to_json()
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in data["rows"]]
+
+
+def test_compare_accepts_the_selector_forms_partition_accepts():
+    from clusterkit import OpsProperty
+
+    ops = SELECTOR[len("ops:"):].split(",")
+    expected = _rows(compare(SQUEEZE, [SELECTOR], ["singleton", "cycles"]))
+    for sels in (OpsProperty(ops), [OpsProperty(ops)], SELECTOR):
+        assert _rows(compare(SQUEEZE, sels, ["singleton", "cycles"])) == expected, sels
+    two = compare(SQUEEZE, [OpsProperty(["Conv"], device="npu"), "gpu=ops:Relu"], ["singleton"])
+    assert two.rows[0].error is None and two.selector.endswith("gpu=ops:Relu")
+
+
+@pytest.fixture
+def test_strategies():
+    """Strategies that fail on purpose: ``zz_boom`` raises, ``zz_sleep`` sleeps a minute,
+    ``zz_exit`` kills its process on the model with ``DIE_ON`` nodes and otherwise runs
+    ``singleton``."""
+    import os
+    import time
+
+    from clusterkit import get_strategy, register_strategy
+    from clusterkit.engines import STRATEGIES
+
+    singleton = get_strategy("singleton")
+    die_on = make_problem(MOBILE, [SELECTOR]).n
+    assert die_on != make_problem(SQUEEZE, [SELECTOR]).n
+
+    def zz_exit(problem):
+        if problem.n == die_on:
+            os._exit(3)
+        return singleton(problem)
+
+    def zz_boom(problem):
+        raise RuntimeError("boom")
+
+    def zz_sleep(problem):
+        time.sleep(60)
+
+    for func in (zz_exit, zz_boom, zz_sleep):
+        register_strategy(func.__name__, func)
+    yield
+    for name in ("zz_exit", "zz_boom", "zz_sleep"):
+        STRATEGIES.unregister(name)
+
+
+def _folder(tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / SQUEEZE.name).write_bytes(SQUEEZE.read_bytes())
+    (folder / "corrupt.onnx").write_bytes(b"this is not an onnx model")
+    return folder
+
+
+def test_a_strategy_raising_any_exception_is_an_error_row(test_strategies):
+    result = compare(SQUEEZE, [SELECTOR], ["zz_boom", "singleton"])
+    assert result.rows[0].error == "RuntimeError: boom"
+    assert result.rows[1].error is None and result.rows[1].partitions > 0
+
+
+def test_a_worker_that_dies_costs_only_its_model(test_strategies):
+    paths = [str(SQUEEZE), str(MOBILE)]
+    results = compare_many(paths, [SELECTOR], ["zz_exit"], isolate=True)
+    assert [r["model"] for r in results] == ["squeezenet1_1", "mobilenet_v2"]
+    assert results[0]["rows"][0]["error"] is None and results[0]["rows"][0]["partitions"] > 0
+    assert results[1]["rows"][0]["strategy"] == "-"
+    assert "died (exit code 3)" in results[1]["rows"][0]["error"]
+
+
+def test_a_broken_process_pool_keeps_the_finished_rows(test_strategies):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if multiprocessing.get_start_method() != "fork":
+        pytest.skip("the pool's workers must inherit the test strategies")
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        results = compare_many([str(SQUEEZE), str(MOBILE)], [SELECTOR], ["zz_exit"],
+                               executor=pool)
+    assert results[0]["rows"][0]["error"] is None and results[0]["rows"][0]["partitions"] > 0
+    assert "BrokenProcessPool" in results[1]["rows"][0]["error"]
+
+
+def test_a_model_past_its_timeout_is_an_error_row(test_strategies):
+    import time
+
+    start = time.perf_counter()
+    results = compare_many([str(SQUEEZE)], [SELECTOR], ["zz_sleep"], timeout=2)
+    assert time.perf_counter() - start < 30
+    assert "timed out after 2 s" in results[0]["rows"][0]["error"]
+
+
+def test_jsonl_streams_each_model_and_a_resumed_run_skips_them(tmp_path, test_strategies):
+    folder = _folder(tmp_path)
+    paths = sorted(str(p) for p in folder.iterdir())
+    log = tmp_path / "sweep.jsonl"
+    first = compare_many(paths, [SELECTOR], ["singleton"], jsonl=str(log))
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(line["path"] for line in lines) == paths
+    assert {line["model"]: line["rows"][0]["strategy"] for line in lines} == {
+        "corrupt": "-", "squeezenet1_1": "singleton"}
+    # resumed: nothing runs again (zz_boom would turn any row it reached into an error)
+    again = compare_many(paths, [SELECTOR], ["zz_boom"], jsonl=str(log))
+    assert again == first and len(log.read_text().splitlines()) == 2
+    # an interrupted write leaves a partial line: it is ignored and its model runs again
+    log.write_text(log.read_text().splitlines()[0] + "\n" + '{"path": "' + paths[1][:5])
+    third = compare_many(paths, [SELECTOR], ["singleton"], jsonl=str(log))
+    assert _rows(third[1]) == _rows(first[1])
+    records = log.read_text().splitlines()
+    assert len(records) == 3 and json.loads(records[2])["path"] == paths[1]
+
+
+def test_cli_compare_folder_with_a_failing_model_exits_2(tmp_path, capsys):
+    folder = _folder(tmp_path)
+    out = tmp_path / "sweep.json"
+    log = tmp_path / "sweep.jsonl"
+    assert main(["compare", str(folder), "--selector", SELECTOR, "--strategies", "singleton",
+                 "--json", str(out), "--jsonl", str(log), "--no-progress"]) == 2
+    assert "1 of 2 models failed: corrupt" in capsys.readouterr().err
+    models = {m["model"]: m for m in json.loads(out.read_text())["models"]}
+    assert models["squeezenet1_1"]["rows"][0]["error"] is None
+    assert models["squeezenet1_1"]["rows"][0]["partitions"] > 0
+    assert models["corrupt"]["rows"][0]["status"] == "error"
+    assert len(log.read_text().splitlines()) == 2

@@ -136,3 +136,19 @@ def test_spec_from_python_file(tmp_path):
         parse_selector(str(broken))
     with pytest.raises(SelectorError, match="does not exist"):
         parse_selector(str(tmp_path / "absent.py"))
+
+
+def test_a_property_whose_selector_factory_fails_is_named():
+    class Raises(SubgraphProperty):
+        def create_subgraph_selector(self):
+            raise KeyError("table")
+
+    class ReturnsNone(SubgraphProperty):
+        def create_subgraph_selector(self):
+            return None
+
+    with pytest.raises(SelectorError, match=r"Raises \(acc\)\.create_subgraph_selector raised "
+                                            r"KeyError\('table'\)"):
+        Constraints().compile(_chain(), [Raises()])
+    with pytest.raises(SelectorError, match="ReturnsNone .*returned NoneType, which has no select"):
+        Constraints().compile(_chain(), [ReturnsNone()])

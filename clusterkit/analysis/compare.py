@@ -1,28 +1,38 @@
 """Compare strategies side by side on one model or a folder of models.
 
 :func:`compare` runs every strategy on one compiled problem and returns one row per strategy;
-:func:`compare_many` sweeps several models, through any :class:`concurrent.futures.Executor`
-(a process pool, or a Dask/Ray executor for large sweeps).
+:func:`compare_many` sweeps several models, optionally through a
+:class:`concurrent.futures.Executor` (a thread or process pool). A failure never costs more than
+its own rows: a failing strategy gives an error row, a model that fails to load, crashes its
+worker process or outlives its time limit gives a model error row, and finished models can be
+streamed to a JSON Lines file that a resumed sweep reads back.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, Union
 
 import numpy as np
 
-from clusterkit.api import make_problem, run_strategy
+from clusterkit.analysis.isolated import run_isolated
+from clusterkit.api import make_problem, run_strategy, selector_label
 from clusterkit.constraints.core import Constraints
+from clusterkit.constraints.costs import graph_flops
 from clusterkit.errors import ClusterkitError
 from clusterkit.result import Partition
 from clusterkit.io.dot import partition_dot
 from clusterkit.io.files import write_atomic
+from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.engines import strategy_names
+
+#: what :func:`compare` and :func:`compare_many` accept as selectors, as :func:`partition` does
+Selectors = Union[str, SubgraphProperty, Sequence[Union[str, SubgraphProperty]]]
 
 #: strategies that cluster (``placement``-like modes answer another question)
 CLUSTERING = ("singleton", "cycles", "longest-path", "mxnet", "hetero", "cpsat")
@@ -67,60 +77,63 @@ class Comparison:
                 "rows": [asdict(r) for r in self.rows]}
 
 
-def node_flops(graph) -> np.ndarray:
-    """FLOPs per node (from :mod:`clusterkit.constraints.costs` when available, else zeros)."""
-    try:
-        from clusterkit.constraints.costs import graph_flops as impl
-    except ImportError:
-        return np.zeros(graph.n)
-    return np.asarray(impl(graph), dtype=float)
-
-
-def compare(model: Any, selectors: Sequence[str], strategies: Iterable[str] | None = None,
+def compare(model: Any, selectors: Selectors, strategies: Iterable[str] | None = None,
             constraints: Constraints | None = None, fallback: str = "cpu",
             options: dict[str, dict[str, Any]] | None = None, name: str | None = None,
-            coalesce: bool = False) -> Comparison:
+            coalesce_after: bool = False) -> Comparison:
     """Run each strategy on ``model`` and collect the comparison rows.
 
     ``options`` maps a strategy name to its keyword options (e.g.
-    ``{"cpsat": {"time_limit": 10}}``); ``coalesce`` applies the coalescing pass after every
-    strategy. A strategy that fails yields a row with ``error`` set;
-    nothing is dropped silently."""
+    ``{"cpsat": {"time_limit": 10}}``); ``coalesce_after`` applies the coalescing pass after every
+    strategy. ``selectors`` are specs or properties, one or a list, as for
+    :func:`~clusterkit.api.partition`. A strategy that fails (with any exception) yields a row
+    with ``error`` set; nothing is dropped silently."""
     problem = make_problem(model, selectors, constraints, fallback)
     label = name or problem.graph.name
+    selector = selector_label(selectors)
     strategies = list(strategies) if strategies is not None else default_strategies()
     options = options or {}
-    flops = node_flops(problem.graph)
-    total_flops = float(flops.sum())
+    flops = graph_flops(problem.graph)
     rows: list[Row] = []
     parts: dict[str, Partition] = {}
     for strategy in strategies:
         row = Row(label, strategy)
         try:
-            part = run_strategy(problem, strategy, selector=" ".join(selectors),
-                                coalesce=coalesce, **options.get(strategy, {}))
-        except ClusterkitError as exc:
-            row.status, row.error = "error", str(exc)
+            part = run_strategy(problem, strategy, selector=selector,
+                                coalesce_after=coalesce_after, **options.get(strategy, {}))
+        except Exception as exc:  # one strategy's failure is its row, not the comparison's end
+            row.status, row.error = "error", describe_error(exc)
             rows.append(row)
             continue
         parts[strategy] = part
-        m = part.metrics()
-        on_acc = np.zeros(problem.n, dtype=bool)
-        for c in part.accelerator_clusters():
-            on_acc[c.nodes] = True
-        row.partitions = m["partitions"]
-        row.largest_cluster = m["largest_cluster"]
-        row.offloaded_nodes = m["offloaded_share"]
-        row.offloaded_flops = float(flops[on_acc].sum() / total_flops) if total_flops else None
-        row.cut_bytes = m["cut_bytes"]
-        row.seconds = part.seconds
-        status = part.info.get("status")
-        if status:
-            row.status = str(status)
-            row.info = {k: part.info[k] for k in ("objective", "bound") if k in part.info}
-        rows.append(row)
+        rows.append(_fill_row(row, part, flops))
     _fill_gaps(rows)
-    return Comparison(label, " ".join(selectors), problem.n, rows, parts)
+    return Comparison(label, selector, problem.n, rows, parts)
+
+
+def _fill_row(row: Row, part: Partition, flops: np.ndarray) -> Row:
+    """``row`` with the figures of ``part`` (``flops``: per node, for the offloaded share)."""
+    m = part.metrics()
+    on_acc = np.zeros(len(flops), dtype=bool)
+    for c in part.accelerator_clusters():
+        on_acc[c.nodes] = True
+    total = float(flops.sum())
+    row.partitions = m["partitions"]
+    row.largest_cluster = m["largest_cluster"]
+    row.offloaded_nodes = m["offloaded_share"]
+    row.offloaded_flops = float(flops[on_acc].sum() / total) if total else None
+    row.cut_bytes = m["cut_bytes"]
+    row.seconds = part.seconds
+    status = part.info.get("status")
+    if status:
+        row.status = str(status)
+        row.info = {k: part.info[k] for k in ("objective", "bound") if k in part.info}
+    return row
+
+
+def describe_error(exc: BaseException) -> str:
+    """A clusterkit error's own message; other exceptions prefixed with their type."""
+    return str(exc) if isinstance(exc, ClusterkitError) else f"{type(exc).__name__}: {exc}"
 
 
 def _fill_gaps(rows: list[Row]) -> None:
@@ -137,43 +150,118 @@ def _fill_gaps(rows: list[Row]) -> None:
             r.gap = (r.cut_bytes - ref.cut_bytes) / ref.cut_bytes
 
 
-def _compare_job(path: str, selectors: Sequence[str], strategies: Sequence[str] | None,
-                 constraints: Constraints | None, fallback: str,
-                 options: dict[str, dict[str, Any]] | None, coalesce: bool = False
-                 ) -> dict[str, Any]:
-    """Picklable worker for executors: returns the JSON form (partitions stay in the worker)."""
-    name = os.path.splitext(os.path.basename(path))[0]
+def _compare_model(path: str, selectors: Selectors, strategies: Sequence[str] | None,
+                   constraints: Constraints | None, fallback: str,
+                   options: dict[str, dict[str, Any]] | None, coalesce_after: bool
+                   ) -> dict[str, Any]:
+    """One model's comparison in JSON form (partitions stay where it ran); any exception
+    becomes the model's error row."""
     try:
         return compare(path, selectors, strategies, constraints, fallback, options,
-                       name=name, coalesce=coalesce).to_json()
+                       name=model_name(path), coalesce_after=coalesce_after).to_json()
+    except Exception as exc:
+        return model_error(path, selectors, exc)
+
+
+def _compare_job(path: str, args: tuple, isolate: bool, timeout: float | None
+                 ) -> dict[str, Any]:
+    """Picklable task: :func:`_compare_model` in this process, or in a child process of its own
+    (``isolate``) that a crash or ``timeout`` costs nothing but this model's row."""
+    if not isolate:
+        return _compare_model(path, *args)
+    try:
+        return run_isolated(_compare_model, (path, *args), timeout, label=f"model {path!r}")
     except ClusterkitError as exc:
-        return {"model": name, "selector": " ".join(selectors), "nodes": 0,
-                "rows": [asdict(Row(name, "-", status="error", error=str(exc)))]}
+        return model_error(path, args[0], exc)
 
 
-def compare_many(paths: Sequence[str], selectors: Sequence[str],
+def model_name(path: str) -> str:
+    """The ``model`` field of a swept file: its name without the extension."""
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def model_error(path: str, selectors: Selectors, exc: BaseException) -> dict[str, Any]:
+    """The JSON form of a model that could not be compared: one row with strategy ``-``."""
+    name = model_name(path)
+    return {"model": name, "selector": selector_label(selectors), "nodes": 0,
+            "rows": [asdict(Row(name, "-", status="error", error=describe_error(exc)))]}
+
+
+def failed_models(results: Iterable[dict[str, Any]]) -> list[str]:
+    """The models of a sweep that could not be compared at all (a row with strategy ``-``)."""
+    return [r["model"] for r in results if any(row["strategy"] == "-" for row in r["rows"])]
+
+
+def compare_many(paths: Sequence[str], selectors: Selectors,
                  strategies: Sequence[str] | None = None, constraints: Constraints | None = None,
-                 fallback: str = "cpu", options: dict[str, dict[str, Any]] | None = None,
-                 executor: Executor | None = None, progress: bool = False,
-                 coalesce: bool = False) -> list[dict[str, Any]]:
+                 fallback: str = "cpu", options: dict[str, dict[str, Any]] | None = None, *,
+                 executor: Executor | None = None, isolate: bool = False,
+                 timeout: float | None = None, jsonl: str | None = None,
+                 progress: bool = False, coalesce_after: bool = False) -> list[dict[str, Any]]:
     """Compare on every model in ``paths``; results (JSON form) in the order of ``paths``.
-    With an ``executor`` the models run as its tasks."""
-    bar = _progress(len(paths), progress)
-    results: list[dict[str, Any] | None] = [None] * len(paths)
+
+    With an ``executor`` the models run as its tasks. With ``isolate`` (implied by ``timeout``,
+    in seconds per model) each model runs in a child process of its own: a crash or a timeout
+    becomes that model's error row. Any other failure of a model or task (a broken process
+    pool included) also becomes an error row; finished rows are never lost. With ``jsonl``
+    each finished model is appended to that file as one JSON object (with its ``path``), and
+    models already in the file are not run again but read back."""
+    done = read_jsonl(jsonl) if jsonl else {}
+    results = {k: done[os.path.abspath(p)] for k, p in enumerate(paths)
+               if os.path.abspath(p) in done}
+    todo = [k for k in range(len(paths)) if k not in results]
+    args = (list(selectors) if isinstance(selectors, (list, tuple)) else selectors, strategies,
+            constraints, fallback, options, coalesce_after)
+    isolate = isolate or timeout is not None
+    bar = _progress(len(todo), progress)
+
+    def finish(k: int, result: dict[str, Any]) -> None:
+        results[k] = result
+        if jsonl:
+            append_jsonl(jsonl, paths[k], result)
+        bar.update(1)
+
     if executor is None:
-        for k, path in enumerate(paths):
-            results[k] = _compare_job(path, selectors, strategies, constraints, fallback, options,
-                                      coalesce)
-            bar.update(1)
+        for k in todo:
+            finish(k, _compare_job(paths[k], args, isolate, timeout))
     else:
-        futures = {executor.submit(_compare_job, path, list(selectors), strategies, constraints,
-                                   fallback, options, coalesce): k
-                   for k, path in enumerate(paths)}
+        futures = {executor.submit(_compare_job, paths[k], args, isolate, timeout): k
+                   for k in todo}
         for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            bar.update(1)
+            k = futures[fut]
+            try:
+                finish(k, fut.result())
+            except Exception as exc:  # e.g. BrokenProcessPool: a worker died
+                finish(k, model_error(paths[k], selectors, exc))
     bar.close()
-    return [r for r in results if r is not None]
+    return [results[k] for k in range(len(paths))]
+
+
+def read_jsonl(path: str) -> dict[str, dict[str, Any]]:
+    """The models recorded in a sweep's JSON Lines file (absolute path → result); a missing
+    file is empty, and a last line cut short by an interrupted run is ignored."""
+    if not os.path.exists(path):
+        return {}
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                record = json.loads(line)
+                out[os.path.abspath(record.pop("path"))] = record
+            except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
+                continue
+    return out
+
+
+def append_jsonl(path: str, model_path: str, result: dict[str, Any]) -> None:
+    """Append one finished model (with its ``path``) as one line, flushed at once; a last line
+    cut short by an interrupted run is ended first."""
+    with open(path, "a+b") as fh:
+        if fh.tell() > 0:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+        fh.write((json.dumps({"path": model_path, **result}) + "\n").encode("utf-8"))
 
 
 class _NoBar:

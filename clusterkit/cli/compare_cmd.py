@@ -1,5 +1,10 @@
 """``clusterkit compare MODEL|DIR --selector SPEC [--strategies a,b,...] [--json FILE]
-[--dot DIR] [--jobs N]``"""
+[--dot DIR] [--jobs N] [--timeout SECONDS] [--jsonl FILE]``
+
+For a folder every model runs in a child process of its own, so a model that crashes or runs
+out of time costs only its own rows; the command then exits with status 2 and says how many
+models failed, after printing and writing the rows of the others.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,11 @@ import argparse
 import glob
 import json
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from clusterkit.analysis.compare import compare, compare_many, default_strategies, format_table, write_dots
+from clusterkit.analysis.compare import (compare, compare_many, default_strategies, failed_models,
+                                         format_table, write_dots)
 from clusterkit.errors import ClusterkitError, StrategyError
 from clusterkit.engines import strategy_names
 from clusterkit.cli.common import constraints_from_args, model_label, strategy_options, write_text
@@ -26,6 +33,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the comparison JSON here")
     p.add_argument("--dot", metavar="DIR", help="one DOT (and SVG with Graphviz) per strategy")
     p.add_argument("--jobs", type=int, default=1, help="models compared in parallel (DIR)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="time limit per model (DIR); a model past it is reported as failed")
+    p.add_argument("--jsonl", metavar="FILE",
+                   help="append each model's result here as it finishes (DIR); a rerun with "
+                        "the same FILE skips the models already in it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     from clusterkit.cli.common import add_constraint_args
 
@@ -45,27 +57,12 @@ def main(args: argparse.Namespace) -> int:
     cons = constraints_from_args(args)
     shared = strategy_options(args)
     options = {s: _options_for(s, shared) for s in strategies}
+    failed: list[str] = []
     if os.path.isdir(args.model):
-        paths = sorted(glob.glob(os.path.join(args.model, "*.onnx")) +
-                       glob.glob(os.path.join(args.model, "*.json")))
-        if not paths:
-            raise ClusterkitError(f"no .onnx or .json models in folder {args.model!r}")
-        if args.jobs > 1:
-            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                results = compare_many(paths, args.selector, strategies, cons, args.fallback,
-                                       options, executor=pool, progress=not args.no_progress,
-                                       coalesce=args.coalesce)
-        else:
-            results = compare_many(paths, args.selector, strategies, cons, args.fallback,
-                                   options, progress=not args.no_progress,
-                                   coalesce=args.coalesce)
-        for res in results:
-            print(format_table(res))
-            print()
-        payload = {"models": results}
+        payload, failed = _sweep(args, strategies, cons, options)
     else:
         res = compare(args.model, args.selector, strategies, cons, args.fallback, options,
-                      name=model_label(args.model), coalesce=args.coalesce)
+                      name=model_label(args.model), coalesce_after=args.coalesce)
         print(format_table(res))
         payload = res.to_json()
         if args.dot:
@@ -74,7 +71,36 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         write_text(args.json, json.dumps(payload, indent=1) + "\n")
         print(f"wrote {args.json}")
+    if failed:
+        print(f"clusterkit: error: {len(failed)} of {len(payload['models'])} models failed: "
+              f"{', '.join(failed)}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict
+           ) -> tuple[dict, list[str]]:
+    """Compare every model of the folder ``args.model``, each in its own child process;
+    returns the JSON payload and the models that failed."""
+    paths = sorted(glob.glob(os.path.join(args.model, "*.onnx")) +
+                   glob.glob(os.path.join(args.model, "*.json")))
+    if not paths:
+        raise ClusterkitError(f"no .onnx or .json models in folder {args.model!r}")
+    common = dict(isolate=True, timeout=args.timeout, jsonl=args.jsonl,
+                  progress=not args.no_progress, coalesce_after=args.coalesce)
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = compare_many(paths, args.selector, strategies, cons, args.fallback,
+                                   options, executor=pool, **common)
+    else:
+        results = compare_many(paths, args.selector, strategies, cons, args.fallback, options,
+                               **common)
+    for res in results:
+        print(format_table(res))
+        print()
+    if args.jsonl:
+        print(f"wrote {args.jsonl}")
+    return {"models": results}, failed_models(results)
 
 
 def _options_for(strategy: str, shared: dict) -> dict:

@@ -27,7 +27,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
-                          coalesce=args.coalesce, **strategy_options(args))
+                          coalesce_after=args.coalesce, **strategy_options(args))
     name = model_label(args.model)
     print(result.summary())
     report = _optional("clusterkit.analysis.report")

@@ -71,7 +71,7 @@ def partition_from_args(args: argparse.Namespace) -> Partition:
         part.selector = " ".join(args.selector)
         return part
     return run_strategy(problem, args.strategy, selector=" ".join(args.selector),
-                        coalesce=args.coalesce, **strategy_options(args))
+                        coalesce_after=args.coalesce, **strategy_options(args))
 
 
 def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:

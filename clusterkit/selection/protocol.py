@@ -10,8 +10,7 @@ returning ``None``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -102,7 +101,7 @@ class SubgraphProperty:
 
     def query(self, graph: "Graph") -> np.ndarray:
         """Which nodes this device supports: ``select`` of a fresh selector, per node."""
-        sel = self.create_subgraph_selector()
+        sel = call_create_subgraph_selector(self)
         mask = sel.supported_mask(graph)
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)
@@ -208,6 +207,21 @@ def call_filter(selector: SubgraphSelector, candidates: list["Node"]) -> list["N
     return kept
 
 
+def call_create_subgraph_selector(prop: "SubgraphProperty") -> SubgraphSelector:
+    """``prop.create_subgraph_selector()``; an exception, or an answer without a callable
+    ``select``, becomes a :class:`SelectorError` naming the property and its device."""
+    where = f"property {describe(prop)} ({prop.device}).create_subgraph_selector"
+    try:
+        sel = prop.create_subgraph_selector()
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise SelectorError(f"{where} raised {exc!r}") from exc
+    if not callable(getattr(sel, "select", None)):
+        raise SelectorError(f"{where} returned {type(sel).__name__}, which has no select method")
+    return sel
+
+
 def call_create_subgraph_node(prop: "SubgraphProperty", subgraph: Any, where: str) -> Any:
     """``prop.create_subgraph_node(subgraph)``; an exception becomes a :class:`SelectorError`
     naming the property, its device and ``where`` (the cluster or seed at fault). ``None``
@@ -219,52 +233,3 @@ def call_create_subgraph_node(prop: "SubgraphProperty", subgraph: Any, where: st
     except Exception as exc:
         raise SelectorError(f"property {describe(prop)} ({prop.device}).create_subgraph_node "
                             f"raised {exc!r} on {where}") from exc
-
-
-# ---------------------------------------------------------------------- registry
-@dataclass
-class _Entry:
-    factory: Callable[..., SubgraphProperty]
-    doc: str = ""
-
-
-_REGISTRY: dict[str, _Entry] = {}
-
-
-def register_property(name: str, factory: Callable[..., SubgraphProperty], doc: str = "") -> None:
-    """Register a property factory under ``name`` (called with ``device=`` when one is given)."""
-    _REGISTRY[name] = _Entry(factory, doc)
-
-
-def registered_properties() -> dict[str, str]:
-    """Registered names (shipped selectors included) → one-line descriptions."""
-    _load_shipped()
-    return {k: v.doc for k, v in sorted(_REGISTRY.items())}
-
-
-def get_property(name: str, device: str | None = None) -> SubgraphProperty:
-    """A property by registered or shipped name."""
-    _load_shipped()
-    entry = _REGISTRY.get(name)
-    if entry is None:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
-        raise SelectorError(f"unknown selector {name!r} (known: {known})")
-    prop = entry.factory(device=device) if device else entry.factory()
-    if not isinstance(prop, SubgraphProperty):
-        raise SelectorError(f"selector {name!r} did not build a SubgraphProperty")
-    return prop
-
-
-_SHIPPED_LOADED = False
-
-
-def _load_shipped() -> None:
-    """Import the shipped selectors package (the repository's ``selectors/`` folder)."""
-    global _SHIPPED_LOADED
-    if _SHIPPED_LOADED:
-        return
-    _SHIPPED_LOADED = True
-    try:
-        from clusterkit import selectors as shipped  # noqa: F401  (registers on import)
-    except ImportError:
-        pass

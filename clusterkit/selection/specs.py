@@ -16,7 +16,8 @@ import os
 import re
 
 from clusterkit.errors import SelectorError
-from clusterkit.selection.protocol import OpsProperty, SubgraphProperty, get_property
+from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
+from clusterkit.selection.registry import get_property
 
 _DEVICE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 

@@ -1,0 +1,90 @@
+"""One shape for every registry of named plug-ins (strategies, selectors, backends).
+
+A :class:`Registry` maps lowercase names to entries. Entries shipped with clusterkit are declared
+as ``"module:attribute"`` strings and imported on first use, so a lower layer can name a higher
+one's modules without importing them; entries added at run time are registered as objects.
+A duplicate name is refused unless ``replace=True``. A shipped module that is absent gives the
+registry's error ("not available in this build"); any other import failure inside it propagates
+unchanged, so its real message is never hidden behind "unknown name".
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Generic, Mapping, TypeVar
+
+from clusterkit.errors import ClusterkitError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Names → entries of one kind (``kind`` names it in messages, e.g. ``"strategy"``).
+
+    ``shipped`` maps names to ``"module:attribute"``; ``wrap`` turns a loaded attribute into an
+    entry (default: the attribute itself); ``error`` is the exception class raised."""
+
+    def __init__(self, kind: str, error: type[ClusterkitError],
+                 shipped: Mapping[str, str] | None = None,
+                 wrap: Callable[[object], T] | None = None):
+        self.kind = kind
+        self.error = error
+        self.shipped = dict(shipped or {})
+        self._wrap = wrap
+        self._loaded: dict[str, T] = {}
+        self._custom: dict[str, T] = {}
+
+    def register(self, name: str, entry: T, *, replace: bool = False) -> None:
+        """Add ``entry`` under ``name``; a name already in use needs ``replace=True``."""
+        if name in self and not replace:
+            raise self.error(f"{self.kind} {name!r} is already registered "
+                             "(pass replace=True to replace it)")
+        self._custom[name] = entry
+
+    def unregister(self, name: str) -> None:
+        """Remove an entry added with :meth:`register` (shipped entries stay)."""
+        self._custom.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._custom or name in self.shipped
+
+    def names(self) -> list[str]:
+        """Every name: shipped ones in declared order, then the registered ones sorted."""
+        return list(self.shipped) + sorted(n for n in self._custom if n not in self.shipped)
+
+    def available(self) -> list[str]:
+        """:meth:`names` without the shipped entries whose module is absent from this build."""
+        out = []
+        for name in self.names():
+            try:
+                self.get(name)
+            except self.error:
+                continue
+            out.append(name)
+        return out
+
+    def get(self, name: str) -> T:
+        """The entry for ``name``, importing a shipped one on first use."""
+        if name in self._custom:
+            return self._custom[name]
+        if name in self._loaded:
+            return self._loaded[name]
+        target = self.shipped.get(name)
+        if target is None:
+            known = ", ".join(self.names()) or "none"
+            raise self.error(f"unknown {self.kind} {name!r} (known: {known})")
+        entry = self._load(name, target)
+        self._loaded[name] = entry
+        return entry
+
+    def _load(self, name: str, target: str) -> T:
+        module, _, attr = target.partition(":")
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if not (exc.name and (module == exc.name or module.startswith(exc.name + "."))):
+                raise  # a module the shipped one imports is broken: its own message tells why
+            raise self.error(f"{self.kind} {name!r} is not available in this build "
+                             f"(no module {module!r})") from exc
+        obj = getattr(mod, attr)
+        return self._wrap(obj) if self._wrap else obj

@@ -1,0 +1,216 @@
+"""The front door: exception hierarchy, registries, keyword-only options."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+import clusterkit as ck
+from clusterkit import errors
+
+
+def _chain():
+    """n0 -> n1 -> n2 -> n3: Conv, Relu, Conv, Softmax."""
+    g = nx.DiGraph([("n0", "n1"), ("n1", "n2"), ("n2", "n3")])
+    nx.set_node_attributes(g, dict(zip(g, ["Conv", "Relu", "Conv", "Softmax"])), "op")
+    nx.set_edge_attributes(g, 4, "bytes")
+    return ck.from_networkx(g)
+
+
+# ---------------------------------------------------------------------- exceptions
+BUILTIN = {"ModelLoadError": ValueError, "GraphError": ValueError, "CycleError": ValueError,
+           "SelectorError": ValueError, "ConstraintError": ValueError,
+           "PartitionError": ValueError, "StrategyError": ValueError,
+           "BackendError": RuntimeError, "ExecutionError": RuntimeError}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_every_error_is_a_clusterkit_error_and_its_builtin(name):
+    cls = getattr(errors, name)
+    assert issubclass(cls, errors.ClusterkitError) and issubclass(cls, BUILTIN[name])
+    assert getattr(ck, name) is cls
+
+
+def test_every_error_class_in_the_module_is_mapped():
+    classes = {n for n, v in vars(errors).items()
+               if isinstance(v, type) and issubclass(v, errors.ClusterkitError)}
+    assert classes - {"ClusterkitError"} == set(BUILTIN)
+
+
+def test_except_value_error_catches_a_bad_constraint():
+    with pytest.raises(ValueError, match="no node named 'nosuch'"):
+        ck.Constraints(cut_edges=[("n0", "nosuch")]).compile(_chain())
+    with pytest.raises(ValueError, match="max_size 1 is below min_size 2"):
+        ck.Constraints(min_size=2, max_size=1).compile(_chain())
+
+
+def test_except_value_error_catches_a_bad_selector_and_strategy():
+    with pytest.raises(ValueError, match="unknown selector 'nosuch'"):
+        ck.parse_selector("nosuch")
+    with pytest.raises(ValueError, match="unknown strategy 'nosuch'"):
+        ck.get_strategy("nosuch")
+
+
+def test_except_runtime_error_catches_an_unknown_backend():
+    from clusterkit.runtime.backends import get_backend
+
+    with pytest.raises(RuntimeError, match="unknown backend 'nosuch'"):
+        get_backend("nosuch")
+
+
+# ---------------------------------------------------------------------- registries
+def _registries():
+    from clusterkit.engines import STRATEGIES, register_strategy
+    from clusterkit.runtime.backends import BACKENDS, register_backend
+    from clusterkit.selection.registry import PROPERTIES
+
+    return [(STRATEGIES, register_strategy, "cycles"), (PROPERTIES, ck.register_property, "coreml"),
+            (BACKENDS, register_backend, "reference")]
+
+
+@pytest.mark.parametrize("k", range(3), ids=["strategy", "selector", "backend"])
+def test_registry_refuses_a_duplicate_name_unless_replace(k):
+    registry, register, shipped = _registries()[k]
+    stub = object()
+    try:
+        register("zz_test_entry", stub)
+        with pytest.raises(errors.ClusterkitError,
+                           match=f"{registry.kind} 'zz_test_entry' is already registered"):
+            register("zz_test_entry", stub)
+        with pytest.raises(ValueError if k < 2 else RuntimeError, match=f"'{shipped}'"):
+            register(shipped, stub)
+        register("zz_test_entry", stub, replace=True)
+        assert "zz_test_entry" in registry.names()
+    finally:
+        registry.unregister("zz_test_entry")
+    assert "zz_test_entry" not in registry.names()
+
+
+def test_replace_overrides_a_shipped_strategy_and_unregister_restores_it():
+    from clusterkit.engines import STRATEGIES
+
+    original = ck.get_strategy("singleton")
+    try:
+        ck.register_strategy("singleton", lambda problem: original(problem), replace=True)
+        assert ck.get_strategy("singleton") is not original
+    finally:
+        STRATEGIES.unregister("singleton")
+    assert ck.get_strategy("singleton") is original
+
+
+def test_a_broken_shipped_selector_module_shows_its_import_error(tmp_path, monkeypatch):
+    from clusterkit.selection.registry import PROPERTIES
+
+    (tmp_path / "zz_broken_selector.py").write_text("import zz_missing_dependency_of_selector\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(PROPERTIES.shipped, "broken", "zz_broken_selector:make_property")
+    for call in (lambda: ck.get_property("broken"), ck.registered_properties,
+                 lambda: ck.parse_selector("broken")):
+        with pytest.raises(ImportError, match="zz_missing_dependency_of_selector"):
+            call()
+
+
+def test_an_absent_shipped_module_is_not_available_rather_than_unknown(monkeypatch):
+    from clusterkit.selection.registry import PROPERTIES
+
+    monkeypatch.setitem(PROPERTIES.shipped, "gone", "clusterkit.selectors.zz_gone:make_property")
+    with pytest.raises(ck.SelectorError, match="selector 'gone' is not available in this build"):
+        ck.get_property("gone")
+    assert "gone" not in ck.registered_properties()
+
+
+def test_selection_does_not_import_the_shipped_selectors():
+    import pathlib
+    import subprocess
+    import sys
+
+    folder = pathlib.Path(ck.__file__).parent / "selection"
+    for path in folder.glob("*.py"):
+        text = path.read_text()
+        assert "import clusterkit.selectors" not in text and "from clusterkit.selectors" not in text
+        assert "from clusterkit import selectors" not in text, path
+    code = ("import sys, clusterkit as ck; assert 'clusterkit.selectors' not in sys.modules; "
+            "assert ck.get_property('coreml').device == 'coreml'; "
+            "assert 'clusterkit.selectors.coreml' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------- front door
+def test_cpsat_own_coalesce_option_reaches_cpsat_and_no_post_pass_runs():
+    pytest.importorskip("ortools")
+    from clusterkit.engines import STRATEGIES
+
+    real = ck.get_strategy("cpsat")
+    seen = {}
+
+    def spy(problem, **options):
+        seen.update(options)
+        seen["result"] = real(problem, **options)
+        return seen["result"]
+
+    problem = ck.make_problem(_chain(), ["ops:Conv,Relu"])
+    ck.register_strategy("cpsat", spy, replace=True)
+    try:
+        part = ck.run_strategy(problem, "cpsat", coalesce=False, time_limit=10)
+    finally:
+        STRATEGIES.unregister("cpsat")
+    assert seen["coalesce"] is False and seen["time_limit"] == 10
+    assert part is seen["result"]
+
+
+def test_coalesce_after_runs_the_post_pass_and_keeps_the_partition_valid():
+    problem = ck.make_problem(_chain(), ["ops:Conv,Relu"])
+    plain = ck.run_strategy(problem, "singleton")
+    merged = ck.run_strategy(problem, "singleton", coalesce_after=True)
+    assert merged.metrics()["partitions"] < plain.metrics()["partitions"]
+    assert {v for c in merged.clusters for v in c.nodes} == set(range(4))
+
+
+def test_front_door_options_are_keyword_only():
+    problem = ck.make_problem(_chain(), ["ops:Conv"])
+    with pytest.raises(TypeError):
+        ck.run_strategy(problem, "singleton", "label")
+    with pytest.raises(TypeError):
+        ck.partition(_chain(), ["ops:Conv"], "singleton", None)
+    with pytest.raises(ck.StrategyError, match="strategy 'singleton' has no option 'coalesce'"):
+        ck.run_strategy(problem, "singleton", coalesce=True)
+
+
+@pytest.mark.parametrize("reserved", ["validate", "fallback", "coalesce_after"])
+def test_a_strategy_option_named_like_a_front_door_parameter_is_refused(reserved):
+    from clusterkit.engines import STRATEGIES
+
+    import inspect
+
+    def clashing(problem, **options):
+        return ck.get_strategy("singleton")(problem)
+
+    clashing.__signature__ = inspect.Signature([
+        inspect.Parameter("problem", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter(reserved, inspect.Parameter.KEYWORD_ONLY, default=1)])
+    ck.register_strategy("zz_clash", clashing)
+    try:
+        with pytest.raises(ck.StrategyError, match=f"option '{reserved}'.*front-door"):
+            ck.run_strategy(ck.make_problem(_chain(), ["ops:Conv"]), "zz_clash")
+    finally:
+        STRATEGIES.unregister("zz_clash")
+
+
+def test_no_shipped_strategy_option_is_named_like_a_front_door_parameter():
+    import inspect
+
+    from clusterkit.api import FRONT_DOOR_PARAMETERS
+
+    for name in ck.strategy_names():
+        params = set(inspect.signature(ck.get_strategy(name)).parameters)
+        assert not params & set(FRONT_DOOR_PARAMETERS), name
+
+
+def test_partition_takes_one_spec_or_property_or_a_list_of_either():
+    prop = ck.OpsProperty(["Conv"], device="npu")
+    one = ck.partition(_chain(), "npu=ops:Conv", strategy="singleton")
+    assert one.selector == "npu=ops:Conv"
+    for sels in (prop, [prop], ["npu=ops:Conv"], [prop, "gpu=ops:Relu"]):
+        part = ck.partition(_chain(), sels, strategy="singleton")
+        devices = {c.device for c in part.clusters}
+        assert "npu" in devices, sels
