@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -19,6 +19,9 @@ from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.networkx import dot_quote
+
+if TYPE_CHECKING:
+    from clusterkit.reasons import Reason
 
 
 @dataclass
@@ -41,6 +44,8 @@ class Partition:
     selector: str = ""
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    #: why each fallback node the engine can explain is there (see :mod:`clusterkit.reasons`)
+    fallback_reasons: dict[int, Reason] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod

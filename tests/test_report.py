@@ -13,8 +13,8 @@ import clusterkit as ck
 from clusterkit.cli import main as cli_main
 from clusterkit.io.dumps import affinity_dot, dump_dot, subgraphs_dot
 from clusterkit.io.loader import load_graph
-from clusterkit.analysis.report import (CONSTRAINT, CYCLE, MANUAL_AFFINITY, OP_NOT_SUPPORTED,
-                               SELECTOR_CONDITION, format_placement, placement)
+from clusterkit.analysis.report import format_placement
+from clusterkit.reasons import Category, placement_report
 from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
 
 from conftest import ALL_MODELS, model_id
@@ -50,12 +50,12 @@ def test_reasons_for_each_category(strategy):
     cons = ck.Constraints(min_size=2, cut_edges=[("c", "lonely")])
     problem = ck.make_problem(reasons_graph(), [_NotNamedProp("acc")], constraints=cons)
     part = ck.run_strategy(problem, strategy)
-    rep = placement(part) if strategy == "singleton" else part.info["placement"]
+    rep = placement_report(part) if strategy == "singleton" else part.info["placement"]
     fell = {e["node"]: e["reason"] for e in rep["fallen_back"]}
-    assert fell["odd"] == OP_NOT_SUPPORTED           # no device takes op Z at all
-    assert fell["refused"] == SELECTOR_CONDITION     # other A nodes are taken
-    assert fell["lonely"] == CONSTRAINT              # supported, but its cluster is too small
-    assert rep["reasons_by_op"][OP_NOT_SUPPORTED] == {"Z": 1}
+    assert fell["odd"] == Category.OP_NOT_SUPPORTED        # no device takes op Z at all
+    assert fell["refused"] == Category.SELECTOR_CONDITION  # other A nodes are taken
+    assert fell["lonely"] == Category.CONSTRAINT           # supported, its cluster is too small
+    assert rep["reasons_by_op"][Category.OP_NOT_SUPPORTED] == {"Z": 1}
     json.dumps(rep)
     total = sum(e["nodes"] for e in rep["devices"].values())
     assert total == problem.n and rep["devices"]["cpu"]["fallback"] is True
@@ -73,9 +73,9 @@ def test_cycle_reason_when_a_rolled_back_node_falls_back():
     fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
     # {1, 2} and {4} are below min_size; node 2 was rolled back for a self-reference
     assert set(fell) == {"1", "2", "4"}
-    assert fell["2"]["reason"] == CYCLE and "self-reference" in fell["2"]["detail"]
-    assert fell["1"]["reason"] == CONSTRAINT and "min_size 3" in fell["1"]["detail"]
-    assert fell["4"]["reason"] == CONSTRAINT
+    assert fell["2"]["reason"] == Category.CYCLE and "self-reference" in fell["2"]["detail"]
+    assert fell["1"]["reason"] == Category.CONSTRAINT and "min_size 3" in fell["1"]["detail"]
+    assert fell["4"]["reason"] == Category.CONSTRAINT
 
 
 def test_format_placement_lines():
@@ -95,7 +95,7 @@ def test_manual_affinity_reason_and_dumps(tmp_path):
     problem = ck.make_problem(reasons_graph(), ["acc=ops:A,B"])
     part = ck.run_strategy(problem, "hetero", affinity=["a=cpu", "b=acc"], fill_affinity=True)
     fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
-    assert fell["a"]["reason"] == MANUAL_AFFINITY
+    assert fell["a"]["reason"] == Category.MANUAL_AFFINITY
     paths = dump_dot(part, tmp_path / "d", "m")
     assert [p.rsplit("/", 1)[1] for p in paths] == ["m_affinity.dot", "m_subgraphs.dot"]
     aff = affinity_dot(part)
@@ -168,4 +168,4 @@ def test_stored_placement_is_refreshed_when_clusters_change():
     text = format_placement(merged)
     assert "acc: 4 nodes in 1 clusters" in text
     assert merged.info["placement"]["devices"]["acc"]["clusters"] == 1
-    assert merged.info["placement"]["fallen_back"][0]["reason"] == OP_NOT_SUPPORTED
+    assert merged.info["placement"]["fallen_back"][0]["reason"] == Category.OP_NOT_SUPPORTED

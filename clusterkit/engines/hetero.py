@@ -44,7 +44,7 @@ from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_
 from clusterkit.constraints.core import Problem
 from clusterkit.result import Partition
 from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles
-from clusterkit.analysis.report import CONSTRAINT, CYCLE, Reason, placement
+from clusterkit.reasons import Category, Reason, placement_report
 from clusterkit.engines.common import enforce_min_size
 
 
@@ -67,14 +67,15 @@ def run(problem: Problem, affinity: Iterable[str] | None = None, fill_affinity: 
         if v in rolled_nodes or v in split_nodes:
             why = ("rolled back for a self-reference" if v in rolled_nodes else
                    "its cluster was split to break a cycle between clusters")
-            reasons[v] = (CYCLE, f"{why}; the {size}-node cluster it ended in is below "
-                          f"min_size {problem.min_size}")
+            reasons[v] = Reason(Category.CYCLE, f"{why}; the {size}-node cluster it ended in "
+                                f"is below min_size {problem.min_size}")
         else:
-            reasons[v] = (CONSTRAINT, f"its {size}-node cluster on "
-                          f"{problem.devices[int(placed[v])]} is below min_size "
-                          f"{problem.min_size}")
-    part = Partition.from_assignment(problem, labels, devices, strategy="hetero")
-    part.info["placement"] = placement(part, reasons)
+            reasons[v] = Reason(Category.CONSTRAINT, f"its {size}-node cluster on "
+                                f"{problem.devices[int(placed[v])]} is below min_size "
+                                f"{problem.min_size}")
+    part = Partition.from_assignment(problem, labels, devices, strategy="hetero",
+                                     fallback_reasons=reasons)
+    part.info["placement"] = placement_report(part)
     part.info["hetero"] = {"rounds": sel.rounds, "growths": sel.growths,
                            "reused_growths": sel.reused, "rollbacks": sel.rollbacks,
                            "clusters_split_for_cycles": split}
@@ -123,7 +124,8 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     that cannot take the whole group) goes to the first device a member asked for that can,
     else (without manual-only mode) the first device in priority order that can, else the
     fallback."""
-    reasons: dict[int, Reason] = dict(aff.reasons)
+    reasons = {v: Reason(Category.MANUAL_AFFINITY, detail)
+               for v, detail in aff.fallback_details.items()}
     ndev = len(problem.devices)
     dev = aff.device.tolist()
     out = [-1] * ug.n
@@ -132,7 +134,8 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
         if len(mem) == 1:
             d = dev[mem[0]]
             if d >= 0 and not ug.feasible[d][u]:
-                reasons[mem[0]] = (CONSTRAINT, f"{problem.devices[d]} cannot take it alone")
+                reasons[mem[0]] = Reason(Category.CONSTRAINT,
+                                         f"{problem.devices[d]} cannot take it alone")
                 d = -1
             out[u] = d
             continue
@@ -157,8 +160,8 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
         gi = int(problem.group_of[mem[0]])
         if pick < 0:
             for v in mem:
-                reasons[v] = (CONSTRAINT, f"together group {gi}: no device its members ask for "
-                              "can take the whole group")
+                reasons[v] = Reason(Category.CONSTRAINT, f"together group {gi}: no device its "
+                                    "members ask for can take the whole group")
     return out, reasons
 
 

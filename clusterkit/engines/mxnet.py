@@ -36,8 +36,7 @@ import numpy as np
 from clusterkit.constraints.core import Problem
 from clusterkit.result import Partition
 from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles, first_reentry
-from clusterkit.analysis.report import (CONSTRAINT, CYCLE, SELECTOR_CONDITION, SUBGRAPH_REJECTED, Reason,
-                      placement)
+from clusterkit.reasons import Category, Reason, placement_report
 from clusterkit.selection.protocol import (call_create_subgraph_node, call_filter, call_select, call_select_input,
                         call_select_output)
 from clusterkit.graph.subgraph import Subgraph
@@ -77,14 +76,16 @@ def run(problem: Problem) -> Partition:
     for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():
         size = int(sizes[labels[v]])
         if v in split_nodes or int(ug.unit_of[v]) in part.cycle_units:
-            reasons[v] = (CYCLE, f"dropped from a subgraph to avoid a cycle; the {size}-node "
-                          f"cluster it ended in is below min_size {problem.min_size}")
+            reasons[v] = Reason(Category.CYCLE, f"dropped from a subgraph to avoid a cycle; the "
+                                f"{size}-node cluster it ended in is below min_size "
+                                f"{problem.min_size}")
         else:
-            reasons[v] = (CONSTRAINT, f"its {size}-node cluster on "
-                          f"{problem.devices[int(placed[v])]} is below min_size "
-                          f"{problem.min_size}")
-    result = Partition.from_assignment(problem, labels, devices, strategy="mxnet")
-    result.info["placement"] = placement(result, reasons)
+            reasons[v] = Reason(Category.CONSTRAINT, f"its {size}-node cluster on "
+                                f"{problem.devices[int(placed[v])]} is below min_size "
+                                f"{problem.min_size}")
+    result = Partition.from_assignment(problem, labels, devices, strategy="mxnet",
+                                       fallback_reasons=reasons)
+    result.info["placement"] = placement_report(result)
     result.info["mxnet"] = {"seeds": part.seeds, "rejected_subgraphs": part.rejected,
                             "cycle_drops": part.drops, "cycle_drop_events": part.drop_events,
                             "nodes_dropped_for_cycles": part.dropped_total,
@@ -125,8 +126,8 @@ class _MXNet:
                 continue
             sel = prop.create_subgraph_selector()
             if not call_select(sel, nodes[ug.members[seed][0]]):
-                self.reasons.setdefault(seed, (SELECTOR_CONDITION,
-                                               f"{dev}'s selector does not select it"))
+                self.reasons.setdefault(seed, Reason(Category.SELECTOR_CONDITION,
+                                                     f"{dev}'s selector does not select it"))
                 continue
             self.seeds += 1
             cand = self._grow(d, sel, seed)
@@ -140,8 +141,9 @@ class _MXNet:
             if fused is None:
                 self.rejected += 1
                 for u in kept:
-                    self.reasons[u] = (SUBGRAPH_REJECTED, f"{dev}'s create_subgraph_node "
-                                       f"rejected its {len(node_ids)}-node subgraph")
+                    self.reasons[u] = Reason(Category.SUBGRAPH_REJECTED, f"{dev}'s "
+                                             "create_subgraph_node rejected its "
+                                             f"{len(node_ids)}-node subgraph")
                 continue
             for u in kept:
                 self.taken[u] = True
@@ -205,8 +207,8 @@ class _MXNet:
                "once fused)")
         for u in dropped:
             self.cycle_units.add(u)
-            self.reasons[u] = (CYCLE, f"dropped from {dev}'s subgraph seeded at "
-                               f"{self._name(seed)!r}: {why}")
+            self.reasons[u] = Reason(Category.CYCLE, f"dropped from {dev}'s subgraph seeded at "
+                                     f"{self._name(seed)!r}: {why}")
         if len(self.drops) < MAX_RECORDED_DROPS:
             names = [self._name(u) for u in dropped[:MAX_NAMES_PER_DROP]]
             self.drops.append({"device": dev, "seed": self._name(seed), "count": len(dropped),
@@ -224,7 +226,8 @@ class _MXNet:
         keep_set = set(kept)
         for u in cand:
             if u not in keep_set:
-                self.reasons[u] = (SELECTOR_CONDITION, f"{dev}'s selector filter dropped it")
+                self.reasons[u] = Reason(Category.SELECTOR_CONDITION,
+                                         f"{dev}'s selector filter dropped it")
         if len(kept) > 1:
             y = first_reentry(ug, kept)
             if y is not None:        # everything from the first re-entered node on is convex
@@ -232,7 +235,7 @@ class _MXNet:
                 gone = [u for u in kept if rank[u] >= rank[y]]
                 for u in gone:
                     self.cycle_units.add(u)
-                    self.reasons[u] = (CYCLE, f"{dev}'s filter removed nodes it depended on; "
-                                       "keeping it would close a cycle")
+                    self.reasons[u] = Reason(Category.CYCLE, f"{dev}'s filter removed nodes it "
+                                             "depended on; keeping it would close a cycle")
                 kept = [u for u in kept if rank[u] < rank[y]]
         return kept
