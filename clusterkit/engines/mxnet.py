@@ -1,4 +1,4 @@
-"""Strategy ``mxnet``: MXNet's ``PartitionGraph`` pass (``seeds/mxnet-subgraph-api-proposal.txt``).
+"""Strategy ``mxnet``: MXNet's ``PartitionGraph`` pass, as its subgraph API proposal describes it.
 
 For each property (device) in priority order, and each node in topological order that is not
 taken yet and that a fresh selector ``select``\\ s (the seed):
@@ -14,33 +14,32 @@ taken yet and that a fresh selector ``select``\\ s (the seed):
    the subgraph is fused) is dropped at once; when a node refused later turns out to lie
    between two candidates, the set shrinks — the most recently selected candidates are dropped
    (and become outside) until no outside node lies between two candidates
-   (:class:`~clusterkit.engines.reach.GrowthTracker`; MXNet excludes the offending nodes and retries
-   the growth). Every drop is recorded in ``info["mxnet"]["cycle_drops"]`` with its reason.
+   (a ``GrowthTracker``; MXNet excludes the offending nodes and retries the growth). Every
+   drop is recorded in ``info["mxnet"]["cycle_drops"]`` with its reason.
 3. ``filter`` prunes the candidates (a together group stays only if all of it is kept); if what
    is left is no longer convex, the part from the first re-entered node on (by rank) is dropped.
 4. ``create_subgraph_node`` builds the fused node; ``None`` rejects the subgraph and its nodes go
    back: later seeds and later devices may take them.
 
 As in MXNet, each candidate set's cycle check looks at the original graph; subgraphs that end up
-depending on each other through other subgraphs are split afterwards
-(:func:`~clusterkit.engines.reach.break_cycles`), and clusters below ``min_size`` go to the fallback.
-``info["placement"]`` holds the placement report.
+depending on each other through other subgraphs are split afterwards, and clusters below
+``min_size`` go to the fallback (:func:`~clusterkit.engines.common.close_growth`). Every
+fallback node's reason is on ``Partition.fallback_reasons`` (selector, rejected subgraph, cycle,
+``min_size``); ``info["placement"]`` holds the placement report.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-import numpy as np
-
 from clusterkit.constraints.core import Problem
-from clusterkit.result import Partition
-from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles, first_reentry
-from clusterkit.reasons import Category, Reason, placement_report
-from clusterkit.selection.protocol import (call_create_subgraph_node, call_filter, call_select, call_select_input,
-                        call_select_output)
+from clusterkit.engines.common import close_growth
+from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, first_reentry
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.engines.common import enforce_min_size
+from clusterkit.reasons import Category, Reason
+from clusterkit.result import Partition
+from clusterkit.selection.protocol import (call_create_subgraph_node, call_filter, call_select,
+                                           call_select_input, call_select_output)
 
 MAX_RECORDED_DROPS = 1000
 MAX_NAMES_PER_DROP = 20
@@ -62,30 +61,14 @@ def run(problem: Problem) -> Partition:
     part = _MXNet(problem, ug)
     for d in range(len(problem.devices)):
         part.apply(d)
-    pieces, split = break_cycles(ug, part.pieces)
-    labels, devices = ug.node_labels(pieces)
-    placed = devices.copy()
-    devices = enforce_min_size(problem, labels, devices)
     reasons: dict[int, Reason] = {}
     for u, why in part.reasons.items():
         if not part.taken[u]:
             for v in ug.members[u]:
                 reasons[v] = why
-    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.units]))
-    sizes = np.bincount(labels)
-    for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():
-        size = int(sizes[labels[v]])
-        if v in split_nodes or int(ug.unit_of[v]) in part.cycle_units:
-            reasons[v] = Reason(Category.CYCLE, f"dropped from a subgraph to avoid a cycle; the "
-                                f"{size}-node cluster it ended in is below min_size "
-                                f"{problem.min_size}")
-        else:
-            reasons[v] = Reason(Category.CONSTRAINT, f"its {size}-node cluster on "
-                                f"{problem.devices[int(placed[v])]} is below min_size "
-                                f"{problem.min_size}")
-    result = Partition.from_assignment(problem, labels, devices, strategy="mxnet",
-                                       fallback_reasons=reasons)
-    result.info["placement"] = placement_report(result)
+    moved = dict.fromkeys(ug.nodes_of(sorted(part.cycle_units)),
+                          "dropped from a subgraph to avoid a cycle")
+    result, split = close_growth(problem, ug, part.pieces, "mxnet", reasons, moved)
     result.info["mxnet"] = {"seeds": part.seeds, "rejected_subgraphs": part.rejected,
                             "cycle_drops": part.drops, "cycle_drop_events": part.drop_events,
                             "nodes_dropped_for_cycles": part.dropped_total,
