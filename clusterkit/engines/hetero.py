@@ -48,7 +48,7 @@ from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
 
 
-def run(problem: Problem, affinity: Iterable[str] | None = None, fill_affinity: bool = False,
+def run(problem: Problem, *, affinity: Iterable[str] | None = None, fill_affinity: bool = False,
         trace: bool = False) -> Partition:
     """OpenVINO HETERO partitioning. ``affinity``: manual rules (``NAME=DEVICE``,
     ``re:REGEX=DEVICE``, ``I-J=DEVICE``); ``fill_affinity``: with manual affinities, place the
@@ -66,7 +66,7 @@ def run(problem: Problem, affinity: Iterable[str] | None = None, fill_affinity: 
     return part
 
 
-def subgraphs(problem: Problem, affinity: Iterable[str] | None = None,
+def subgraphs(problem: Problem, *, affinity: Iterable[str] | None = None,
               fill_affinity: bool = False) -> list[tuple[str, list[int]]]:
     """The subgraphs HETERO selects, in selection order, as ``(device, node ids)`` — before
     clusters that depend on each other are split and before ``min_size``."""

@@ -48,19 +48,15 @@ MAX_NAMES_PER_DROP = 20
 def subgraphs(problem: Problem) -> list[tuple[str, list[int]]]:
     """The subgraphs the passes create, in order, as ``(device, node ids)`` — before subgraphs
     that depend on each other are split and before ``min_size``."""
-    ug = UnitGraph(problem)
-    part = _MXNet(problem, ug)
-    for d in range(len(problem.devices)):
-        part.apply(d)
-    return [(problem.devices[p.device], ug.nodes_of(p.units)) for p in part.pieces]
+    passes = _partition_graph(problem)
+    return [(problem.devices[p.device], passes.ug.nodes_of(p.units)) for p in passes.pieces]
 
 
 def run(problem: Problem) -> Partition:
-    """MXNet ``PartitionGraph`` with the problem's properties applied in priority order."""
-    ug = UnitGraph(problem)
-    part = _MXNet(problem, ug)
-    for d in range(len(problem.devices)):
-        part.apply(d)
+    """MXNet ``PartitionGraph`` with the problem's properties applied in priority order (the
+    strategy has no options)."""
+    part = _partition_graph(problem)
+    ug = part.ug
     reasons: dict[int, Reason] = {}
     for u, why in part.reasons.items():
         if not part.taken[u]:
@@ -74,6 +70,14 @@ def run(problem: Problem) -> Partition:
                             "nodes_dropped_for_cycles": part.dropped_total,
                             "clusters_split_for_cycles": split}
     return result
+
+
+def _partition_graph(problem: Problem) -> "_MXNet":
+    """Every property's ``PartitionGraph`` pass, in priority order."""
+    passes = _MXNet(problem, UnitGraph(problem))
+    for d in range(len(problem.devices)):
+        passes.apply(d)
+    return passes
 
 
 class _MXNet:
