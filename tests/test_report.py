@@ -13,7 +13,8 @@ import clusterkit as ck
 from clusterkit.cli import main as cli_main
 from clusterkit.io.dumps import affinity_dot, dump_dot, subgraphs_dot
 from clusterkit.io.loader import load_graph
-from clusterkit.analysis.report import format_placement
+from clusterkit.analysis.explain import explain_edge
+from clusterkit.analysis.report import format_placement, get_placement
 from clusterkit.reasons import Category, placement_report
 from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
 
@@ -59,6 +60,59 @@ def test_reasons_for_each_category(strategy):
     json.dumps(rep)
     total = sum(e["nodes"] for e in rep["devices"].values())
     assert total == problem.n and rep["devices"]["cpu"]["fallback"] is True
+
+
+def mixed_reasons_graph() -> nx.DiGraph:
+    """``reasons_graph`` plus ``pinned`` (op A, affinity to the fallback) after ``a2``."""
+    g = reasons_graph()
+    g.add_node("pinned", op="A", affinity="cpu")
+    g.add_edge("a2", "pinned")
+    return g
+
+
+def expected_category(strategy: str, name: str, op: str) -> str:
+    """The test's own rule: the device takes ops A and B except the node named ``refused``;
+    ``pinned`` asks for the fallback (only hetero reads affinities); every other node that falls
+    back is supported and kept off by min_size 2 (its cluster is alone or too small)."""
+    if strategy == "hetero" and name == "pinned":
+        return "manual affinity"
+    if op not in ("A", "B"):
+        return "op not supported"
+    if name == "refused":
+        return "selector condition"
+    return "constraint"
+
+
+@pytest.mark.parametrize("strategy", ck.strategy_names())
+def test_every_strategy_reports_the_expected_category(strategy):
+    cons = ck.Constraints(min_size=2, cut_edges=[("c", "lonely")])
+    problem = ck.make_problem(mixed_reasons_graph(), [_NotNamedProp("acc")], constraints=cons)
+    options = {"fill_affinity": True} if strategy == "hetero" else {}
+    part = ck.run_strategy(problem, strategy, **options)
+    rep = get_placement(part)
+    fell = {e["node"]: e for e in rep["fallen_back"]}
+    placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
+    assert set(fell) == {k for k, dev in placed.items() if dev == "cpu"}
+    must_fall = {"odd", "refused"} | ({"pinned"} if strategy == "hetero" else set())
+    assert must_fall <= set(fell)
+    for name, e in fell.items():
+        assert e["reason"] == expected_category(strategy, name, e["op"]), (name, e)
+        assert e["detail"]
+    # b and c can share a convex cluster with no node but pinned, and not both with it (the
+    # path b -> odd -> c): one of them falls back for min_size in any valid partition
+    assert {"b", "c"} & set(fell)
+    counted = collections.Counter(e["reason"] for e in fell.values())
+    assert rep["reasons"] == dict(counted)
+    json.dumps(rep)
+
+
+def test_explain_gives_the_reason_the_engine_recorded():
+    problem = ck.make_problem(mixed_reasons_graph(), ["acc=ops:A,B"])
+    part = ck.run_strategy(problem, "hetero", fill_affinity=True)
+    pinned = problem.graph.node("pinned").index
+    assert part.fallback_reasons[pinned].category == Category.MANUAL_AFFINITY
+    why = explain_edge(part, "a2", "pinned")
+    assert "'pinned' is on the fallback 'cpu'" in why and "affinity 'cpu'" in why
 
 
 def test_cycle_reason_when_a_rolled_back_node_falls_back():
