@@ -4,9 +4,11 @@ A :class:`Reason` is a :class:`Category` — one of six, the strings the placeme
 partition JSON carry — and a sentence of detail. Engines record the reasons they know on
 ``Partition.fallback_reasons`` (topological node index → :class:`Reason`); any other fallback
 node is explained from the compiled problem alone by :func:`infer_reason`, so
-:func:`placement_report` works for every strategy's partition. The report is built here, just
-above the partition and below the engines, because the engines that record reasons store it in
-``info["placement"]`` (and so in the partition JSON).
+:func:`placement_report` works for every strategy's partition. The vocabulary sits beside the
+constraints, below the partition that carries it (so the affinity step records its reasons in
+the same form), and the report is built here, below the engines, because the engines that
+record reasons store it in ``info["placement"]`` and so in the partition JSON; it reads the
+partition through its public attributes only.
 
 Categories:
 
@@ -28,10 +30,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from clusterkit.constraints.core import Problem
-from clusterkit.result import Partition
+if TYPE_CHECKING:  # annotations only: the partition sits one layer above the vocabulary
+    from clusterkit.constraints.core import Problem
+    from clusterkit.result import Partition
 
 __all__ = ["BELOW_MIN_SIZE", "Category", "FILTER_DROPPED", "GROUP_FITS_NO_DEVICE", "Reason",
            "SELECT_REFUSED", "devices_taking_op", "infer_reason", "placement_report"]

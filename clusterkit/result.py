@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -19,9 +19,7 @@ from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.networkx import dot_quote
-
-if TYPE_CHECKING:
-    from clusterkit.reasons import Reason
+from clusterkit.reasons import Reason
 
 
 @dataclass

@@ -105,8 +105,7 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     that cannot take the whole group) goes to the first device a member asked for that can,
     else (without manual-only mode) the first device in priority order that can, else the
     fallback."""
-    reasons = {v: Reason(Category.MANUAL_AFFINITY, detail)
-               for v, detail in aff.fallback_details.items()}
+    reasons = dict(aff.fallback_reasons)
     ndev = len(problem.devices)
     dev = aff.device.tolist()
     out = [-1] * ug.n
