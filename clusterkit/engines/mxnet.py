@@ -55,19 +55,20 @@ def subgraphs(problem: Problem) -> list[tuple[str, list[int]]]:
 def run(problem: Problem) -> Partition:
     """MXNet ``PartitionGraph`` with the problem's properties applied in priority order (the
     strategy has no options)."""
-    part = _partition_graph(problem)
-    ug = part.ug
+    passes = _partition_graph(problem)
+    ug = passes.ug
     reasons: dict[int, Reason] = {}
-    for u, why in part.reasons.items():
-        if not part.taken[u]:
+    for u, why in passes.reasons.items():
+        if not passes.taken[u]:
             for v in ug.members[u]:
                 reasons[v] = why
-    moved = dict.fromkeys(ug.nodes_of(sorted(part.cycle_units)),
+    moved = dict.fromkeys(ug.nodes_of(sorted(passes.cycle_units)),
                           "dropped from a subgraph to avoid a cycle")
-    result, split = close_growth(problem, ug, part.pieces, "mxnet", reasons, moved)
-    result.info["mxnet"] = {"seeds": part.seeds, "rejected_subgraphs": part.rejected,
-                            "cycle_drops": part.drops, "cycle_drop_events": part.drop_events,
-                            "nodes_dropped_for_cycles": part.dropped_total,
+    result, split = close_growth(problem, ug, passes.pieces, "mxnet", reasons, moved)
+    result.info["mxnet"] = {"seeds": passes.seeds, "rejected_subgraphs": passes.rejected,
+                            "cycle_drops": passes.drops,
+                            "cycle_drop_events": passes.drop_events,
+                            "nodes_dropped_for_cycles": passes.dropped_total,
                             "clusters_split_for_cycles": split}
     return result
 
