@@ -18,6 +18,7 @@ from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
+from clusterkit.reasons import Reason
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Partition:
     selector: str = ""
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    #: why each fallback node the engine can explain is there (see :mod:`clusterkit.reasons`)
+    fallback_reasons: dict[int, Reason] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -18,7 +18,7 @@ import clusterkit as ck
 from clusterkit.constraints.affinity import compute_affinity, parse_rule
 from clusterkit.cli import main as cli_main
 from clusterkit.errors import ConstraintError
-from clusterkit.analysis.report import MANUAL_AFFINITY
+from clusterkit.reasons import Category
 from clusterkit.engines import hetero
 
 # ---------------------------------------------------------------------- the seed's example
@@ -243,7 +243,7 @@ def test_manual_affinity_without_fill_sends_the_rest_to_the_fallback():
     assert placed["6"] == placed["7"] == "second"
     assert all(placed[k] == "cpu" for k in "12345")
     reasons = {e["node"]: e["reason"] for e in part.info["placement"]["fallen_back"]}
-    assert set(reasons.values()) == {MANUAL_AFFINITY}
+    assert set(reasons.values()) == {Category.MANUAL_AFFINITY}
     filled = ck.run_strategy(problem, "hetero", affinity=["re:^[67]$=second"],
                              fill_affinity=True)
     placed = dict(zip((nd.name for nd in problem.graph.nodes), filled.device_of_nodes()))
@@ -261,7 +261,8 @@ def test_affinity_from_node_attributes_and_unsupported_device():
     placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
     assert placed["4"] == "cpu" and placed["5"] == "second"
     why = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
-    assert why["4"]["reason"] == MANUAL_AFFINITY and "does not support" in why["4"]["detail"]
+    assert why["4"]["reason"] == Category.MANUAL_AFFINITY
+    assert "does not support" in why["4"]["detail"]
     assert part.info["affinity"]["differs_from_placement"] == {"3": "first"}
 
 

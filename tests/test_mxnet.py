@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import clusterkit as ck
 from clusterkit.errors import ConstraintError, SelectorError
-from clusterkit.analysis.report import CYCLE, OP_NOT_SUPPORTED, SELECTOR_CONDITION, SUBGRAPH_REJECTED
+from clusterkit.reasons import Category
 from clusterkit.selection.protocol import ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector
 from clusterkit.engines import mxnet
 
@@ -32,7 +32,7 @@ def test_cycle_is_shrunk_and_recorded():
                       "why": drops[0]["why"]}]
     assert "path between two nodes" in drops[0]["why"]
     fell = {e["node"]: e["reason"] for e in part.info["placement"]["fallen_back"]}
-    assert fell == {"4": OP_NOT_SUPPORTED}
+    assert fell == {"4": Category.OP_NOT_SUPPORTED}
 
 
 class _Budget(SubgraphSelector):
@@ -107,7 +107,7 @@ def test_filter_and_convexity_after_filter():
     problem = ck.make_problem(g, [_FilterProp(["A", "B"], device="acc")])
     part = ck.run_strategy(problem, "mxnet").validate()
     fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
-    assert fell["b"]["reason"] == SELECTOR_CONDITION
+    assert fell["b"]["reason"] == Category.SELECTOR_CONDITION
     # a -> b -> c with b dropped: a and c can no longer share a cluster
     a = part.assignment()
     idx = problem.graph.name_to_index
@@ -137,7 +137,7 @@ def test_rejected_subgraph_nodes_go_back_to_later_devices():
     only = ck.make_problem(g, [_Picky(["A"], device="first")])
     part = ck.run_strategy(only, "mxnet").validate()
     fell = {e["node"]: e["reason"] for e in part.info["placement"]["fallen_back"]}
-    assert fell.get("n1") == SUBGRAPH_REJECTED
+    assert fell.get("n1") == Category.SUBGRAPH_REJECTED
 
 
 def test_properties_apply_in_priority_order():
@@ -301,5 +301,5 @@ def test_large_random_graph():
     part = ck.run_strategy(problem, "mxnet")
     assert part.metrics()["nodes_offloaded"] == int((np.asarray(dag.ops) != "Unsupported").sum())
     assert part.info["mxnet"]["nodes_dropped_for_cycles"] > 0
-    cycle = [e for e in part.info["placement"]["fallen_back"] if e["reason"] == CYCLE]
+    cycle = [e for e in part.info["placement"]["fallen_back"] if e["reason"] == Category.CYCLE]
     assert cycle == []        # dropped nodes always end in a later subgraph at min_size 1

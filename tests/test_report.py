@@ -13,8 +13,9 @@ import clusterkit as ck
 from clusterkit.cli import main as cli_main
 from clusterkit.io.dot import affinity_dot, dump_dot, subgraphs_dot
 from clusterkit.io.loader import load_graph
-from clusterkit.analysis.report import (CONSTRAINT, CYCLE, MANUAL_AFFINITY, OP_NOT_SUPPORTED,
-                               SELECTOR_CONDITION, format_placement, placement)
+from clusterkit.analysis.explain import explain_edge
+from clusterkit.analysis.report import format_placement, get_placement
+from clusterkit.reasons import Category, placement_report
 from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
 
 from conftest import ALL_MODELS, model_id
@@ -50,15 +51,68 @@ def test_reasons_for_each_category(strategy):
     cons = ck.Constraints(min_size=2, cut_edges=[("c", "lonely")])
     problem = ck.make_problem(reasons_graph(), [_NotNamedProp("acc")], constraints=cons)
     part = ck.run_strategy(problem, strategy)
-    rep = placement(part) if strategy == "singleton" else part.info["placement"]
+    rep = placement_report(part) if strategy == "singleton" else part.info["placement"]
     fell = {e["node"]: e["reason"] for e in rep["fallen_back"]}
-    assert fell["odd"] == OP_NOT_SUPPORTED           # no device takes op Z at all
-    assert fell["refused"] == SELECTOR_CONDITION     # other A nodes are taken
-    assert fell["lonely"] == CONSTRAINT              # supported, but its cluster is too small
-    assert rep["reasons_by_op"][OP_NOT_SUPPORTED] == {"Z": 1}
+    assert fell["odd"] == Category.OP_NOT_SUPPORTED        # no device takes op Z at all
+    assert fell["refused"] == Category.SELECTOR_CONDITION  # other A nodes are taken
+    assert fell["lonely"] == Category.CONSTRAINT           # supported, its cluster is too small
+    assert rep["reasons_by_op"][Category.OP_NOT_SUPPORTED] == {"Z": 1}
     json.dumps(rep)
     total = sum(e["nodes"] for e in rep["devices"].values())
     assert total == problem.n and rep["devices"]["cpu"]["fallback"] is True
+
+
+def mixed_reasons_graph() -> nx.DiGraph:
+    """``reasons_graph`` plus ``pinned`` (op A, affinity to the fallback) after ``a2``."""
+    g = reasons_graph()
+    g.add_node("pinned", op="A", affinity="cpu")
+    g.add_edge("a2", "pinned")
+    return g
+
+
+def expected_category(strategy: str, name: str, op: str) -> str:
+    """The test's own rule: the device takes ops A and B except the node named ``refused``;
+    ``pinned`` asks for the fallback (only hetero reads affinities); every other node that falls
+    back is supported and kept off by min_size 2 (its cluster is alone or too small)."""
+    if strategy == "hetero" and name == "pinned":
+        return "manual affinity"
+    if op not in ("A", "B"):
+        return "op not supported"
+    if name == "refused":
+        return "selector condition"
+    return "constraint"
+
+
+@pytest.mark.parametrize("strategy", ck.strategy_names())
+def test_every_strategy_reports_the_expected_category(strategy):
+    cons = ck.Constraints(min_size=2, cut_edges=[("c", "lonely")])
+    problem = ck.make_problem(mixed_reasons_graph(), [_NotNamedProp("acc")], constraints=cons)
+    options = {"fill_affinity": True} if strategy == "hetero" else {}
+    part = ck.run_strategy(problem, strategy, **options)
+    rep = get_placement(part)
+    fell = {e["node"]: e for e in rep["fallen_back"]}
+    placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
+    assert set(fell) == {k for k, dev in placed.items() if dev == "cpu"}
+    must_fall = {"odd", "refused"} | ({"pinned"} if strategy == "hetero" else set())
+    assert must_fall <= set(fell)
+    for name, e in fell.items():
+        assert e["reason"] == expected_category(strategy, name, e["op"]), (name, e)
+        assert e["detail"]
+    # b and c can share a convex cluster with no node but pinned, and not both with it (the
+    # path b -> odd -> c): one of them falls back for min_size in any valid partition
+    assert {"b", "c"} & set(fell)
+    counted = collections.Counter(e["reason"] for e in fell.values())
+    assert rep["reasons"] == dict(counted)
+    json.dumps(rep)
+
+
+def test_explain_gives_the_reason_the_engine_recorded():
+    problem = ck.make_problem(mixed_reasons_graph(), ["acc=ops:A,B"])
+    part = ck.run_strategy(problem, "hetero", fill_affinity=True)
+    pinned = problem.graph.node("pinned").index
+    assert part.fallback_reasons[pinned].category == Category.MANUAL_AFFINITY
+    why = explain_edge(part, "a2", "pinned")
+    assert "'pinned' is on the fallback 'cpu'" in why and "affinity 'cpu'" in why
 
 
 def test_cycle_reason_when_a_rolled_back_node_falls_back():
@@ -73,9 +127,9 @@ def test_cycle_reason_when_a_rolled_back_node_falls_back():
     fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
     # {1, 2} and {4} are below min_size; node 2 was rolled back for a self-reference
     assert set(fell) == {"1", "2", "4"}
-    assert fell["2"]["reason"] == CYCLE and "self-reference" in fell["2"]["detail"]
-    assert fell["1"]["reason"] == CONSTRAINT and "min_size 3" in fell["1"]["detail"]
-    assert fell["4"]["reason"] == CONSTRAINT
+    assert fell["2"]["reason"] == Category.CYCLE and "self-reference" in fell["2"]["detail"]
+    assert fell["1"]["reason"] == Category.CONSTRAINT and "min_size 3" in fell["1"]["detail"]
+    assert fell["4"]["reason"] == Category.CONSTRAINT
 
 
 def test_format_placement_lines():
@@ -95,7 +149,7 @@ def test_manual_affinity_reason_and_dumps(tmp_path):
     problem = ck.make_problem(reasons_graph(), ["acc=ops:A,B"])
     part = ck.run_strategy(problem, "hetero", affinity=["a=cpu", "b=acc"], fill_affinity=True)
     fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
-    assert fell["a"]["reason"] == MANUAL_AFFINITY
+    assert fell["a"]["reason"] == Category.MANUAL_AFFINITY
     paths = dump_dot(part, tmp_path / "d", "m")
     assert [p.rsplit("/", 1)[1] for p in paths] == ["m_affinity.dot", "m_subgraphs.dot"]
     aff = affinity_dot(part)
@@ -168,4 +222,4 @@ def test_stored_placement_is_refreshed_when_clusters_change():
     text = format_placement(merged)
     assert "acc: 4 nodes in 1 clusters" in text
     assert merged.info["placement"]["devices"]["acc"]["clusters"] == 1
-    assert merged.info["placement"]["fallen_back"][0]["reason"] == OP_NOT_SUPPORTED
+    assert merged.info["placement"]["fallen_back"][0]["reason"] == Category.OP_NOT_SUPPORTED

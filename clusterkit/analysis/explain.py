@@ -4,9 +4,9 @@
 partition cuts; :func:`explain_edge` gives the reason for one edge. Reasons, first match wins:
 
 1. the edge itself is constrained (a required cut, a value input, a never-together pair);
-2. the two nodes are on different devices (or one sits on the fallback, with the engine's
-   reason when it recorded one: a together group no device takes, the selector's ``filter``,
-   ``min_size``);
+2. the two nodes are on different devices (or one sits on the fallback, with the detail of the
+   reason the engine recorded in ``Partition.fallback_reasons`` when there is one: a together
+   group no device takes, the selector's ``filter``, ``min_size``, a manual affinity...);
 3. the device's selector refuses to follow the edge;
 4. merging the two clusters would break a constraint: a never-together pair across them, another
    edge between them that must be cut, ``max_size``, ``max_const_bytes``;
@@ -21,11 +21,10 @@ from collections import deque
 import numpy as np
 
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, DEFAULT_VALUE_INPUTS
+from clusterkit.graph.algorithms import quotient_edges, topological_order
 from clusterkit.result import Partition, cluster_const_bytes
-from clusterkit.engines.longest_path import FB_TEXT
 
 __all__ = ["explain", "explain_edge"]
-
 
 
 def explain(partition: Partition, limit: int | None = None) -> list[str]:
@@ -66,7 +65,7 @@ class _Context:
         self.names = [nd.name for nd in self.g.nodes]
         self.fallback = partition.fallback
         self.cdev = [c.device for c in partition.clusters]
-        self.codes = getattr(partition, "_fallback_codes", None)
+        self.recorded = partition.fallback_reasons
         self.never = self.p.never_sets if len(self.p.never_pairs) else None
         self._cluster_succ: list[set[int]] | None = None
         self._corder: list[int] | None = None
@@ -121,11 +120,10 @@ class _Context:
                 continue
             takers = [self.p.devices[d] for d in range(len(self.p.devices))
                       if self.p.supported[d, x]]
-            why = None
-            if self.codes is not None and 0 <= x < len(self.codes):
-                why = FB_TEXT.get(int(self.codes[x]))
+            why = self.recorded.get(x)
             parts.append(f"{self.names[x]!r} is on the fallback {self.fallback!r} although "
-                         f"{', '.join(map(repr, takers))} takes it" + (f" ({why})" if why else ""))
+                         f"{', '.join(map(repr, takers))} takes it"
+                         + (f" ({why.detail})" if why else ""))
         if parts:
             return "; ".join(parts)
         return (f"they are on different devices: {self.names[u]!r} on {du!r}, "
@@ -189,29 +187,15 @@ class _Context:
 
     # ------------------------------------------------------------------ cycles
     def _cluster_graph(self) -> None:
-        g = self.g
+        """Successor sets of the cluster graph and each cluster's rank in a topological order."""
         k = len(self.part.clusters)
-        a = self.assign
-        cu, cv = a[g.edge_src], a[g.edge_dst]
-        keep = cu != cv
+        csrc, cdst = quotient_edges(self.assign, self.g.edge_src, self.g.edge_dst)
         succ: list[set[int]] = [set() for _ in range(k)]
-        for x, y in zip(cu[keep].tolist(), cv[keep].tolist()):
+        for x, y in zip(csrc.tolist(), cdst.tolist()):
             succ[x].add(y)
-        indeg = [0] * k
-        for x in range(k):
-            for y in succ[x]:
-                indeg[y] += 1
-        queue = deque(c for c in range(k) if indeg[c] == 0)
         order = [0] * k
-        r = 0
-        while queue:
-            c = queue.popleft()
+        for r, c in enumerate(topological_order(k, csrc, cdst)):
             order[c] = r
-            r += 1
-            for y in sorted(succ[c]):
-                indeg[y] -= 1
-                if indeg[y] == 0:
-                    queue.append(y)
         self._cluster_succ, self._corder = succ, order
 
     def _cycle_path(self, cu: int, cv: int) -> list[int] | None:

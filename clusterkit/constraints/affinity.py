@@ -15,8 +15,9 @@ As in OpenVINO, the fallback policy is skipped as soon as one node has a manual 
 nodes without one then go to the fallback, unless ``fill`` asks the policy to place them.
 
 A manual affinity to a device that does not support the node sends the node to the fallback with
-the reason recorded (``"manual affinity"``) instead of failing: the placement report then lists
-every such node at once, where an error would stop at the first. An affinity naming a device that
+the reason recorded (a ``"manual affinity"`` :class:`~clusterkit.reasons.Reason`) instead of
+failing: the placement report then lists every such node at once, where an error would stop at
+the first. An affinity naming a device that
 does not exist, a malformed rule or a rule matching no node is an error.
 """
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import ConstraintError
-from clusterkit.analysis.report import MANUAL_AFFINITY, Reason
+from clusterkit.reasons import Category, Reason
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
@@ -111,13 +112,14 @@ class Affinity:
     ``device[v]``: device index (-1: fallback) node ``v`` goes to; ``requested[v]``: the device
     name a manual affinity asked for (``None`` when none); ``origin[v]``: ``"auto"``,
     ``"attribute"``, ``"rule <text>"`` or ``"none"``; ``mode``: ``"auto"``, ``"manual"`` or
-    ``"manual+fill"``; ``reasons``: nodes the affinity step itself sent to the fallback."""
+    ``"manual+fill"``; ``fallback_reasons``: nodes the affinity step itself sent to the
+    fallback, with why."""
 
     device: np.ndarray
     requested: list[str | None]
     origin: list[str]
     mode: str
-    reasons: dict[int, Reason] = field(default_factory=dict)
+    fallback_reasons: dict[int, Reason] = field(default_factory=dict)
 
     @property
     def manual_count(self) -> int:
@@ -154,19 +156,23 @@ def compute_affinity(problem: Problem, rules: Iterable[str | AffinityRule] = (),
                 if not fill:
                     device[v] = -1
                     origin[v] = "none"
-                    reasons[v] = (MANUAL_AFFINITY, "no affinity set (manual affinities are in "
-                                  "use and fill_affinity is off)")
+                    reasons[v] = _manual("no affinity set (manual affinities are in use and "
+                                         "fill_affinity is off)")
                 continue
             d = resolve_device(problem, want, f"affinity of node {g.nodes[v].name!r}")
             if d < 0:
                 device[v] = -1
-                reasons[v] = (MANUAL_AFFINITY, f"affinity {want!r} ({origin[v]}) is the "
-                              "fallback")
+                reasons[v] = _manual(f"affinity {want!r} ({origin[v]}) is the fallback")
             elif problem.supported[d, v]:
                 device[v] = d
             else:
                 device[v] = -1
-                reasons[v] = (MANUAL_AFFINITY, f"affinity {want!r} ({origin[v]}), but "
-                              f"{problem.devices[d]} does not support {g.nodes[v].op_type} here")
+                reasons[v] = _manual(f"affinity {want!r} ({origin[v]}), but "
+                                     f"{problem.devices[d]} does not support "
+                                     f"{g.nodes[v].op_type} here")
     return Affinity(device=np.asarray(device, dtype=np.int64), requested=requested,
-                    origin=origin, mode=mode, reasons=reasons)
+                    origin=origin, mode=mode, fallback_reasons=reasons)
+
+
+def _manual(detail: str) -> Reason:
+    return Reason(Category.MANUAL_AFFINITY, detail)

@@ -144,6 +144,7 @@ def coalesce(partition: Partition, window: int = 64) -> Partition:
         devices[clusters[c].nodes] = dev[c]
     out = Partition.from_assignment(p, labels, devices, strategy=partition.strategy,
                                     selector=partition.selector, seconds=partition.seconds,
-                                    info=dict(partition.info))
+                                    info=dict(partition.info),
+                                    fallback_reasons=dict(partition.fallback_reasons))
     out.info["coalesced_merges"] = k - len(out.clusters) if k > len(out.clusters) else 0
     return out

@@ -1,10 +1,17 @@
-"""Helpers shared by the engines."""
+"""Helpers shared by the engines: ``min_size`` and the closing steps of the growth engines."""
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.engines.reach import Piece, UnitGraph, break_cycles
+from clusterkit.reasons import Category, Reason, placement_report
+from clusterkit.result import Partition
+
+SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"
 
 
 def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) -> np.ndarray:
@@ -24,3 +31,35 @@ def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) 
     idx = np.flatnonzero(acc)
     devices[idx[small]] = -1
     return devices
+
+
+def close_growth(problem: Problem, ug: UnitGraph, pieces: list[Piece], strategy: str,
+                 reasons: dict[int, Reason], cycle_why: Mapping[int, str]
+                 ) -> tuple[Partition, int]:
+    """The closing steps of an engine that grows pieces of units (``hetero``, ``mxnet``).
+
+    Pieces that depend on each other through other pieces are split (``break_cycles``),
+    clusters below ``min_size`` go to the fallback, and each node that falls back there gets its reason in ``reasons`` (updated in
+    place): ``"cycle"`` when the engine moved it to avoid a cycle (``cycle_why[v]`` says how)
+    or its cluster was split for one, else ``"constraint"``. Returns the partition — with
+    ``fallback_reasons`` and ``info["placement"]`` — and the number of clusters split."""
+    pieces, split = break_cycles(ug, pieces)
+    labels, devices = ug.node_labels(pieces)
+    placed = devices.copy()
+    devices = enforce_min_size(problem, labels, devices)
+    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.units]))
+    sizes = np.bincount(labels)
+    for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():
+        size = int(sizes[labels[v]])
+        why = cycle_why.get(v) or (SPLIT_FOR_CYCLE if v in split_nodes else None)
+        if why is not None:
+            reasons[v] = Reason(Category.CYCLE, f"{why}; the {size}-node cluster it ended in "
+                                f"is below min_size {problem.min_size}")
+        else:
+            reasons[v] = Reason(Category.CONSTRAINT, f"its {size}-node cluster on "
+                                f"{problem.devices[int(placed[v])]} is below min_size "
+                                f"{problem.min_size}")
+    part = Partition.from_assignment(problem, labels, devices, strategy=strategy,
+                                     fallback_reasons=reasons)
+    part.info["placement"] = placement_report(part)
+    return part, split

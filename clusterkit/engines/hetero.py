@@ -1,18 +1,18 @@
 """Strategy ``hetero``: OpenVINO HETERO's affinity and subgraph selection.
 
-1. Affinity (:mod:`clusterkit.constraints.affinity`): the fallback policy puts each node on the first device,
-   in priority order, whose query takes it; manual affinities (node attributes, rules) replace
-   the policy unless ``fill_affinity`` asks it to place the remaining nodes.
-2. Subgraph selection, device by device in priority order, exactly as the HETERO design notes
-   describe (``seeds/openvino-hetero-subgraph-selection.txt``):
+1. Affinity (:mod:`clusterkit.constraints.affinity`): the fallback policy puts each node on the
+   first device, in priority order, whose query takes it; manual affinities (node attributes,
+   rules) replace the policy unless ``fill_affinity`` asks it to place the remaining nodes.
+2. Subgraph selection, device by device in priority order, exactly as OpenVINO's HETERO design
+   notes describe it:
 
    - a *round* picks roots in topological order among the device's nodes not yet taken and not
      in a subgraph built earlier in the round; from each root a subgraph grows through adjacent
      nodes (depth first, successors before predecessors, smaller index first) keeping a rejected
      list: a node of another affinity, already taken, or breaking a constraint is rejected;
    - after every step the global condition is checked — no rejected node on a path between two
-     members (:class:`~clusterkit.engines.reach.GrowthTracker`, no transitive closure); while it fails
-     the last added node is rolled back onto the rejected list;
+     members (a ``GrowthTracker``, no transitive closure); while it fails the last added node
+     is rolled back onto the rejected list;
    - the largest subgraph of the round is kept (the first built among equals), its nodes are
      taken, and rounds repeat until the device has no nodes left.
 
@@ -23,13 +23,15 @@
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
    groups are grown as one unit. Clusters that depend on each other through other clusters (the
-   design notes only check one subgraph at a time) are split by :func:`~clusterkit.engines.reach.
-   break_cycles`; clusters below ``min_size`` go back to the fallback.
+   design notes only check one subgraph at a time) are split, and clusters below ``min_size`` go
+   back to the fallback (:func:`~clusterkit.engines.common.close_growth`).
 
+Every fallback node's reason is on ``Partition.fallback_reasons`` (manual affinity, a together
+group no device takes, a rollback or split for a cycle, ``min_size``);
 ``info["placement"]`` is the placement report, ``info["hetero"]`` counts rounds, growths and
 rollbacks, ``info["affinity"]`` the affinity mode and the nodes whose device differs from their
-affinity; ``trace=True`` adds ``info["trace"]``, the seed's step list (root, merge, reject,
-rollback, subgraph, select).
+affinity; ``trace=True`` adds ``info["trace"]``, the design notes' step list (root, merge,
+reject, rollback, subgraph, select).
 """
 
 from __future__ import annotations
@@ -38,53 +40,33 @@ import heapq
 from dataclasses import dataclass
 from typing import Iterable
 
-import numpy as np
-
 from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_device
 from clusterkit.constraints.core import Problem
+from clusterkit.engines.common import close_growth
+from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph
+from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
-from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles
-from clusterkit.analysis.report import CONSTRAINT, CYCLE, Reason, placement
-from clusterkit.engines.common import enforce_min_size
 
 
-def run(problem: Problem, affinity: Iterable[str] | None = None, fill_affinity: bool = False,
+def run(problem: Problem, *, affinity: Iterable[str] | None = None, fill_affinity: bool = False,
         trace: bool = False) -> Partition:
     """OpenVINO HETERO partitioning. ``affinity``: manual rules (``NAME=DEVICE``,
     ``re:REGEX=DEVICE``, ``I-J=DEVICE``); ``fill_affinity``: with manual affinities, place the
     other nodes by the fallback policy instead of sending them to the fallback; ``trace``:
     record the selection steps in ``info["trace"]``."""
     aff, ug, sel, reasons = _select(problem, affinity, fill_affinity, trace)
-    pieces, split = break_cycles(ug, sel.pieces)
-    labels, devices = ug.node_labels(pieces)
-    placed = devices.copy()
-    devices = enforce_min_size(problem, labels, devices)
-    rolled_nodes = set(ug.nodes_of(sel.rolled_back))
-    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.units]))
-    sizes = np.bincount(labels)
-    for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():
-        size = int(sizes[labels[v]])
-        if v in rolled_nodes or v in split_nodes:
-            why = ("rolled back for a self-reference" if v in rolled_nodes else
-                   "its cluster was split to break a cycle between clusters")
-            reasons[v] = (CYCLE, f"{why}; the {size}-node cluster it ended in is below "
-                          f"min_size {problem.min_size}")
-        else:
-            reasons[v] = (CONSTRAINT, f"its {size}-node cluster on "
-                          f"{problem.devices[int(placed[v])]} is below min_size "
-                          f"{problem.min_size}")
-    part = Partition.from_assignment(problem, labels, devices, strategy="hetero")
-    part.info["placement"] = placement(part, reasons)
+    rolled = dict.fromkeys(ug.nodes_of(sel.rolled_back), "rolled back for a self-reference")
+    part, split = close_growth(problem, ug, sel.pieces, "hetero", reasons, rolled)
     part.info["hetero"] = {"rounds": sel.rounds, "growths": sel.growths,
                            "reused_growths": sel.reused, "rollbacks": sel.rollbacks,
                            "clusters_split_for_cycles": split}
-    part.info["affinity"] = _affinity_info(problem, aff, devices)
+    part.info["affinity"] = _affinity_info(problem, aff, part.device_of_nodes())
     if trace:
         part.info["trace"] = sel.trace
     return part
 
 
-def subgraphs(problem: Problem, affinity: Iterable[str] | None = None,
+def subgraphs(problem: Problem, *, affinity: Iterable[str] | None = None,
               fill_affinity: bool = False) -> list[tuple[str, list[int]]]:
     """The subgraphs HETERO selects, in selection order, as ``(device, node ids)`` — before
     clusters that depend on each other are split and before ``min_size``."""
@@ -103,17 +85,17 @@ def _select(problem: Problem, affinity: Iterable[str] | None, fill_affinity: boo
     return aff, ug, sel, reasons
 
 
-def _affinity_info(problem: Problem, aff: Affinity, devices: np.ndarray) -> dict:
+def _affinity_info(problem: Problem, aff: Affinity, placed: list[str]) -> dict:
     """Mode, manual count, and ``{source index: affinity}`` for the nodes not placed on their
-    affinity (the device a manual affinity asked for, else the policy's choice)."""
+    affinity (the device a manual affinity asked for, else the policy's choice); ``placed`` is
+    the device name of every node."""
     names = list(problem.devices) + [problem.fallback]
     src = problem.graph.index_to_source.tolist()
-    wanted = aff.device.copy()
+    wanted = aff.device.tolist()
     for v, req in enumerate(aff.requested):
         if req is not None:
             wanted[v] = resolve_device(problem, req, "affinity")
-    diff = {str(src[v]): names[int(wanted[v])]
-            for v in np.flatnonzero(wanted != devices).tolist()}
+    diff = {str(src[v]): names[w] for v, w in enumerate(wanted) if names[w] != placed[v]}
     return {"mode": aff.mode, "manual_nodes": aff.manual_count, "differs_from_placement": diff}
 
 
@@ -123,7 +105,7 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     that cannot take the whole group) goes to the first device a member asked for that can,
     else (without manual-only mode) the first device in priority order that can, else the
     fallback."""
-    reasons: dict[int, Reason] = dict(aff.reasons)
+    reasons = dict(aff.fallback_reasons)
     ndev = len(problem.devices)
     dev = aff.device.tolist()
     out = [-1] * ug.n
@@ -132,7 +114,8 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
         if len(mem) == 1:
             d = dev[mem[0]]
             if d >= 0 and not ug.feasible[d][u]:
-                reasons[mem[0]] = (CONSTRAINT, f"{problem.devices[d]} cannot take it alone")
+                reasons[mem[0]] = Reason(Category.CONSTRAINT,
+                                         f"{problem.devices[d]} cannot take it alone")
                 d = -1
             out[u] = d
             continue
@@ -157,8 +140,8 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
         gi = int(problem.group_of[mem[0]])
         if pick < 0:
             for v in mem:
-                reasons[v] = (CONSTRAINT, f"together group {gi}: no device its members ask for "
-                              "can take the whole group")
+                reasons[v] = Reason(Category.CONSTRAINT, f"together group {gi}: no device its "
+                                    "members ask for can take the whole group")
     return out, reasons
 
 

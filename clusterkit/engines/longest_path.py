@@ -59,14 +59,14 @@ from clusterkit.result import Partition, cut_bytes
 from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_select, call_select_input,
                         call_select_output)
 from clusterkit.engines.common import enforce_min_size
+from clusterkit.reasons import (BELOW_MIN_SIZE, FILTER_DROPPED, GROUP_FITS_NO_DEVICE,
+                                SELECT_REFUSED)
 
-# why a supported node ends on the fallback: codes kept on the partition as ``_fallback_codes``
-# (read by clusterkit.analysis.explain, not part of the JSON)
+# why a supported node ends on the fallback: a code per node while the engine runs, the shared
+# reason of each code on the partition's ``fallback_reasons``
 FB_NONE, FB_GROUP, FB_FILTER, FB_SELECT, FB_MIN_SIZE = 0, 1, 2, 3, 4
-FB_TEXT = {FB_GROUP: "its together group fits on no device as one cluster",
-           FB_FILTER: "the selector's filter dropped it from its cluster",
-           FB_SELECT: "the selector refused it when its cluster was grown",
-           FB_MIN_SIZE: "its cluster was below min_size"}
+FB_REASONS = {FB_GROUP: GROUP_FITS_NO_DEVICE, FB_FILTER: FILTER_DROPPED,
+              FB_SELECT: SELECT_REFUSED, FB_MIN_SIZE: BELOW_MIN_SIZE}
 
 
 # ====================================================================== shared with `cycles`
@@ -340,7 +340,8 @@ def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, s
         plan_.codes[small] = FB_MIN_SIZE
     info["min_size_fallback_nodes"] = int(small.sum())
     part = partition_from_labels(problem, labels, dev, strategy=strategy, info=info)
-    part._fallback_codes = plan_.codes  # read by clusterkit.analysis.explain; not part of the JSON
+    coded = np.flatnonzero((plan_.codes != FB_NONE) & (dev < 0)).tolist()
+    part.fallback_reasons = {v: FB_REASONS[c] for v, c in zip(coded, plan_.codes[coded].tolist())}
     return part
 
 

@@ -1,4 +1,4 @@
-"""Strategy ``mxnet``: MXNet's ``PartitionGraph`` pass (``seeds/mxnet-subgraph-api-proposal.txt``).
+"""Strategy ``mxnet``: MXNet's ``PartitionGraph`` pass, as its subgraph API proposal describes it.
 
 For each property (device) in priority order, and each node in topological order that is not
 taken yet and that a fresh selector ``select``\\ s (the seed):
@@ -14,34 +14,32 @@ taken yet and that a fresh selector ``select``\\ s (the seed):
    the subgraph is fused) is dropped at once; when a node refused later turns out to lie
    between two candidates, the set shrinks — the most recently selected candidates are dropped
    (and become outside) until no outside node lies between two candidates
-   (:class:`~clusterkit.engines.reach.GrowthTracker`; MXNet excludes the offending nodes and retries
-   the growth). Every drop is recorded in ``info["mxnet"]["cycle_drops"]`` with its reason.
+   (a ``GrowthTracker``; MXNet excludes the offending nodes and retries the growth). Every
+   drop is recorded in ``info["mxnet"]["cycle_drops"]`` with its reason.
 3. ``filter`` prunes the candidates (a together group stays only if all of it is kept); if what
    is left is no longer convex, the part from the first re-entered node on (by rank) is dropped.
 4. ``create_subgraph_node`` builds the fused node; ``None`` rejects the subgraph and its nodes go
    back: later seeds and later devices may take them.
 
 As in MXNet, each candidate set's cycle check looks at the original graph; subgraphs that end up
-depending on each other through other subgraphs are split afterwards
-(:func:`~clusterkit.engines.reach.break_cycles`), and clusters below ``min_size`` go to the fallback.
-``info["placement"]`` holds the placement report.
+depending on each other through other subgraphs are split afterwards, and clusters below
+``min_size`` go to the fallback (:func:`~clusterkit.engines.common.close_growth`). Every
+fallback node's reason is on ``Partition.fallback_reasons`` (selector, rejected subgraph, cycle,
+``min_size``); ``info["placement"]`` holds the placement report.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-import numpy as np
-
 from clusterkit.constraints.core import Problem
-from clusterkit.result import Partition
-from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles, first_reentry
-from clusterkit.analysis.report import (CONSTRAINT, CYCLE, SELECTOR_CONDITION, SUBGRAPH_REJECTED, Reason,
-                      placement)
-from clusterkit.selection.protocol import (call_create_subgraph_node, call_filter, call_select, call_select_input,
-                        call_select_output)
+from clusterkit.engines.common import close_growth
+from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, first_reentry
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.engines.common import enforce_min_size
+from clusterkit.reasons import Category, Reason
+from clusterkit.result import Partition
+from clusterkit.selection.protocol import (call_create_subgraph_node, call_filter, call_select,
+                                           call_select_input, call_select_output)
 
 MAX_RECORDED_DROPS = 1000
 MAX_NAMES_PER_DROP = 20
@@ -50,46 +48,37 @@ MAX_NAMES_PER_DROP = 20
 def subgraphs(problem: Problem) -> list[tuple[str, list[int]]]:
     """The subgraphs the passes create, in order, as ``(device, node ids)`` — before subgraphs
     that depend on each other are split and before ``min_size``."""
-    ug = UnitGraph(problem)
-    part = _MXNet(problem, ug)
-    for d in range(len(problem.devices)):
-        part.apply(d)
-    return [(problem.devices[p.device], ug.nodes_of(p.units)) for p in part.pieces]
+    passes = _partition_graph(problem)
+    return [(problem.devices[p.device], passes.ug.nodes_of(p.units)) for p in passes.pieces]
 
 
 def run(problem: Problem) -> Partition:
-    """MXNet ``PartitionGraph`` with the problem's properties applied in priority order."""
-    ug = UnitGraph(problem)
-    part = _MXNet(problem, ug)
-    for d in range(len(problem.devices)):
-        part.apply(d)
-    pieces, split = break_cycles(ug, part.pieces)
-    labels, devices = ug.node_labels(pieces)
-    placed = devices.copy()
-    devices = enforce_min_size(problem, labels, devices)
+    """MXNet ``PartitionGraph`` with the problem's properties applied in priority order (the
+    strategy has no options)."""
+    passes = _partition_graph(problem)
+    ug = passes.ug
     reasons: dict[int, Reason] = {}
-    for u, why in part.reasons.items():
-        if not part.taken[u]:
+    for u, why in passes.reasons.items():
+        if not passes.taken[u]:
             for v in ug.members[u]:
                 reasons[v] = why
-    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.units]))
-    sizes = np.bincount(labels)
-    for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():
-        size = int(sizes[labels[v]])
-        if v in split_nodes or int(ug.unit_of[v]) in part.cycle_units:
-            reasons[v] = (CYCLE, f"dropped from a subgraph to avoid a cycle; the {size}-node "
-                          f"cluster it ended in is below min_size {problem.min_size}")
-        else:
-            reasons[v] = (CONSTRAINT, f"its {size}-node cluster on "
-                          f"{problem.devices[int(placed[v])]} is below min_size "
-                          f"{problem.min_size}")
-    result = Partition.from_assignment(problem, labels, devices, strategy="mxnet")
-    result.info["placement"] = placement(result, reasons)
-    result.info["mxnet"] = {"seeds": part.seeds, "rejected_subgraphs": part.rejected,
-                            "cycle_drops": part.drops, "cycle_drop_events": part.drop_events,
-                            "nodes_dropped_for_cycles": part.dropped_total,
+    moved = dict.fromkeys(ug.nodes_of(sorted(passes.cycle_units)),
+                          "dropped from a subgraph to avoid a cycle")
+    result, split = close_growth(problem, ug, passes.pieces, "mxnet", reasons, moved)
+    result.info["mxnet"] = {"seeds": passes.seeds, "rejected_subgraphs": passes.rejected,
+                            "cycle_drops": passes.drops,
+                            "cycle_drop_events": passes.drop_events,
+                            "nodes_dropped_for_cycles": passes.dropped_total,
                             "clusters_split_for_cycles": split}
     return result
+
+
+def _partition_graph(problem: Problem) -> "_MXNet":
+    """Every property's ``PartitionGraph`` pass, in priority order."""
+    passes = _MXNet(problem, UnitGraph(problem))
+    for d in range(len(problem.devices)):
+        passes.apply(d)
+    return passes
 
 
 class _MXNet:
@@ -125,8 +114,8 @@ class _MXNet:
                 continue
             sel = prop.create_subgraph_selector()
             if not call_select(sel, nodes[ug.members[seed][0]]):
-                self.reasons.setdefault(seed, (SELECTOR_CONDITION,
-                                               f"{dev}'s selector does not select it"))
+                self.reasons.setdefault(seed, Reason(Category.SELECTOR_CONDITION,
+                                                     f"{dev}'s selector does not select it"))
                 continue
             self.seeds += 1
             cand = self._grow(d, sel, seed)
@@ -140,8 +129,9 @@ class _MXNet:
             if fused is None:
                 self.rejected += 1
                 for u in kept:
-                    self.reasons[u] = (SUBGRAPH_REJECTED, f"{dev}'s create_subgraph_node "
-                                       f"rejected its {len(node_ids)}-node subgraph")
+                    self.reasons[u] = Reason(Category.SUBGRAPH_REJECTED, f"{dev}'s "
+                                             "create_subgraph_node rejected its "
+                                             f"{len(node_ids)}-node subgraph")
                 continue
             for u in kept:
                 self.taken[u] = True
@@ -205,8 +195,8 @@ class _MXNet:
                "once fused)")
         for u in dropped:
             self.cycle_units.add(u)
-            self.reasons[u] = (CYCLE, f"dropped from {dev}'s subgraph seeded at "
-                               f"{self._name(seed)!r}: {why}")
+            self.reasons[u] = Reason(Category.CYCLE, f"dropped from {dev}'s subgraph seeded at "
+                                     f"{self._name(seed)!r}: {why}")
         if len(self.drops) < MAX_RECORDED_DROPS:
             names = [self._name(u) for u in dropped[:MAX_NAMES_PER_DROP]]
             self.drops.append({"device": dev, "seed": self._name(seed), "count": len(dropped),
@@ -224,7 +214,8 @@ class _MXNet:
         keep_set = set(kept)
         for u in cand:
             if u not in keep_set:
-                self.reasons[u] = (SELECTOR_CONDITION, f"{dev}'s selector filter dropped it")
+                self.reasons[u] = Reason(Category.SELECTOR_CONDITION,
+                                         f"{dev}'s selector filter dropped it")
         if len(kept) > 1:
             y = first_reentry(ug, kept)
             if y is not None:        # everything from the first re-entered node on is convex
@@ -232,7 +223,7 @@ class _MXNet:
                 gone = [u for u in kept if rank[u] >= rank[y]]
                 for u in gone:
                     self.cycle_units.add(u)
-                    self.reasons[u] = (CYCLE, f"{dev}'s filter removed nodes it depended on; "
-                                       "keeping it would close a cycle")
+                    self.reasons[u] = Reason(Category.CYCLE, f"{dev}'s filter removed nodes it "
+                                             "depended on; keeping it would close a cycle")
                 kept = [u for u in kept if rank[u] < rank[y]]
         return kept

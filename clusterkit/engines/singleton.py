@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from clusterkit.constraints.core import Problem
-from clusterkit.result import Partition
 from clusterkit.engines.common import enforce_min_size
+from clusterkit.result import Partition
 
 
 def run(problem: Problem) -> Partition:
-    """Singleton clusters (the pipeline's baseline)."""
+    """Singleton clusters (the pipeline's baseline); the strategy has no options."""
     n = problem.n
     devices = problem.first_device.copy()
     labels = np.arange(n, dtype=np.int64)
