@@ -17,7 +17,7 @@ from clusterkit.analysis.report import (CONSTRAINT, CYCLE, MANUAL_AFFINITY, OP_N
                                SELECTOR_CONDITION, format_placement, placement)
 from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
 
-from conftest import ALL_MODELS, model_id
+from support.models import ALL_MODELS, model_id
 
 
 class _NotNamed(ContainOpSelector):
