@@ -47,6 +47,21 @@ def dags(draw, min_nodes: int = 1, max_nodes: int = 8, shape: str | None = None)
     return g
 
 
+def draw_pairs_values_cuts(draw, cons: Constraints, graph: Graph) -> None:
+    """Maybe 1..3 never-together pairs, maybe Reshape's value input, maybe one cut edge."""
+    n = graph.n
+    if n >= 2 and draw(st.booleans()):
+        for _ in range(draw(st.integers(1, 3))):
+            a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+            if a != b:
+                cons.never_together.append((graph.nodes[a].name, graph.nodes[b].name))
+    if draw(st.booleans()):
+        cons.value_inputs = {"Reshape": (1,)}
+    if graph.num_edges and draw(st.booleans()):
+        e = draw(st.integers(0, graph.num_edges - 1))
+        cons.cut_edges.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
+
+
 @st.composite
 def problems(draw, min_nodes: int = 1, max_nodes: int = 8, max_devices: int = 2,
              constraints: bool = True, sizes: bool = False):
@@ -60,19 +75,7 @@ def problems(draw, min_nodes: int = 1, max_nodes: int = 8, max_devices: int = 2,
         props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
     cons = Constraints()
     if constraints:
-        n = graph.n
-        if n >= 2 and draw(st.booleans()):
-            k = draw(st.integers(1, 3))
-            for _ in range(k):
-                a = draw(st.integers(0, n - 1))
-                b = draw(st.integers(0, n - 1))
-                if a != b:
-                    cons.never_together.append((graph.nodes[a].name, graph.nodes[b].name))
-        if draw(st.booleans()):
-            cons.value_inputs = {"Reshape": (1,)}
-        if graph.num_edges and draw(st.booleans()):
-            e = draw(st.integers(0, graph.num_edges - 1))
-            cons.cut_edges.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
+        draw_pairs_values_cuts(draw, cons, graph)
     if sizes:
         cons.min_size = draw(st.integers(1, 2))
         cons.max_size = draw(st.one_of(st.none(), st.integers(max(2, cons.min_size), 4)))
@@ -122,16 +125,7 @@ def rich_problems(draw, min_nodes: int = 1, max_nodes: int = 12, max_devices: in
         ops = draw(st.sets(st.sampled_from(OPS[:-1]), min_size=1, max_size=len(OPS) - 1))
         props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
     cons = Constraints()
-    if n >= 2 and draw(st.booleans()):
-        for _ in range(draw(st.integers(1, 3))):
-            a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
-            if a != b:
-                cons.never_together.append((str(a), str(b)))
-    if draw(st.booleans()):
-        cons.value_inputs = {"Reshape": (1,)}
-    if graph.num_edges and draw(st.booleans()):
-        e = draw(st.integers(0, graph.num_edges - 1))
-        cons.cut_edges.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
+    draw_pairs_values_cuts(draw, cons, graph)
     if sizes:
         cons.min_size = draw(st.integers(1, 2))
         cons.max_size = draw(st.one_of(st.none(), st.integers(max(2, cons.min_size), 5)))
