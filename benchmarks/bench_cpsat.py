@@ -1,6 +1,6 @@
 """Benchmark of the exact ``cpsat`` strategy on the real models.
 
-Every model of the onnx light set and ../shared/models up to 2,500 nodes, under the ``ops:``
+Every model of the onnx light set and the bundled models (tests/data/models) up to 2,500 nodes, under the ``ops:``
 selectors of tests/test_cpsat.py, objective ``cut``, 60 s and 2 workers: status (OPTIMAL means
 proven), optimum and bound, the best heuristic's cut as a ratio to the optimum (same process),
 how far the reductions shrank the model, and the wall time (heuristic warm start included).
@@ -11,16 +11,11 @@ The full run adds the two larger models (swin_t, llama_48l_dynamic) as extra row
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
-import onnx
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("CLUSTERKIT_SHARED", REPO.parent / "shared"))
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+from _models import bundled_models, light_models
 
 # the ops: selectors of tests/test_cpsat.py
 SELECTORS = {
@@ -43,7 +38,7 @@ COLUMNS = ["model", "nodes", "selector", "status", "cut optimum", "bound", "best
 
 
 def _models() -> list[Path]:
-    return sorted(LIGHT.glob("*.onnx")) + sorted((SHARED / "models").glob("*.onnx"))
+    return light_models() + bundled_models()
 
 
 def run(quick: bool = False) -> dict:
@@ -140,5 +135,4 @@ def _print(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     _print(run(quick="--quick" in sys.argv))

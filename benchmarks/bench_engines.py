@@ -22,14 +22,11 @@ import json
 import resource
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from _child import spawn_child  # noqa: E402
+from _child import spawn_child
+from _models import bundled_models, light_models
 ENGINES = ("longest-path", "cycles")
 BASELINE = "nx-greedy"
 BASELINE_LIMIT = 60.0
@@ -131,7 +128,7 @@ OPT_OPS = ["Conv", "Relu", "Add", "Reshape", "MatMul", "Unsupported"]
 
 
 def _small_problem(rng: np.random.Generator):
-    """A random problem like tests/dag_strategies.problems: 4..8 nodes (two devices only up to
+    """A random problem like tests/support/problems.problems: 4..8 nodes (two devices only up to
     7), shapes random/chain/fan/diamond/dense, never pairs, Reshape value inputs, a cut edge."""
     import networkx as nx
 
@@ -224,13 +221,10 @@ def optimality(count: int, seed: int = 7) -> list[list]:
 # ====================================================================== real models
 def models(quick: bool) -> list[list]:
     """Worst and mean engine seconds over the real models (two selector sets each)."""
-    import onnx
-
     from clusterkit import Constraints, OpsProperty, load_graph, run_strategy
 
-    light = sorted((Path(onnx.__file__).parent / "backend/test/data/light").glob("*.onnx"))
-    shared = sorted((HERE.parent.parent / "shared" / "models").glob("*.onnx"))
-    paths = (light + shared)[:6] if quick else light + shared
+    paths = light_models() + bundled_models()
+    paths = paths[:6] if quick else paths
     conv = ["Conv", "Relu", "Add", "BatchNormalization", "MaxPool", "GlobalAveragePool",
             "Clip", "Mul", "Sigmoid", "HardSwish", "Concat"]
     mm = ["MatMul", "Add", "Mul", "Div", "Sub", "Softmax", "Reshape", "Transpose", "Gemm",

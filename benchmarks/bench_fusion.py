@@ -12,23 +12,18 @@ Run: ``python -m benchmarks.bench_fusion`` (or through ``benchmarks/run.py``).
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
 from functools import partial
-from pathlib import Path
+
+from _models import BUNDLED_MODELS
 
 MODELS = ["resnet50", "bert_base", "swin_t"]
 #: ops a typical accelerator lacks: the "partial" selector takes every op type but these
 HOST_ONLY = ("Softmax", "Erf", "Pow", "Sqrt", "ReduceMean", "Where", "GlobalAveragePool",
              "Gather", "Cast")
 STRATEGY_PREFERENCE = ("cycles", "longest-path", "hetero", "mxnet", "singleton")
-
-
-def _shared_models() -> Path:
-    here = Path(__file__).resolve().parents[1]
-    return Path(os.environ.get("CLUSTERKIT_SHARED", here.parent / "shared")) / "models"
 
 
 def _median_seconds(fns, runs: int, warmup: int) -> list[float]:
@@ -59,7 +54,7 @@ def run(quick: bool = False) -> dict:
     rows = []
     worst_all = 0.0
     for name in MODELS:
-        graph = ck.load_graph(str(_shared_models() / f"{name}.onnx"))
+        graph = ck.load_graph(str(BUNDLED_MODELS / f"{name}.onnx"))
         ops = sorted(set(graph.op_types))
         feeds = random_inputs(graph)
         data = graph.model.SerializeToString()

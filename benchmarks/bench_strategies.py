@@ -19,16 +19,13 @@ singleton seconds. ``cpu_s`` is process CPU time (steadier than wall time on a s
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from _child import spawn_child  # noqa: E402
+from _child import spawn_child
+from _models import BUNDLED_MODELS
 DEVICES = ["npu=ops:Conv,Relu,Add", "gpu=ops:MatMul,Mul,Conv"]
 STRATEGIES = ("hetero", "mxnet")
 COLUMNS = ["graph", "strategy", "nodes", "edges", "build_s", "seconds", "cpu_s", "vs_singleton",
@@ -88,8 +85,7 @@ def _spawn(kind: str, n: int, seed: int, timeout: float) -> list[dict] | None:
 
 
 def _llama() -> str | None:
-    shared = Path(os.environ.get("CLUSTERKIT_SHARED", HERE.parent.parent / "shared"))
-    path = shared / "models" / "llama_48l_dynamic.onnx"
+    path = BUNDLED_MODELS / "llama_48l_dynamic.onnx"
     return str(path) if path.exists() else None
 
 

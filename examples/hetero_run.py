@@ -9,11 +9,15 @@ Run: python examples/hetero_run.py [MODEL.onnx]
 """
 
 import sys
+from pathlib import Path
 
 import clusterkit as ck
 from clusterkit.runtime.backends import OnnxRuntimeBackend
 from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 from clusterkit.fusion import flatten, fuse
+
+#: the example models shipped with the repository
+BUNDLED = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
 
 
 class FlakyNpu(OnnxRuntimeBackend):
@@ -25,7 +29,7 @@ class FlakyNpu(OnnxRuntimeBackend):
         return super().compile(subgraph, *args, **kwargs)
 
 
-model = sys.argv[1] if len(sys.argv) > 1 else "../shared/models/resnet18.onnx"
+model = sys.argv[1] if len(sys.argv) > 1 else str(BUNDLED / "resnet18.onnx")
 selectors = ["npu=ops:Conv,Relu,Add,Gemm,MatMul", "gpu=ops:MaxPool,GlobalAveragePool"]
 strategy = "hetero" if "hetero" in ck.strategy_names() else "singleton"
 part = ck.partition(model, selectors, strategy=strategy)

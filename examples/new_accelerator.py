@@ -6,8 +6,12 @@ most 24 nodes per subgraph: the selector keeps count while a cluster grows (stat
 """
 
 import sys
+from pathlib import Path
 
 import clusterkit as ck
+
+#: the example models shipped with the repository
+BUNDLED = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
 
 
 class TinyNpuSelector(ck.SubgraphSelector):
@@ -40,7 +44,7 @@ class TinyNpu(ck.SubgraphProperty):
 
 
 if __name__ == "__main__":
-    model = sys.argv[1] if len(sys.argv) > 1 else "../shared/models/resnet18.onnx"
+    model = sys.argv[1] if len(sys.argv) > 1 else str(BUNDLED / "resnet18.onnx")
     strategy = "mxnet" if "mxnet" in ck.strategy_names() else "singleton"
     result = ck.partition(model, [TinyNpu()], strategy=strategy)
     print(result.summary())

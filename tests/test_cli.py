@@ -12,7 +12,7 @@ import pytest
 from clusterkit import Constraints, Partition, load_graph, parse_selectors, strategy_names
 from clusterkit.cli import main
 
-from conftest import ALL_MODELS, REPO, SHARED_MODELS, model_id
+from support.models import ALL_MODELS, REPO, BUNDLED_MODELS, model_id
 
 SELECTOR_SETS = [
     ["ops:Conv,Relu,Add,MatMul,Gemm,BatchNormalization"],
@@ -72,7 +72,7 @@ def test_node_link_model_and_dot(tmp_path, capsys):
       "--time-limit", "3"], "strategy 'singleton' has no option 'time_limit'"),
 ])
 def test_bad_input_gives_one_line_error(args, message, capsys):
-    args = [a.replace("{resnet}", str(SHARED_MODELS / "resnet18.onnx")) for a in args]
+    args = [a.replace("{resnet}", str(BUNDLED_MODELS / "resnet18.onnx")) for a in args]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("clusterkit: error:") and message in err
@@ -80,7 +80,7 @@ def test_bad_input_gives_one_line_error(args, message, capsys):
 
 
 def test_console_script_and_module_agree(tmp_path):
-    model = str(SHARED_MODELS / "squeezenet1_1.onnx")
+    model = str(BUNDLED_MODELS / "squeezenet1_1.onnx")
     outs = []
     for cmd in ([sys.executable, "-m", "clusterkit"],
                 [str(REPO / ".venv" / "bin" / "clusterkit")] if (REPO / ".venv" / "bin" /

@@ -3,20 +3,14 @@ of one device that could still be merged (checked with Partition.validate as the
 
 from __future__ import annotations
 
-import os
-import sys
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(__file__))
+from clusterkit import Partition, make_problem, run_strategy
+from clusterkit.engines.coalesce import coalesce
 
-from dag_strategies import problems  # noqa: E402
-
-from clusterkit import Partition, make_problem, run_strategy  # noqa: E402
-from clusterkit.engines.coalesce import coalesce  # noqa: E402
-
-from conftest import SHARED_MODELS  # noqa: E402
+from support.models import BUNDLED_MODELS
+from support.problems import problems
 
 
 def _merged(part: Partition, i: int, j: int) -> Partition:
@@ -49,7 +43,7 @@ def test_coalesce_is_valid_no_worse_and_maximal(problem, strategy):
 def test_coalesce_on_real_models_lowers_partitions_at_equal_or_lower_cut():
     for model, selector in [("bert_base", "npu=ops:MatMul,Add,Mul,Softmax"),
                             ("convnext_tiny", "ops:Conv,Add,Mul")]:
-        problem = make_problem(SHARED_MODELS / f"{model}.onnx", [selector])
+        problem = make_problem(BUNDLED_MODELS / f"{model}.onnx", [selector])
         base = run_strategy(problem, "singleton")
         out = run_strategy(problem, "singleton", coalesce_after=True)
         assert out.metrics()["partitions"] < base.metrics()["partitions"]

@@ -11,14 +11,14 @@ from clusterkit import make_problem, run_strategy
 from clusterkit.cli import main
 from clusterkit.analysis.compare import compare, compare_many, default_strategies, format_table
 
-from conftest import LIGHT_MODELS, SHARED_MODELS
+from support.models import LIGHT_MODELS, BUNDLED_MODELS
 
 SELECTOR = "ops:Conv,Relu,Add,MaxPool,BatchNormalization,GlobalAveragePool,Flatten,Gemm"
 FAST = {"cpsat": {"time_limit": 10}}
 
 
 def test_compare_rows_match_each_strategy_run_alone():
-    path = SHARED_MODELS / "resnet18.onnx"
+    path = BUNDLED_MODELS / "resnet18.onnx"
     strategies = default_strategies()
     result = compare(path, [SELECTOR], strategies, options=FAST)
     assert [r.strategy for r in result.rows] == strategies
@@ -35,7 +35,7 @@ def test_compare_rows_match_each_strategy_run_alone():
 
 
 def test_failed_strategy_is_reported_not_dropped():
-    result = compare(SHARED_MODELS / "squeezenet1_1.onnx", [SELECTOR], ["singleton", "nosuch"])
+    result = compare(BUNDLED_MODELS / "squeezenet1_1.onnx", [SELECTOR], ["singleton", "nosuch"])
     assert [r.strategy for r in result.rows] == ["singleton", "nosuch"]
     bad = result.rows[1]
     assert bad.status == "error" and "unknown strategy 'nosuch'" in bad.error
@@ -56,7 +56,7 @@ def test_sweep_through_an_executor_matches_the_serial_sweep():
 
 def test_cli_compare_model_and_folder(tmp_path, capsys):
     out = tmp_path / "c.json"
-    assert main(["compare", str(SHARED_MODELS / "squeezenet1_1.onnx"), "--selector", SELECTOR,
+    assert main(["compare", str(BUNDLED_MODELS / "squeezenet1_1.onnx"), "--selector", SELECTOR,
                  "--strategies", "singleton", "--json", str(out), "--dot",
                  str(tmp_path / "dots")]) == 0
     data = json.loads(out.read_text())

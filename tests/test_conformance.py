@@ -4,7 +4,6 @@ rule it breaks and with the node at fault named."""
 from __future__ import annotations
 
 import itertools
-import sys
 from functools import lru_cache
 
 import numpy as np
@@ -18,10 +17,8 @@ from clusterkit.testing.conformance import (CHECKS, DEFAULT_MODELS, RULES, Confo
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._registry import SHIPPED
 
-from conftest import LIGHT_DIR, REPO, SHARED_MODELS
-
-sys.path.insert(0, str(REPO / "examples"))
-from new_accelerator import TinyNpu, TinyNpuSelector  # noqa: E402
+from support.examples import TinyNpu, TinyNpuSelector
+from support.models import BUNDLED_MODELS, LIGHT_DIR
 
 
 @lru_cache(maxsize=None)
@@ -46,7 +43,7 @@ def test_every_shipped_selector_passes(name):
 
 @pytest.mark.parametrize("name", ["xnnpack", "coreml"])
 def test_shipped_selectors_pass_on_transformer_and_mobile_graphs(name):
-    graphs = [SHARED_MODELS / "mobilenet_v2.onnx", SHARED_MODELS / "whisper_tiny_encoder.onnx"]
+    graphs = [BUNDLED_MODELS / "mobilenet_v2.onnx", BUNDLED_MODELS / "whisper_tiny_encoder.onnx"]
     check_selector(ck.get_property(name), graphs, max_seeds=16)
 
 

@@ -5,24 +5,20 @@ infeasibility as a status, the reductions, the gap, the CLI."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support.models import ALL_MODELS  # noqa: E402
+from support.problems import onnxish_problems, problems  # noqa: E402
 
-from conftest import ALL_MODELS  # noqa: E402
-from dag_strategies import problems  # noqa: E402
-
-from clusterkit import (Constraints, ConstraintError, OpsProperty, StrategyError,  # noqa: E402
+from clusterkit import (Constraints, OpsProperty, StrategyError,  # noqa: E402
                         from_networkx, load_graph, make_problem, run_strategy, strategy_names)
 from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
 from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum  # noqa: E402
-from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
+from clusterkit.graph.core import Graph  # noqa: E402
 from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
 from clusterkit.engines.cpsat.strategy import parse_objective, solve  # noqa: E402
 
@@ -93,53 +89,6 @@ def test_equals_exhaustive_two_devices(objective, problem, reduce):
 @given(problem=problems(2, 7, 2, sizes=True), reduce=st.booleans())
 def test_equals_exhaustive_with_size_limits(objective, problem, reduce):
     check_exact(problem, objective, reduce=reduce)
-
-
-OPS = ["Conv", "Relu", "Add", "Reshape", "MatMul", "Constant", "Unsupported"]
-
-
-@st.composite
-def onnxish_problems(draw, max_nodes: int = 7, max_devices: int = 2):
-    """Graphs with what random DAGs lack: a graph input read by several nodes, an initializer,
-    Constant nodes and nodes computed from constants only (free tensors), nodes with two
-    outputs, graph outputs in the middle, unknown sizes, together groups."""
-    n = draw(st.integers(2, max_nodes))
-    size = st.one_of(st.none(), st.integers(1, 64).map(lambda b: 16 * b))
-    tensors = {"x": Tensor("x", nbytes=draw(st.integers(1, 64)) * 16),
-               "w": Tensor("w", nbytes=64, is_initializer=True)}
-    available = ["x", "w"]
-    nodes = []
-    for i in range(n):
-        op = draw(st.sampled_from(OPS))
-        inputs = [] if op == "Constant" else [draw(st.sampled_from(available))
-                                              for _ in range(draw(st.integers(1, 2)))]
-        outs = [f"t{i}_{j}" for j in range(draw(st.integers(1, 2)))]
-        for o in outs:
-            tensors[o] = Tensor(o, nbytes=draw(size))
-        nodes.append(Node(i, f"n{i}", op, inputs=inputs, outputs=outs))
-        available += outs
-    produced = [o for nd in nodes for o in nd.outputs]
-    outputs = sorted(set(draw(st.lists(st.sampled_from(produced), max_size=3)))
-                     | {nodes[-1].outputs[0]})
-    graph = Graph.build(nodes, tensors, ["x"], outputs)
-    props = []
-    for d in range(draw(st.integers(1, max_devices))):
-        ops = draw(st.sets(st.sampled_from(OPS[:-1]), min_size=1, max_size=len(OPS) - 1))
-        props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
-    cons = Constraints()
-    if draw(st.booleans()):
-        cons.value_inputs = {"Reshape": (1,)}
-    if graph.n >= 2 and draw(st.booleans()):
-        a, b = draw(st.integers(0, graph.n - 1)), draw(st.integers(0, graph.n - 1))
-        if a != b:
-            cons.never_together.append((a, b))
-    if graph.num_edges and draw(st.booleans()):
-        e = draw(st.integers(0, graph.num_edges - 1))
-        cons.together.append([int(graph.edge_src[e]), int(graph.edge_dst[e])])
-    try:
-        return cons.compile(graph, props, fallback="cpu")
-    except ConstraintError:
-        assume(False)
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES, ids=["cut", "partitions", "weighted"])

@@ -4,28 +4,23 @@ partition), options, and the explanations of split edges."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import networkx as nx
 from hypothesis import given
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from dag_strategies import problems  # noqa: E402
-from test_longest_path import (clusters_of, fast, names_of, rich_problems,  # noqa: E402
-                               run_checked, seed_graph)
-
-from clusterkit import (Constraints, ContainOpSelector, OpsProperty, Partition,  # noqa: E402
+from clusterkit import (Constraints, ContainOpSelector, OpsProperty, Partition,
                         SubgraphProperty, from_networkx, run_strategy)
-from clusterkit.analysis.explain import explain, explain_edge  # noqa: E402
+from clusterkit.analysis.explain import explain, explain_edge
+
+from support.partitions import clusters_of, names_of, run_checked
+from support.problems import fast, problems, rich_problems
+from support.seeds import value_edge_problem
 
 
 # ---------------------------------------------------------------------- the seed's walk-through
 def test_seed_graph0_cycles():
     """graph0 (A0 -> B0 and A4 -> B0 constrained): one cluster {A0, A1, A2}; A3, A4, B0 alone."""
-    part = run_strategy(seed_graph([("A0", "B0"), ("A4", "B0")]), "cycles")
+    part = run_strategy(value_edge_problem([("A0", "B0"), ("A4", "B0")]), "cycles")
     assert names_of(part) == {frozenset({"A0", "A1", "A2"}), frozenset({"A3"}),
                               frozenset({"A4"}), frozenset({"B0"}), frozenset({"X0"})}
     assert part.info["dummy_nodes"] == 2  # the seed's A0B0 and A4B0
@@ -33,10 +28,10 @@ def test_seed_graph0_cycles():
 
 def test_seed_graph1_cycles():
     """graph1 (only A0 -> B0 constrained): A4 and B0 contract; A3 stays alone."""
-    part = run_strategy(seed_graph([("A0", "B0")]), "cycles")
+    part = run_strategy(value_edge_problem([("A0", "B0")]), "cycles")
     assert names_of(part) == {frozenset({"A0", "A1", "A2"}), frozenset({"A3"}),
                               frozenset({"A4", "B0"}), frozenset({"X0"})}
-    merged = run_strategy(seed_graph([("A0", "B0")]), "cycles", merge_non_adjacent=True)
+    merged = run_strategy(value_edge_problem([("A0", "B0")]), "cycles", merge_non_adjacent=True)
     assert frozenset({"A3", "A4", "B0"}) in names_of(merged)  # A3 joins: no path between them
 
 
@@ -44,7 +39,7 @@ def test_seed_contraction_refused_through_unsupported_node():
     """Without constraints on B0: once {A0, A1, A2} is formed, contracting A0 -> B0 would close
     the cycle A2 -> X0 -> A4 -> B0 and is refused; B0 joins A4 instead, and explain() names
     the path through the outside node X0."""
-    part = run_strategy(seed_graph([]), "cycles")
+    part = run_strategy(value_edge_problem([]), "cycles")
     assert names_of(part) == {frozenset({"A0", "A1", "A2"}), frozenset({"A3"}),
                               frozenset({"A4", "B0"}), frozenset({"X0"})}
     assert part.info["refused_cycle"] == 1
@@ -144,7 +139,7 @@ def test_explain_covers_every_split_supported_edge(problem, engine):
 
 
 def test_explain_names_constraints():
-    p = seed_graph([("A0", "B0"), ("A4", "B0")])
+    p = value_edge_problem([("A0", "B0"), ("A4", "B0")])
     lines = explain(run_strategy(p, "cycles"))
     assert any(line.startswith("A4 (Op) -> B0 (Op): the edge is a required cut") for line in lines)
     g = nx.DiGraph()

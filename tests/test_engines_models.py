@@ -1,12 +1,10 @@
-"""Both engines on every real model (onnx light set and ../shared/models) under several ``ops:``
+"""Both engines on every real model (onnx's light set and the bundled models) under several ``ops:``
 selectors with the default value-input constraints (Reshape, Expand, Tile, Slice, Resize, ...),
 size limits on real weights, ``clusterkit partition --explain``, the bulk graph builder against
 the networkx reader, and a 1e4-node synthetic DAG."""
 
 from __future__ import annotations
 
-import os
-import sys
 from functools import lru_cache
 
 import networkx as nx
@@ -15,17 +13,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from conftest import ALL_MODELS, SHARED_MODELS, model_id  # noqa: E402
-from test_longest_path import fast  # noqa: E402
-
-from clusterkit import (Constraints, OpsProperty, from_networkx, load_graph,  # noqa: E402
+from clusterkit import (Constraints, OpsProperty, from_networkx, load_graph,
                         run_strategy)
-from clusterkit.cli import main as cli_main  # noqa: E402
-from clusterkit.analysis.explain import explain  # noqa: E402
-from clusterkit.graph.fast import graph_from_arrays, graph_from_dag  # noqa: E402
-from clusterkit.testing.synthetic import random_dag  # noqa: E402
+from clusterkit.cli import main as cli_main
+from clusterkit.analysis.explain import explain
+from clusterkit.graph.fast import graph_from_arrays, graph_from_dag
+from clusterkit.testing.synthetic import random_dag
+
+from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
+from support.problems import fast
 
 ENGINES = ("longest-path", "cycles")
 CONV = ["Conv", "Relu", "Add", "BatchNormalization", "MaxPool", "GlobalAveragePool", "Clip",
@@ -67,9 +63,9 @@ def test_models_partition_validly(path):
                 assert len(explain(part)) == split
 
 
-@pytest.mark.parametrize("path", [SHARED_MODELS / "resnet18.onnx",
-                                  SHARED_MODELS / "mobilenet_v2.onnx",
-                                  SHARED_MODELS / "bert_base.onnx"], ids=model_id)
+@pytest.mark.parametrize("path", [BUNDLED_MODELS / "resnet18.onnx",
+                                  BUNDLED_MODELS / "mobilenet_v2.onnx",
+                                  BUNDLED_MODELS / "bert_base.onnx"], ids=model_id)
 def test_size_limits_on_real_weights(path):
     """max_size, min_size and max_const_bytes (the models' ConstantOfShape weights) hold."""
     g = graph_of(path)
@@ -85,7 +81,7 @@ def test_size_limits_on_real_weights(path):
 
 def test_cli_explain(capsys):
     """``clusterkit partition MODEL --explain`` prints the split pairs and their reasons."""
-    model = str(SHARED_MODELS / "gpt2.onnx")
+    model = str(BUNDLED_MODELS / "gpt2.onnx")
     sel = "ops:" + ",".join(MATMUL)
     for engine in ENGINES:
         assert cli_main(["partition", model, "--strategy", engine, "--selector", sel,
@@ -98,7 +94,7 @@ def test_cli_explain(capsys):
 
 
 def test_cli_engine_options(capsys):
-    model = str(SHARED_MODELS / "resnet18.onnx")
+    model = str(BUNDLED_MODELS / "resnet18.onnx")
     assert cli_main(["partition", model, "--strategy", "cycles", "--selector", "ops:Conv,Relu",
                      "--option", "merge_non_adjacent=true", "--option", "far_span=null"]) == 0
     assert cli_main(["partition", model, "--strategy", "longest-path", "--selector",

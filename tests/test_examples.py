@@ -1,4 +1,5 @@
-"""Every example runs as a user would run it, on a real model."""
+"""Every example runs as a user would run it, on a real model: with a model argument, and with
+none from another working directory (the default is a model inside the repository)."""
 
 from __future__ import annotations
 
@@ -6,31 +7,50 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO, SHARED_MODELS
+from support.models import BUNDLED_MODELS, REPO
 
 
-def _run(script, *args):
+def _run(script, *args, cwd=REPO):
     res = subprocess.run([sys.executable, str(REPO / "examples" / script), *map(str, args)],
-                         capture_output=True, text=True, timeout=600, cwd=REPO)
+                         capture_output=True, text=True, timeout=600, cwd=cwd)
     assert res.returncode == 0, res.stdout + res.stderr
     return res.stdout
 
 
-def test_new_accelerator_example():
-    out = _run("new_accelerator.py", SHARED_MODELS / "resnet18.onnx")
+def _check_new_accelerator(out):
     m = re.search(r"(\d+)/81 nodes offloaded.*tinynpu: (\d+) nodes", out)
     assert m and int(m.group(1)) == int(m.group(2)) > 0
 
 
+def _check_hetero_run(out):
+    assert "fell back to the host" in out and "Gemm is not supported" in out
+    assert "match: True" in out
+
+
+def test_new_accelerator_example():
+    _check_new_accelerator(_run("new_accelerator.py", BUNDLED_MODELS / "resnet18.onnx"))
+
+
+def test_new_accelerator_example_default_model(tmp_path):
+    _check_new_accelerator(_run("new_accelerator.py", cwd=tmp_path))
+
+
 def test_compare_strategies_example():
-    out = _run("compare_strategies.py", SHARED_MODELS / "squeezenet1_1.onnx",
+    out = _run("compare_strategies.py", BUNDLED_MODELS / "squeezenet1_1.onnx",
                "ops:Conv,Relu,Concat,MaxPool")
     assert "lowest cut_bytes:" in out
     for strategy in ("singleton", "cycles", "longest-path"):
         assert strategy in out
 
 
+def test_compare_strategies_example_default_model(tmp_path):
+    out = _run("compare_strategies.py", cwd=tmp_path)
+    assert "lowest cut_bytes:" in out and "longest-path" in out
+
+
 def test_hetero_run_example_falls_back_and_matches():
-    out = _run("hetero_run.py", SHARED_MODELS / "resnet18.onnx")
-    assert "fell back to the host" in out and "Gemm is not supported" in out
-    assert "match: True" in out
+    _check_hetero_run(_run("hetero_run.py", BUNDLED_MODELS / "resnet18.onnx"))
+
+
+def test_hetero_run_example_default_model(tmp_path):
+    _check_hetero_run(_run("hetero_run.py", cwd=tmp_path))

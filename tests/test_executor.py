@@ -1,7 +1,7 @@
 """Executor and backends: fused graphs run heterogeneously and compute what onnxruntime computes
 on the unpartitioned model; compile failures fall back to the host; backend config and metrics.
 
-The real-model check (every model of the onnx light set and ../shared/models, two selectors that
+The real-model check (every model of the onnx light set and the bundled models, two selectors that
 leave ops unsupported, two strategies each, fused run *and* exported model against onnxruntime on
 the original model) lives here so that each model's reference run is computed once."""
 
@@ -24,9 +24,9 @@ from clusterkit.runtime.executor import (DEFAULT_DIM, INT_HIGH, Executor, compar
                                  random_inputs, run_model)
 from clusterkit.io.export import export_fused
 from clusterkit.fusion import fuse
-from conftest import ALL_MODELS, SHARED_MODELS, model_id
-from test_fusion import (FAST_ORT, MULTI, level_partition, load, onnx_models, partition_with,
-                         random_problems)
+from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
+from support.onnx_models import (FAST_ORT, MULTI, intermediate_values, level_partition, load,
+                                 onnx_models, partition_with, random_problems)
 
 CONFIG = {"onnxruntime": FAST_ORT}
 RTOL, ATOL = 1e-4, 1e-5
@@ -83,7 +83,7 @@ def test_fused_run_and_export_match_onnxruntime(index, path):
 @pytest.mark.parametrize("strategy", ["singleton"] + MULTI)
 def test_every_strategy_fuses_and_runs(strategy):
     """Every registered strategy, on whole resnet blocks."""
-    graph = load(SHARED_MODELS / "resnet50.onnx")
+    graph = load(BUNDLED_MODELS / "resnet50.onnx")
     feeds = random_inputs(graph)
     expected = _expected(graph, feeds)
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Conv,Relu,Add,MaxPool"]), strategy)
@@ -112,7 +112,7 @@ def test_a_multi_node_strategy_ran():
 def test_default_backend_config_matches_within_tolerance():
     """Full onnxruntime optimizations and default threads, as the CLI runs."""
     for name in ("resnet18", "bert_base"):
-        graph = load(SHARED_MODELS / f"{name}.onnx")
+        graph = load(BUNDLED_MODELS / f"{name}.onnx")
         feeds = random_inputs(graph)
         expected = run_model(graph.model, feeds)
         part = partition_with(ck.make_problem(graph, [FEW]), (MULTI or ["level"])[0])
@@ -151,7 +151,7 @@ register_backend("flaky", FlakyBackend)
 
 
 def test_failed_compile_falls_back_to_the_host():
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     feeds = random_inputs(graph)
     expected = _expected(graph, feeds)
     part = partition_with(ck.make_problem(graph, [FEW]), (MULTI or ["level"])[0])
@@ -175,7 +175,7 @@ def test_host_failure_is_fatal_and_named():
         def _compile(self, sub, *args):
             raise RuntimeError("host is down")
 
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     fg = fuse(ck.run_strategy(ck.make_problem(graph, ["acc=ops:Relu"]), "singleton"))
     with pytest.raises(ExecutionError, match="host is down"):
         Executor(fg, host=NoHost(device="cpu"))
@@ -183,7 +183,7 @@ def test_host_failure_is_fatal_and_named():
 
 # ---------------------------------------------------------------------- reference backend
 def test_reference_backend_runs_its_device_with_per_node_counters():
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     feeds = random_inputs(graph)
     expected = _expected(graph, feeds)
     ops = ["Relu", "Add", "MaxPool", "Flatten", "GlobalAveragePool"]
@@ -199,7 +199,7 @@ def test_reference_backend_runs_its_device_with_per_node_counters():
 
 
 def test_onnxruntime_perf_counts_give_per_node_times():
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     part = level_partition(ck.make_problem(graph, ["acc=ops:Conv,Relu,Add"]))
     cfg = dict(FAST_ORT, perf_counts=True)
     ex = Executor(fuse(part), backend_config={"onnxruntime": cfg})
@@ -276,7 +276,7 @@ def test_query_and_compile_refuse_unsupported_nodes(name):
 
 
 def test_query_of_a_fused_graph_needs_every_member():
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     fg = fuse(level_partition(ck.make_problem(graph, ["acc=ops:Conv,Relu,Add"])))
     relu_only = OnnxRuntimeBackend(restrict=OpsProperty(["Relu", "FusedSubgraph"], device="x"))
     mask = relu_only.query(fg)
@@ -287,7 +287,7 @@ def test_query_of_a_fused_graph_needs_every_member():
 
 # ---------------------------------------------------------------------- executor edges
 def test_executor_errors_name_the_problem():
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     ex = Executor(graph, backend_config=CONFIG)  # an unfused graph: all on the host
     assert [u.kind for u in ex.units] == ["host"]
     with pytest.raises(ExecutionError, match="missing graph input 'image'"):
@@ -304,7 +304,7 @@ def test_executor_errors_name_the_problem():
 
 def test_host_nodes_are_grouped_into_few_units():
     """Host runs are maximal: two host units are always separated by a fused node."""
-    graph = load(SHARED_MODELS / "bert_base.onnx")
+    graph = load(BUNDLED_MODELS / "bert_base.onnx")
     fg = fuse(level_partition(ck.make_problem(graph, ["acc=ops:MatMul,Softmax"])))
     ex = Executor(fg, backend_config=CONFIG)
     kinds = [u.kind for u in ex.units]
@@ -314,7 +314,7 @@ def test_host_nodes_are_grouped_into_few_units():
 
 
 def test_random_inputs_follow_the_documented_ranges():
-    bert = random_inputs(load(SHARED_MODELS / "bert_base.onnx"), seed=1)
+    bert = random_inputs(load(BUNDLED_MODELS / "bert_base.onnx"), seed=1)
     assert bert["input_ids"].dtype == np.int64
     assert 0 <= bert["input_ids"].min() and bert["input_ids"].max() < INT_HIGH
     assert (bert["attention_mask"] == 1).all() and (bert["token_type_ids"] == 0).all()
@@ -322,7 +322,7 @@ def test_random_inputs_follow_the_documented_ranges():
     shapes = {k: v.shape for k, v in random_inputs(llama).items()}
     assert shapes == {"input_ids": (1, DEFAULT_DIM), "attention_mask": (1, DEFAULT_DIM)}
     assert random_inputs(llama, dims={"seq": 5})["input_ids"].shape == (1, 5)
-    again = random_inputs(load(SHARED_MODELS / "bert_base.onnx"), seed=1)
+    again = random_inputs(load(BUNDLED_MODELS / "bert_base.onnx"), seed=1)
     assert all(np.array_equal(bert[k], again[k]) for k in bert)
 
 
@@ -337,7 +337,7 @@ def test_compare_outputs_reports_the_largest_difference():
 
 # ---------------------------------------------------------------------- CLI
 def test_cli_run_checks_and_writes_json(tmp_path, capsys):
-    model = str(SHARED_MODELS / "resnet18.onnx")
+    model = str(BUNDLED_MODELS / "resnet18.onnx")
     out = tmp_path / "run.json"
     code = cli_main(["run", model, "--strategy", "singleton", "--selector", "acc=ops:Conv,Relu",
                      "--check", "--json", str(out), "--config",
@@ -362,10 +362,10 @@ def test_cli_run_checks_and_writes_json(tmp_path, capsys):
 
 def test_cli_run_with_a_plan_for_another_model_fails_clearly(tmp_path, capsys):
     plan = tmp_path / "plan.json"
-    cli_main(["partition", str(SHARED_MODELS / "resnet18.onnx"), "--strategy", "singleton",
+    cli_main(["partition", str(BUNDLED_MODELS / "resnet18.onnx"), "--strategy", "singleton",
               "--selector", "acc=ops:Conv,Relu", "--json", str(plan)])
     capsys.readouterr()
-    code = cli_main(["run", str(SHARED_MODELS / "squeezenet1_1.onnx"), "--plan", str(plan)])
+    code = cli_main(["run", str(BUNDLED_MODELS / "squeezenet1_1.onnx"), "--plan", str(plan)])
     err = capsys.readouterr().err
     assert code == 2
     assert "does not match model 'squeezenet1_1'" in err and "'resnet18'" in err
@@ -374,7 +374,7 @@ def test_cli_run_with_a_plan_for_another_model_fails_clearly(tmp_path, capsys):
 @pytest.mark.parametrize("flag, text", [("onnxruntime.turbo=1", "no config key 'turbo'"),
                                         ("onnxrt.threads=1", "unknown backend 'onnxrt'")])
 def test_cli_run_unknown_backend_key_is_an_error(capsys, flag, text):
-    code = cli_main(["run", str(SHARED_MODELS / "resnet18.onnx"), "--strategy", "singleton",
+    code = cli_main(["run", str(BUNDLED_MODELS / "resnet18.onnx"), "--strategy", "singleton",
                      "--selector", "acc=ops:Relu", "--config", flag])
     assert code == 2
     assert text in capsys.readouterr().err
@@ -428,13 +428,12 @@ def test_static_values_are_what_the_whole_model_computes():
     from onnx import numpy_helper
 
     from clusterkit.runtime.backends.onnxruntime_backend import static_info
-    from test_fusion import _intermediates
 
-    graph = load(SHARED_MODELS / "vit_b_16.onnx")
+    graph = load(BUNDLED_MODELS / "vit_b_16.onnx")
     info = static_info(graph)
     assert info is not None and info.values
     assert not any(graph.tensors[t].is_constant for t in info.values)
-    oracle = _intermediates(graph.model, graph, sorted(info.values), random_inputs(graph, seed=5))
+    oracle = intermediate_values(graph.model, graph, sorted(info.values), random_inputs(graph, seed=5))
     for t, proto in info.values.items():
         np.testing.assert_array_equal(numpy_helper.to_array(proto), oracle[t], err_msg=t)
     assert static_info(load(next(p for p in ALL_MODELS if "llama" in p.name))) is None

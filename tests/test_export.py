@@ -20,11 +20,11 @@ from clusterkit.io.export import (PARTITION_KEY, device_domain, export_fused, ex
                                partition_json_of)
 from clusterkit.fusion import fuse
 from clusterkit.io.plan import apply_plan, load_plan, plan_selectors
-from conftest import LIGHT_DIR, SHARED_MODELS
-from test_fusion import FAST_ORT, MULTI, level_partition, load, partition_with
+from support.models import LIGHT_DIR, BUNDLED_MODELS
+from support.onnx_models import FAST_ORT, MULTI, level_partition, load, partition_with
 
 STRATEGY = (MULTI or ["level"])[0]
-RESNET = SHARED_MODELS / "resnet50.onnx"
+RESNET = BUNDLED_MODELS / "resnet50.onnx"
 TWO = ["gpu=ops:Conv,Relu", "dsp=ops:Add,MaxPool,Flatten"]
 
 
@@ -138,7 +138,7 @@ def _edited(plan, fn):
 
 def test_plan_for_another_model_is_refused_clearly(resnet_plan):
     problem, plan = resnet_plan
-    other = ck.make_problem(load(SHARED_MODELS / "resnet18.onnx"), TWO)
+    other = ck.make_problem(load(BUNDLED_MODELS / "resnet18.onnx"), TWO)
     with pytest.raises(PartitionError, match=r"does not match model 'resnet18' \(81 nodes\) "
                        r"\(the plan was made for model 'resnet50'\)"):
         apply_plan(other, plan)
@@ -181,7 +181,7 @@ def test_plan_that_breaks_a_constraint_is_refused(resnet_plan):
 
 
 def test_plan_file_errors(tmp_path):
-    problem = ck.make_problem(load(SHARED_MODELS / "resnet18.onnx"), TWO)
+    problem = ck.make_problem(load(BUNDLED_MODELS / "resnet18.onnx"), TWO)
     with pytest.raises(PartitionError, match="no such file"):
         apply_plan(problem, tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
@@ -194,7 +194,7 @@ def test_plan_file_errors(tmp_path):
 
 def test_many_clusters_share_identical_functions(monkeypatch):
     """Past onnx's local-function limit, clusters with identical bodies share a function."""
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Conv,Relu,Add"]), "singleton")
     monkeypatch.setattr(export_mod, "MAX_LOCAL_FUNCTIONS", 5)
     model = export_fused(fuse(part))
@@ -216,7 +216,7 @@ def test_many_clusters_share_identical_functions(monkeypatch):
 
 
 def test_metadata_and_value_info_come_along():
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Conv"]), "singleton")
     model = export_fused(fuse(part), check=False)
     src_vi = {vi.name for vi in graph.model.graph.value_info}
@@ -231,7 +231,7 @@ def test_metadata_and_value_info_come_along():
 
 # ---------------------------------------------------------------------- CLI
 def test_cli_export_then_reuse_the_plan(tmp_path, capsys):
-    model = str(SHARED_MODELS / "squeezenet1_1.onnx")
+    model = str(BUNDLED_MODELS / "squeezenet1_1.onnx")
     out, plan = tmp_path / "sq.onnx", tmp_path / "plan.json"
     args = ["export", model, "--strategy", STRATEGY if STRATEGY != "level" else "singleton",
             "--selector", "acc=ops:Conv,Relu", "-o", str(out), "--json", str(plan), "--verify"]
@@ -248,13 +248,13 @@ def test_cli_export_then_reuse_the_plan(tmp_path, capsys):
     assert [f.name for f in second.functions] == [f.name for f in first.functions]
     assert [n.SerializeToString() for f in second.functions for n in f.node] == \
         [n.SerializeToString() for f in first.functions for n in f.node]
-    feeds = random_inputs(load(SHARED_MODELS / "squeezenet1_1.onnx"))
+    feeds = random_inputs(load(BUNDLED_MODELS / "squeezenet1_1.onnx"))
     a, b = run_model(first, feeds), run_model(second, feeds)
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
 def test_executor_runs_the_reapplied_plan_like_the_original():
-    graph = load(SHARED_MODELS / "resnet18.onnx")
+    graph = load(BUNDLED_MODELS / "resnet18.onnx")
     problem = ck.make_problem(graph, TWO)
     plan = partition_with(problem, STRATEGY).to_json()
     fg = fuse(apply_plan(problem, plan))

@@ -15,7 +15,7 @@ from clusterkit import (CycleError, GraphError, ModelLoadError, from_networkx, l
 from clusterkit.io.dot import graph_dot
 from clusterkit.io.networkx import graph_from_node_link, to_node_link
 
-from conftest import ALL_MODELS, SHARED_MODELS, model_id
+from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
 
 
 @pytest.mark.parametrize("path", ALL_MODELS, ids=model_id)
@@ -46,7 +46,7 @@ def test_real_model_loads_with_topological_numbering(path):
 
 
 def test_tensor_sizes_come_from_shape_inference():
-    g = load_graph(SHARED_MODELS / "resnet18.onnx")
+    g = load_graph(BUNDLED_MODELS / "resnet18.onnx")
     image = g.tensors[g.inputs[0]]
     assert image.shape == (1, 3, 224, 224) and image.dtype == "float32"
     assert image.nbytes == 1 * 3 * 224 * 224 * 4
@@ -56,7 +56,7 @@ def test_tensor_sizes_come_from_shape_inference():
 
 
 def test_weight_stubs_are_constants():
-    g = load_graph(SHARED_MODELS / "resnet18.onnx")
+    g = load_graph(BUNDLED_MODELS / "resnet18.onnx")
     stubs = [nd for nd in g.nodes if nd.op_type == "ConstantOfShape"]
     assert stubs and all(nd.is_constant for nd in stubs)
     assert all(g.tensors[nd.outputs[0]].is_constant for nd in stubs)
@@ -65,7 +65,7 @@ def test_weight_stubs_are_constants():
 
 
 def test_if_node_reads_outer_scope_tensors():
-    path = SHARED_MODELS / "fasterrcnn_mobilenet_v3_large_320_fpn.onnx"
+    path = BUNDLED_MODELS / "fasterrcnn_mobilenet_v3_large_320_fpn.onnx"
     proto = onnx.load(str(path))
     g = load_graph(path)
     ifs = [nd for nd in g.nodes if nd.op_type == "If"]

@@ -22,7 +22,8 @@ from clusterkit.reasons import Category
 from clusterkit.engines import hetero
 
 # ---------------------------------------------------------------------- the seed's example
-from seed_graphs import descendants, named_clusters, seed_graph  # noqa: E402
+from support.partitions import named_clusters  # noqa: E402
+from support.seeds import descendants, seed_graph  # noqa: E402
 
 
 def test_seed_example_library():

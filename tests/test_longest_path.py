@@ -4,153 +4,25 @@ selectors), and both engines against exhaustive search on tiny graphs."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import networkx as nx
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(__file__))
+from clusterkit import (Constraints, ConstraintError, OpsProperty, SubgraphProperty,
+                        SubgraphSelector, from_networkx, run_strategy)
+from clusterkit.testing.exhaustive import exhaustive_optimum
 
-from dag_strategies import OPS, dags, problems  # noqa: E402
+from support.partitions import clusters_of, names_of, run_checked
+from support.problems import dags, fast, problems, rich_problems
+from support.seeds import value_edge_problem
 
-from clusterkit import (Constraints, ConstraintError, OpsProperty, Partition,  # noqa: E402
-                        SubgraphProperty, SubgraphSelector, from_networkx, run_strategy)
-from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
-from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
-
-def fast(examples: int):
-    """Hypothesis settings for these tests: no deadline, no example database."""
-    return settings(max_examples=examples, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))
 ENGINES = ("longest-path", "cycles")
-
-
-# ---------------------------------------------------------------------- shared strategies
-def graph_with_constants(g: nx.DiGraph, weights: list[int], shared: int) -> Graph:
-    """The DAG as a Graph whose nodes also read initializers (``weights[v]`` bytes, 0 = none;
-    nodes with ``shared`` > 0 read one common initializer too), so constant bytes are real."""
-    nodes, tensors = [], {}
-    order = list(g.nodes)
-    for v in order:
-        out = f"{v}:out"
-        nb = max([d["bytes"] for _, _, d in g.out_edges(v, data=True)], default=16)
-        tensors[out] = Tensor(out, nbytes=nb)
-        ins = [f"{u}:out" for u in sorted(g.predecessors(v))]
-        if weights[v]:
-            tensors[f"w{v}"] = Tensor(f"w{v}", nbytes=weights[v], is_initializer=True)
-            ins.append(f"w{v}")
-        if shared and v % 2 == 0:
-            tensors["wshared"] = Tensor("wshared", nbytes=shared, is_initializer=True)
-            ins.append("wshared")
-        nodes.append(Node(index=v, name=str(v), op_type=g.nodes[v]["op"], inputs=ins,
-                          outputs=[out]))
-    outs = [f"{v}:out" for v in order if g.out_degree(v) == 0]
-    return Graph.build(nodes, tensors, [], outs, name="rich")
-
-
-@st.composite
-def rich_problems(draw, min_nodes: int = 1, max_nodes: int = 12, max_devices: int = 3,
-                  sizes: bool = True, groups: bool | None = None):
-    """Random problems with never-together pairs, value inputs, cut edges, together groups,
-    constant bytes and size limits (each drawn or not)."""
-    g = draw(dags(min_nodes, max_nodes))
-    n = g.number_of_nodes()
-    weights = [draw(st.sampled_from([0, 0, 64, 256, 1024])) for _ in range(n)]
-    shared = draw(st.sampled_from([0, 0, 512]))
-    graph = graph_with_constants(g, weights, shared)
-    props = []
-    for d in range(draw(st.integers(1, max_devices))):
-        ops = draw(st.sets(st.sampled_from(OPS[:-1]), min_size=1, max_size=len(OPS) - 1))
-        props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
-    cons = Constraints()
-    if n >= 2 and draw(st.booleans()):
-        for _ in range(draw(st.integers(1, 3))):
-            a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
-            if a != b:
-                cons.never_together.append((str(a), str(b)))
-    if draw(st.booleans()):
-        cons.value_inputs = {"Reshape": (1,)}
-    if graph.num_edges and draw(st.booleans()):
-        e = draw(st.integers(0, graph.num_edges - 1))
-        cons.cut_edges.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
-    if sizes:
-        cons.min_size = draw(st.integers(1, 2))
-        cons.max_size = draw(st.one_of(st.none(), st.integers(max(2, cons.min_size), 5)))
-        cons.max_const_bytes = draw(st.sampled_from([None, None, 300, 1500]))
-    want_groups = draw(st.booleans()) if groups is None else groups
-    groups: list[list[int]] = []
-    if n >= 2 and want_groups:
-        for _ in range(draw(st.integers(1, 3))):
-            seed = draw(st.sets(st.integers(0, n - 1), min_size=2, max_size=2))
-            hull = _convex_hull(g, seed)
-            if len(hull) <= 4 and not any(hull & set(grp) for grp in groups):
-                groups.append(sorted(hull))
-    cons.together = [[str(v) for v in grp] for grp in groups]
-    try:
-        return cons.compile(graph, props, fallback="cpu")
-    except ConstraintError:  # a group that is not convex or contradicts another constraint
-        cons.together = []
-        return cons.compile(graph, props, fallback="cpu")
-
-
-def _convex_hull(g: nx.DiGraph, members: set[int]) -> set[int]:
-    """The members plus every node on a path between two of them."""
-    down = set().union(*(nx.descendants(g, v) for v in members))
-    up = set().union(*(nx.ancestors(g, v) for v in members))
-    return set(members) | (down & up)
-
-
-def groups_depend(problem) -> bool:
-    """Oracle: contracting every together group leaves a cycle (no partition keeps them)."""
-    q = nx.DiGraph()
-    rep = {int(v): int(grp[0]) for grp in problem.groups for v in grp}
-    q.add_nodes_from(rep.get(v, v) for v in range(problem.n))
-    for u, v in zip(problem.graph.edge_src.tolist(), problem.graph.edge_dst.tolist()):
-        a, b = rep.get(u, u), rep.get(v, v)
-        if a != b:
-            q.add_edge(a, b)
-    return not nx.is_directed_acyclic_graph(q)
-
-
-def run_checked(problem, strategy: str, **opts) -> Partition | None:
-    """Run and validate; None when the together groups truly depend on each other."""
-    try:
-        return run_strategy(problem, strategy, **opts)
-    except ConstraintError as exc:
-        assert "together group" in str(exc), exc
-        assert groups_depend(problem), f"{strategy} refused satisfiable groups: {exc}"
-        return None
-
-
-def clusters_of(part: Partition) -> list[tuple[str, list[int]]]:
-    return [(c.device, c.nodes) for c in part.clusters]
-
-
-def names_of(part: Partition) -> set[frozenset[str]]:
-    g = part.graph
-    return {frozenset(g.nodes[v].name for v in c.nodes) for c in part.clusters}
-
-
-# ---------------------------------------------------------------------- the seed's example
-def seed_graph(value_edges: list[tuple[str, str]]):
-    """The seed's graphs: A0..A4 supported, X0 unsupported, B0 reads values of its inputs."""
-    g = nx.DiGraph()
-    for name in ["A0", "A1", "A2", "X0", "A3", "A4", "B0"]:
-        g.add_node(name, op="Unsupported" if name == "X0" else "Op")
-    for u, v in [("A0", "A1"), ("A1", "A2"), ("A0", "A2"), ("A2", "X0"), ("X0", "A3"),
-                 ("X0", "A4"), ("A0", "B0"), ("A4", "B0")]:
-        g.add_edge(u, v, bytes=64)
-    graph = from_networkx(g)
-    cons = Constraints(cut_edges=list(value_edges))
-    return cons.compile(graph, [OpsProperty(["Op"], device="acc")])
 
 
 def test_seed_graph0_longest_path():
     """graph0: B0 must know the values of A0 and A4 -> {A0,A1,A2}; A3, A4, B0, X0 alone."""
-    p = seed_graph([("A0", "B0"), ("A4", "B0")])
+    p = value_edge_problem([("A0", "B0"), ("A4", "B0")])
     part = run_strategy(p, "longest-path", refine=False, join_siblings=False)
     assert names_of(part) == {frozenset({"A0", "A1", "A2"}), frozenset({"A3"}),
                               frozenset({"A4"}), frozenset({"B0"}), frozenset({"X0"})}
@@ -160,11 +32,11 @@ def test_seed_graph0_longest_path():
 
 def test_seed_graph1_longest_path():
     """graph1: only A0 -> B0 is constrained -> {A4, B0} share a level and a cluster."""
-    part = run_strategy(seed_graph([("A0", "B0")]), "longest-path", join_siblings=False)
+    part = run_strategy(value_edge_problem([("A0", "B0")]), "longest-path", join_siblings=False)
     assert names_of(part) == {frozenset({"A0", "A1", "A2"}), frozenset({"A3"}),
                               frozenset({"A4", "B0"}), frozenset({"X0"})}
     assert part.info["levels"] == 3
-    joined = run_strategy(seed_graph([("A0", "B0")]), "longest-path")
+    joined = run_strategy(value_edge_problem([("A0", "B0")]), "longest-path")
     assert frozenset({"A3", "A4", "B0"}) in names_of(joined)  # A3, A4 both read X0
 
 

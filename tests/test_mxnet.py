@@ -18,8 +18,8 @@ from clusterkit.reasons import Category
 from clusterkit.selection.protocol import ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector
 from clusterkit.engines import mxnet
 
-from seed_graphs import descendants, seed_graph  # noqa: E402
-from seed_graphs import named_clusters as names  # noqa: E402
+from support.partitions import named_clusters as names  # noqa: E402
+from support.seeds import descendants, seed_graph  # noqa: E402
 
 
 def test_cycle_is_shrunk_and_recorded():

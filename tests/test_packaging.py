@@ -9,7 +9,7 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-from conftest import REPO
+from support.models import REPO
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
 
@@ -55,10 +55,11 @@ def test_shipped_selectors_load_from_a_built_wheel(tmp_path):
     assert not any(n.startswith("selectors/") for n in names)
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import clusterkit, "
-            "clusterkit.selectors as s, selectors as std; print(clusterkit.__file__); "
-            "print(s.__file__); print(std.__file__)")
-    env_out = _run([sys.executable, "-I", "-c", code, str(target)], cwd=tmp_path)
+    code = ("import clusterkit, clusterkit.selectors as s, selectors as std; "
+            "print(clusterkit.__file__); print(s.__file__); print(std.__file__)")
+    # ``-c`` puts the working directory first on the path: the unpacked wheel shadows the
+    # editable install; -E -s ignore PYTHONPATH and the user site
+    env_out = _run([sys.executable, "-E", "-s", "-c", code], cwd=target)
     assert env_out.returncode == 0, env_out.stderr
     ck, ours, std = env_out.stdout.split()
     assert Path(ck).resolve().is_relative_to(target.resolve())

@@ -12,7 +12,7 @@ from clusterkit import (ConstraintError, Constraints, OpsProperty, Partition, Pa
                         from_networkx, load_graph, make_problem)
 from clusterkit.io.dot import partition_dot
 
-from conftest import SHARED_MODELS
+from support.models import BUNDLED_MODELS
 
 
 def _graph(edges, ops):
@@ -141,7 +141,7 @@ def _reference_cut_bytes(graph, device_of):
 
 @pytest.mark.parametrize("model", ["resnet18", "bert_base", "mobilenet_v3_large"])
 def test_cut_bytes_matches_an_independent_count(model):
-    path = SHARED_MODELS / f"{model}.onnx"
+    path = BUNDLED_MODELS / f"{model}.onnx"
     problem = make_problem(path, ["ops:Conv,Relu,Add,MatMul,Gemm", "gpu=ops:Mul,Softmax,Tanh"])
     rng = np.random.default_rng(0)
     graph = problem.graph
@@ -157,7 +157,7 @@ def test_cut_bytes_matches_an_independent_count(model):
 
 
 def test_everything_on_host_cuts_nothing():
-    problem = make_problem(SHARED_MODELS / "resnet18.onnx", ["ops:Nothing"])
+    problem = make_problem(BUNDLED_MODELS / "resnet18.onnx", ["ops:Nothing"])
     part = Partition.from_assignment(problem, np.zeros(problem.n), np.full(problem.n, -1))
     part.validate()
     m = part.metrics()
@@ -165,7 +165,7 @@ def test_everything_on_host_cuts_nothing():
 
 
 def test_json_follows_design_and_round_trips(tmp_path):
-    path = SHARED_MODELS / "squeezenet1_1.onnx"
+    path = BUNDLED_MODELS / "squeezenet1_1.onnx"
     problem = make_problem(path, ["ops:Conv,Relu"])
     from clusterkit import run_strategy
 

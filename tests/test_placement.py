@@ -5,7 +5,6 @@ assignment, FLOP estimates match hand counts, cost files load (and fail) cleanly
 from __future__ import annotations
 
 import json
-import sys
 from itertools import product
 from pathlib import Path
 
@@ -15,11 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from conftest import ALL_MODELS  # noqa: E402
-from dag_strategies import problems  # noqa: E402
-from test_cpsat import onnxish_problems  # noqa: E402
+from support.models import ALL_MODELS  # noqa: E402
+from support.problems import onnxish_problems, problems  # noqa: E402
 
 from clusterkit import (Constraints, ConstraintError, OpsProperty, from_networkx,  # noqa: E402
                         load_graph, load_onnx, make_problem, run_strategy)

@@ -18,7 +18,7 @@ from clusterkit.analysis.report import format_placement, get_placement
 from clusterkit.reasons import Category, placement_report
 from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
 
-from conftest import ALL_MODELS, model_id
+from support.models import ALL_MODELS, model_id
 
 
 class _NotNamed(ContainOpSelector):

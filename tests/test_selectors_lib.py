@@ -27,13 +27,12 @@ from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.selectors._registry import SHIPPED
 from clusterkit.graph.subgraph import Subgraph
 
-from conftest import LIGHT_DIR, SHARED, SHARED_MODEL_PATHS, SHARED_MODELS
+from support.models import BUNDLED_MODEL_PATHS, BUNDLED_MODELS, LIGHT_DIR, OPSUPPORT
 
 SELECTORS = sorted(SHIPPED)
 TABLE_OF = {"coreml": "coreml_ep.json", "nnapi": "nnapi_ep.json", "xnnpack": "xnnpack_ep.json",
             "qnn": "qnn_ep.json", "dnnl": "dnnl_ep.json",
             "tensorrt": "tensorrt_onnx_parser.json", "openvino_npu": "openvino_ep_npu.json"}
-OPSUPPORT = SHARED / "opsupport"
 
 
 @lru_cache(maxsize=None)
@@ -45,7 +44,7 @@ def table(name: str) -> dict:
 @lru_cache(maxsize=None)
 def graph(name: str) -> Graph:
     """A real model, loaded once per test module."""
-    path = SHARED_MODELS / f"{name}.onnx"
+    path = BUNDLED_MODELS / f"{name}.onnx"
     if not path.exists():
         path = LIGHT_DIR / f"{name}.onnx"
     return ck.load_graph(str(path))
@@ -511,7 +510,7 @@ OPTIONS = {"cpsat": {"time_limit": 0.5, "workers": 1}}
 
 
 def partition_cases():
-    models = [p.stem for p in SHARED_MODEL_PATHS]
+    models = [p.stem for p in BUNDLED_MODEL_PATHS]
     for s_i, strategy in enumerate(STRATEGIES):
         for m_i, model in enumerate(models):
             if strategy not in LINEAR and "llama" in model:

@@ -1,0 +1,1 @@
+"""Helpers the test modules share: model paths, random problem generators, reference graphs."""

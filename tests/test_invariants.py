@@ -1,0 +1,270 @@
+"""Every registered strategy (``clusterkit.strategy_names()``, so a new one is held to this the
+day it registers) on random problems, checked by a checker written here from the problem's
+plain description (``support.fuzz.Spec``), not by ``Partition.validate``:
+
+- every node in exactly one cluster; an accelerator cluster's device takes every op in it;
+- the graph of clusters is acyclic (networkx);
+- never-together pairs apart, explicit cut edges cut, a value input's producer a constant or in
+  another cluster, together groups whole, accelerator clusters within min/max size;
+- no edge a selector refuses (``select_input``/``select_output`` False) inside a cluster of its
+  device, and (for ``mxnet``, the engine that asks ``create_subgraph_node``) no cluster its
+  device's ``create_subgraph_node`` rejects;
+- the same problem built again gives the same clusters;
+- on tiny graphs (4..6 nodes) no strategy offloads more nodes than the exhaustive optimum or,
+  offloading as many, cuts fewer bytes (cut bytes computed here), and ``cpsat`` equals it.
+
+Problems per run (seeded, so every run draws the same ones; ``support.fuzz`` says what they
+cover): each heuristic strategy, and any newly registered one, 2,000 problems of 4..14 nodes plus
+300 tiny ones; ``cpsat`` and ``placement`` (CP-SAT with a 2 s limit and one worker) 80 of 4..9
+nodes plus 60 tiny ones. With the five heuristics that is 5 x 2,300 + 2 x 140 = 11,780 problems,
+and every fifth of the larger ones is built and run a second time for determinism. A problem that
+hits a known library bug (``KNOWN_BUGS``, pinned by a strict xfail regression case) is skipped for
+that strategy only.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import networkx as nx
+import pytest
+
+from clusterkit import Partition, Problem, run_strategy, strategy_names
+from clusterkit.testing.exhaustive import exhaustive_optimum
+
+from support.fuzz import FALLBACK, DeviceSpec, Spec, build_problem, random_spec
+
+EXACT = ("cpsat", "placement")
+EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}
+PROBLEMS, EXACT_PROBLEMS = 2000, 80
+TINY, EXACT_TINY = 300, 60
+CHUNKS = 4  # each heuristic's problems run as this many test cases
+HOST = "<host>"
+
+
+def options(strategy: str) -> dict:
+    return dict(EXACT_OPTIONS) if strategy in EXACT else {}
+
+
+def cases() -> list[tuple[str, int]]:
+    return [(s, 0) if s in EXACT else (s, k) for s in strategy_names()
+            for k in (range(1) if s in EXACT else range(CHUNKS))]
+
+
+# ---------------------------------------------------------------------- the checker
+def clusters_by_name(part: Partition) -> list[tuple[str, tuple[str, ...]]]:
+    """(device, sorted node names) per cluster, in the partition's order."""
+    names = [nd.name for nd in part.graph.nodes]
+    return [(c.device, tuple(sorted(names[v] for v in c.nodes))) for c in part.clusters]
+
+
+def constants(spec: Spec) -> set[str]:
+    """``Constant`` nodes and nodes computed from constants alone."""
+    const: set[str] = set()
+    for v in nx.topological_sort(spec.dag()):
+        preds = spec.preds[v]
+        if spec.ops[v] == "Constant" or (preds and all(u in const for u in preds)):
+            const.add(v)
+    return const
+
+
+def check(spec: Spec, part: Partition, strategy: str) -> None:
+    """Assert every invariant of ``part`` against ``spec``."""
+    clusters = clusters_by_name(part)
+    where: dict[str, int] = {}
+    for k, (_, members) in enumerate(clusters):
+        for v in members:
+            assert v not in where, f"node {v!r} is in clusters {where[v]} and {k}"
+            where[v] = k
+    assert set(where) == set(spec.order), "nodes missing: %s" % (set(spec.order) - set(where))
+    devices = {d.name: d for d in spec.devices}
+    for device, members in clusters:
+        if device == FALLBACK:
+            continue
+        d = devices[device]
+        assert all(spec.ops[v] in d.ops for v in members), (device, members)
+        assert spec.min_size <= len(members), (members, spec.min_size)
+        assert spec.max_size is None or len(members) <= spec.max_size, (members, spec.max_size)
+        if strategy == "mxnet" and d.reject_with is not None and len(members) >= 2:
+            assert d.reject_with not in members, f"{device} rejects {members}"
+    quotient = nx.DiGraph()
+    quotient.add_nodes_from(range(len(clusters)))
+    quotient.add_edges_from((where[u], where[v]) for u, v in spec.edges if where[u] != where[v])
+    assert nx.is_directed_acyclic_graph(quotient), f"cycle among clusters {nx.find_cycle(quotient)}"
+    for a, b in spec.never:
+        assert where[a] != where[b], f"never-together {a!r}, {b!r} share cluster {where[a]}"
+    for u, v in spec.cut_edges:
+        assert where[u] != where[v], f"cut edge {u!r} -> {v!r} inside cluster {where[u]}"
+    if spec.value_inputs:
+        const = constants(spec)
+        for v in spec.order:
+            if spec.ops[v] == "Reshape" and len(spec.preds[v]) > 1:
+                u = spec.preds[v][1]
+                assert u in const or where[u] != where[v], f"value input {u!r} -> {v!r} inside"
+    for group in spec.together:
+        assert len({where[v] for v in group}) == 1, f"together group {group} split"
+    for u, v in spec.edges:
+        device = clusters[where[u]][0]
+        if where[u] == where[v] and device != FALLBACK:
+            assert (u, v) not in devices[device].refused, f"{device} refuses {u!r} -> {v!r}"
+
+
+def cut_bytes(spec: Spec, part: Partition) -> int:
+    """Bytes crossing between units: each accelerator cluster, and one host unit for every
+    fallback node; graph inputs come from the host, graph outputs go to it, constants are free."""
+    unit: dict[str, object] = {}
+    for k, (device, members) in enumerate(clusters_by_name(part)):
+        for v in members:
+            unit[v] = HOST if device == FALLBACK else k
+    consumers: dict[str, set] = {v: set() for v in spec.order}
+    readers_of_input = set()
+    for v in spec.order:
+        for u in spec.preds[v]:
+            consumers[u].add(unit[v])
+        if not spec.preds[v] and spec.ops[v] != "Constant":
+            readers_of_input.add(unit[v])
+    const = constants(spec)
+    total = 64 * len(readers_of_input - {HOST})  # the graph input's 64 bytes
+    for u in spec.order:
+        if u in const:
+            continue
+        wanted = consumers[u] if consumers[u] else {HOST}  # read by nobody: a graph output
+        total += spec.nbytes[u] * len(wanted - {unit[u]})
+    return total
+
+
+def key(spec: Spec, part: Partition) -> tuple[int, int]:
+    """(nodes left on the fallback, cut bytes): what the exhaustive optimum minimizes."""
+    fallback = sum(len(m) for d, m in clusters_by_name(part) if d == FALLBACK)
+    return fallback, cut_bytes(spec, part)
+
+
+# ---------------------------------------------------------------------- known library bugs
+def singleton_bug(spec: Spec) -> bool:
+    """``singleton`` puts a together group on a device that refuses an edge inside the group
+    (the group belongs on the fallback): see the regression case below."""
+    for group in spec.together:
+        inner = [(u, v) for u, v in spec.edges if u in group and v in group]
+        takers = [d for d in spec.devices if all(spec.ops[v] in d.ops for v in group)]
+        if takers and any(e in d.refused for d in takers for e in inner):
+            return True
+    return False
+
+
+KNOWN_BUGS = {"singleton": singleton_bug}
+
+
+def known_bug(spec: Spec, strategy: str) -> bool:
+    return KNOWN_BUGS.get(strategy, lambda _: False)(spec)
+
+
+# ---------------------------------------------------------------------- the suites
+@functools.lru_cache(maxsize=None)
+def drawn(kind: str, seed: int) -> tuple[Spec, Problem]:
+    """Problem ``seed`` of a kind (``invariants``: 4..14 nodes, ``exact``: 4..9, ``tiny``: 4..6),
+    drawn and compiled once per process and shared by every strategy."""
+    max_nodes = {"invariants": 14, "exact": 9, "tiny": 6}[kind]
+    spec = random_spec(random.Random(f"{kind}-{seed}"), 4, max_nodes)
+    return spec, build_problem(spec)
+
+
+@functools.lru_cache(maxsize=None)
+def optimum(seed: int) -> tuple[int, int]:
+    """The exhaustive optimum of tiny problem ``seed`` as (fallback nodes, cut bytes), its
+    partition checked here and its cut recomputed here."""
+    spec, problem = drawn("tiny", seed)
+    best = exhaustive_optimum(problem, "cut")
+    check(spec, best.partition, "exhaustive")
+    found = key(spec, best.partition)
+    assert found == (best.fallback_nodes, best.value), (seed, spec)
+    return found
+
+
+def run_checked(spec: Spec, problem: Problem, strategy: str, seed: int) -> Partition:
+    part = run_strategy(problem, strategy, **options(strategy))
+    try:
+        check(spec, part, strategy)
+    except AssertionError as exc:
+        raise AssertionError(f"{strategy} on problem seed {seed}: {exc}\n{spec}") from None
+    return part
+
+
+@pytest.mark.parametrize("strategy, chunk", cases())
+def test_invariants_on_random_problems(strategy, chunk):
+    kind = "exact" if strategy in EXACT else "invariants"
+    count = EXACT_PROBLEMS if strategy in EXACT else PROBLEMS // CHUNKS
+    for seed in range(chunk * count, (chunk + 1) * count):
+        spec, problem = drawn(kind, seed)
+        if known_bug(spec, strategy):
+            continue
+        part = run_checked(spec, problem, strategy, seed)
+        if seed % 5 == 0:
+            again = run_strategy(build_problem(spec), strategy, **options(strategy))
+            assert clusters_by_name(again) == clusters_by_name(part), \
+                f"{strategy} is not deterministic on problem seed {seed}"
+
+
+@pytest.mark.parametrize("strategy", strategy_names())
+def test_no_strategy_beats_the_exhaustive_optimum(strategy):
+    for seed in range(EXACT_TINY if strategy in EXACT else TINY):
+        spec, problem = drawn("tiny", seed)
+        if known_bug(spec, strategy):
+            continue
+        best = optimum(seed)
+        found = key(spec, run_checked(spec, problem, strategy, seed))
+        assert found >= best, f"{strategy} beats the exhaustive optimum on seed {seed}: {spec}"
+        if strategy == "cpsat":
+            assert found == best, f"cpsat misses the optimum on seed {seed}: {spec}"
+
+
+# ---------------------------------------------------------------------- regression cases
+def refused_group() -> Spec:
+    """a -> b must stay together, and the only device refuses to follow a -> b: the group
+    can only sit on the fallback."""
+    npu = DeviceSpec("npu", frozenset({"Relu"}), plain=False, refused=frozenset({("a", "b")}))
+    return Spec(order=["b", "a"], ops={"a": "Relu", "b": "Relu"}, preds={"a": [], "b": ["a"]},
+                nbytes={"a": 64, "b": 64}, devices=[npu], together=[["a", "b"]])
+
+
+REGRESSIONS = [pytest.param(strategy, marks=pytest.mark.xfail(
+    strict=True, reason="singleton puts a together group on a device that refuses an edge "
+                        "inside it (PartitionError) instead of on the fallback"))
+               if strategy == "singleton" else strategy for strategy in strategy_names()]
+
+
+@pytest.mark.parametrize("strategy", REGRESSIONS)
+def test_together_group_with_a_refused_edge_goes_to_the_fallback(strategy):
+    spec = refused_group()
+    assert known_bug(spec, "singleton")
+    part = run_checked(spec, build_problem(spec), strategy, -1)
+    assert clusters_by_name(part) == [(FALLBACK, ("a", "b"))]
+
+
+# ---------------------------------------------------------------------- the checker itself
+def chain() -> Spec:
+    """a -> b -> c, all Relu, on one npu that refuses b -> c; a -> b must be cut."""
+    npu = DeviceSpec("npu", frozenset({"Relu"}), plain=False, refused=frozenset({("b", "c")}))
+    return Spec(order=["a", "b", "c"], ops=dict.fromkeys("abc", "Relu"),
+                preds={"a": [], "b": ["a"], "c": ["b"]}, nbytes=dict.fromkeys("abc", 16),
+                devices=[npu], cut_edges=[("a", "b")])
+
+
+@pytest.mark.parametrize("labels, devices, why", [
+    ([0, 0, 1], [0, 0, 0], "cut edge"),
+    ([0, 1, 1], [0, 0, 0], "refuses"),
+    ([0, 1, 0], [0, -1, 0], "cycle"),
+    ([0, 1, 2], [0, 0, -1], None),
+])
+def test_checker_refuses_broken_partitions(labels, devices, why):
+    """The checker is only as good as what it catches: broken partitions fail it."""
+    spec = chain()
+    problem = build_problem(spec)
+    order = [problem.graph.nodes[v].name for v in range(problem.n)]
+    assert order == ["a", "b", "c"]
+    part = Partition.from_assignment(problem, labels, devices, strategy="by-hand")
+    if why is None:
+        check(spec, part, "by-hand")
+    else:
+        with pytest.raises(AssertionError, match=why):
+            check(spec, part, "by-hand")
