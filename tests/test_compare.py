@@ -90,8 +90,8 @@ def test_demo_compares_every_strategy_and_writes_reports(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------- selector forms, failures
-SQUEEZE = SHARED_MODELS / "squeezenet1_1.onnx"
-MOBILE = SHARED_MODELS / "mobilenet_v2.onnx"
+SQUEEZE = BUNDLED_MODELS / "squeezenet1_1.onnx"
+MOBILE = BUNDLED_MODELS / "mobilenet_v2.onnx"
 
 
 def _rows(result):

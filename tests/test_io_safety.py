@@ -22,9 +22,9 @@ from clusterkit.io.networkx import graph_from_node_link
 from clusterkit.io.onnx import load_onnx
 from clusterkit.io.plan import plan_selectors
 
-from conftest import SHARED_MODELS
+from support.models import BUNDLED_MODELS
 
-MODEL = str(SHARED_MODELS / "resnet18.onnx")
+MODEL = str(BUNDLED_MODELS / "resnet18.onnx")
 PARTITION = ["partition", MODEL, "--strategy", "singleton", "--selector", "ops:Conv,Relu"]
 
 
