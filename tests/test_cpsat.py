@@ -24,7 +24,8 @@ from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
 from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum  # noqa: E402
 from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
 from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
-from clusterkit.engines.cpsat.strategy import parse_objective, solve  # noqa: E402
+from clusterkit.constraints.objectives import parse_objective  # noqa: E402
+from clusterkit.engines.cpsat.strategy import solve  # noqa: E402
 
 # The ops: selectors of the real-model checks (benchmarks/bench_cpsat.py sweeps the same ones).
 SELECTORS = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from clusterkit.constraints.objectives import parse_objective, partition_key
 from clusterkit.result import Partition
 
 
@@ -18,10 +19,7 @@ def objective_value(partition: Partition, objective: str | Mapping[str, float] =
                     ) -> tuple[int, float]:
     """``(fallback nodes, objective)`` of a partition: the lexicographic key, smaller is
     better."""
-    from clusterkit.engines.cpsat.strategy import parse_objective, partition_key
-
-    w_cut, w_parts, _ = parse_objective(objective)
-    return partition_key(partition, w_cut, w_parts)
+    return parse_objective(objective).key(partition.metrics())
 
 
 def optimum(problem, objective: str | Mapping[str, float] = "cut", time_limit: float = 60.0,
@@ -50,10 +48,10 @@ def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = 
     solvers report it). When the partition leaves more nodes on the fallback than the optimum it
     is worse whatever its objective: ``excess``/``gap`` are then None and ``offload_gap`` > 0.
     """
-    from clusterkit.engines.cpsat.strategy import CpsatResult, parse_objective, partition_key, solve
+    from clusterkit.engines.cpsat.strategy import CpsatResult, solve
 
     w_cut, w_parts, label = parse_objective(objective)
-    fb, value = partition_key(partition, w_cut, w_parts)
+    fb, value = partition_key(partition.metrics(), w_cut, w_parts)
     if optimum is None:
         optimum = solve(partition.problem, objective, time_limit=time_limit, workers=workers,
                         seed=seed, warm_start=partition)
@@ -62,7 +60,7 @@ def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = 
         if info.get("objective_name") not in (None, label):
             raise ValueError(f"optimality_gap: the optimum was solved for "
                              f"{info.get('objective_name')!r}, not {label!r}")
-        ofb, oval = partition_key(optimum, w_cut, w_parts)
+        ofb, oval = partition_key(optimum.metrics(), w_cut, w_parts)
         status, bound = info.get("status", "FEASIBLE"), info.get("bound")
     elif isinstance(optimum, CpsatResult):
         if optimum.partition is None:
@@ -74,7 +72,7 @@ def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = 
         if optimum.info.get("objective_name") not in (None, label):
             raise ValueError(f"optimality_gap: the optimum was solved for "
                              f"{optimum.info.get('objective_name')!r}, not {label!r}")
-        ofb, oval = partition_key(optimum.partition, w_cut, w_parts)
+        ofb, oval = partition_key(optimum.partition.metrics(), w_cut, w_parts)
         status, bound = optimum.status, optimum.bound
     else:
         raise TypeError(f"optimality_gap: optimum must be a CpsatResult or a Partition, got "

@@ -15,6 +15,7 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.constraints.objectives import objective_weights
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
@@ -31,20 +32,6 @@ class ExhaustiveResult:
     partition: Partition
     valid_count: int
     fallback_nodes: int
-
-
-def objective_weights(objective: str | Mapping[str, float]) -> tuple[float, float]:
-    """``cut``, ``partitions`` or ``{"cut": w1, "partitions": w2}`` → (w_cut, w_partitions)."""
-    if isinstance(objective, str):
-        if objective == "cut":
-            return 1.0, 0.0
-        if objective == "partitions":
-            return 0.0, 1.0
-        raise StrategyError(f"unknown objective {objective!r} (cut, partitions, or weights)")
-    unknown = set(objective) - {"cut", "partitions"}
-    if unknown:
-        raise StrategyError(f"unknown objective term {sorted(unknown)[0]!r}")
-    return float(objective.get("cut", 0.0)), float(objective.get("partitions", 0.0))
 
 
 def enumerate_valid(problem: Problem) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -22,81 +22,21 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Mapping
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
+from clusterkit.constraints.objectives import integer_weights, parse_objective, partition_key
 from clusterkit.engines.cpsat.model import STATUS, ClusterModel, PartSolution
 from clusterkit.errors import ClusterkitError, StrategyError
-from clusterkit.testing.exhaustive import objective_weights
 from clusterkit.result import Partition
 from clusterkit.engines.cpsat.reduce import Reduction, reachability, reduce_problem
 from clusterkit.engines.coalesce import coalesce as coalesce_clusters
 
 _SKIP_WARM = ("cpsat", "placement")
 _RANK = {"OPTIMAL": 0, "FEASIBLE": 1, "UNKNOWN": 2, "INFEASIBLE": 3, "MODEL_INVALID": 4}
-
-
-# ----------------------------------------------------------------------------- objective
-def parse_objective(objective: str | Mapping[str, float] | None) -> tuple[float, float, str]:
-    """``"cut"``, ``"partitions"``, ``"cut=1,partitions=1000"`` (also ``"1*cut+1000*partitions"``)
-    or a mapping → ``(w_cut, w_partitions, label)``."""
-    if objective is None:
-        objective = "cut"
-    if isinstance(objective, str):
-        text = objective.strip()
-        if text in ("cut", "partitions"):
-            w = objective_weights(text)
-            return w[0], w[1], text
-        weights: dict[str, float] = {}
-        items = [x for x in text.replace("+", ",").split(",") if x.strip()]
-        if not items:
-            raise StrategyError(f"objective {objective!r} is empty (cut, partitions, or "
-                                "cut=W1,partitions=W2)")
-        for item in items:
-            if "=" in item:
-                key, _, raw = item.partition("=")
-            elif "*" in item:
-                raw, _, key = item.partition("*")
-            else:
-                key, raw = item, "1"
-            key = key.strip()
-            try:
-                value = float(raw)
-            except ValueError:
-                raise StrategyError(f"objective term {item.strip()!r}: weight {raw.strip()!r} "
-                                    "is not a number") from None
-            if key not in ("cut", "partitions"):
-                raise StrategyError(f"objective term {item.strip()!r}: unknown term {key!r} "
-                                    "(cut, partitions)")
-            if not math.isfinite(value) or value < 0:
-                raise StrategyError(f"objective weight of {key!r} must be finite and >= 0, got "
-                                    f"{raw.strip()!r}")
-            weights[key] = weights.get(key, 0.0) + value
-        objective = weights
-    w_cut, w_parts = objective_weights(dict(objective))
-    if w_cut < 0 or w_parts < 0 or not (math.isfinite(w_cut) and math.isfinite(w_parts)):
-        raise StrategyError(f"objective weights must be finite and >= 0, got {dict(objective)}")
-    label = f"cut={w_cut:g},partitions={w_parts:g}"
-    return w_cut, w_parts, label
-
-
-def integer_weights(w_cut: float, w_parts: float) -> tuple[int, int, int]:
-    """Integer weights ``(c, p, scale)`` with ``c / scale == w_cut`` and ``p / scale == w_parts``
-    (exact for weights with at most 6 decimals)."""
-    fc = Fraction(w_cut).limit_denominator(10 ** 6)
-    fp = Fraction(w_parts).limit_denominator(10 ** 6)
-    scale = math.lcm(fc.denominator, fp.denominator)
-    return int(fc * scale), int(fp * scale), scale
-
-
-def partition_key(partition: Partition, w_cut: float, w_parts: float) -> tuple[int, float]:
-    """The lexicographic objective of a partition: (fallback nodes, objective)."""
-    m = partition.metrics()
-    return m["fallback_nodes"], w_cut * m["cut_bytes"] + w_parts * m["partitions"]
 
 
 # ----------------------------------------------------------------------------- result
@@ -225,9 +165,9 @@ def solve(problem: Problem, objective: str | Mapping[str, float] = "cut",
     chosen = result_part
     reason = ""
     if result_part is not None:
-        key = partition_key(result_part, w_cut, w_parts)
+        key = partition_key(result_part.metrics(), w_cut, w_parts)
         info["model_objective"] = (const_total + model_obj) / scale
-        if warm is not None and partition_key(warm, w_cut, w_parts) < key:
+        if warm is not None and partition_key(warm.metrics(), w_cut, w_parts) < key:
             chosen = warm
             reason = "the warm start is better than the solver's solution found in time"
             if overall == "OPTIMAL":  # pragma: no cover - would contradict optimality
@@ -241,7 +181,7 @@ def solve(problem: Problem, objective: str | Mapping[str, float] = "cut",
     if coalesce:
         chosen = coalesce_clusters(chosen)
         info["coalesced_merges"] = chosen.info.get("coalesced_merges", 0)
-    fb, value = partition_key(chosen, w_cut, w_parts)
+    fb, value = partition_key(chosen.metrics(), w_cut, w_parts)
     if bound is not None:
         bound = min(bound, value)
         offload_proven = red.fixed_offload or phase1.get("status") == "OPTIMAL"
@@ -288,7 +228,7 @@ def _warm_start(problem: Problem, warm_start: Any, w_cut: float, w_parts: float
         return None, {"strategy": None, "objective": None}
     if isinstance(warm_start, Partition):
         warm_start.validate()
-        fb, val = partition_key(warm_start, w_cut, w_parts)
+        fb, val = partition_key(warm_start.metrics(), w_cut, w_parts)
         return warm_start, {"strategy": warm_start.strategy or "given", "objective": val,
                             "fallback_nodes": fb}
     if isinstance(warm_start, str):
@@ -308,7 +248,7 @@ def _warm_start(problem: Problem, warm_start: Any, w_cut: float, w_parts: float
                 raise
             tried[name] = f"failed: {exc}"
             continue
-        key = partition_key(part, w_cut, w_parts)
+        key = partition_key(part.metrics(), w_cut, w_parts)
         tried[name] = {"objective": key[1], "fallback_nodes": key[0]}
         if best is None or key < best[0]:
             best = (key, name, part)
