@@ -28,14 +28,15 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
-from clusterkit.constraints.objectives import integer_weights, parse_objective, partition_key
+from clusterkit.constraints.objectives import (Objective, integer_weights, parse_objective,
+                                               partition_key)
+from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
 from clusterkit.engines.cpsat.model import STATUS, ClusterModel, PartSolution
 from clusterkit.errors import ClusterkitError, StrategyError
 from clusterkit.result import Partition
 from clusterkit.engines.cpsat.reduce import Reduction, reachability, reduce_problem
 from clusterkit.engines.coalesce import coalesce as coalesce_clusters
 
-_SKIP_WARM = ("cpsat", "placement")
 _RANK = {"OPTIMAL": 0, "FEASIBLE": 1, "UNKNOWN": 2, "INFEASIBLE": 3, "MODEL_INVALID": 4}
 
 
@@ -91,7 +92,7 @@ def solve(problem: Problem, objective: str | Mapping[str, float] = "cut",
     if workers < 0:
         raise StrategyError(f"cpsat: workers must be >= 0, got {workers}")
     deadline = start + time_limit
-    warm, warm_info = _warm_start(problem, warm_start, w_cut, w_parts)
+    warm, warm_info = warm_start_partition(problem, warm_start, Objective(w_cut, w_parts, label))
     if require_offload:
         reason = _offload_contradiction(problem)
         if reason:
@@ -216,46 +217,6 @@ def _index_by_part(red: Reduction) -> tuple[list[list], list[list]]:
         if part_of[a] == part_of[b]:
             never[part_of[a]].append((a, b))
     return terms, never
-
-
-def _warm_start(problem: Problem, warm_start: Any, w_cut: float, w_parts: float
-                ) -> tuple[Partition | None, dict[str, Any]]:
-    """The best valid heuristic partition by the lexicographic objective."""
-    from clusterkit.api import run_strategy
-    from clusterkit.engines import strategy_names
-
-    if warm_start is False or warm_start is None:
-        return None, {"strategy": None, "objective": None}
-    if isinstance(warm_start, Partition):
-        warm_start.validate()
-        fb, val = partition_key(warm_start.metrics(), w_cut, w_parts)
-        return warm_start, {"strategy": warm_start.strategy or "given", "objective": val,
-                            "fallback_nodes": fb}
-    if isinstance(warm_start, str):
-        names = [warm_start]
-    elif warm_start is True:
-        names = [n for n in strategy_names() if n not in _SKIP_WARM]
-    else:
-        raise StrategyError(f"cpsat: warm_start must be True, False, a strategy name or a "
-                            f"Partition, got {warm_start!r}")
-    best = None
-    tried: dict[str, Any] = {}
-    for name in names:
-        try:
-            part = run_strategy(problem, name)
-        except Exception as exc:  # another engine failing must not stop the exact one
-            if isinstance(warm_start, str):
-                raise
-            tried[name] = f"failed: {exc}"
-            continue
-        key = partition_key(part.metrics(), w_cut, w_parts)
-        tried[name] = {"objective": key[1], "fallback_nodes": key[0]}
-        if best is None or key < best[0]:
-            best = (key, name, part)
-    if best is None:
-        return None, {"strategy": None, "objective": None, "tried": tried}
-    return best[2], {"strategy": best[1], "objective": best[0][1],
-                     "fallback_nodes": best[0][0], "tried": tried}
 
 
 def _hint_assignment(sg, warm: Partition | None) -> tuple[list[int], list[int]] | None:
