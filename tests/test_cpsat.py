@@ -25,7 +25,7 @@ from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap,
 from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
 from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
 from clusterkit.constraints.objectives import parse_objective  # noqa: E402
-from clusterkit.engines.cpsat.strategy import solve  # noqa: E402
+from clusterkit.engines.cpsat.strategy import optimize as solve  # noqa: E402
 
 # The ops: selectors of the real-model checks (benchmarks/bench_cpsat.py sweeps the same ones).
 SELECTORS = {

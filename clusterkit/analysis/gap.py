@@ -26,9 +26,9 @@ def optimum(problem, objective: str | Mapping[str, float] = "cut", time_limit: f
             workers: int = 2, seed: int = 0, warm_start: Any = True):
     """The cpsat result for ``problem`` (a :class:`~clusterkit.engines.cpsat.strategy.CpsatResult`),
     to share between several :func:`optimality_gap` calls."""
-    from clusterkit.engines.cpsat.strategy import solve
+    from clusterkit.engines.cpsat.strategy import optimize
 
-    return solve(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
+    return optimize(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
                  warm_start=warm_start)
 
 
@@ -48,12 +48,12 @@ def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = 
     solvers report it). When the partition leaves more nodes on the fallback than the optimum it
     is worse whatever its objective: ``excess``/``gap`` are then None and ``offload_gap`` > 0.
     """
-    from clusterkit.engines.cpsat.strategy import CpsatResult, solve
+    from clusterkit.engines.cpsat.strategy import CpsatResult, optimize
 
     w_cut, w_parts, label = parse_objective(objective)
     fb, value = partition_key(partition.metrics(), w_cut, w_parts)
     if optimum is None:
-        optimum = solve(partition.problem, objective, time_limit=time_limit, workers=workers,
+        optimum = optimize(partition.problem, objective, time_limit=time_limit, workers=workers,
                         seed=seed, warm_start=partition)
     if isinstance(optimum, Partition):
         info = optimum.info

@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.costs import CostModel
-from clusterkit.engines.cpsat.model import STATUS
+from clusterkit.engines.cpsat.solve import STATUS
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
@@ -297,7 +297,7 @@ def run(problem: Problem, costs: CostModel | Mapping | str | None = None,
     """Strategy ``placement``: the optimal placement, then the optimal clustering (``cpsat``,
     ``objective``) with each node kept on its placed device. ``cluster_share`` of the time limit
     goes to the clustering."""
-    from clusterkit.engines.cpsat.strategy import solve
+    from clusterkit.engines.cpsat.strategy import optimize
 
     if not 0 < cluster_share < 1:
         raise StrategyError(f"placement: cluster_share must be in (0, 1), got {cluster_share}")
@@ -310,7 +310,7 @@ def run(problem: Problem, costs: CostModel | Mapping | str | None = None,
         mask[d] = res.devices == d
     restricted = dataclasses.replace(problem, supported=mask)
     left = max(0.5, time_limit - (time.perf_counter() - start))
-    clustered = solve(restricted, objective, time_limit=left, workers=workers, seed=seed)
+    clustered = optimize(restricted, objective, time_limit=left, workers=workers, seed=seed)
     if clustered.partition is None:  # pragma: no cover - clustering with a fallback is feasible
         raise StrategyError(f"placement: clustering failed: {clustered.reason}")
     final_dev = np.full(problem.n, -1, dtype=np.int64)

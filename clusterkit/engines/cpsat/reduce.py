@@ -205,7 +205,7 @@ def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple 
         root = ids[0]
         for v in ids:
             union[v] = root
-        group_devs[root] = _group_devices(p, ids)
+        group_devs[root] = group_devices(p, ids)
 
     # --- R2: constant nodes out of the model
     detached: list[int] = []
@@ -290,7 +290,7 @@ def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple 
     return Reduction(sg, parts, stats, fixed)
 
 
-def _group_devices(p: Problem, ids: list[int]) -> tuple[int, ...]:
+def group_devices(p: Problem, ids: list[int]) -> tuple[int, ...]:
     """Devices that can host a together group as one cluster (all members supported, every
     internal edge followed, constants within the limit)."""
     g = p.graph
