@@ -16,7 +16,8 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import objective_weights
-from clusterkit.errors import StrategyError
+from clusterkit.errors import CycleError, StrategyError
+from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
@@ -156,21 +157,9 @@ def _valid(problem: Problem, labels: list[int], devices: list[int], blocks, choi
         if len({labels[v] for v in members.tolist()}) > 1:
             return False
     # acyclic graph of clusters
-    k = max(labels) + 1
-    succ: list[set[int]] = [set() for _ in range(k)]
-    indeg = [0] * k
-    for u, v in edges:
-        a, b = labels[u], labels[v]
-        if a != b and b not in succ[a]:
-            succ[a].add(b)
-            indeg[b] += 1
-    stack = [c for c in range(k) if indeg[c] == 0]
-    seen = 0
-    while stack:
-        c = stack.pop()
-        seen += 1
-        for w in succ[c]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return seen == k
+    pairs = {(labels[u], labels[v]) for u, v in edges if labels[u] != labels[v]}
+    try:
+        topological_order(max(labels) + 1, [a for a, _ in pairs], [b for _, b in pairs])
+    except CycleError:
+        return False
+    return True
