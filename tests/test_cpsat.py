@@ -378,6 +378,26 @@ def check_fallback_result(res):
         assert res.bound < res.objective
 
 
+def test_deterministic_time_limit_gives_the_same_partition():
+    """A search cut short by its time limit ends the same way every time: with
+    ``deterministic`` (the default) the limit counts CP-SAT's deterministic seconds."""
+    import networkx as nx
+
+    from clusterkit.testing.synthetic import random_dag, to_node_link
+
+    dag = random_dag(150, seed=1)
+    graph = from_networkx(nx.node_link_graph(to_node_link(dag), edges="edges"))
+    problem = Constraints(max_size=8).compile(graph, [
+        OpsProperty(["Conv", "Relu", "Add", "MatMul"], device="npu"),
+        OpsProperty(["Conv", "Mul", "Add"], device="gpu")])
+    runs = [solve(problem, "cut", time_limit=0.2, workers=1) for _ in range(3)]
+    for res in runs:
+        assert res.status == "FEASIBLE" and res.info["limit"] == "deterministic_time", res.info
+        res.partition.validate()
+    clusters = [sorted((c.device, c.nodes) for c in res.partition.clusters) for res in runs]
+    assert clusters[0] == clusters[1] == clusters[2]
+
+
 # ----------------------------------------------------------------------------- options
 def test_parse_objective():
     assert parse_objective("cut")[:2] == (1.0, 0.0)

@@ -131,6 +131,7 @@ def read_result(problem: Problem, red: Reduction, outcome: PartsOutcome, objecti
     """The result of a run from its solved parts: the solver's partition or the warm start
     (whichever is better), optionally coalesced, with status, objective and proven bound."""
     overall = outcome.status()
+    info["limit"] = outcome.limit
     if outcome.phase1:
         info["offload_phase"] = outcome.phase1
     solved = None if overall == "UNKNOWN" else _checked_partition(problem, red, outcome)

@@ -9,6 +9,7 @@ stopped a search.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -57,51 +58,93 @@ class PartSolution:
     from_hint: bool = False
 
 
-class Clock:
-    """The time budget of one run: wall-clock seconds since the run started."""
+#: With ``deterministic`` a search is bounded by CP-SAT's deterministic time (the same count of
+#: deterministic seconds as the time limit); the wall clock only guards against a runaway, at
+#: this multiple of the limit plus a margin.
+WALL_SAFETY = 10.0
+WALL_MARGIN = 30.0
 
-    def __init__(self, time_limit: float):
+
+class Clock:
+    """The time budget of one run: deterministic seconds spent by the solves (``deterministic``)
+    or wall-clock seconds since the run started."""
+
+    def __init__(self, time_limit: float, deterministic: bool = True):
         self.limit = float(time_limit)
+        self.deterministic = deterministic
         self.start = time.perf_counter()
+        self.spent = 0.0
 
     def used(self) -> float:
-        return time.perf_counter() - self.start
+        return self.spent if self.deterministic else time.perf_counter() - self.start
 
     def left(self) -> float:
-        return self.limit - self.used()
+        """Seconds left (none once the wall-clock limit is reached)."""
+        return 0.0 if self.wall_left() <= 0 else self.limit - self.used()
+
+    def wall_left(self) -> float:
+        """Wall-clock seconds left: before the safety limit with ``deterministic``, else before
+        the time limit."""
+        cap = WALL_SAFETY * self.limit + WALL_MARGIN if self.deterministic else self.limit
+        return cap - (time.perf_counter() - self.start)
 
     def charge(self, solver: cp_model.CpSolver) -> None:
-        """Account for one finished solve (the wall clock does so by itself)."""
+        """Account for one finished solve."""
+        if self.deterministic:
+            self.spent += _deterministic_seconds(solver)
 
     @property
     def kind(self) -> str:
+        """The limit that stops a search now: ``deterministic_time`` or ``wall_time``."""
+        if self.deterministic and self.wall_left() > 0:
+            return "deterministic_time"
         return "wall_time"
 
 
-def solver_parameters(budget: float, settings: SolverSettings) -> cp_model.CpSolver:
-    """A CP-SAT solver limited to ``budget`` seconds with the run's settings."""
+def _deterministic_seconds(solver: cp_model.CpSolver) -> float:
+    try:
+        return float(solver.deterministic_time)
+    except RuntimeError:  # no response to read (a solve that never ran)
+        return 0.0
+
+
+def solver_parameters(budget: float, settings: SolverSettings, wall: float = math.inf
+                      ) -> cp_model.CpSolver:
+    """A CP-SAT solver with the run's settings, limited to ``budget`` seconds: deterministic
+    ones with ``settings.deterministic`` (and wall-clock ones up to the safety multiple, at most
+    ``wall``), else wall-clock ones."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
-    prm.max_time_in_seconds = max(0.01, float(budget))
+    budget = max(0.01, float(budget))
+    if settings.deterministic:
+        prm.max_deterministic_time = budget
+        prm.max_time_in_seconds = max(0.01, min(WALL_SAFETY * budget + WALL_MARGIN, wall))
+        prm.interleave_search = True
+        prm.interleave_batch_size = 1
+        prm.subsolvers.extend(SUBSOLVERS)
+    else:
+        prm.max_time_in_seconds = budget
     if settings.workers:
         prm.num_workers = settings.workers
     prm.random_seed = int(settings.seed)
     prm.log_search_progress = bool(settings.log)
-    if settings.deterministic:
-        prm.interleave_search = True
-        prm.interleave_batch_size = 1
-        prm.subsolvers.extend(SUBSOLVERS)
     return solver
 
 
-def stop_limit(status: str, clock: Clock) -> str | None:
-    """The limit that stopped a search with ``status`` (None when it ran to its end)."""
-    return None if status in FINISHED else clock.kind
+def stop_limit(status: str, solver: cp_model.CpSolver, clock: Clock) -> str | None:
+    """The limit that stopped a search with ``status`` (None when it ran to its end): the wall
+    clock when the solve used up its wall-clock seconds, else the clock's own kind."""
+    if status in FINISHED:
+        return None
+    if clock.deterministic and \
+            solver.WallTime() >= 0.999 * solver.parameters.max_time_in_seconds:
+        return "wall_time"
+    return clock.kind
 
 
 def _run(model: ClusterModel, budget: float, settings: SolverSettings, clock: Clock
          ) -> tuple[cp_model.CpSolver, str]:
-    solver = solver_parameters(budget, settings)
+    solver = solver_parameters(budget, settings, clock.wall_left())
     code = solver.Solve(model.m)
     clock.charge(solver)
     return solver, STATUS.get(code, "UNKNOWN")
@@ -114,7 +157,7 @@ def solve_part(model: ClusterModel, src: WarmHint | None, budget: float, fixed: 
     mark = clock.used()
     hint = part_hint(model, src)
     phase1: dict[str, Any] = {}
-    status1 = "OPTIMAL"
+    status1, limit1 = "OPTIMAL", None
     if model.fb_terms and not fixed:
         if hint is not None:
             model.hint(*hint)
@@ -123,7 +166,8 @@ def solve_part(model: ClusterModel, src: WarmHint | None, budget: float, fixed: 
         phase1 = {"status": status1, "seconds": solver.WallTime()}
         if status1 not in ("OPTIMAL", "FEASIBLE"):
             return PartSolution({}, {}, status1, None, None, solver.WallTime(),
-                                stop_limit(status1, clock)), phase1
+                                stop_limit(status1, solver, clock)), phase1
+        limit1 = stop_limit(status1, solver, clock)
         best = int(round(solver.ObjectiveValue()))
         phase1.update({"fallback_nodes": best, "bound": solver.BestObjectiveBound()})
         hint = read_part(model, solver)
@@ -132,7 +176,7 @@ def solve_part(model: ClusterModel, src: WarmHint | None, budget: float, fixed: 
         model.hint(*hint)
     model.m.Minimize(model.objective_expr())
     solver, status = _run(model, max(0.01, budget - (clock.used() - mark)), settings, clock)
-    limit = stop_limit(status1, clock) or stop_limit(status, clock)
+    limit = limit1 or stop_limit(status, solver, clock)
     if status == "UNKNOWN" and hint is not None:
         # no solution in time, but the hint is one: keep it, with the proven bound
         return PartSolution(hint[0], hint[1], "FEASIBLE", model.value(model.evaluate(*hint)),

@@ -40,7 +40,9 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
         workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
         reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
         deterministic: bool = True, log: bool = False, coalesce: bool = True) -> Partition:
-    """Optimal partition (see the module docstring). ``warm_start``: True (best heuristic),
+    """Optimal partition (see the module docstring). ``time_limit``: seconds for the search
+    (CP-SAT's deterministic seconds with ``deterministic``, wall-clock ones otherwise; the
+    result's ``limit`` says which limit stopped it, if any); ``warm_start``: True (best heuristic),
     False, a strategy name or a Partition; ``reduce``: True, False or reduction names;
     ``require_offload``: every node some device takes must be offloaded (may be infeasible);
     ``deterministic``: interleave the CP-SAT workers and bound each search by deterministic
@@ -69,7 +71,7 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
     start = time.perf_counter()
     obj = parse_objective(objective)
     settings = _check_options(time_limit, workers, seed, reduce, deterministic, log)
-    clock = Clock(float(time_limit))
+    clock = Clock(float(time_limit), settings.deterministic)
     warm, warm_info = warm_start_partition(problem, warm_start, obj)
     info: dict[str, Any] = {"objective_name": obj.label, "warm_start": warm_info}
     if require_offload:
