@@ -41,6 +41,7 @@ class Partition:
     selector: str = ""
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    solve_report: Any = None  # an exact engine's typed figures (status, objective, bound, limit)
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -398,6 +398,19 @@ def test_deterministic_time_limit_gives_the_same_partition():
     assert clusters[0] == clusters[1] == clusters[2]
 
 
+def test_the_typed_report_matches_the_partition_and_its_json_keys():
+    part = run_strategy(_chain_problem(), "cpsat", time_limit=10)
+    rep = part.solve_report
+    m = part.metrics()
+    assert rep.status == "OPTIMAL" and rep.proven and rep.limit is None
+    assert (rep.fallback_nodes, rep.objective, rep.bound) == (m["fallback_nodes"],
+                                                              m["cut_bytes"], m["cut_bytes"])
+    data = part.to_json()
+    assert (data["status"], data["objective"], data["bound"], data["fallback_nodes"],
+            data["limit"], data["objective_name"]) == (rep.status, rep.objective, rep.bound,
+                                                       rep.fallback_nodes, None, "cut")
+
+
 # ----------------------------------------------------------------------------- options
 def test_parse_objective():
     assert parse_objective("cut")[:2] == (1.0, 0.0)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any, Mapping
 
 import numpy as np
@@ -32,7 +33,8 @@ from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.costs import CostModel
-from clusterkit.engines.cpsat.solve import STATUS
+from clusterkit.constraints.objectives import ObjectiveSpec, parse_objective
+from clusterkit.engines.cpsat.solve import STATUS, SolverSettings
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
@@ -161,7 +163,7 @@ def fastest_placement(problem: Problem, table: np.ndarray) -> np.ndarray:
     return best
 
 
-def place(problem: Problem, costs: CostModel | Mapping | str | None = None,
+def place(problem: Problem, costs: CostModel | Mapping | str | None = None, *,
           time_limit: float = 60.0, workers: int = 2, seed: int = 0,
           allow_fallback: bool = True, log: bool = False) -> PlacementResult:
     """The placement of least estimated time (see the module docstring)."""
@@ -290,43 +292,52 @@ def place(problem: Problem, costs: CostModel | Mapping | str | None = None,
                            baselines, reason, info)
 
 
-def run(problem: Problem, costs: CostModel | Mapping | str | None = None,
-        objective: str | Mapping[str, float] = "cut", time_limit: float = 60.0,
-        workers: int = 2, seed: int = 0, allow_fallback: bool = True,
-        cluster_share: float = 0.5) -> Partition:
+def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
+        objective: ObjectiveSpec = "cut", time_limit: float = 60.0, workers: int = 2,
+        seed: int = 0, allow_fallback: bool = True, cluster_share: float = 0.5) -> Partition:
     """Strategy ``placement``: the optimal placement, then the optimal clustering (``cpsat``,
     ``objective``) with each node kept on its placed device. ``cluster_share`` of the time limit
-    goes to the clustering."""
-    from clusterkit.engines.cpsat.strategy import optimize
+    goes to the clustering (deterministic seconds, as ``cpsat`` counts them), the rest to the
+    placement. The partition's ``solve_report`` is the placement's (objective in seconds)."""
+    from clusterkit.engines.cpsat.strategy import SolveReport, optimize
 
-    if not 0 < cluster_share < 1:
-        raise StrategyError(f"placement: cluster_share must be in (0, 1), got {cluster_share}")
-    start = time.perf_counter()
+    obj = parse_objective(objective)
+    SolverSettings.checked("placement", time_limit, workers, seed)
+    if isinstance(cluster_share, bool) or not isinstance(cluster_share, Real) \
+            or not 0 < cluster_share < 1:
+        raise StrategyError(f"placement: option cluster_share must be in (0, 1), got "
+                            f"{cluster_share!r}")
     cm = CostModel.load(costs)
-    res = place(problem, cm, time_limit * (1 - cluster_share), workers, seed, allow_fallback)
+    res = place(problem, cm, time_limit=time_limit * (1 - cluster_share), workers=workers,
+                seed=seed, allow_fallback=allow_fallback)
     nd = len(problem.devices)
     mask = np.zeros((nd, problem.n), dtype=bool)
     for d in range(nd):
         mask[d] = res.devices == d
     restricted = dataclasses.replace(problem, supported=mask)
-    left = max(0.5, time_limit - (time.perf_counter() - start))
-    clustered = optimize(restricted, objective, time_limit=left, workers=workers, seed=seed)
+    clustered = optimize(restricted, obj.label, time_limit=time_limit * cluster_share,
+                         workers=workers, seed=seed)
     if clustered.partition is None:  # pragma: no cover - clustering with a fallback is feasible
         raise StrategyError(f"placement: clustering failed: {clustered.reason}")
     final_dev = np.full(problem.n, -1, dtype=np.int64)
     for c in clustered.partition.clusters:
-        d = problem.device_index(c.device)
-        final_dev[c.nodes] = d
-    final = estimate(problem, final_dev, cm)
+        final_dev[c.nodes] = problem.device_index(c.device)
+    report = SolveReport(res.status, res.objective, res.bound,
+                         None if res.status == "OPTIMAL" else "wall_time", None, "time",
+                         res.reason)
+    rep = clustered.report
     info = {"status": res.status, "objective": res.objective, "bound": res.bound,
             "compute_seconds": res.compute, "transfer_seconds": res.transfer,
-            "baselines": res.baselines, "partition_seconds": final["total"],
+            "baselines": res.baselines,
+            "partition_seconds": estimate(problem, final_dev, cm)["total"],
             "placement": {"devices": {_name(problem, d): int((res.devices == d).sum())
                                       for d in list(range(nd)) + [-1]},
                           **res.info},
-            "clustering": {k: v for k, v in clustered.info.items()
-                           if k in ("status", "objective", "bound", "objective_name",
-                                    "reductions", "fallback_nodes")}}
+            "clustering": {"objective_name": rep.objective_name, "status": rep.status,
+                           "objective": rep.objective, "bound": rep.bound,
+                           "fallback_nodes": rep.fallback_nodes,
+                           "reductions": clustered.info.get("reductions", {})}}
     if res.reason:
         info["reason"] = res.reason
-    return Partition(problem, clustered.partition.clusters, strategy="placement", info=info)
+    return Partition(problem, clustered.partition.clusters, strategy="placement", info=info,
+                     solve_report=report)

@@ -28,18 +28,72 @@ from clusterkit.result import Partition
 _RANK = {"OPTIMAL": 0, "FEASIBLE": 1, "UNKNOWN": 2, "INFEASIBLE": 3, "MODEL_INVALID": 4}
 
 
-@dataclass
-class CpsatResult:
-    """What the exact engine found: ``partition`` is None only when ``status`` is INFEASIBLE
-    (or UNKNOWN without a warm start)."""
+@dataclass(frozen=True)
+class SolveReport:
+    """The typed figures of an exact run, attached to its partition as
+    ``Partition.solve_report`` (and written to ``Partition.info`` under the same names):
+    ``status`` (OPTIMAL, FEASIBLE, UNKNOWN, INFEASIBLE), ``objective`` of the partition,
+    ``bound`` (a proven lower bound), ``limit`` (``deterministic_time``, ``wall_time`` or None:
+    the limit that stopped the search), ``fallback_nodes``, ``objective_name`` and ``reason``."""
 
     status: str
-    partition: Partition | None
-    objective: float | None
-    bound: float | None
-    fallback_nodes: int | None
+    objective: float | None = None
+    bound: float | None = None
+    limit: str | None = None
+    fallback_nodes: int | None = None
+    objective_name: str = ""
     reason: str = ""
+
+    @property
+    def proven(self) -> bool:
+        """Is the objective proven optimal?"""
+        return self.status == "OPTIMAL"
+
+    @classmethod
+    def from_info(cls, info: dict[str, Any]) -> "SolveReport":
+        """The report of a partition that kept only its info keys (FEASIBLE when none)."""
+        return cls(info.get("status", "FEASIBLE"), info.get("objective"), info.get("bound"),
+                   info.get("limit"), info.get("fallback_nodes"),
+                   info.get("objective_name") or "", info.get("reason", ""))
+
+    def to_info(self) -> dict[str, Any]:
+        """The ``Partition.info`` (and partition JSON) keys of the report."""
+        out = {"objective_name": self.objective_name, "status": self.status,
+               "objective": self.objective, "bound": self.bound,
+               "fallback_nodes": self.fallback_nodes, "limit": self.limit}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass
+class CpsatResult:
+    """What the exact engine found: its report, and the partition (None only when the status
+    is INFEASIBLE, or UNKNOWN without a warm start); ``info`` as written to the partition."""
+
+    report: SolveReport
+    partition: Partition | None
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return self.report.status
+
+    @property
+    def objective(self) -> float | None:
+        return self.report.objective
+
+    @property
+    def bound(self) -> float | None:
+        return self.report.bound
+
+    @property
+    def fallback_nodes(self) -> int | None:
+        return self.report.fallback_nodes
+
+    @property
+    def reason(self) -> str:
+        return self.report.reason
 
 
 @dataclass
@@ -131,7 +185,6 @@ def read_result(problem: Problem, red: Reduction, outcome: PartsOutcome, objecti
     """The result of a run from its solved parts: the solver's partition or the warm start
     (whichever is better), optionally coalesced, with status, objective and proven bound."""
     overall = outcome.status()
-    info["limit"] = outcome.limit
     if outcome.phase1:
         info["offload_phase"] = outcome.phase1
     solved = None if overall == "UNKNOWN" else _checked_partition(problem, red, outcome)
@@ -152,7 +205,10 @@ def read_result(problem: Problem, red: Reduction, outcome: PartsOutcome, objecti
         reason = ("no solution found within the time limit; returning the warm start"
                   if warm is not None else "no solution found within the time limit")
     if chosen is None:
-        return CpsatResult("UNKNOWN", None, None, None, None, reason, info)
+        report = SolveReport("UNKNOWN", limit=outcome.limit, objective_name=objective.label,
+                             reason=reason)
+        info.update(report.to_info())
+        return CpsatResult(report, None, info)
     if coalesce:
         chosen = coalesce_clusters(chosen)
         info["coalesced_merges"] = chosen.info.get("coalesced_merges", 0)
@@ -162,13 +218,12 @@ def read_result(problem: Problem, red: Reduction, outcome: PartsOutcome, objecti
         offload_proven = red.fixed_offload or outcome.phase1.get("status") == "OPTIMAL"
         if overall == "FEASIBLE" and offload_proven and value - bound <= 1e-9 * max(1.0, value):
             overall = "OPTIMAL"  # the bounds of the parts meet the objective: proven anyway
-    info.update({"status": overall, "objective": value, "bound": bound, "fallback_nodes": fb,
-                 "solver_seconds": time.perf_counter() - start})
-    if reason:
-        info["reason"] = reason
+    report = SolveReport(overall, value, bound, outcome.limit, fb, objective.label, reason)
+    info.update(report.to_info())
+    info["solver_seconds"] = time.perf_counter() - start
     out = Partition(problem, chosen.clusters, strategy="cpsat", selector=chosen.selector,
-                    info=info)
-    return CpsatResult(overall, out, value, bound, fb, reason, info)
+                    info=info, solve_report=report)
+    return CpsatResult(report, out, info)
 
 
 def _checked_partition(problem: Problem, red: Reduction, outcome: PartsOutcome
@@ -186,8 +241,10 @@ def _checked_partition(problem: Problem, red: Reduction, outcome: PartsOutcome
     return part
 
 
-def infeasible_result(reason: str, info: dict[str, Any], start: float) -> CpsatResult:
+def infeasible_result(reason: str, objective: Objective, info: dict[str, Any], start: float
+                      ) -> CpsatResult:
     """An INFEASIBLE result (only with ``require_offload``) saying why."""
-    info.update({"status": "INFEASIBLE", "reason": reason, "objective": None, "bound": None,
-                 "solver_seconds": time.perf_counter() - start})
-    return CpsatResult("INFEASIBLE", None, None, None, None, reason, info)
+    report = SolveReport("INFEASIBLE", objective_name=objective.label, reason=reason)
+    info.update(report.to_info())
+    info["solver_seconds"] = time.perf_counter() - start
+    return CpsatResult(report, None, info)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -19,6 +20,7 @@ from ortools.sat.python import cp_model
 from clusterkit.engines.cpsat.build import ClusterModel
 from clusterkit.engines.cpsat.hints import WarmHint, part_hint
 from clusterkit.engines.cpsat.read import read_part
+from clusterkit.errors import StrategyError
 
 STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
           cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID",
@@ -40,6 +42,21 @@ class SolverSettings:
     seed: int = 0
     log: bool = False
     deterministic: bool = True
+
+    @classmethod
+    def checked(cls, engine: str, time_limit: Any, workers: Any, seed: Any, log: bool = False,
+                deterministic: bool = True) -> "SolverSettings":
+        """The settings of ``engine``'s options; a bad one is a :class:`StrategyError` naming
+        it (``time_limit`` is only checked here)."""
+        if isinstance(time_limit, bool) or not isinstance(time_limit, Real) \
+                or not time_limit > 0:
+            raise StrategyError(f"{engine}: option time_limit must be > 0, got {time_limit!r}")
+        if isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 0:
+            raise StrategyError(f"{engine}: option workers must be an integer >= 0, got "
+                                f"{workers!r}")
+        if isinstance(seed, bool) or not isinstance(seed, Integral):
+            raise StrategyError(f"{engine}: option seed must be an integer, got {seed!r}")
+        return cls(int(workers), int(seed), bool(log), bool(deterministic))
 
 
 @dataclass

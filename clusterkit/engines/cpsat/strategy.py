@@ -18,7 +18,6 @@ proven lower bound of the objective among partitions with the optimal fallback c
 from __future__ import annotations
 
 import time
-from numbers import Integral, Real
 from typing import Any
 
 from clusterkit.constraints.core import Problem
@@ -27,13 +26,15 @@ from clusterkit.constraints.objectives import Objective, ObjectiveSpec, integer_
 from clusterkit.engines.cpsat.build import build_models
 from clusterkit.engines.cpsat.diagnose import explain_infeasible, offload_contradiction
 from clusterkit.engines.cpsat.hints import WarmHint, hint_assignment
-from clusterkit.engines.cpsat.read import (CpsatResult, PartsOutcome, infeasible_result,
-                                           read_result)
+from clusterkit.engines.cpsat.read import (CpsatResult, PartsOutcome, SolveReport,
+                                           infeasible_result, read_result)
 from clusterkit.engines.cpsat.reduce import REDUCTIONS, Reduction, reduce_problem
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, unsolved_part
 from clusterkit.engines.cpsat.warmstart import WarmSpec, warm_start as warm_start_partition
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
+
+__all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_parts"]
 
 
 def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float = 60.0,
@@ -56,6 +57,7 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
                    deterministic=deterministic, log=log, coalesce=coalesce)
     if res.partition is None:
         err = StrategyError(f"cpsat: {res.status}: {res.reason}")
+        err.report = res.report  # type: ignore[attr-defined]
         err.status = res.status  # type: ignore[attr-defined]
         err.reason = res.reason  # type: ignore[attr-defined]
         raise err
@@ -73,11 +75,11 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
     settings = _check_options(time_limit, workers, seed, reduce, deterministic, log)
     clock = Clock(float(time_limit), settings.deterministic)
     warm, warm_info = warm_start_partition(problem, warm_start, obj)
-    info: dict[str, Any] = {"objective_name": obj.label, "warm_start": warm_info}
+    info: dict[str, Any] = {"warm_start": warm_info}
     if require_offload:
         reason = offload_contradiction(problem)
         if reason:
-            return infeasible_result(reason, dict(info, reductions={}), start)
+            return infeasible_result(reason, obj, dict(info, reductions={}), start)
     red = reduce_problem(problem, w_parts=obj.w_parts, enable=reduce,
                          require_offload=require_offload)
     ic, ip, scale = integer_weights(obj.w_cut, obj.w_parts)
@@ -85,7 +87,7 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
     info["reductions"] = red.stats
     if outcome.failed:
         why = explain_infeasible(problem, red) if require_offload else ""
-        return infeasible_result(why or outcome.failed, info, start)
+        return infeasible_result(why or outcome.failed, obj, info, start)
     info.update({"weights": {"cut": obj.w_cut, "partitions": obj.w_parts},
                  "time_limit": float(time_limit), "workers": settings.workers,
                  "seed": settings.seed})
@@ -127,19 +129,12 @@ def solve_parts(red: Reduction, w_cut: int, w_parts: int, src: WarmHint | None,
     return outcome
 
 
-def _check_options(time_limit: float, workers: int, seed: int, reduce: Any,
-                   deterministic: bool, log: bool) -> SolverSettings:
+def _check_options(time_limit: Any, workers: Any, seed: Any, reduce: Any, deterministic: bool,
+                   log: bool) -> SolverSettings:
     """The solver settings; a bad option is a :class:`StrategyError` naming it."""
-    if not isinstance(time_limit, Real) or not time_limit > 0:
-        raise StrategyError(f"cpsat: option time_limit must be > 0, got {time_limit!r}")
-    if not isinstance(workers, Integral) or workers < 0:
-        raise StrategyError(f"cpsat: option workers must be an integer >= 0, got {workers!r}")
-    if not isinstance(seed, Integral):
-        raise StrategyError(f"cpsat: option seed must be an integer, got {seed!r}")
     if not isinstance(reduce, bool):
-        unknown = sorted(set(reduce) - set(REDUCTIONS)) if not isinstance(reduce, str) \
-            else [reduce]
+        unknown = [reduce] if isinstance(reduce, str) else sorted(set(reduce) - set(REDUCTIONS))
         if unknown:
             raise StrategyError(f"cpsat: option reduce has unknown reduction {unknown[0]!r} "
                                 f"(known: {', '.join(REDUCTIONS)})")
-    return SolverSettings(int(workers), int(seed), bool(log), bool(deterministic))
+    return SolverSettings.checked("cpsat", time_limit, workers, seed, log, deterministic)
