@@ -427,6 +427,22 @@ def test_parse_objective():
         run_strategy(_chain_problem(), "cpsat", colour=1)
 
 
+def test_bad_options_are_errors_naming_the_option():
+    problem = _chain_problem()
+    bad = [("cpsat", {"workers": -1}, "workers"), ("cpsat", {"seed": "x"}, "seed"),
+           ("cpsat", {"reduce": ["fix", "nope"]}, "reduce"), ("cpsat", {"warm_start": 3},
+                                                             "warm_start"),
+           ("placement", {"cluster_share": 1.5}, "cluster_share"),
+           ("placement", {"time_limit": -1}, "time_limit")]
+    for strategy, opts, name in bad:
+        with pytest.raises(StrategyError, match=f"option {name}"):
+            run_strategy(problem, strategy, **opts)
+    from clusterkit.engines.cpsat.strategy import run
+
+    with pytest.raises(TypeError):
+        run(problem, "cut")  # options are keyword-only
+
+
 def test_fractional_weights_are_exact():
     problem = make_problem(model_graph("resnet18"), SELECTORS["cnn"])
     res = solve(problem, {"cut": 0.5, "partitions": 1000.25}, time_limit=30)

@@ -1,9 +1,10 @@
 """Shrinking a clustering problem before the exact solver sees it.
 
-The exact model (:mod:`clusterkit.engines.cpsat.model`) works on *super-nodes*: sets of original nodes that
-some optimal partition keeps in one cluster. This module builds them, with one proof per
-reduction. Throughout, "optimal" is the lexicographic optimum of :mod:`clusterkit.testing.exhaustive`:
-fewest fallback nodes first, then ``w_cut * cut_bytes + w_partitions * partitions``.
+The exact model (:mod:`clusterkit.engines.cpsat.build`) works on *super-nodes*: sets of original
+nodes that some optimal partition keeps in one cluster. This module builds them, with one proof
+per reduction. Throughout, "optimal" is the lexicographic optimum of
+:mod:`clusterkit.constraints.objectives`: fewest fallback nodes first, then
+``w_cut * cut_bytes + w_partitions * partitions``.
 
 Notation: a *unit* is an accelerator cluster or the host (every fallback node). ``cut_bytes``
 charges each non-constant tensor once per distinct consuming unit other than its producer's unit,

@@ -2,17 +2,18 @@
 
 The optimum is *lexicographic* (:mod:`clusterkit.constraints.objectives`): first the fewest
 fallback nodes, then the least ``w_cut * cut_bytes + w_partitions * partitions``. A run goes
-through fixed phases, each in its own module: the warm start (:mod:`.warmstart`, the best
-heuristic by the same objective), the reductions (:mod:`.reduce`, independent parts of
-super-nodes), the models (:mod:`.build`), solving part by part (:mod:`.solve`: phase 1 minimizes
-the fallback nodes unless reduction R1 proves that set, phase 2 the objective) and reading the
-result (:mod:`.read`).
+through fixed phases of the ``clusterkit.engines.cpsat`` package, one module each: the warm
+start (``warmstart``: the best heuristic by the same objective), the reductions (``reduce``:
+independent parts of super-nodes), the models (``build``), solving part by part (``solve``:
+phase 1 minimizes the fallback nodes unless reduction R1 proves that set, phase 2 the
+objective) and reading the result (``read``).
 
 The result is never worse than the warm start and carries in ``Partition.info``: ``status``
 (``OPTIMAL``, ``FEASIBLE``, ``UNKNOWN`` - no solution in time, the warm start is returned - or,
 for ``require_offload=True`` only, ``INFEASIBLE`` with a ``reason``), ``objective``, ``bound`` (a
 proven lower bound of the objective among partitions with the optimal fallback count),
-``fallback_nodes``, ``warm_start`` and ``reductions``.
+``fallback_nodes``, ``limit`` (the limit that stopped the search, if any), ``warm_start`` and
+``reductions``; the same figures, typed, as ``Partition.solve_report``.
 """
 
 from __future__ import annotations
