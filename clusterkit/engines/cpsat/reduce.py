@@ -398,89 +398,109 @@ def _fixed_host(sg: SuperGraph, s: int) -> bool:
 def _contract_round(sg: SuperGraph, on: set, merged: dict) -> list[tuple[int, int]]:
     """One round of R5 (chains), then R3/R4 on super-nodes no earlier merge of the round
     touched. Returns pairs (absorbed, into)."""
-    k = sg.size
-    touched = [False] * k
+    touched = [False] * sg.size
     out: list[tuple[int, int]] = []
+    if "chains" in on:
+        out += _chain_merges(sg, touched, merged)
+    terms_in: list[list[TensorTerm]] = [[] for _ in range(sg.size)]
+    for term in sg.terms:
+        for c in term.consumers:
+            terms_in[c].append(term)
+    for s in range(sg.size):
+        if touched[s] or not _fixed_acc(sg, s) or sg.in_never[s]:
+            continue
+        target = -1
+        if "leaves" in on and _joins_producer(sg, s, touched):
+            target, kind = sg.pred[s][0], "leaves"
+        elif "roots" in on and _joins_consumer(sg, s, touched, terms_in[s]):
+            target, kind = sg.succ[s][0], "roots"
+        if target >= 0:
+            out.append((s, target))
+            touched[s] = touched[target] = True
+            merged[kind] += 1
+    return out
+
+
+def _chain_link(sg: SuperGraph, a: int, b: int) -> bool:
+    """Is ``a -> b`` a link of an R5 chain?"""
     masks = sg.dev_mask
+    return (len(sg.succ[a]) == 1 and sg.succ[a][0] == b and len(sg.pred[b]) == 1
+            and _fixed_acc(sg, a) and _fixed_acc(sg, b) and not sg.in_never[a]
+            and not sg.in_never[b] and sg.devices[a] == sg.devices[b]
+            and sg.edges[(a, b)] & masks[a] == masks[a])
+
+
+def _chain_merges(sg: SuperGraph, touched: list[bool], merged: dict) -> list[tuple[int, int]]:
+    """R5: in each maximal chain (split at inner nodes that read a graph input) every link
+    but one of least bytes is contracted; the chain's nodes are marked ``touched``."""
+    k = sg.size
     out_bytes: dict[int, dict[int, int]] = {}
-    terms_in: list[list[TensorTerm]] = [[] for _ in range(k)]
     for term in sg.terms:
         if term.producer >= 0:
             row = out_bytes.setdefault(term.producer, {})
             for c in term.consumers:
                 row[c] = row.get(c, 0) + term.nbytes
-        for c in term.consumers:
-            terms_in[c].append(term)
-
-    def link(a: int, b: int) -> bool:  # chain link a -> b
-        return (len(sg.succ[a]) == 1 and sg.succ[a][0] == b and len(sg.pred[b]) == 1
-                and _fixed_acc(sg, a) and _fixed_acc(sg, b) and not sg.in_never[a]
-                and not sg.in_never[b] and sg.devices[a] == sg.devices[b]
-                and sg.edges[(a, b)] & masks[a] == masks[a])
-
-    if "chains" in on:
-        nxt = [sg.succ[a][0] if sg.succ[a] and link(a, sg.succ[a][0]) else -1 for a in range(k)]
-        has_prev = [False] * k
-        for a in range(k):
-            if nxt[a] >= 0:
-                has_prev[nxt[a]] = True
-        for start in range(k):
-            if has_prev[start] or nxt[start] < 0:
-                continue
-            chain = [start]
-            while nxt[chain[-1]] >= 0:
-                chain.append(nxt[chain[-1]])
-            # an inner node must read no graph input: split the chain at such nodes (they
-            # become the ends of two chains, each reduced on its own)
-            cuts = [i for i in range(1, len(chain) - 1) if sg.reads_input[chain[i]]]
-            bounds = [0] + cuts + [len(chain) - 1]
-            for lo, hi in zip(bounds, bounds[1:]):
-                seg = chain[lo:hi + 1]
-                if len(seg) < 3:
-                    continue
-                costs = [out_bytes.get(a, {}).get(b, 0) for a, b in zip(seg, seg[1:])]
-                keep = int(np.argmin(costs))
-                for i, (a, b) in enumerate(zip(seg, seg[1:])):
-                    if i != keep:
-                        out.append((b, a))
-                        merged["chains"] += 1
-            for s in chain:
-                touched[s] = True
-
-    for s in range(k):
-        if touched[s] or not _fixed_acc(sg, s) or sg.in_never[s]:
+    nxt = [sg.succ[a][0] if sg.succ[a] and _chain_link(sg, a, sg.succ[a][0]) else -1
+           for a in range(k)]
+    has_prev = [False] * k
+    for a in range(k):
+        if nxt[a] >= 0:
+            has_prev[nxt[a]] = True
+    out: list[tuple[int, int]] = []
+    for start in range(k):
+        if has_prev[start] or nxt[start] < 0:
             continue
-        if "leaves" in on and len(sg.pred[s]) == 1 and not sg.reads_input[s]:
-            u = sg.pred[s][0]
-            if (not touched[u] and _fixed_acc(sg, u)
-                    and all(_fixed_host(sg, w) for w in sg.succ[s])
-                    and masks[u] & masks[s] == masks[u]
-                    and sg.edges[(u, s)] & masks[u] == masks[u]
-                    and not sg.in_never[u]):
-                out.append((s, u))
-                touched[s] = touched[u] = True
-                merged["leaves"] += 1
+        chain = [start]
+        while nxt[chain[-1]] >= 0:
+            chain.append(nxt[chain[-1]])
+        # an inner node must read no graph input: split the chain at such nodes (they become
+        # the ends of two chains, each reduced on its own)
+        cuts = [i for i in range(1, len(chain) - 1) if sg.reads_input[chain[i]]]
+        bounds = [0] + cuts + [len(chain) - 1]
+        for lo, hi in zip(bounds, bounds[1:]):
+            seg = chain[lo:hi + 1]
+            if len(seg) < 3:
                 continue
-        if "roots" in on and len(sg.succ[s]) == 1:
-            v = sg.succ[s][0]
-            if touched[v] or not _fixed_acc(sg, v) or sg.in_never[v]:
-                continue
-            if masks[v] & masks[s] != masks[v] or sg.edges[(s, v)] & masks[v] != masks[v]:
-                continue
-            good = True
-            for term in terms_in[s]:
-                pr = term.producer
-                if pr >= 0 and not _fixed_host(sg, pr) and sg.edges.get((pr, s), 0) != 0:
-                    good = False
-                    break
-                if any(c != s and not _fixed_host(sg, c) for c in term.consumers):
-                    good = False
-                    break
-            if good:
-                out.append((s, v))
-                touched[s] = touched[v] = True
-                merged["roots"] += 1
+            keep = int(np.argmin([out_bytes.get(a, {}).get(b, 0)
+                                  for a, b in zip(seg, seg[1:])]))
+            for i, (a, b) in enumerate(zip(seg, seg[1:])):
+                if i != keep:
+                    out.append((b, a))
+                    merged["chains"] += 1
+        for s in chain:
+            touched[s] = True
     return out
+
+
+def _joins_producer(sg: SuperGraph, s: int, touched: list[bool]) -> bool:
+    """R3: ``s`` (fixed acc, in no never pair) joins its only predecessor."""
+    if len(sg.pred[s]) != 1 or sg.reads_input[s]:
+        return False
+    u, masks = sg.pred[s][0], sg.dev_mask
+    return (not touched[u] and _fixed_acc(sg, u)
+            and all(_fixed_host(sg, w) for w in sg.succ[s])
+            and masks[u] & masks[s] == masks[u]
+            and sg.edges[(u, s)] & masks[u] == masks[u]
+            and not sg.in_never[u])
+
+
+def _joins_consumer(sg: SuperGraph, s: int, touched: list[bool], terms_in: list[TensorTerm]
+                    ) -> bool:
+    """R4: ``s`` (fixed acc, in no never pair) joins its only successor."""
+    if len(sg.succ[s]) != 1:
+        return False
+    v, masks = sg.succ[s][0], sg.dev_mask
+    if touched[v] or not _fixed_acc(sg, v) or sg.in_never[v]:
+        return False
+    if masks[v] & masks[s] != masks[v] or sg.edges[(s, v)] & masks[v] != masks[v]:
+        return False
+    for term in terms_in:
+        pr = term.producer
+        if pr >= 0 and not _fixed_host(sg, pr) and sg.edges.get((pr, s), 0) != 0:
+            return False
+        if any(c != s and not _fixed_host(sg, c) for c in term.consumers):
+            return False
+    return True
 
 
 def _apply(sg: SuperGraph, pairs: list[tuple[int, int]]) -> SuperGraph:
