@@ -328,19 +328,26 @@ class ClusterModel:
                         avoid.append(z)
                         sem.append((j, c))
                 done.append(c)
-                if not avoid:
-                    self._add_term(b, ac)
-                    continue
-                pay = self.m.NewBoolVar(f"pay{term.tensor}_{c}")
-                self.clause([pay, self.neg(ac)] + avoid)
-                self._pays.append((pay, c, sem, True))
-                self.terms.append((b, pay))
+                pay = self._charge_unless(b, ac, avoid, f"pay{term.tensor}_{c}")
+                if pay is not None:
+                    self._pays.append((pay, c, sem, True))
 
     def _add_term(self, coef: int, lit: Lit) -> None:
         if lit is True:
             self.const += coef
         elif lit is not False:
             self.terms.append((coef, lit))
+
+    def _charge_unless(self, coef: int, lit: Lit, avoid: list[Lit], name: str) -> Lit | None:
+        """Charge ``coef`` when ``lit`` holds and no literal of ``avoid`` does: through a new
+        literal (returned) when there is something to avoid, else on ``lit`` itself (None)."""
+        if not avoid:
+            self._add_term(coef, lit)
+            return None
+        pay = self.m.NewBoolVar(name)
+        self.clause([pay, self.neg(lit)] + avoid)
+        self.terms.append((coef, pay))
+        return pay
 
     def _partitions(self) -> None:
         wp = self.w_parts
@@ -357,13 +364,9 @@ class ClusterModel:
                     avoid.append(z)
                     sem.append(t)
             earlier.append(s)
-            if not avoid:
-                self._add_term(wp, a)
-                continue
-            lead = self.m.NewBoolVar(f"lead{s}")
-            self.clause([lead, self.neg(a)] + avoid)
-            self._leads.append((lead, s, sem))
-            self.terms.append((wp, lead))
+            lead = self._charge_unless(wp, a, avoid, f"lead{s}")
+            if lead is not None:
+                self._leads.append((lead, s, sem))
 
     def _sizes(self) -> None:
         p = self.problem
