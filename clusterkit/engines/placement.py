@@ -3,9 +3,9 @@ automatic affinity, done optimally instead of greedily.
 
 Each node runs on one of the devices that support it, or on the fallback (the host, which runs
 anything). The objective is the total estimated compute time (per op type and device, see
-:mod:`clusterkit.constraints.costs`) plus the transfer time of every tensor to every distinct *device* that
-consumes it other than its producer's (graph inputs come from the host, graph outputs go to it;
-constants are free). Together groups share a device. The model (CP-SAT, exact):
+:mod:`clusterkit.constraints.costs`) plus the transfer time of every tensor to every distinct
+*device* that consumes it other than its producer's (graph inputs come from the host, graph
+outputs go to it; constants are free). Together groups share a device. The model (CP-SAT, exact):
 
 - ``y[v, d]``: node ``v`` on device ``d``; exactly one per node;
 - ``u[t, b]``: some consumer of tensor ``t`` is on device ``b`` (``u >= y[c, b]`` for every

@@ -25,7 +25,8 @@ any path from a source and leaves room for those after it).
 Constraints per cluster use *pair literals* ``z[a, b]`` (``a`` and ``b`` share a cluster): only
 upper-bounded ones (``z`` implies same rank, same device, offloaded) where the objective wants
 them true, exact ones (also ``z`` when same rank and device) for sizes and constant bytes.
-Pairs that can never share a cluster (:func:`clusterkit.engines.cpsat.reduce.mergeable`) have no literal.
+Pairs that can never share a cluster (:func:`clusterkit.engines.cpsat.reduce.mergeable`) have no
+literal.
 
 Objective, exactly DESIGN.md's ``cut_bytes``: per tensor of ``b`` bytes with consumers ``c1 <
 c2 < ...``, consumer ``ci`` pays ``b`` when it is offloaded, not in the producer's cluster, and
@@ -51,9 +52,9 @@ Lit = Any  # True, False, or a CP-SAT literal
 class ClusterModel:
     """The model of one part. ``w_cut``/``w_parts`` are integer weights; minimize
     :meth:`offload_expr` (fallback nodes) or :meth:`objective_expr` (the objective, without the
-    constant :attr:`const`). ``full``/``blocked`` come from :func:`~clusterkit.engines.cpsat.reduce.reachability`
-    and ``terms``/``never`` restrict the tensors and never-together pairs to this part's (all
-    when not given)."""
+    constant :attr:`const`). ``full``/``blocked`` come from
+    :func:`~clusterkit.engines.cpsat.reduce.reachability` and ``terms``/``never`` restrict the
+    tensors and never-together pairs to this part's (all when not given)."""
 
     def __init__(self, sg: SuperGraph, part: Sequence[int], w_cut: int, w_parts: int,
                  full: list[int] | None = None, blocked: list[int] | None = None,

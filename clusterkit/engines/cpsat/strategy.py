@@ -22,8 +22,7 @@ import time
 from typing import Any
 
 from clusterkit.constraints.core import Problem
-from clusterkit.constraints.objectives import Objective, ObjectiveSpec, integer_weights, \
-    parse_objective
+from clusterkit.constraints.objectives import ObjectiveSpec, integer_weights, parse_objective
 from clusterkit.engines.cpsat.build import build_models
 from clusterkit.engines.cpsat.diagnose import explain_infeasible, offload_contradiction
 from clusterkit.engines.cpsat.hints import WarmHint, hint_assignment
