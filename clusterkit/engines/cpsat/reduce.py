@@ -98,7 +98,7 @@ R7 *host nodes at the edges* (``host``; any objective and constraints): a node n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -106,6 +106,7 @@ from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph.algorithms import UnionFind, quotient_edges, topological_order
+from clusterkit.graph.core import Graph
 from clusterkit.result import cluster_const_bytes
 
 
@@ -321,18 +322,31 @@ def build_supergraph(p: Problem, node_super: np.ndarray, members: list[list[int]
     for (a, b) in sorted(edges):
         succ[a].append(b)
         pred[b].append(a)
-    # tensors
     ns = node_super.tolist()
+    terms, reads_input = _tensor_terms(g, ns, k, on_host)
+    never = sorted({(min(ns[a], ns[b]), max(ns[a], ns[b]))
+                    for a, b in p.never_pairs.tolist() if ns[a] >= 0 and ns[b] >= 0})
+    in_never = [False] * k
+    for a, b in p.never_pairs.tolist():
+        for v in (a, b):
+            if ns[v] >= 0:
+                in_never[ns[v]] = True
+    return SuperGraph(p, members, devices, may_acc, may_fb, edges, succ, pred, terms, never,
+                      in_never, reads_input, node_super, list(detached), sorted(on_host))
+
+
+def _tensor_terms(g: Graph, ns: list[int], k: int, on_host: Sequence[int]
+                  ) -> tuple[list[TensorTerm], list[bool]]:
+    """The tensors seen from the super-nodes (``ns``: super-node per node, -1 when out of the
+    model) and, per super-node, whether it reads a graph input."""
     tt = g.tensor_table
     terms: list[TensorTerm] = []
     reads_input = [False] * k
     consumers_of: dict[int, list[int]] = {}
     for t, c in zip(tt.inc_tensor.tolist(), tt.inc_node.tolist()):
         consumers_of.setdefault(t, []).append(c)
-    free = tt.free.tolist()
-    nbytes = tt.nbytes.tolist()
-    prod = tt.producer.tolist()
-    is_out = tt.is_output.tolist()
+    free, nbytes = tt.free.tolist(), tt.nbytes.tolist()
+    prod, is_out = tt.producer.tolist(), tt.is_output.tolist()
     hosted = set(on_host)
     for t in range(len(tt.names)):
         if free[t] or nbytes[t] <= 0:
@@ -348,15 +362,7 @@ def build_supergraph(p: Problem, node_super: np.ndarray, members: list[list[int]
             continue
         terms.append(TensorTerm(t, int(nbytes[t]), ps, tuple(cons), bool(is_out[t]),
                                 host_consumer))
-    never = sorted({(min(ns[a], ns[b]), max(ns[a], ns[b]))
-                    for a, b in p.never_pairs.tolist() if ns[a] >= 0 and ns[b] >= 0})
-    in_never = [False] * k
-    for a, b in p.never_pairs.tolist():
-        for v in (a, b):
-            if ns[v] >= 0:
-                in_never[ns[v]] = True
-    return SuperGraph(p, members, devices, may_acc, may_fb, edges, succ, pred, terms, never,
-                      in_never, reads_input, node_super, list(detached), sorted(on_host))
+    return terms, reads_input
 
 
 def _super_edges(p: Problem, node_super: np.ndarray) -> dict[tuple[int, int], int]:
