@@ -283,6 +283,26 @@ def test_blocked_paths_are_found():
     assert res.status == "OPTIMAL" and res.partition.metrics()["partitions"] == 2
 
 
+def test_build_solve_read_run_alone():
+    """The phases one by one: a model per part, each solved, the assignment read back into a
+    partition that Partition.validate accepts and that offloads both Convs."""
+    from clusterkit.engines.cpsat.build import build_models
+    from clusterkit.engines.cpsat.read import PartsOutcome, assemble
+    from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part
+
+    problem = _chain_problem()
+    red = reduce_problem(problem, enable=False)
+    clock, outcome = Clock(10.0), PartsOutcome()
+    for model in build_models(red, 1, 0):
+        sol, _ = solve_part(model, None, 5.0, red.fixed_offload, SolverSettings(workers=1),
+                            clock)
+        assert sol.status == "OPTIMAL" and sol.limit is None
+        outcome.add(sol)
+    part = assemble(problem, red, outcome.rank, outcome.device)
+    part.validate()
+    assert sorted(v for c in part.accelerator_clusters() for v in c.nodes) == [0, 2]
+
+
 # ----------------------------------------------------------------------------- infeasible
 def _chain_problem(**cons):
     import networkx as nx
