@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -23,6 +23,9 @@ from clusterkit.engines.cpsat.hints import Assignment
 from clusterkit.engines.cpsat.reduce import Reduction
 from clusterkit.errors import ClusterkitError, StrategyError
 from clusterkit.result import Partition
+
+if TYPE_CHECKING:  # solve imports this module
+    from clusterkit.engines.cpsat.solve import PartSolution
 
 #: Statuses from best to worst: a run's status is its worst part's.
 _RANK = {"OPTIMAL": 0, "FEASIBLE": 1, "UNKNOWN": 2, "INFEASIBLE": 3, "MODEL_INVALID": 4}
@@ -112,8 +115,8 @@ class PartsOutcome:
     from_hint: bool = False
     failed: str = ""
 
-    def add(self, sol: Any) -> None:
-        """Take one part's solution (a ``PartSolution``)."""
+    def add(self, sol: PartSolution) -> None:
+        """Take one part's solution."""
         self.statuses.append(sol.status)
         self.limit = self.limit or sol.limit
         self.from_hint = self.from_hint or sol.from_hint
