@@ -39,9 +39,9 @@ class Partition:
     clusters: list[Cluster]
     strategy: str = "manual"
     selector: str = ""
+    solve_report: Any = field(default=None, kw_only=True)  # an exact engine's typed figures
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
-    solve_report: Any = None  # an exact engine's typed figures (status, objective, bound, limit)
 
     # ------------------------------------------------------------------ construction
     @classmethod
