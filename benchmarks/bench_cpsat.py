@@ -43,7 +43,7 @@ def _models() -> list[Path]:
 
 def run(quick: bool = False) -> dict:
     from clusterkit import load_graph, make_problem
-    from clusterkit.engines.cpsat.strategy import solve
+    from clusterkit.engines.cpsat.strategy import optimize as solve
 
     time_limit = 20.0 if quick else 60.0
     rows, notes, not_optimal, ratios = [], [], [], []
@@ -100,7 +100,7 @@ def run(quick: bool = False) -> dict:
 def _without_reductions(time_limit: float) -> list[str]:
     """Seconds with and without the reductions of clusterkit.engines.cpsat.reduce, and the ratio."""
     from clusterkit import load_graph, make_problem
-    from clusterkit.engines.cpsat.strategy import solve
+    from clusterkit.engines.cpsat.strategy import optimize as solve
 
     out = []
     paths = {p.stem: p for p in _models()}

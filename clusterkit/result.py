@@ -39,6 +39,7 @@ class Partition:
     clusters: list[Cluster]
     strategy: str = "manual"
     selector: str = ""
+    solve_report: Any = field(default=None, kw_only=True)  # an exact engine's typed figures
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
     #: why each fallback node the engine can explain is there (see :mod:`clusterkit.reasons`)

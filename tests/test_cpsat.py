@@ -20,7 +20,8 @@ from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
 from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum  # noqa: E402
 from clusterkit.graph.core import Graph  # noqa: E402
 from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
-from clusterkit.engines.cpsat.strategy import parse_objective, solve  # noqa: E402
+from clusterkit.constraints.objectives import parse_objective  # noqa: E402
+from clusterkit.engines.cpsat.strategy import optimize as solve  # noqa: E402
 
 # The ops: selectors of the real-model checks (benchmarks/bench_cpsat.py sweeps the same ones).
 SELECTORS = {
@@ -231,6 +232,26 @@ def test_blocked_paths_are_found():
     assert res.status == "OPTIMAL" and res.partition.metrics()["partitions"] == 2
 
 
+def test_build_solve_read_run_alone():
+    """The phases one by one: a model per part, each solved, the assignment read back into a
+    partition that Partition.validate accepts and that offloads both Convs."""
+    from clusterkit.engines.cpsat.build import build_models
+    from clusterkit.engines.cpsat.read import PartsOutcome, assemble
+    from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part
+
+    problem = _chain_problem()
+    red = reduce_problem(problem, enable=False)
+    clock, outcome = Clock(10.0), PartsOutcome()
+    for model in build_models(red, 1, 0):
+        sol, _ = solve_part(model, None, 5.0, red.fixed_offload, SolverSettings(workers=1),
+                            clock)
+        assert sol.status == "OPTIMAL" and sol.limit is None
+        outcome.add(sol)
+    part = assemble(problem, red, outcome.rank, outcome.device)
+    part.validate()
+    assert sorted(v for c in part.accelerator_clusters() for v in c.nodes) == [0, 2]
+
+
 # ----------------------------------------------------------------------------- infeasible
 def _chain_problem(**cons):
     import networkx as nx
@@ -326,6 +347,39 @@ def check_fallback_result(res):
         assert res.bound < res.objective
 
 
+def test_deterministic_time_limit_gives_the_same_partition():
+    """A search cut short by its time limit ends the same way every time: with
+    ``deterministic`` (the default) the limit counts CP-SAT's deterministic seconds."""
+    import networkx as nx
+
+    from clusterkit.testing.synthetic import random_dag, to_node_link
+
+    dag = random_dag(150, seed=1)
+    graph = from_networkx(nx.node_link_graph(to_node_link(dag), edges="edges"))
+    problem = Constraints(max_size=8).compile(graph, [
+        OpsProperty(["Conv", "Relu", "Add", "MatMul"], device="npu"),
+        OpsProperty(["Conv", "Mul", "Add"], device="gpu")])
+    runs = [solve(problem, "cut", time_limit=0.2, workers=1) for _ in range(3)]
+    for res in runs:
+        assert res.status == "FEASIBLE" and res.info["limit"] == "deterministic_time", res.info
+        res.partition.validate()
+    clusters = [sorted((c.device, c.nodes) for c in res.partition.clusters) for res in runs]
+    assert clusters[0] == clusters[1] == clusters[2]
+
+
+def test_the_typed_report_matches_the_partition_and_its_json_keys():
+    part = run_strategy(_chain_problem(), "cpsat", time_limit=10)
+    rep = part.solve_report
+    m = part.metrics()
+    assert rep.status == "OPTIMAL" and rep.proven and rep.limit is None
+    assert (rep.fallback_nodes, rep.objective, rep.bound) == (m["fallback_nodes"],
+                                                              m["cut_bytes"], m["cut_bytes"])
+    data = part.to_json()
+    assert (data["status"], data["objective"], data["bound"], data["fallback_nodes"],
+            data["limit"], data["objective_name"]) == (rep.status, rep.objective, rep.bound,
+                                                       rep.fallback_nodes, None, "cut")
+
+
 # ----------------------------------------------------------------------------- options
 def test_parse_objective():
     assert parse_objective("cut")[:2] == (1.0, 0.0)
@@ -340,6 +394,22 @@ def test_parse_objective():
         solve(_chain_problem(), time_limit=0)
     with pytest.raises(StrategyError, match="no option 'colour'"):
         run_strategy(_chain_problem(), "cpsat", colour=1)
+
+
+def test_bad_options_are_errors_naming_the_option():
+    problem = _chain_problem()
+    bad = [("cpsat", {"workers": -1}, "workers"), ("cpsat", {"seed": "x"}, "seed"),
+           ("cpsat", {"reduce": ["fix", "nope"]}, "reduce"), ("cpsat", {"warm_start": 3},
+                                                             "warm_start"),
+           ("placement", {"cluster_share": 1.5}, "cluster_share"),
+           ("placement", {"time_limit": -1}, "time_limit")]
+    for strategy, opts, name in bad:
+        with pytest.raises(StrategyError, match=f"option {name}"):
+            run_strategy(problem, strategy, **opts)
+    from clusterkit.engines.cpsat.strategy import run
+
+    with pytest.raises(TypeError):
+        run(problem, "cut")  # options are keyword-only
 
 
 def test_fractional_weights_are_exact():

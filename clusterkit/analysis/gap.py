@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from clusterkit.constraints.objectives import parse_objective, partition_key
+from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
 
@@ -18,20 +20,17 @@ def objective_value(partition: Partition, objective: str | Mapping[str, float] =
                     ) -> tuple[int, float]:
     """``(fallback nodes, objective)`` of a partition: the lexicographic key, smaller is
     better."""
-    from clusterkit.engines.cpsat.strategy import parse_objective, partition_key
-
-    w_cut, w_parts, _ = parse_objective(objective)
-    return partition_key(partition, w_cut, w_parts)
+    return parse_objective(objective).key(partition.metrics())
 
 
 def optimum(problem, objective: str | Mapping[str, float] = "cut", time_limit: float = 60.0,
             workers: int = 2, seed: int = 0, warm_start: Any = True):
     """The cpsat result for ``problem`` (a :class:`~clusterkit.engines.cpsat.strategy.CpsatResult`),
     to share between several :func:`optimality_gap` calls."""
-    from clusterkit.engines.cpsat.strategy import solve
+    from clusterkit.engines.cpsat.strategy import optimize
 
-    return solve(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
-                 warm_start=warm_start)
+    return optimize(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
+                    warm_start=warm_start)
 
 
 def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = "cut",
@@ -50,35 +49,33 @@ def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = 
     solvers report it). When the partition leaves more nodes on the fallback than the optimum it
     is worse whatever its objective: ``excess``/``gap`` are then None and ``offload_gap`` > 0.
     """
-    from clusterkit.engines.cpsat.strategy import CpsatResult, parse_objective, partition_key, solve
+    from clusterkit.engines.cpsat.strategy import CpsatResult, SolveReport, optimize
 
     w_cut, w_parts, label = parse_objective(objective)
-    fb, value = partition_key(partition, w_cut, w_parts)
+    fb, value = partition_key(partition.metrics(), w_cut, w_parts)
     if optimum is None:
-        optimum = solve(partition.problem, objective, time_limit=time_limit, workers=workers,
-                        seed=seed, warm_start=partition)
+        optimum = optimize(partition.problem, objective, time_limit=time_limit,
+                           workers=workers, seed=seed, warm_start=partition)
     if isinstance(optimum, Partition):
-        info = optimum.info
-        if info.get("objective_name") not in (None, label):
-            raise ValueError(f"optimality_gap: the optimum was solved for "
-                             f"{info.get('objective_name')!r}, not {label!r}")
-        ofb, oval = partition_key(optimum, w_cut, w_parts)
-        status, bound = info.get("status", "FEASIBLE"), info.get("bound")
+        # a partition made elsewhere (coalesced, read from JSON) keeps only the info keys
+        report = optimum.solve_report or SolveReport.from_info(optimum.info)
+        best = optimum
     elif isinstance(optimum, CpsatResult):
-        if optimum.partition is None:
-            return {"strategy": partition.strategy, "objective": label, "value": value,
-                    "fallback_nodes": fb, "optimum": None, "optimum_fallback_nodes": None,
-                    "bound": None, "status": optimum.status, "proven": False,
-                    "offload_gap": None, "excess": None, "excess_ratio": None, "gap": None,
-                    "gap_ratio": None, "reason": optimum.reason}
-        if optimum.info.get("objective_name") not in (None, label):
-            raise ValueError(f"optimality_gap: the optimum was solved for "
-                             f"{optimum.info.get('objective_name')!r}, not {label!r}")
-        ofb, oval = partition_key(optimum.partition, w_cut, w_parts)
-        status, bound = optimum.status, optimum.bound
+        report, best = optimum.report, optimum.partition
     else:
         raise TypeError(f"optimality_gap: optimum must be a CpsatResult or a Partition, got "
                         f"{type(optimum).__name__}")
+    if report.objective_name not in ("", label):
+        raise StrategyError(f"optimality_gap: the optimum was solved for "
+                            f"{report.objective_name!r}, not {label!r}")
+    if best is None:
+        return {"strategy": partition.strategy, "objective": label, "value": value,
+                "fallback_nodes": fb, "optimum": None, "optimum_fallback_nodes": None,
+                "bound": None, "status": report.status, "proven": False,
+                "offload_gap": None, "excess": None, "excess_ratio": None, "gap": None,
+                "gap_ratio": None, "reason": report.reason}
+    ofb, oval = partition_key(best.metrics(), w_cut, w_parts)
+    status, bound = report.status, report.bound
     # the partition itself may beat a time-limited optimum: the best known is the smaller
     if (fb, value) < (ofb, oval):
         ofb, oval = fb, value

@@ -3,9 +3,9 @@ automatic affinity, done optimally instead of greedily.
 
 Each node runs on one of the devices that support it, or on the fallback (the host, which runs
 anything). The objective is the total estimated compute time (per op type and device, see
-:mod:`clusterkit.constraints.costs`) plus the transfer time of every tensor to every distinct *device* that
-consumes it other than its producer's (graph inputs come from the host, graph outputs go to it;
-constants are free). Together groups share a device. The model (CP-SAT, exact):
+:mod:`clusterkit.constraints.costs`) plus the transfer time of every tensor to every distinct
+*device* that consumes it other than its producer's (graph inputs come from the host, graph
+outputs go to it; constants are free). Together groups share a device. The model (CP-SAT, exact):
 
 - ``y[v, d]``: node ``v`` on device ``d``; exactly one per node;
 - ``u[t, b]``: some consumer of tensor ``t`` is on device ``b`` (``u >= y[c, b]`` for every
@@ -17,7 +17,8 @@ optimum is the exact minimum of :func:`estimate` (times are rounded to nanosecon
 
 The ``placement`` strategy then clusters the placed nodes with the exact ``cpsat`` engine, each
 node restricted to its chosen device (the fallback stays possible only where constraints such as
-``min_size`` force it).
+``min_size`` force it). Both solves count CP-SAT's deterministic seconds (see
+:mod:`clusterkit.engines.cpsat.solve`), so the same input gives the same partition.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any, Mapping
 
 import numpy as np
@@ -32,7 +34,8 @@ from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.costs import CostModel
-from clusterkit.engines.cpsat.model import STATUS
+from clusterkit.constraints.objectives import ObjectiveSpec, parse_objective
+from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
@@ -161,118 +164,38 @@ def fastest_placement(problem: Problem, table: np.ndarray) -> np.ndarray:
     return best
 
 
-def place(problem: Problem, costs: CostModel | Mapping | str | None = None,
+@dataclass
+class _PlacementModel:
+    """The CP-SAT model of a placement: ``y[v][d]`` per node and device (True when fixed),
+    objective terms ``(nanoseconds, literal)`` and the constant part of the objective."""
+
+    m: cp_model.CpModel
+    y: list[dict[int, Any]]
+    terms: list[tuple[int, Any]] = field(default_factory=list)
+    const: int = 0
+
+
+def place(problem: Problem, costs: CostModel | Mapping | str | None = None, *,
           time_limit: float = 60.0, workers: int = 2, seed: int = 0,
           allow_fallback: bool = True, log: bool = False) -> PlacementResult:
     """The placement of least estimated time (see the module docstring)."""
     start = time.perf_counter()
+    settings = SolverSettings.checked("placement", time_limit, workers, seed, log)
     cm = CostModel.load(costs)
-    g = problem.graph
-    n = g.n
-    nd = len(problem.devices)
     table = cm.compute_table(problem)
     opts = _options(problem, allow_fallback)
-    m = cp_model.CpModel()
-    y: list[dict[int, Any]] = []
-    terms: list[tuple[int, Any]] = []
-    const = 0
-    for v in range(n):
-        row: dict[int, Any] = {}
-        for d in opts[v]:
-            row[d] = True if len(opts[v]) == 1 else m.NewBoolVar(f"y{v}_{d}")
-        if len(row) > 1:
-            m.AddExactlyOne(list(row.values()))
-        y.append(row)
-        for d, lit in row.items():
-            c = int(round(table[nd if d < 0 else d, v] * SCALE))
-            if lit is True:
-                const += c
-            elif c:
-                terms.append((c, lit))
-    for members in problem.groups:
-        ids = members.tolist()
-        for v in ids[1:]:
-            for d in y[ids[0]]:
-                a, b = y[ids[0]][d], y[v][d]
-                if a is not True and b is not True:
-                    m.Add(a == b)
-    for tensor, prod, cons, nbytes, out in _tensors(problem):
-        prod_opts = [-1] if prod < 0 else list(y[prod])
-        consumer_devs = sorted({d for c in cons for d in y[c]} | ({-1} if out else set()))
-        present: dict[int, Any] = {}
-        for b in consumer_devs:
-            if out and b == -1:
-                present[b] = True
-                continue
-            lits = [y[c][b] for c in cons if b in y[c]]
-            if any(lit is True for lit in lits):
-                present[b] = True
-            elif len(lits) == 1:
-                present[b] = lits[0]
-            else:
-                u = m.NewBoolVar(f"u{tensor}_{b}")
-                for lit in lits:
-                    m.AddImplication(lit, u)
-                present[b] = u
-        for a in prod_opts:
-            ya = True if prod < 0 else y[prod][a]
-            for b, ub in present.items():
-                if a == b:
-                    continue
-                c = int(round(cm.transfer_time(_name(problem, a), _name(problem, b), nbytes)
-                              * SCALE))
-                if not c:
-                    continue
-                if ya is True and ub is True:
-                    const += c
-                elif ya is True:
-                    terms.append((c, ub))
-                elif ub is True:
-                    terms.append((c, ya))
-                else:
-                    w = m.NewBoolVar(f"w{tensor}_{a}_{b}")
-                    m.AddBoolOr([w, ya.Not(), ub.Not()])
-                    terms.append((c, w))
-    m.Minimize(sum(c * lit for c, lit in terms))
-    priority = priority_placement(problem)
-    if not allow_fallback:
-        priority = np.asarray([d if d in opts[v] else opts[v][0]
-                               for v, d in enumerate(priority.tolist())], dtype=np.int64)
-    fastest = fastest_placement(problem, table)
-    baselines = {}
-    hint = None
-    for label, dev in (("priority", priority), ("fastest", fastest)):
-        if all(int(dev[v]) in y[v] for v in range(n)):
-            baselines[label] = estimate(problem, dev, cm, table)["total"]
-            if hint is None or baselines[label] < hint[0]:
-                hint = (baselines[label], dev)
-    if hint is not None:
-        for v in range(n):
-            for d, lit in y[v].items():
-                if lit is not True:
-                    m.AddHint(lit, int(d == int(hint[1][v])))
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.max_time_in_seconds = max(0.01, float(time_limit))
-    if workers:
-        prm.num_workers = int(workers)
-    prm.random_seed = int(seed)
-    prm.log_search_progress = bool(log)
-    prm.interleave_search = True
-    prm.interleave_batch_size = 1
-    code = solver.Solve(m)
-    status = STATUS.get(code, "UNKNOWN")
+    pm = _build(problem, cm, table, opts)
+    baselines, hint = _baselines(problem, cm, table, opts, pm, allow_fallback)
+    solver = solver_parameters(time_limit, settings)
+    status = STATUS.get(solver.Solve(pm.m), "UNKNOWN")
     info = {"time_limit": time_limit, "workers": workers, "seed": seed,
             "allow_fallback": allow_fallback, "solver_seconds": solver.WallTime()}
+    reason = ""
     if status in ("OPTIMAL", "FEASIBLE"):
-        dev = np.full(n, -1, dtype=np.int64)
-        for v in range(n):
-            for d, lit in y[v].items():
-                if lit is True or solver.BooleanValue(lit):
-                    dev[v] = d
-                    break
-        bound = (const + solver.BestObjectiveBound()) / SCALE
-        reason = ""
+        dev = np.asarray([next(d for d, lit in row.items()
+                               if lit is True or solver.BooleanValue(lit)) for row in pm.y],
+                         dtype=np.int64).reshape(problem.n)
+        bound = (pm.const + solver.BestObjectiveBound()) / SCALE
     elif hint is not None:
         dev, bound = np.asarray(hint[1], dtype=np.int64), None
         reason = "no placement found within the time limit; returning the best baseline"
@@ -290,43 +213,140 @@ def place(problem: Problem, costs: CostModel | Mapping | str | None = None,
                            baselines, reason, info)
 
 
-def run(problem: Problem, costs: CostModel | Mapping | str | None = None,
-        objective: str | Mapping[str, float] = "cut", time_limit: float = 60.0,
-        workers: int = 2, seed: int = 0, allow_fallback: bool = True,
-        cluster_share: float = 0.5) -> Partition:
+def _build(problem: Problem, cm: CostModel, table: np.ndarray, opts: list[list[int]]
+           ) -> _PlacementModel:
+    """The model: one device per node, together groups on one device, compute and transfer
+    terms."""
+    nd = len(problem.devices)
+    pm = _PlacementModel(cp_model.CpModel(), [])
+    for v in range(problem.n):
+        row = {d: True if len(opts[v]) == 1 else pm.m.NewBoolVar(f"y{v}_{d}") for d in opts[v]}
+        if len(row) > 1:
+            pm.m.AddExactlyOne(list(row.values()))
+        pm.y.append(row)
+        for d, lit in row.items():
+            _add_term(pm, int(round(table[nd if d < 0 else d, v] * SCALE)), lit)
+    for members in problem.groups:
+        ids = members.tolist()
+        for v in ids[1:]:
+            for d in pm.y[ids[0]]:
+                a, b = pm.y[ids[0]][d], pm.y[v][d]
+                if a is not True and b is not True:
+                    pm.m.Add(a == b)
+    for tensor, prod, cons, nbytes, out in _tensors(problem):
+        present = _consumer_devices(pm, tensor, cons, out)
+        for a in ([-1] if prod < 0 else list(pm.y[prod])):
+            ya = True if prod < 0 else pm.y[prod][a]
+            for b, ub in present.items():
+                c = 0 if a == b else int(round(cm.transfer_time(
+                    _name(problem, a), _name(problem, b), nbytes) * SCALE))
+                if not c:
+                    continue
+                if ya is True or ub is True:
+                    _add_term(pm, c, ub if ya is True else ya)
+                else:
+                    w = pm.m.NewBoolVar(f"w{tensor}_{a}_{b}")
+                    pm.m.AddBoolOr([w, ya.Not(), ub.Not()])
+                    pm.terms.append((c, w))
+    pm.m.Minimize(sum(c * lit for c, lit in pm.terms))
+    return pm
+
+
+def _add_term(pm: _PlacementModel, coef: int, lit: Any) -> None:
+    if lit is True:
+        pm.const += coef
+    elif coef:
+        pm.terms.append((coef, lit))
+
+
+def _consumer_devices(pm: _PlacementModel, tensor: int, cons: list[int], out: bool
+                      ) -> dict[int, Any]:
+    """Per device that may consume the tensor, a literal "some consumer is on it" (the host
+    always, for a graph output)."""
+    present: dict[int, Any] = {}
+    for b in sorted({d for c in cons for d in pm.y[c]} | ({-1} if out else set())):
+        lits = [pm.y[c][b] for c in cons if b in pm.y[c]]
+        if (out and b == -1) or any(lit is True for lit in lits):
+            present[b] = True
+        elif len(lits) == 1:
+            present[b] = lits[0]
+        else:
+            u = pm.m.NewBoolVar(f"u{tensor}_{b}")
+            for lit in lits:
+                pm.m.AddImplication(lit, u)
+            present[b] = u
+    return present
+
+
+def _baselines(problem: Problem, cm: CostModel, table: np.ndarray, opts: list[list[int]],
+               pm: _PlacementModel, allow_fallback: bool
+               ) -> tuple[dict[str, float], tuple[float, np.ndarray] | None]:
+    """The greedy baselines' times and the best of them, hinted to the model."""
+    priority = priority_placement(problem)
+    if not allow_fallback:
+        priority = np.asarray([d if d in opts[v] else opts[v][0]
+                               for v, d in enumerate(priority.tolist())], dtype=np.int64)
+    baselines: dict[str, float] = {}
+    hint = None
+    for label, dev in (("priority", priority), ("fastest", fastest_placement(problem, table))):
+        if all(int(dev[v]) in pm.y[v] for v in range(problem.n)):
+            baselines[label] = estimate(problem, dev, cm, table)["total"]
+            if hint is None or baselines[label] < hint[0]:
+                hint = (baselines[label], dev)
+    if hint is not None:
+        for v in range(problem.n):
+            for d, lit in pm.y[v].items():
+                if lit is not True:
+                    pm.m.AddHint(lit, int(d == int(hint[1][v])))
+    return baselines, hint
+
+
+def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
+        objective: ObjectiveSpec = "cut", time_limit: float = 60.0, workers: int = 2,
+        seed: int = 0, allow_fallback: bool = True, cluster_share: float = 0.5) -> Partition:
     """Strategy ``placement``: the optimal placement, then the optimal clustering (``cpsat``,
     ``objective``) with each node kept on its placed device. ``cluster_share`` of the time limit
-    goes to the clustering."""
-    from clusterkit.engines.cpsat.strategy import solve
+    goes to the clustering (deterministic seconds, as ``cpsat`` counts them), the rest to the
+    placement. The partition's ``solve_report`` is the placement's (objective in seconds)."""
+    from clusterkit.engines.cpsat.strategy import SolveReport, optimize
 
-    if not 0 < cluster_share < 1:
-        raise StrategyError(f"placement: cluster_share must be in (0, 1), got {cluster_share}")
-    start = time.perf_counter()
+    obj = parse_objective(objective)
+    SolverSettings.checked("placement", time_limit, workers, seed)
+    if isinstance(cluster_share, bool) or not isinstance(cluster_share, Real) \
+            or not 0 < cluster_share < 1:
+        raise StrategyError(f"placement: option cluster_share must be in (0, 1), got "
+                            f"{cluster_share!r}")
     cm = CostModel.load(costs)
-    res = place(problem, cm, time_limit * (1 - cluster_share), workers, seed, allow_fallback)
+    res = place(problem, cm, time_limit=time_limit * (1 - cluster_share), workers=workers,
+                seed=seed, allow_fallback=allow_fallback)
     nd = len(problem.devices)
     mask = np.zeros((nd, problem.n), dtype=bool)
     for d in range(nd):
         mask[d] = res.devices == d
     restricted = dataclasses.replace(problem, supported=mask)
-    left = max(0.5, time_limit - (time.perf_counter() - start))
-    clustered = solve(restricted, objective, time_limit=left, workers=workers, seed=seed)
+    clustered = optimize(restricted, obj.label, time_limit=time_limit * cluster_share,
+                         workers=workers, seed=seed)
     if clustered.partition is None:  # pragma: no cover - clustering with a fallback is feasible
         raise StrategyError(f"placement: clustering failed: {clustered.reason}")
     final_dev = np.full(problem.n, -1, dtype=np.int64)
     for c in clustered.partition.clusters:
-        d = problem.device_index(c.device)
-        final_dev[c.nodes] = d
-    final = estimate(problem, final_dev, cm)
+        final_dev[c.nodes] = problem.device_index(c.device)
+    report = SolveReport(res.status, res.objective, res.bound,
+                         None if res.status == "OPTIMAL" else "deterministic_time", None,
+                         "time", res.reason)
+    rep = clustered.report
     info = {"status": res.status, "objective": res.objective, "bound": res.bound,
             "compute_seconds": res.compute, "transfer_seconds": res.transfer,
-            "baselines": res.baselines, "partition_seconds": final["total"],
+            "baselines": res.baselines,
+            "partition_seconds": estimate(problem, final_dev, cm)["total"],
             "placement": {"devices": {_name(problem, d): int((res.devices == d).sum())
                                       for d in list(range(nd)) + [-1]},
                           **res.info},
-            "clustering": {k: v for k, v in clustered.info.items()
-                           if k in ("status", "objective", "bound", "objective_name",
-                                    "reductions", "fallback_nodes")}}
+            "clustering": {"objective_name": rep.objective_name, "status": rep.status,
+                           "objective": rep.objective, "bound": rep.bound,
+                           "fallback_nodes": rep.fallback_nodes,
+                           "reductions": clustered.info.get("reductions", {})}}
     if res.reason:
         info["reason"] = res.reason
-    return Partition(problem, clustered.partition.clusters, strategy="placement", info=info)
+    return Partition(problem, clustered.partition.clusters, strategy="placement", info=info,
+                     solve_report=report)

@@ -70,17 +70,24 @@ def topological_order(n: int, src: Sequence[int], dst: Sequence[int],
 
 
 def find_cycle(rest: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:
-    """One cycle among ``rest``, the nodes Kahn's algorithm could not order (each has a
-    successor inside ``rest``): walk forward until a node repeats."""
+    """One cycle among ``rest``, the nodes Kahn's algorithm could not order (each lies on a
+    cycle or downstream of one): walk forward until a node repeats, dropping the dead ends
+    (nodes downstream of a cycle with no successor left) and walking again."""
     alive = set(rest)
-    pos: dict[int, int] = {}
-    path: list[int] = []
-    u = rest[0]
-    while u not in pos:
-        pos[u] = len(path)
-        path.append(u)
-        u = next(v for v in succ[u] if v in alive)
-    return path[pos[u]:]
+    while True:
+        pos: dict[int, int] = {}
+        path: list[int] = []
+        u = min(alive)
+        while u not in pos:
+            pos[u] = len(path)
+            path.append(u)
+            nxt = next((v for v in succ[u] if v in alive), None)
+            if nxt is None:
+                alive.discard(u)
+                break
+            u = nxt
+        else:
+            return path[pos[u]:]
 
 
 class UnionFind:

@@ -15,7 +15,9 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import StrategyError
+from clusterkit.constraints.objectives import objective_weights
+from clusterkit.errors import CycleError, StrategyError
+from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
@@ -31,20 +33,6 @@ class ExhaustiveResult:
     partition: Partition
     valid_count: int
     fallback_nodes: int
-
-
-def objective_weights(objective: str | Mapping[str, float]) -> tuple[float, float]:
-    """``cut``, ``partitions`` or ``{"cut": w1, "partitions": w2}`` → (w_cut, w_partitions)."""
-    if isinstance(objective, str):
-        if objective == "cut":
-            return 1.0, 0.0
-        if objective == "partitions":
-            return 0.0, 1.0
-        raise StrategyError(f"unknown objective {objective!r} (cut, partitions, or weights)")
-    unknown = set(objective) - {"cut", "partitions"}
-    if unknown:
-        raise StrategyError(f"unknown objective term {sorted(unknown)[0]!r}")
-    return float(objective.get("cut", 0.0)), float(objective.get("partitions", 0.0))
 
 
 def enumerate_valid(problem: Problem) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -169,21 +157,9 @@ def _valid(problem: Problem, labels: list[int], devices: list[int], blocks, choi
         if len({labels[v] for v in members.tolist()}) > 1:
             return False
     # acyclic graph of clusters
-    k = max(labels) + 1
-    succ: list[set[int]] = [set() for _ in range(k)]
-    indeg = [0] * k
-    for u, v in edges:
-        a, b = labels[u], labels[v]
-        if a != b and b not in succ[a]:
-            succ[a].add(b)
-            indeg[b] += 1
-    stack = [c for c in range(k) if indeg[c] == 0]
-    seen = 0
-    while stack:
-        c = stack.pop()
-        seen += 1
-        for w in succ[c]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return seen == k
+    pairs = {(labels[u], labels[v]) for u, v in edges if labels[u] != labels[v]}
+    try:
+        topological_order(max(labels) + 1, [a for a, _ in pairs], [b for _, b in pairs])
+    except CycleError:
+        return False
+    return True

@@ -17,11 +17,19 @@ import numpy as np
 from clusterkit.io.files import write_atomic
 
 __all__ = ["SyntheticDAG", "random_dag", "to_node_link", "save_node_link"]
+from clusterkit.errors import GraphError
+
+__all__ = ["SyntheticDAG", "SyntheticGraphError", "random_dag", "to_node_link",
+           "save_node_link"]
 
 UNSUPPORTED = "Unsupported"
 DEFAULT_OP_TYPES = ("Conv", "Relu", "Add", "MatMul", "Mul")
 LOCAL_WINDOW = 50  # a "local" edge goes to one of the next LOCAL_WINDOW ids
 _MAX_ROUNDS = 16
+
+
+class SyntheticGraphError(GraphError, ValueError):
+    """A random graph was asked for with an impossible option (it is also a ValueError)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,15 +71,18 @@ def random_dag(
     multiples of 1 KiB from 1 KiB to 1 MiB.  Same arguments, same graph.
     """
     if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+        raise SyntheticGraphError(f"random_dag: option n must be >= 0, got {n}")
     if mean_out_degree < 0:
-        raise ValueError(f"mean_out_degree must be >= 0, got {mean_out_degree}")
+        raise SyntheticGraphError(f"random_dag: option mean_out_degree must be >= 0, got "
+                                  f"{mean_out_degree}")
     if not 0.0 <= locality <= 1.0:
-        raise ValueError(f"locality must be in [0, 1], got {locality}")
+        raise SyntheticGraphError(f"random_dag: option locality must be in [0, 1], got "
+                                  f"{locality}")
     if not 0.0 <= unsupported_fraction <= 1.0:
-        raise ValueError(f"unsupported_fraction must be in [0, 1], got {unsupported_fraction}")
+        raise SyntheticGraphError(f"random_dag: option unsupported_fraction must be in [0, 1], "
+                                  f"got {unsupported_fraction}")
     if not op_types:
-        raise ValueError("op_types must not be empty")
+        raise SyntheticGraphError("random_dag: option op_types must not be empty")
 
     rng = np.random.default_rng(seed)
     keys = _edge_keys(rng, n, mean_out_degree, locality)

@@ -1,9 +1,10 @@
 """Shrinking a clustering problem before the exact solver sees it.
 
-The exact model (:mod:`clusterkit.engines.cpsat.model`) works on *super-nodes*: sets of original nodes that
-some optimal partition keeps in one cluster. This module builds them, with one proof per
-reduction. Throughout, "optimal" is the lexicographic optimum of :mod:`clusterkit.testing.exhaustive`:
-fewest fallback nodes first, then ``w_cut * cut_bytes + w_partitions * partitions``.
+The exact model (:mod:`clusterkit.engines.cpsat.build`) works on *super-nodes*: sets of original
+nodes that some optimal partition keeps in one cluster. This module builds them, with one proof
+per reduction. Throughout, "optimal" is the lexicographic optimum of
+:mod:`clusterkit.constraints.objectives`: fewest fallback nodes first, then
+``w_cut * cut_bytes + w_partitions * partitions``.
 
 Notation: a *unit* is an accelerator cluster or the host (every fallback node). ``cut_bytes``
 charges each non-constant tensor once per distinct consuming unit other than its producer's unit,
@@ -96,15 +97,16 @@ R7 *host nodes at the edges* (``host``; any objective and constraints): a node n
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import Problem
+from clusterkit.graph.algorithms import UnionFind, quotient_edges, topological_order
+from clusterkit.graph.core import Graph
 from clusterkit.result import cluster_const_bytes
 
 
@@ -181,107 +183,34 @@ def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple 
                    require_offload: bool = False) -> Reduction:
     """Apply the reductions (all when ``enable`` is True, none when False, or the named ones)
     and return the super-graph with its parts."""
-    if enable is True:
-        on = set(REDUCTIONS)
-    elif not enable:
-        on = set()
-    else:
-        on = set(enable)
+    on = set(REDUCTIONS) if enable is True else set(enable or ())
     p = problem
-    g = p.graph
-    n = g.n
-    nd = len(p.devices)
     simple = p.min_size <= 1
     local = simple and p.max_size is None and p.max_const_bytes is None
-    stats: dict[str, Any] = {"nodes": n}
-
-    # --- devices per node; together groups become super-nodes
-    sup = p.supported
-    node_devs = [tuple(d for d in range(nd) if sup[d, v]) for v in range(n)]
-    union = list(range(n))
-    group_devs: dict[int, tuple[int, ...]] = {}
-    for members in p.groups:
-        ids = members.tolist()
-        root = ids[0]
-        for v in ids:
-            union[v] = root
-        group_devs[root] = _group_devices(p, ids)
-
-    # --- R2: constant nodes out of the model
-    detached: list[int] = []
-    if "constants" in on and simple and w_parts == 0:
-        const = g.is_constant_node
-        for v in range(n):
-            if const[v] and p.group_of[v] < 0:
-                detached.append(v)
-    det = set(detached)
+    stats: dict[str, Any] = {"nodes": p.n}
+    detached = _constant_nodes(p) if "constants" in on and simple and w_parts == 0 else []
     stats["constants_detached"] = len(detached)
-
-    # --- R7: host nodes at the edges of the model
-    on_host: list[int] = []
-    if "host" in on:
-        fixed_host = [not node_devs[v] and p.group_of[v] < 0 and v not in det for v in range(n)]
-        preds, succs = g.pred_lists, g.succ_lists
-        gone = [v in det for v in range(n)]
-        for v in range(n):  # sources: every predecessor already out
-            if fixed_host[v] and all(gone[u] for u in preds[v]):
-                gone[v] = True
-                on_host.append(v)
-        src = set(on_host)
-        for v in range(n - 1, -1, -1):  # sinks: every successor already out
-            if fixed_host[v] and v not in src and all(gone[w] for w in succs[v]):
-                gone[v] = True
-                on_host.append(v)
-        on_host.sort()
-        det |= set(on_host)
+    on_host = _edge_host_nodes(p, set(detached)) if "host" in on else []
     stats["host_nodes_out"] = len(on_host)
-
-    node_super = np.full(n, -1, dtype=np.int64)
-    roots: dict[int, int] = {}
-    for v in range(n):
-        if v in det:
-            continue
-        r = union[v]
-        if r not in roots:
-            roots[r] = len(roots)
-        node_super[v] = roots[r]
-    members: list[list[int]] = [[] for _ in roots]
-    for v in range(n):
-        if node_super[v] >= 0:
-            members[node_super[v]].append(v)
-    devices: list[tuple[int, ...]] = []
-    for ms in members:
-        r = union[ms[0]]
-        devices.append(group_devs[r] if r in group_devs else node_devs[ms[0]])
+    node_super, members, devices = _group_super_nodes(p, set(detached) | set(on_host))
     may_acc = [bool(ds) for ds in devices]
-    fixed = False
-    if require_offload:
-        may_fb = [not a for a in may_acc]
-        fixed = True
-    elif "fix" in on and simple:
-        may_fb = [not a for a in may_acc]  # R1
-        fixed = True
-    else:
-        may_fb = [True] * len(members)
-    if not nd:
-        fixed = True
+    fixed = require_offload or ("fix" in on and simple) or not p.devices
+    # R1 (or required): offload every super-node a device takes
+    may_fb = [not a for a in may_acc] if require_offload or ("fix" in on and simple) \
+        else [True] * len(members)
     sg = build_supergraph(p, node_super, members, devices, may_acc, may_fb, detached, on_host)
     stats["fixed_offload"] = fixed
-
-    # --- R3/R4/R5 to a fixpoint
     merged = {"leaves": 0, "roots": 0, "chains": 0}
     if local and fixed and (on & {"leaves", "roots", "chains"}):
-        while True:
+        while True:  # R3/R4/R5 to a fixpoint
             changes = _contract_round(sg, on, merged)
             if not changes:
                 break
             sg = _apply(sg, changes)
     stats.update({f"merged_{k}": v for k, v in merged.items()})
     stats["super_nodes"] = sg.size
-
-    # --- R6 parts
     if "split" in on and simple and fixed and w_parts == 0:
-        parts = _split(sg)
+        parts = _split(sg)  # R6
     else:
         parts = [list(range(sg.size))]
     stats["parts"] = len(parts)
@@ -290,7 +219,62 @@ def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple 
     return Reduction(sg, parts, stats, fixed)
 
 
-def _group_devices(p: Problem, ids: list[int]) -> tuple[int, ...]:
+def _constant_nodes(p: Problem) -> list[int]:
+    """R2: nodes computing from constants alone, outside together groups."""
+    const = p.graph.is_constant_node
+    return [v for v in range(p.n) if const[v] and p.group_of[v] < 0]
+
+
+def _edge_host_nodes(p: Problem, out: set[int]) -> list[int]:
+    """R7: host-only nodes outside groups whose predecessors (scanning forwards) or successors
+    (scanning backwards) are all out of the model already."""
+    g, n = p.graph, p.n
+    host_only = (~p.supported.any(axis=0) & (p.group_of < 0)).tolist()
+    fixed_host = [h and v not in out for v, h in enumerate(host_only)]
+    preds, succs = g.pred_lists, g.succ_lists
+    gone = [v in out for v in range(n)]
+    on_host: list[int] = []
+    for v in range(n):  # sources: every predecessor already out
+        if fixed_host[v] and all(gone[u] for u in preds[v]):
+            gone[v] = True
+            on_host.append(v)
+    src = set(on_host)
+    for v in range(n - 1, -1, -1):  # sinks: every successor already out
+        if fixed_host[v] and v not in src and all(gone[w] for w in succs[v]):
+            gone[v] = True
+            on_host.append(v)
+    return sorted(on_host)
+
+
+def _group_super_nodes(p: Problem, out: set[int]
+                       ) -> tuple[np.ndarray, list[list[int]], list[tuple[int, ...]]]:
+    """The first super-nodes: each together group one, every other node in the model alone;
+    ``node_super`` is -1 for the nodes ``out`` of the model. Devices: those that take the node,
+    or that can host the whole group as one cluster."""
+    n = p.n
+    uf = UnionFind(n)
+    for members in p.groups:
+        ids = members.tolist()
+        for v in ids[1:]:
+            uf.union(ids[0], v)
+    live = np.ones(n, dtype=bool)
+    live[sorted(out)] = False
+    labels = uf.labels()
+    _, node_super = np.unique(labels[live], return_inverse=True)
+    full = np.full(n, -1, dtype=np.int64)
+    full[live] = node_super
+    members: list[list[int]] = [[] for _ in range(int(full.max()) + 1 if live.any() else 0)]
+    for v in np.flatnonzero(live).tolist():
+        members[full[v]].append(v)
+    group_devs = {int(p.group_of[ms[0]]): group_devices(p, ms) for ms in members
+                  if p.group_of[ms[0]] >= 0}
+    sup = p.supported
+    devices = [group_devs[int(p.group_of[ms[0]])] if p.group_of[ms[0]] >= 0
+               else tuple(d for d in range(len(p.devices)) if sup[d, ms[0]]) for ms in members]
+    return full, members, devices
+
+
+def group_devices(p: Problem, ids: list[int]) -> tuple[int, ...]:
     """Devices that can host a together group as one cluster (all members supported, every
     internal edge followed, constants within the limit)."""
     g = p.graph
@@ -318,40 +302,10 @@ def build_supergraph(p: Problem, node_super: np.ndarray, members: list[list[int]
     topological order (smallest first member first among the ready ones)."""
     g = p.graph
     k = len(members)
-    ns = node_super.tolist()
-    src, dst = g.edge_src.tolist(), g.edge_dst.tolist()
-    nd = len(p.devices)
-    ok_mask = [0] * len(src)
-    if nd:
-        okm = (p.edge_ok & ~p.must_cut[None, :])
-        weights = (1 << np.arange(nd, dtype=np.int64))[:, None]
-        ok_mask = (okm.astype(np.int64) * weights).sum(axis=0).tolist()
-    agg: dict[tuple[int, int], int] = {}
-    for e, (u, v) in enumerate(zip(src, dst)):
-        a, b = ns[u], ns[v]
-        if a < 0 or b < 0 or a == b:
-            continue
-        key = (a, b)
-        agg[key] = agg[key] & ok_mask[e] if key in agg else ok_mask[e]
-    # topological order of super-nodes
-    first = [min(m) for m in members]
-    succ0: list[list[int]] = [[] for _ in range(k)]
-    indeg = [0] * k
-    for (a, b) in agg:
-        succ0[a].append(b)
-        indeg[b] += 1
-    heap = [(first[s], s) for s in range(k) if indeg[s] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, s = heapq.heappop(heap)
-        order.append(s)
-        for t in succ0[s]:
-            indeg[t] -= 1
-            if indeg[t] == 0:
-                heapq.heappush(heap, (first[t], t))
-    if len(order) != k:  # pragma: no cover - contractions never create cycles (see proofs)
-        raise AssertionError("internal: super-node graph has a cycle")
+    agg = _super_edges(p, node_super)
+    pairs = sorted(agg)
+    order = topological_order(k, [a for a, _ in pairs], [b for _, b in pairs],
+                              key=[min(m) for m in members])
     new_id = [0] * k
     for pos, s in enumerate(order):
         new_id[s] = pos
@@ -368,18 +322,31 @@ def build_supergraph(p: Problem, node_super: np.ndarray, members: list[list[int]
     for (a, b) in sorted(edges):
         succ[a].append(b)
         pred[b].append(a)
-    # tensors
     ns = node_super.tolist()
+    terms, reads_input = _tensor_terms(g, ns, k, on_host)
+    never = sorted({(min(ns[a], ns[b]), max(ns[a], ns[b]))
+                    for a, b in p.never_pairs.tolist() if ns[a] >= 0 and ns[b] >= 0})
+    in_never = [False] * k
+    for a, b in p.never_pairs.tolist():
+        for v in (a, b):
+            if ns[v] >= 0:
+                in_never[ns[v]] = True
+    return SuperGraph(p, members, devices, may_acc, may_fb, edges, succ, pred, terms, never,
+                      in_never, reads_input, node_super, list(detached), sorted(on_host))
+
+
+def _tensor_terms(g: Graph, ns: list[int], k: int, on_host: Sequence[int]
+                  ) -> tuple[list[TensorTerm], list[bool]]:
+    """The tensors seen from the super-nodes (``ns``: super-node per node, -1 when out of the
+    model) and, per super-node, whether it reads a graph input."""
     tt = g.tensor_table
     terms: list[TensorTerm] = []
     reads_input = [False] * k
     consumers_of: dict[int, list[int]] = {}
     for t, c in zip(tt.inc_tensor.tolist(), tt.inc_node.tolist()):
         consumers_of.setdefault(t, []).append(c)
-    free = tt.free.tolist()
-    nbytes = tt.nbytes.tolist()
-    prod = tt.producer.tolist()
-    is_out = tt.is_output.tolist()
+    free, nbytes = tt.free.tolist(), tt.nbytes.tolist()
+    prod, is_out = tt.producer.tolist(), tt.is_output.tolist()
     hosted = set(on_host)
     for t in range(len(tt.names)):
         if free[t] or nbytes[t] <= 0:
@@ -395,15 +362,34 @@ def build_supergraph(p: Problem, node_super: np.ndarray, members: list[list[int]
             continue
         terms.append(TensorTerm(t, int(nbytes[t]), ps, tuple(cons), bool(is_out[t]),
                                 host_consumer))
-    never = sorted({(min(ns[a], ns[b]), max(ns[a], ns[b]))
-                    for a, b in p.never_pairs.tolist() if ns[a] >= 0 and ns[b] >= 0})
-    in_never = [False] * k
-    for a, b in p.never_pairs.tolist():
-        for v in (a, b):
-            if ns[v] >= 0:
-                in_never[ns[v]] = True
-    return SuperGraph(p, members, devices, may_acc, may_fb, edges, succ, pred, terms, never,
-                      in_never, reads_input, node_super, list(detached), sorted(on_host))
+    return terms, reads_input
+
+
+def _super_edges(p: Problem, node_super: np.ndarray) -> dict[tuple[int, int], int]:
+    """The edges of the contracted graph (:func:`~clusterkit.graph.algorithms.quotient_edges`
+    over the nodes in the model), each with the bitmask of devices on which every original
+    edge it stands for may lie inside a cluster."""
+    g = p.graph
+    nd = len(p.devices)
+    src, dst = g.edge_src, g.edge_dst
+    live = (node_super[src] >= 0) & (node_super[dst] >= 0)
+    src, dst = src[live], dst[live]
+    qa, qb = quotient_edges(node_super, src, dst)
+    if not len(qa):
+        return {}
+    ok = np.zeros(len(src), dtype=np.int64)
+    if nd:
+        okm = (p.edge_ok & ~p.must_cut[None, :])[:, live]
+        ok = (okm.astype(np.int64) * (1 << np.arange(nd, dtype=np.int64))[:, None]).sum(axis=0)
+    a, b = node_super[src], node_super[dst]
+    inner = a != b
+    key = a[inner] * max(len(node_super), 1) + b[inner]
+    order = np.argsort(key, kind="stable")
+    key, ok = key[order], ok[inner][order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    masks = np.bitwise_and.reduceat(ok, starts)
+    return {(int(x), int(y)): int(m) for x, y, m in zip(qa.tolist(), qb.tolist(),
+                                                         masks.tolist())}
 
 
 # ----------------------------------------------------------------------------- contractions
@@ -418,116 +404,123 @@ def _fixed_host(sg: SuperGraph, s: int) -> bool:
 def _contract_round(sg: SuperGraph, on: set, merged: dict) -> list[tuple[int, int]]:
     """One round of R5 (chains), then R3/R4 on super-nodes no earlier merge of the round
     touched. Returns pairs (absorbed, into)."""
-    k = sg.size
-    touched = [False] * k
+    touched = [False] * sg.size
     out: list[tuple[int, int]] = []
+    if "chains" in on:
+        out += _chain_merges(sg, touched, merged)
+    terms_in: list[list[TensorTerm]] = [[] for _ in range(sg.size)]
+    for term in sg.terms:
+        for c in term.consumers:
+            terms_in[c].append(term)
+    for s in range(sg.size):
+        if touched[s] or not _fixed_acc(sg, s) or sg.in_never[s]:
+            continue
+        target = -1
+        if "leaves" in on and _joins_producer(sg, s, touched):
+            target, kind = sg.pred[s][0], "leaves"
+        elif "roots" in on and _joins_consumer(sg, s, touched, terms_in[s]):
+            target, kind = sg.succ[s][0], "roots"
+        if target >= 0:
+            out.append((s, target))
+            touched[s] = touched[target] = True
+            merged[kind] += 1
+    return out
+
+
+def _chain_link(sg: SuperGraph, a: int, b: int) -> bool:
+    """Is ``a -> b`` a link of an R5 chain?"""
     masks = sg.dev_mask
+    return (len(sg.succ[a]) == 1 and sg.succ[a][0] == b and len(sg.pred[b]) == 1
+            and _fixed_acc(sg, a) and _fixed_acc(sg, b) and not sg.in_never[a]
+            and not sg.in_never[b] and sg.devices[a] == sg.devices[b]
+            and sg.edges[(a, b)] & masks[a] == masks[a])
+
+
+def _chain_merges(sg: SuperGraph, touched: list[bool], merged: dict) -> list[tuple[int, int]]:
+    """R5: in each maximal chain (split at inner nodes that read a graph input) every link
+    but one of least bytes is contracted; the chain's nodes are marked ``touched``."""
+    k = sg.size
     out_bytes: dict[int, dict[int, int]] = {}
-    terms_in: list[list[TensorTerm]] = [[] for _ in range(k)]
     for term in sg.terms:
         if term.producer >= 0:
             row = out_bytes.setdefault(term.producer, {})
             for c in term.consumers:
                 row[c] = row.get(c, 0) + term.nbytes
-        for c in term.consumers:
-            terms_in[c].append(term)
-
-    def link(a: int, b: int) -> bool:  # chain link a -> b
-        return (len(sg.succ[a]) == 1 and sg.succ[a][0] == b and len(sg.pred[b]) == 1
-                and _fixed_acc(sg, a) and _fixed_acc(sg, b) and not sg.in_never[a]
-                and not sg.in_never[b] and sg.devices[a] == sg.devices[b]
-                and sg.edges[(a, b)] & masks[a] == masks[a])
-
-    if "chains" in on:
-        nxt = [sg.succ[a][0] if sg.succ[a] and link(a, sg.succ[a][0]) else -1 for a in range(k)]
-        has_prev = [False] * k
-        for a in range(k):
-            if nxt[a] >= 0:
-                has_prev[nxt[a]] = True
-        for start in range(k):
-            if has_prev[start] or nxt[start] < 0:
-                continue
-            chain = [start]
-            while nxt[chain[-1]] >= 0:
-                chain.append(nxt[chain[-1]])
-            # an inner node must read no graph input: split the chain at such nodes (they
-            # become the ends of two chains, each reduced on its own)
-            cuts = [i for i in range(1, len(chain) - 1) if sg.reads_input[chain[i]]]
-            bounds = [0] + cuts + [len(chain) - 1]
-            for lo, hi in zip(bounds, bounds[1:]):
-                seg = chain[lo:hi + 1]
-                if len(seg) < 3:
-                    continue
-                costs = [out_bytes.get(a, {}).get(b, 0) for a, b in zip(seg, seg[1:])]
-                keep = int(np.argmin(costs))
-                for i, (a, b) in enumerate(zip(seg, seg[1:])):
-                    if i != keep:
-                        out.append((b, a))
-                        merged["chains"] += 1
-            for s in chain:
-                touched[s] = True
-
-    for s in range(k):
-        if touched[s] or not _fixed_acc(sg, s) or sg.in_never[s]:
+    nxt = [sg.succ[a][0] if sg.succ[a] and _chain_link(sg, a, sg.succ[a][0]) else -1
+           for a in range(k)]
+    has_prev = [False] * k
+    for a in range(k):
+        if nxt[a] >= 0:
+            has_prev[nxt[a]] = True
+    out: list[tuple[int, int]] = []
+    for start in range(k):
+        if has_prev[start] or nxt[start] < 0:
             continue
-        if "leaves" in on and len(sg.pred[s]) == 1 and not sg.reads_input[s]:
-            u = sg.pred[s][0]
-            if (not touched[u] and _fixed_acc(sg, u)
-                    and all(_fixed_host(sg, w) for w in sg.succ[s])
-                    and masks[u] & masks[s] == masks[u]
-                    and sg.edges[(u, s)] & masks[u] == masks[u]
-                    and not sg.in_never[u]):
-                out.append((s, u))
-                touched[s] = touched[u] = True
-                merged["leaves"] += 1
+        chain = [start]
+        while nxt[chain[-1]] >= 0:
+            chain.append(nxt[chain[-1]])
+        # an inner node must read no graph input: split the chain at such nodes (they become
+        # the ends of two chains, each reduced on its own)
+        cuts = [i for i in range(1, len(chain) - 1) if sg.reads_input[chain[i]]]
+        bounds = [0] + cuts + [len(chain) - 1]
+        for lo, hi in zip(bounds, bounds[1:]):
+            seg = chain[lo:hi + 1]
+            if len(seg) < 3:
                 continue
-        if "roots" in on and len(sg.succ[s]) == 1:
-            v = sg.succ[s][0]
-            if touched[v] or not _fixed_acc(sg, v) or sg.in_never[v]:
-                continue
-            if masks[v] & masks[s] != masks[v] or sg.edges[(s, v)] & masks[v] != masks[v]:
-                continue
-            good = True
-            for term in terms_in[s]:
-                pr = term.producer
-                if pr >= 0 and not _fixed_host(sg, pr) and sg.edges.get((pr, s), 0) != 0:
-                    good = False
-                    break
-                if any(c != s and not _fixed_host(sg, c) for c in term.consumers):
-                    good = False
-                    break
-            if good:
-                out.append((s, v))
-                touched[s] = touched[v] = True
-                merged["roots"] += 1
+            keep = int(np.argmin([out_bytes.get(a, {}).get(b, 0)
+                                  for a, b in zip(seg, seg[1:])]))
+            for i, (a, b) in enumerate(zip(seg, seg[1:])):
+                if i != keep:
+                    out.append((b, a))
+                    merged["chains"] += 1
+        for s in chain:
+            touched[s] = True
     return out
+
+
+def _joins_producer(sg: SuperGraph, s: int, touched: list[bool]) -> bool:
+    """R3: ``s`` (fixed acc, in no never pair) joins its only predecessor."""
+    if len(sg.pred[s]) != 1 or sg.reads_input[s]:
+        return False
+    u, masks = sg.pred[s][0], sg.dev_mask
+    return (not touched[u] and _fixed_acc(sg, u)
+            and all(_fixed_host(sg, w) for w in sg.succ[s])
+            and masks[u] & masks[s] == masks[u]
+            and sg.edges[(u, s)] & masks[u] == masks[u]
+            and not sg.in_never[u])
+
+
+def _joins_consumer(sg: SuperGraph, s: int, touched: list[bool], terms_in: list[TensorTerm]
+                    ) -> bool:
+    """R4: ``s`` (fixed acc, in no never pair) joins its only successor."""
+    if len(sg.succ[s]) != 1:
+        return False
+    v, masks = sg.succ[s][0], sg.dev_mask
+    if touched[v] or not _fixed_acc(sg, v) or sg.in_never[v]:
+        return False
+    if masks[v] & masks[s] != masks[v] or sg.edges[(s, v)] & masks[v] != masks[v]:
+        return False
+    for term in terms_in:
+        pr = term.producer
+        if pr >= 0 and not _fixed_host(sg, pr) and sg.edges.get((pr, s), 0) != 0:
+            return False
+        if any(c != s and not _fixed_host(sg, c) for c in term.consumers):
+            return False
+    return True
 
 
 def _apply(sg: SuperGraph, pairs: list[tuple[int, int]]) -> SuperGraph:
     """Merge super-nodes (absorbed into target, chains resolved through union-find)."""
     k = sg.size
-    parent = list(range(k))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    uf = UnionFind(k)
     for a, b in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[ra] = rb
-    roots: dict[int, int] = {}
-    for s in range(k):
-        r = find(s)
-        if r not in roots:
-            roots[r] = len(roots)
-    remap = [roots[find(s)] for s in range(k)]
-    members: list[list[int]] = [[] for _ in roots]
-    devices: list[tuple[int, ...] | None] = [None] * len(roots)
-    may_acc = [True] * len(roots)
-    may_fb = [True] * len(roots)
+        uf.union(a, b)
+    remap = uf.labels().tolist()
+    count = max(remap, default=-1) + 1
+    members: list[list[int]] = [[] for _ in range(count)]
+    devices: list[tuple[int, ...] | None] = [None] * count
+    may_acc = [True] * count
+    may_fb = [True] * count
     for s in range(k):
         t = remap[s]
         members[t].extend(sg.members[s])
@@ -548,51 +541,34 @@ def _split(sg: SuperGraph) -> list[list[int]]:
     k = sg.size
     if k == 0:
         return []
-    parent = list(range(k))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def join(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
+    uf = UnionFind(k)
     masks = sg.dev_mask
     full, blocked = reachability(sg)
     never = set(sg.never)
     for (a, b), m in sg.edges.items():
         if m & masks[a] & masks[b] and mergeable(sg, a, b, full, blocked, never):
-            join(a, b)
+            uf.union(a, b)
     for term in sg.terms:
         cons = [c for c in term.consumers if sg.may_acc[c]]
         for i, a in enumerate(cons):
             for b in cons[i + 1:]:
-                if find(a) != find(b) and mergeable(sg, a, b, full, blocked, never):
-                    join(a, b)
-    comp = [find(s) for s in range(k)]
-    # strongly connected groups of the quotient
-    ids = sorted(set(comp))
-    pos = {c: i for i, c in enumerate(ids)}
-    rows, cols = [], []
-    for (a, b) in sg.edges:
-        ca, cb = pos[comp[a]], pos[comp[b]]
-        if ca != cb:
-            rows.append(ca)
-            cols.append(cb)
-    m = len(ids)
-    if rows:
+                if not uf.connected(a, b) and mergeable(sg, a, b, full, blocked, never):
+                    uf.union(a, b)
+    comp = uf.labels()
+    m = int(comp.max()) + 1
+    pairs = sorted(sg.edges)
+    rows, cols = quotient_edges(comp, np.asarray([a for a, _ in pairs], dtype=np.int64),
+                                np.asarray([b for _, b in pairs], dtype=np.int64))
+    if len(rows):  # strongly connected groups of the quotient
         mat = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, m)).tocsr()
         _, scc = connected_components(mat, directed=True, connection="strong")
         scc = scc.tolist()
     else:
         scc = list(range(m))
+    comp = comp.tolist()
     groups: dict[int, list[int]] = {}
     for s in range(k):
-        groups.setdefault(scc[pos[comp[s]]], []).append(s)
+        groups.setdefault(scc[comp[s]], []).append(s)
     return sorted((sorted(v) for v in groups.values()), key=lambda x: x[0])
 
 

@@ -1,4 +1,6 @@
-"""The CP-SAT model of optimal clustering, over the super-nodes of :mod:`clusterkit.engines.cpsat.reduce`.
+"""Build: the CP-SAT model of optimal clustering, one per part of the reduced problem
+(:mod:`clusterkit.engines.cpsat.reduce`). It builds variables, constraints and objective terms;
+it never solves, and it never judges a partition (that is :meth:`Partition.validate`'s job).
 
 Formulation (one *part* of a :class:`~clusterkit.engines.cpsat.reduce.SuperGraph` at a time):
 
@@ -23,7 +25,8 @@ any path from a source and leaves room for those after it).
 Constraints per cluster use *pair literals* ``z[a, b]`` (``a`` and ``b`` share a cluster): only
 upper-bounded ones (``z`` implies same rank, same device, offloaded) where the objective wants
 them true, exact ones (also ``z`` when same rank and device) for sizes and constant bytes.
-Pairs that can never share a cluster (:func:`clusterkit.engines.cpsat.reduce.mergeable`) have no literal.
+Pairs that can never share a cluster (:func:`clusterkit.engines.cpsat.reduce.mergeable`) have no
+literal.
 
 Objective, exactly DESIGN.md's ``cut_bytes``: per tensor of ``b`` bytes with consumers ``c1 <
 c2 < ...``, consumer ``ci`` pays ``b`` when it is offloaded, not in the producer's cluster, and
@@ -36,35 +39,22 @@ super-node in the cluster of no earlier super-node. Every value is tight at an o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ortools.sat.python import cp_model
 
-from clusterkit.result import cluster_const_bytes
-from clusterkit.engines.cpsat.reduce import SuperGraph, TensorTerm, mergeable, reachability
+from clusterkit.engines.cpsat.reduce import (Reduction, SuperGraph, TensorTerm, mergeable,
+                                            reachability)
 
 Lit = Any  # True, False, or a CP-SAT literal
-
-
-@dataclass
-class PartSolution:
-    """Ranks and devices (-1: fallback) per super-node of a part, with the solver's figures."""
-
-    rank: dict[int, int]
-    device: dict[int, int]
-    status: str
-    objective: float | None
-    bound: float | None
-    wall: float
 
 
 class ClusterModel:
     """The model of one part. ``w_cut``/``w_parts`` are integer weights; minimize
     :meth:`offload_expr` (fallback nodes) or :meth:`objective_expr` (the objective, without the
-    constant :attr:`const`). ``full``/``blocked`` come from :func:`~clusterkit.engines.cpsat.reduce.reachability`
-    and ``terms``/``never`` restrict the tensors and never-together pairs to this part's (all
-    when not given)."""
+    constant :attr:`const`). ``full``/``blocked`` come from
+    :func:`~clusterkit.engines.cpsat.reduce.reachability` and ``terms``/``never`` restrict the
+    tensors and never-together pairs to this part's (all when not given)."""
 
     def __init__(self, sg: SuperGraph, part: Sequence[int], w_cut: int, w_parts: int,
                  full: list[int] | None = None, blocked: list[int] | None = None,
@@ -153,12 +143,29 @@ class ClusterModel:
 
     # ------------------------------------------------------------------ building
     def _build(self) -> None:
+        self._variables()
+        self._ranks()
+        self._edges()
+        for a, b in self.part_never:
+            for d in set(self.x[a]) & set(self.x[b]):
+                self._add_if(self.r[a] != self.r[b], [self.x[a][d], self.x[b][d]])
+        self._costs()
+        if self.w_parts:
+            self._partitions()
+        p = self.problem
+        if p.min_size > 1 or p.max_size is not None:
+            self._sizes()
+        if p.max_const_bytes is not None:
+            self._const_bytes()
+
+    def _variables(self) -> None:
+        """``x[s][d]`` (on device ``d``) and ``acc[s]`` (offloaded) per super-node, and the
+        fallback terms of the offload phase."""
         sg = self.sg
-        part = self.part
-        lone = len(part) == 1
+        lone = len(self.part) == 1
         self.x: dict[int, dict[int, Lit]] = {}
         self.acc: dict[int, Lit] = {}
-        for s in part:
+        for s in self.part:
             devs = sg.devices[s] if sg.may_acc[s] else ()
             xs: dict[int, Lit] = {}
             if not devs:
@@ -169,50 +176,52 @@ class ClusterModel:
                 xs[devs[0]] = True
                 self.acc[s] = True
             else:
-                m = self.m
                 for d in devs:
-                    xs[d] = m.NewBoolVar(f"x{s}_{d}")
+                    xs[d] = self.m.NewBoolVar(f"x{s}_{d}")
                 if sg.may_fb[s]:
-                    a = m.NewBoolVar(f"acc{s}")
-                    m.Add(sum(xs.values()) == a)
+                    a = self.m.NewBoolVar(f"acc{s}")
+                    self.m.Add(sum(xs.values()) == a)
                     self.acc[s] = a
                 else:
-                    m.AddExactlyOne(list(xs.values()))
+                    self.m.AddExactlyOne(list(xs.values()))
                     self.acc[s] = True
             self.x[s] = xs
-            if sg.may_fb[s]:
-                w = sg.weight(s)
-                if self.acc[s] is False:
-                    pass  # fixed host: a constant of the offload phase
-                else:
-                    self.fb_terms.append((w, self.neg(self.acc[s])))
-        # edges and rank domains
-        masks = sg.dev_mask
-        self.edge_lit: dict[tuple[int, int], Lit] = {}
-        strict: dict[tuple[int, int], bool] = {}
-        local_edges = [(a, b) for a in part for b in sg.succ[a] if b in self.inside]
-        for a, b in local_edges:
+            if sg.may_fb[s] and self.acc[s] is not False:  # a fixed host is a constant
+                self.fb_terms.append((sg.weight(s), self.neg(self.acc[s])))
+
+    def _ranks(self) -> None:
+        """Which local edges must be cut (``strict``), and the rank variables with their
+        domains: at least the forced cuts on a path from the part's sources, leaving room for
+        those on a path to its sinks."""
+        sg, part, masks = self.sg, self.part, self.sg.dev_mask
+        self.local_edges = [(a, b) for a in part for b in sg.succ[a] if b in self.inside]
+        self.strict: dict[tuple[int, int], bool] = {}
+        for a, b in self.local_edges:
             common = sg.edges[(a, b)] & masks[a] & masks[b]
-            strict[(a, b)] = not (common and self.can_share(a, b))
+            self.strict[(a, b)] = not (common and self.can_share(a, b))
         lo: dict[int, int] = {}
         for s in part:
-            lo[s] = max((lo[a] + strict[(a, s)] for a in sg.pred[s] if a in self.inside),
+            lo[s] = max((lo[a] + self.strict[(a, s)] for a in sg.pred[s] if a in self.inside),
                         default=0)
         top = len(part) - 1
         down: dict[int, int] = {}
         for s in reversed(part):
-            down[s] = max((down[b] + strict[(s, b)] for b in sg.succ[s] if b in self.inside),
-                          default=0)
-        if lone:
+            down[s] = max((down[b] + self.strict[(s, b)] for b in sg.succ[s]
+                           if b in self.inside), default=0)
+        self.lo, self.hi = lo, {s: max(lo[s], top - down[s]) for s in part}
+        if len(part) == 1:
             self.r = {part[0]: 0}
         else:
-            m = self.m
-            self.r = {s: m.NewIntVar(lo[s], max(lo[s], top - down[s]), f"r{s}") for s in part}
-        self.lo, self.hi = lo, {s: max(lo[s], top - down[s]) for s in part}
-        for a, b in local_edges:
+            self.r = {s: self.m.NewIntVar(lo[s], self.hi[s], f"r{s}") for s in part}
+
+    def _edges(self) -> None:
+        """Ranks never decrease along an edge and increase across it unless ``same``."""
+        sg, masks = self.sg, self.sg.dev_mask
+        self.edge_lit: dict[tuple[int, int], Lit] = {}
+        for a, b in self.local_edges:
             ra, rb = self.r[a], self.r[b]
-            if strict[(a, b)]:
-                m.Add(rb >= ra + 1)
+            if self.strict[(a, b)]:
+                self.m.Add(rb >= ra + 1)
                 self.edge_lit[(a, b)] = False
                 continue
             common = sg.edges[(a, b)] & masks[a] & masks[b]
@@ -225,19 +234,6 @@ class ClusterModel:
             m.Add(rb == ra).OnlyEnforceIf(same)
             m.Add(rb >= ra + 1).OnlyEnforceIf(same.Not())
             self._same_device(same, a, b, common)
-        # never-together pairs
-        for a, b in self.part_never:
-            if True:
-                for d in set(self.x[a]) & set(self.x[b]):
-                    self._add_if(self.r[a] != self.r[b], [self.x[a][d], self.x[b][d]])
-        self._costs()
-        if self.w_parts:
-            self._partitions()
-        p = self.problem
-        if p.min_size > 1 or p.max_size is not None:
-            self._sizes()
-        if p.max_const_bytes is not None:
-            self._const_bytes()
 
     def _same_device(self, z, a: int, b: int, common: int) -> None:
         """``z`` implies: both offloaded, on one device of ``common`` (a device bitmask)."""
@@ -333,19 +329,26 @@ class ClusterModel:
                         avoid.append(z)
                         sem.append((j, c))
                 done.append(c)
-                if not avoid:
-                    self._add_term(b, ac)
-                    continue
-                pay = self.m.NewBoolVar(f"pay{term.tensor}_{c}")
-                self.clause([pay, self.neg(ac)] + avoid)
-                self._pays.append((pay, c, sem, True))
-                self.terms.append((b, pay))
+                pay = self._charge_unless(b, ac, avoid, f"pay{term.tensor}_{c}")
+                if pay is not None:
+                    self._pays.append((pay, c, sem, True))
 
     def _add_term(self, coef: int, lit: Lit) -> None:
         if lit is True:
             self.const += coef
         elif lit is not False:
             self.terms.append((coef, lit))
+
+    def _charge_unless(self, coef: int, lit: Lit, avoid: list[Lit], name: str) -> Lit | None:
+        """Charge ``coef`` when ``lit`` holds and no literal of ``avoid`` does: through a new
+        literal (returned) when there is something to avoid, else on ``lit`` itself (None)."""
+        if not avoid:
+            self._add_term(coef, lit)
+            return None
+        pay = self.m.NewBoolVar(name)
+        self.clause([pay, self.neg(lit)] + avoid)
+        self.terms.append((coef, pay))
+        return pay
 
     def _partitions(self) -> None:
         wp = self.w_parts
@@ -362,13 +365,9 @@ class ClusterModel:
                     avoid.append(z)
                     sem.append(t)
             earlier.append(s)
-            if not avoid:
-                self._add_term(wp, a)
-                continue
-            lead = self.m.NewBoolVar(f"lead{s}")
-            self.clause([lead, self.neg(a)] + avoid)
-            self._leads.append((lead, s, sem))
-            self.terms.append((wp, lead))
+            lead = self._charge_unless(wp, a, avoid, f"lead{s}")
+            if lead is not None:
+                self._leads.append((lead, s, sem))
 
     def _sizes(self) -> None:
         p = self.problem
@@ -478,41 +477,25 @@ class ClusterModel:
             total += c * (by_index[i] if i >= 0 else 1 - by_index[-i - 1])
         return total
 
-    def feasible(self, rank: dict[int, int], device: dict[int, int]) -> bool:
-        """Does the assignment satisfy the model (domains, edges, never pairs, sizes)?"""
+    def in_domain(self, rank: dict[int, int], device: dict[int, int]) -> bool:
+        """Is the assignment within the model's variables: allowed devices, fallback only where
+        allowed, ranks within their domains, non-decreasing along edges and equal only across an
+        edge that may lie inside a cluster on that device? (Whether its clusters form a valid
+        partition is :meth:`Partition.validate`'s question, asked of the result.)"""
         sg = self.sg
         for s in self.part:
             d = device[s]
-            if d >= 0 and d not in self.x[s]:
-                return False
-            if d < 0 and not sg.may_fb[s]:
+            if (d >= 0 and d not in self.x[s]) or (d < 0 and not sg.may_fb[s]):
                 return False
             if not self.lo[s] <= rank[s] <= self.hi[s]:
                 return False
         for (a, b), lit in self.edge_lit.items():
-            together = device[a] >= 0 and device[a] == device[b] and rank[a] == rank[b]
-            if rank[b] < rank[a] or (not together and rank[b] == rank[a]):
+            if rank[b] < rank[a]:
                 return False
-            if together:
-                if lit is False or not (self.sg.edges[(a, b)] >> device[a]) & 1:
-                    return False
-        for a, b in self.part_never:
-            if device[a] >= 0 \
-                    and device[a] == device[b] and rank[a] == rank[b]:
+            if rank[b] == rank[a] and not (lit is not False and device[a] >= 0
+                                           and device[a] == device[b]
+                                           and (sg.edges[(a, b)] >> device[a]) & 1):
                 return False
-        p = self.problem
-        if p.min_size > 1 or p.max_size is not None or p.max_const_bytes is not None:
-            clusters: dict[tuple[int, int], list[int]] = {}
-            for s in self.part:
-                if device[s] >= 0:
-                    clusters.setdefault((rank[s], device[s]), []).extend(sg.members[s])
-            for nodes in clusters.values():
-                if len(nodes) < p.min_size or (p.max_size is not None
-                                               and len(nodes) > p.max_size):
-                    return False
-                if p.max_const_bytes is not None and \
-                        cluster_const_bytes(p.graph, nodes) > p.max_const_bytes:
-                    return False
         return True
 
     def hint(self, rank: dict[int, int], device: dict[int, int]) -> None:
@@ -521,6 +504,30 @@ class ClusterModel:
             self.m.AddHint(var, val)
 
 
-STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
-          cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID",
-          cp_model.UNKNOWN: "UNKNOWN"}
+def build_models(red: Reduction, w_cut: int, w_parts: int) -> list[ClusterModel]:
+    """One model per part of ``red`` (in the order of ``red.parts``) for integer weights."""
+    full, blocked = reachability(red.graph)
+    terms, never = _index_by_part(red)
+    return [ClusterModel(red.graph, part, w_cut, w_parts, full, blocked, terms[i], never[i])
+            for i, part in enumerate(red.parts)]
+
+
+def _index_by_part(red: Reduction) -> tuple[list[list[TensorTerm]], list[list[tuple[int, int]]]]:
+    """The tensor terms and never-together pairs touching each part."""
+    sg = red.graph
+    part_of = [0] * sg.size
+    for i, part in enumerate(red.parts):
+        for s in part:
+            part_of[s] = i
+    terms: list[list[TensorTerm]] = [[] for _ in red.parts]
+    for term in sg.terms:
+        seen = {part_of[c] for c in term.consumers}
+        if term.producer >= 0:
+            seen.add(part_of[term.producer])
+        for i in sorted(seen):
+            terms[i].append(term)
+    never: list[list[tuple[int, int]]] = [[] for _ in red.parts]
+    for a, b in sg.never:
+        if part_of[a] == part_of[b]:
+            never[part_of[a]].append((a, b))
+    return terms, never

@@ -1,0 +1,218 @@
+"""Solve: CP-SAT parameters, the time budget shared by the parts, hints, and the two-phase
+solve of one part with its status.
+
+Phase 1 minimizes the fallback nodes (skipped when the reductions fixed the fallback set), phase
+2 keeps that count and minimizes the objective. A part solved without a solution in time keeps
+its hint when there is one (status FEASIBLE, its proven bound); the result records which limit
+stopped a search.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from clusterkit.engines.cpsat.build import ClusterModel
+from clusterkit.engines.cpsat.hints import WarmHint, part_hint
+from clusterkit.engines.cpsat.read import read_part
+from clusterkit.errors import StrategyError
+
+STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
+          cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID",
+          cp_model.UNKNOWN: "UNKNOWN"}
+
+#: Statuses of a search that ran to its end (no limit stopped it).
+FINISHED = ("OPTIMAL", "INFEASIBLE", "MODEL_INVALID")
+
+#: CP-SAT subsolvers interleaved (deterministically) on the workers: the core-based lower bound
+#: search proves these models fastest; the two searches find solutions.
+SUBSOLVERS = ("core", "default_lp", "no_lp")
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """The CP-SAT options of every solve of one run."""
+
+    workers: int = 2
+    seed: int = 0
+    log: bool = False
+    deterministic: bool = True
+
+    @classmethod
+    def checked(cls, engine: str, time_limit: Any, workers: Any, seed: Any, log: bool = False,
+                deterministic: bool = True) -> "SolverSettings":
+        """The settings of ``engine``'s options; a bad one is a :class:`StrategyError` naming
+        it (``time_limit`` is only checked here)."""
+        if isinstance(time_limit, bool) or not isinstance(time_limit, Real) \
+                or not time_limit > 0:
+            raise StrategyError(f"{engine}: option time_limit must be > 0, got {time_limit!r}")
+        if isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 0:
+            raise StrategyError(f"{engine}: option workers must be an integer >= 0, got "
+                                f"{workers!r}")
+        if isinstance(seed, bool) or not isinstance(seed, Integral):
+            raise StrategyError(f"{engine}: option seed must be an integer, got {seed!r}")
+        return cls(int(workers), int(seed), bool(log), bool(deterministic))
+
+
+@dataclass
+class PartSolution:
+    """Ranks and devices (-1: fallback) per super-node of a part, with the solver's figures;
+    ``limit`` names the limit that stopped a search (None: none did); ``from_hint`` when the
+    assignment is a hint the solver did not improve in time."""
+
+    rank: dict[int, int]
+    device: dict[int, int]
+    status: str
+    objective: float | None
+    bound: float | None
+    wall: float
+    limit: str | None = None
+    from_hint: bool = False
+
+
+#: With ``deterministic`` a search is bounded by CP-SAT's deterministic time (the same count of
+#: deterministic seconds as the time limit); the wall clock only guards against a runaway, at
+#: this multiple of the limit plus a margin.
+WALL_SAFETY = 10.0
+WALL_MARGIN = 30.0
+
+
+class Clock:
+    """The time budget of one run: deterministic seconds spent by the solves (``deterministic``)
+    or wall-clock seconds since the run started."""
+
+    def __init__(self, time_limit: float, deterministic: bool = True):
+        self.limit = float(time_limit)
+        self.deterministic = deterministic
+        self.start = time.perf_counter()
+        self.spent = 0.0
+
+    def used(self) -> float:
+        return self.spent if self.deterministic else time.perf_counter() - self.start
+
+    def left(self) -> float:
+        """Seconds left (none once the wall-clock limit is reached)."""
+        return 0.0 if self.wall_left() <= 0 else self.limit - self.used()
+
+    def wall_left(self) -> float:
+        """Wall-clock seconds left: before the safety limit with ``deterministic``, else before
+        the time limit."""
+        cap = WALL_SAFETY * self.limit + WALL_MARGIN if self.deterministic else self.limit
+        return cap - (time.perf_counter() - self.start)
+
+    def charge(self, solver: cp_model.CpSolver) -> None:
+        """Account for one finished solve."""
+        if self.deterministic:
+            self.spent += _deterministic_seconds(solver)
+
+    @property
+    def kind(self) -> str:
+        """The limit that stops a search now: ``deterministic_time`` or ``wall_time``."""
+        if self.deterministic and self.wall_left() > 0:
+            return "deterministic_time"
+        return "wall_time"
+
+
+def _deterministic_seconds(solver: cp_model.CpSolver) -> float:
+    try:
+        return float(solver.deterministic_time)
+    except RuntimeError:  # no response to read (a solve that never ran)
+        return 0.0
+
+
+def solver_parameters(budget: float, settings: SolverSettings, wall: float = math.inf
+                      ) -> cp_model.CpSolver:
+    """A CP-SAT solver with the run's settings, limited to ``budget`` seconds: deterministic
+    ones with ``settings.deterministic`` (and wall-clock ones up to the safety multiple, at most
+    ``wall``), else wall-clock ones."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    budget = max(0.01, float(budget))
+    if settings.deterministic:
+        prm.max_deterministic_time = budget
+        prm.max_time_in_seconds = max(0.01, min(WALL_SAFETY * budget + WALL_MARGIN, wall))
+        prm.interleave_search = True
+        prm.interleave_batch_size = 1
+        prm.subsolvers.extend(SUBSOLVERS)
+    else:
+        prm.max_time_in_seconds = budget
+    if settings.workers:
+        prm.num_workers = settings.workers
+    prm.random_seed = int(settings.seed)
+    prm.log_search_progress = bool(settings.log)
+    return solver
+
+
+def stop_limit(status: str, solver: cp_model.CpSolver, clock: Clock) -> str | None:
+    """The limit that stopped a search with ``status`` (None when it ran to its end): the wall
+    clock when the solve used up its wall-clock seconds, else the clock's own kind."""
+    if status in FINISHED:
+        return None
+    if clock.deterministic and \
+            solver.WallTime() >= 0.999 * solver.parameters.max_time_in_seconds:
+        return "wall_time"
+    return clock.kind
+
+
+def _run(model: ClusterModel, budget: float, settings: SolverSettings, clock: Clock
+         ) -> tuple[cp_model.CpSolver, str]:
+    solver = solver_parameters(budget, settings, clock.wall_left())
+    code = solver.Solve(model.m)
+    clock.charge(solver)
+    return solver, STATUS.get(code, "UNKNOWN")
+
+
+def solve_part(model: ClusterModel, src: WarmHint | None, budget: float, fixed: bool,
+               settings: SolverSettings, clock: Clock) -> tuple[PartSolution, dict[str, Any]]:
+    """Solve one part: phase 1 (fewest fallback nodes) unless the fallback set is ``fixed``,
+    then phase 2 (the objective). Statuses combine: OPTIMAL only if both phases are."""
+    mark = clock.used()
+    hint = part_hint(model, src)
+    phase1: dict[str, Any] = {}
+    status1, limit1 = "OPTIMAL", None
+    if model.fb_terms and not fixed:
+        if hint is not None:
+            model.hint(*hint)
+        model.m.Minimize(model.offload_expr())
+        solver, status1 = _run(model, budget / 2, settings, clock)
+        phase1 = {"status": status1, "seconds": solver.WallTime()}
+        if status1 not in ("OPTIMAL", "FEASIBLE"):
+            return PartSolution({}, {}, status1, None, None, solver.WallTime(),
+                                stop_limit(status1, solver, clock)), phase1
+        limit1 = stop_limit(status1, solver, clock)
+        best = int(round(solver.ObjectiveValue()))
+        phase1.update({"fallback_nodes": best, "bound": solver.BestObjectiveBound()})
+        hint = read_part(model, solver)
+        model.m.Add(model.offload_expr() <= best)
+    if hint is not None:
+        model.hint(*hint)
+    model.m.Minimize(model.objective_expr())
+    solver, status = _run(model, max(0.01, budget - (clock.used() - mark)), settings, clock)
+    limit = limit1 or stop_limit(status, solver, clock)
+    if status == "UNKNOWN" and hint is not None:
+        # no solution in time, but the hint is one: keep it, with the proven bound
+        return PartSolution(hint[0], hint[1], "FEASIBLE", model.value(model.evaluate(*hint)),
+                            solver.BestObjectiveBound(), solver.WallTime(), limit,
+                            True), phase1
+    if status not in ("OPTIMAL", "FEASIBLE"):
+        return PartSolution({}, {}, status, None, None, solver.WallTime(), limit), phase1
+    rank, device = read_part(model, solver)
+    if status == "OPTIMAL" and status1 != "OPTIMAL":
+        status = "FEASIBLE"
+    return PartSolution(rank, device, status, solver.ObjectiveValue(),
+                        solver.BestObjectiveBound(), solver.WallTime(), limit), phase1
+
+
+def unsolved_part(model: ClusterModel, src: WarmHint | None, clock: Clock) -> PartSolution:
+    """A part the time limit left no time for: its best hint when there is one (with the
+    trivial bound 0, as every objective term is non-negative), else UNKNOWN."""
+    hint = part_hint(model, src)
+    if hint is None:
+        return PartSolution({}, {}, "UNKNOWN", None, None, 0.0, clock.kind)
+    return PartSolution(hint[0], hint[1], "FEASIBLE", model.value(model.evaluate(*hint)), 0.0,
+                        0.0, clock.kind, True)
