@@ -14,10 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clusterkit.io.files import write_atomic
-
-__all__ = ["SyntheticDAG", "random_dag", "to_node_link", "save_node_link"]
 from clusterkit.errors import GraphError
+from clusterkit.io.files import write_atomic
 
 __all__ = ["SyntheticDAG", "SyntheticGraphError", "random_dag", "to_node_link",
            "save_node_link"]
