@@ -9,6 +9,7 @@ clusterkit can still write ``except ValueError``:
 class                  builtin           why
 =====================  ================  =========================================================
 ``ModelLoadError``     ``ValueError``    the model is malformed or in a format clusterkit reads not
+``WriteError``         ``OSError``       an output file could not be written (the old one is kept)
 ``GraphError``         ``ValueError``    a malformed graph (``CycleError`` is one)
 ``SelectorError``      ``ValueError``    a bad selector spec, or a selector answering wrongly
 ``ConstraintError``    ``ValueError``    malformed or contradictory constraints

@@ -18,7 +18,7 @@ def _chain():
 
 
 # ---------------------------------------------------------------------- exceptions
-BUILTIN = {"ModelLoadError": ValueError, "GraphError": ValueError, "CycleError": ValueError,
+BUILTIN = {"ModelLoadError": ValueError, "WriteError": OSError, "GraphError": ValueError, "CycleError": ValueError,
            "SelectorError": ValueError, "ConstraintError": ValueError,
            "PartitionError": ValueError, "StrategyError": ValueError,
            "BackendError": RuntimeError, "ExecutionError": RuntimeError}
