@@ -3,11 +3,13 @@ run, under constraints, with interchangeable strategies, and fuse each cluster i
 
 from clusterkit.api import make_problem, partition, run_strategy
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
-from clusterkit.errors import (BackendError, ClusterkitError, ConstraintError, CycleError, ExecutionError,
-                     GraphError, ModelLoadError, PartitionError, SelectorError, StrategyError)
+from clusterkit.errors import (BackendError, ClusterkitError, ConstraintError, CycleError,
+                               ExecutionError, GraphError, ModelLoadError, PartitionError,
+                               SelectorError, StrategyError, WriteError)
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.io.loader import load_graph
-from clusterkit.io.networkx import from_networkx, graph_from_node_link, load_node_link, to_networkx, to_node_link
+from clusterkit.io.networkx import (from_networkx, graph_from_node_link, load_node_link,
+                                   to_networkx, to_node_link)
 from clusterkit.io.onnx import load_onnx
 from clusterkit.result import Cluster, Partition, cut_bytes
 from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
@@ -28,4 +30,5 @@ __all__ = [
     "graph_from_node_link", "load_graph", "load_node_link", "load_onnx", "make_problem",
     "parse_selector", "parse_selectors", "partition", "register_property", "register_strategy",
     "registered_properties", "run_strategy", "strategy_names", "to_networkx", "to_node_link",
+    "WriteError",
 ]
