@@ -17,9 +17,8 @@ Problems per run (seeded, so every run draws the same ones; ``support.fuzz`` say
 cover): each heuristic strategy, and any newly registered one, 2,000 problems of 4..14 nodes plus
 300 tiny ones; ``cpsat`` and ``placement`` (CP-SAT with a 2 s limit and one worker) 80 of 4..9
 nodes plus 60 tiny ones. With the five heuristics that is 5 x 2,300 + 2 x 140 = 11,780 problems,
-and every fifth of the larger ones is built and run a second time for determinism. A problem that
-hits a known library bug (``KNOWN_BUGS``, pinned by a strict xfail regression case) is skipped for
-that strategy only.
+and every fifth of the larger ones is built and run a second time for determinism.
+Failures found by the fuzzing stay below as fixed regression cases.
 """
 
 from __future__ import annotations
@@ -140,25 +139,6 @@ def key(spec: Spec, part: Partition) -> tuple[int, int]:
     return fallback, cut_bytes(spec, part)
 
 
-# ---------------------------------------------------------------------- known library bugs
-def singleton_bug(spec: Spec) -> bool:
-    """``singleton`` puts a together group on a device that refuses an edge inside the group
-    (the group belongs on the fallback): see the regression case below."""
-    for group in spec.together:
-        inner = [(u, v) for u, v in spec.edges if u in group and v in group]
-        takers = [d for d in spec.devices if all(spec.ops[v] in d.ops for v in group)]
-        if takers and any(e in d.refused for d in takers for e in inner):
-            return True
-    return False
-
-
-KNOWN_BUGS = {"singleton": singleton_bug}
-
-
-def known_bug(spec: Spec, strategy: str) -> bool:
-    return KNOWN_BUGS.get(strategy, lambda _: False)(spec)
-
-
 # ---------------------------------------------------------------------- the suites
 @functools.lru_cache(maxsize=None)
 def drawn(kind: str, seed: int) -> tuple[Spec, Problem]:
@@ -196,8 +176,6 @@ def test_invariants_on_random_problems(strategy, chunk):
     count = EXACT_PROBLEMS if strategy in EXACT else PROBLEMS // CHUNKS
     for seed in range(chunk * count, (chunk + 1) * count):
         spec, problem = drawn(kind, seed)
-        if known_bug(spec, strategy):
-            continue
         part = run_checked(spec, problem, strategy, seed)
         if seed % 5 == 0:
             again = run_strategy(build_problem(spec), strategy, **options(strategy))
@@ -209,8 +187,6 @@ def test_invariants_on_random_problems(strategy, chunk):
 def test_no_strategy_beats_the_exhaustive_optimum(strategy):
     for seed in range(EXACT_TINY if strategy in EXACT else TINY):
         spec, problem = drawn("tiny", seed)
-        if known_bug(spec, strategy):
-            continue
         best = optimum(seed)
         found = key(spec, run_checked(spec, problem, strategy, seed))
         assert found >= best, f"{strategy} beats the exhaustive optimum on seed {seed}: {spec}"
@@ -227,16 +203,10 @@ def refused_group() -> Spec:
                 nbytes={"a": 64, "b": 64}, devices=[npu], together=[["a", "b"]])
 
 
-REGRESSIONS = [pytest.param(strategy, marks=pytest.mark.xfail(
-    strict=True, reason="singleton puts a together group on a device that refuses an edge "
-                        "inside it (PartitionError) instead of on the fallback"))
-               if strategy == "singleton" else strategy for strategy in strategy_names()]
-
-
-@pytest.mark.parametrize("strategy", REGRESSIONS)
+@pytest.mark.parametrize("strategy", strategy_names())
 def test_together_group_with_a_refused_edge_goes_to_the_fallback(strategy):
+    """Found by the fuzzing (singleton put the group on the device that refuses its edge)."""
     spec = refused_group()
-    assert known_bug(spec, "singleton")
     part = run_checked(spec, build_problem(spec), strategy, -1)
     assert clusters_by_name(part) == [(FALLBACK, ("a", "b"))]
 

@@ -1,5 +1,7 @@
 """Strategy ``singleton``: every supported node is its own cluster on the first device (priority
-order) that takes it; a together group shares one cluster on a device that takes all of it."""
+order) that takes it; a together group shares one cluster on the first device that can hold all
+of it (every member supported, every edge inside the group contractible, size and constant bytes
+within the limits), else it stays on the fallback."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import enforce_min_size
-from clusterkit.result import Partition
+from clusterkit.result import Partition, cluster_const_bytes
 
 
 def run(problem: Problem) -> Partition:
@@ -16,8 +18,25 @@ def run(problem: Problem) -> Partition:
     devices = problem.first_device.copy()
     labels = np.arange(n, dtype=np.int64)
     for members in problem.groups:
-        common = np.flatnonzero(problem.supported[:, members].all(axis=1))
-        devices[members] = common[0] if len(common) else -1
+        devices[members] = group_device(problem, np.asarray(members, dtype=np.int64))
         labels[members] = members[0]
     devices = enforce_min_size(problem, labels, devices)
     return Partition.from_assignment(problem, labels, devices, strategy="singleton")
+
+
+def group_device(problem: Problem, members: np.ndarray) -> int:
+    """The first device (priority order) that may hold the whole group as one cluster; -1 (the
+    fallback) when none may."""
+    if problem.max_size is not None and len(members) > problem.max_size:
+        return -1
+    g = problem.graph
+    if (problem.max_const_bytes is not None
+            and cluster_const_bytes(g, members.tolist()) > problem.max_const_bytes):
+        return -1
+    inside = np.zeros(problem.n, dtype=bool)
+    inside[members] = True
+    inner = inside[g.edge_src] & inside[g.edge_dst]
+    for d in range(len(problem.devices)):
+        if problem.supported[d, members].all() and problem.contractible(d)[inner].all():
+            return d
+    return -1
