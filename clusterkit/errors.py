@@ -15,7 +15,7 @@ class ModelLoadError(ClusterkitError):
     """A model file is missing, unreadable, or not in a format clusterkit reads."""
 
 
-class GraphError(ClusterkitError):
+class GraphError(ClusterkitError, ValueError):
     """The graph is malformed: a tensor read but never produced, a duplicate producer, ..."""
 
 

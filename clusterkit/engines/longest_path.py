@@ -42,7 +42,6 @@ filter, exact cut) live here too.
 from __future__ import annotations
 
 import gc
-import heapq
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,7 +52,8 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.errors import ConstraintError, CycleError, StrategyError
+from clusterkit.graph.algorithms import positions, topological_order
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.result import Partition, cut_bytes
 from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_select, call_select_input,
@@ -152,36 +152,20 @@ def _unit_positions(problem: Problem, units: Units) -> np.ndarray:
     g = problem.graph
     n = g.n
     uo = units.unit_of
-    us, ud = uo[g.edge_src], uo[g.edge_dst]
+    ids = np.flatnonzero(uo == np.arange(n))         # unit ids, ascending
+    compact = np.searchsorted(ids, uo)                # node -> unit number
+    us, ud = compact[g.edge_src], compact[g.edge_dst]
     keep = us != ud
-    us, ud = us[keep], ud[keep]
-    is_unit = uo == np.arange(n)
-    indeg = np.bincount(ud, minlength=n)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(us.tolist(), ud.tolist()):
-        succ[a].append(b)
-    indeg_l = indeg.tolist()
-    heap = [u for u in np.flatnonzero(is_unit & (indeg == 0)).tolist()]
-    heapq.heapify(heap)
-    pos = np.full(n, -1, dtype=np.int64)
-    k = 0
-    while heap:
-        u = heapq.heappop(heap)
-        pos[u] = k
-        k += 1
-        for w in succ[u]:
-            indeg_l[w] -= 1
-            if indeg_l[w] == 0:
-                heapq.heappush(heap, w)
-    if k < int(is_unit.sum()):
-        stuck = sorted({int(v) for v in np.flatnonzero(is_unit & (pos < 0))
-                        if int(v) in units.members})
+    try:
+        order = topological_order(len(ids), us[keep], ud[keep])
+    except CycleError as err:
+        stuck = [int(ids[int(c)]) for c in err.cycle if int(ids[int(c)]) in units.members]
         names = [", ".join(g.nodes[m].name for m in units.members[u][:3]) for u in stuck[:2]]
         raise ConstraintError("together groups depend on each other (each reaches the other "
                               "through outside nodes), so no partition keeps both whole: "
-                              + " / ".join(f"[{s}]" for s in names))
-    pos[~is_unit] = pos[uo[~is_unit]]
-    return pos
+                              + " / ".join(f"[{s}]" for s in names)) from err
+    upos = np.asarray(positions(order), dtype=np.int64)
+    return upos[compact]
 
 
 def unit_preds(graph: Graph, units: Units, u: int) -> list[int]:

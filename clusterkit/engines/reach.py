@@ -35,7 +35,8 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.errors import ConstraintError, CycleError
+from clusterkit.graph.algorithms import positions, topological_order
 
 
 class UnitGraph:
@@ -75,7 +76,7 @@ class UnitGraph:
         else:
             self._build_grouped(problem, contract)
             inner_ok = self._inner_ok
-        self.orders = [self.rank, _kahn_order(self, largest_first=True), _dfs_order(self)]
+        self.orders = [self.rank, _latest_first_order(self), _dfs_order(self)]
         self._intervals: list[tuple[list[int], list[int]]] | None = None
         self._never(problem)
         self._const(problem)
@@ -148,26 +149,16 @@ class UnitGraph:
     def _topological(self, problem: Problem) -> list[int]:
         """Kahn's order of the units (smallest first node first); a cycle means two together
         groups depend on each other."""
-        nu = self.n
-        indeg = [len(p) for p in self.pred]
-        heap = [(self.members[u][0], u) for u in range(nu) if indeg[u] == 0]
-        heapq.heapify(heap)
-        order = []
-        while heap:
-            _, u = heapq.heappop(heap)
-            order.append(u)
-            for w in self.succ[u]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    heapq.heappush(heap, (self.members[w][0], w))
-        if len(order) < nu:
-            left = {u for u in range(nu) if indeg[u] > 0}
-            names = [problem.graph.nodes[v].name for u in sorted(left)[:4]
-                     for v in self.members[u][:2]]
+        src = [u for u in range(self.n) for _ in self.succ[u]]
+        dst = [w for ws in self.succ for w in ws]
+        try:
+            return topological_order(self.n, src, dst, key=[m[0] for m in self.members])
+        except CycleError as err:
+            names = [problem.graph.nodes[v].name for u in err.cycle[:4]
+                     for v in self.members[int(u)][:2]]
             raise ConstraintError("contradiction: together groups depend on each other (a path "
                                   "leaves one group, enters another and comes back), e.g. around "
-                                  f"nodes {', '.join(repr(x) for x in names)}")
-        return order
+                                  f"nodes {', '.join(repr(x) for x in names)}") from err
 
     def _never(self, problem: Problem) -> None:
         never: dict[int, list[int]] = {}
@@ -239,25 +230,11 @@ class UnitGraph:
         return labels, devices
 
 
-def _kahn_order(ug: "UnitGraph", largest_first: bool) -> list[int]:
-    """Position of each unit in Kahn's order, taking the ready unit of largest (or smallest)
-    rank first."""
-    pred, succ, rank = ug.pred, ug.succ, ug.rank
-    indeg = [len(p) for p in pred]
-    sign = -1 if largest_first else 1
-    heap = [(sign * rank[u], u) for u in range(ug.n) if indeg[u] == 0]
-    heapq.heapify(heap)
-    pos = [0] * ug.n
-    k = 0
-    while heap:
-        _, u = heapq.heappop(heap)
-        pos[u] = k
-        k += 1
-        for w in succ[u]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, (sign * rank[w], w))
-    return pos
+def _latest_first_order(ug: "UnitGraph") -> list[int]:
+    """Position of each unit in Kahn's order taking the ready unit of largest rank first."""
+    src = [u for u in range(ug.n) for _ in ug.succ[u]]
+    dst = [w for ws in ug.succ for w in ws]
+    return positions(topological_order(ug.n, src, dst, key=[-r for r in ug.rank]))
 
 
 def _dfs_order(ug: "UnitGraph") -> list[int]:
@@ -892,7 +869,10 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     first = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, cl[sus_units], urank[sus_units])
     group[node[sus_units]] = first[cl[sus_units]]
-    pos = _kahn_positions(count, nsrc, ndst, group, own)
+    # ready node of smallest (group key, own rank) first
+    pos = np.asarray(positions(topological_order(count, nsrc, ndst,
+                                                 key=list(zip(group.tolist(), own.tolist())))),
+                     dtype=np.int64)
     node[inside] = pos[node[inside]]
     gc = GraphCycles.from_edges(count, pos[nsrc], pos[ndst])
     node_of = node.tolist()
@@ -928,34 +908,6 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     for i, p in enumerate(pieces):
         out.extend(replacement.get(i, [p]))
     return out, split
-
-
-def _kahn_positions(n: int, src: np.ndarray, dst: np.ndarray, key1: np.ndarray,
-                    key2: np.ndarray) -> np.ndarray:
-    """Position of each node in Kahn's order, taking the ready node of smallest
-    ``(key1, key2)`` first."""
-    d = dst[np.lexsort((dst, src))].tolist()
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    bounds = ptr.tolist()
-    indeg = np.bincount(dst, minlength=n).tolist()
-    k1, k2 = key1.tolist(), key2.tolist()
-    heap = [(k1[v], k2[v], v) for v in range(n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    pos = np.empty(n, dtype=np.int64)
-    i = 0
-    while heap:
-        _, _, v = heapq.heappop(heap)
-        pos[v] = i
-        i += 1
-        for j in range(bounds[v], bounds[v + 1]):
-            w = d[j]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, (k1[w], k2[w], w))
-    if i != n:
-        raise StrategyError("internal: the graph with clusters in no cycle contracted has a cycle")
-    return pos
 
 
 def _adjacent_first(ug: UnitGraph, units: list[int]) -> list[int]:

@@ -5,6 +5,7 @@ function here is deterministic: ties are broken by a key, never by hash or inser
 
 - :func:`topological_order` — Kahn's algorithm with a priority key; a cycle raises
   :class:`~clusterkit.errors.CycleError` naming its nodes (:func:`find_cycle`).
+- :func:`positions` — the position of every node in an order (its inverse permutation).
 - :func:`adjacency` — successor / predecessor lists.
 - :class:`UnionFind` — disjoint sets with path halving and union by size, on plain lists.
 - :func:`quotient_edges` — the distinct edges between labelled groups (a contraction).
@@ -67,6 +68,14 @@ def topological_order(n: int, src: Sequence[int], dst: Sequence[int],
         on = [label(i) for i in cycle]
         raise CycleError("the graph has a cycle: " + " -> ".join(on + on[:1]), on)
     return order
+
+
+def positions(order: Sequence[int]) -> list[int]:
+    """``pos[v]``: where node ``v`` stands in ``order`` (a permutation of ``0..n-1``)."""
+    pos = [0] * len(order)
+    for i, v in enumerate(_as_list(order)):
+        pos[v] = i
+    return pos
 
 
 def find_cycle(rest: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import gc
 import operator
-from collections import deque
 
 import numpy as np
+
+from clusterkit.graph.algorithms import positions, topological_order
 
 __all__ = ["GraphCycles"]
 
@@ -84,7 +85,7 @@ class GraphCycles:
         if bool(np.all(s < d)):
             graph._rank = list(range(n))
         else:
-            graph._rank = _kahn_ranks(n, graph._out, graph._in)
+            graph._rank = positions(topological_order(n, s, d))
         return graph
 
     def add_node(self) -> int:
@@ -404,37 +405,3 @@ def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
     bounds = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64)).tolist()
     vals = values.tolist()
     return [set(vals[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
-
-
-def _kahn_ranks(n: int, out: list[set[int]], inn: list[set[int]]) -> list[int]:
-    """Topological ranks by Kahn's algorithm (FIFO, ascending ids); ValueError on a cycle."""
-    indeg = [len(s) for s in inn]
-    queue = deque(v for v in range(n) if indeg[v] == 0)
-    rank = [-1] * n
-    r = 0
-    while queue:
-        v = queue.popleft()
-        rank[v] = r
-        r += 1
-        for w in sorted(out[v]):
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                queue.append(w)
-    if r < n:
-        raise ValueError(f"edges contain a cycle: {_find_cycle(rank, inn)}")
-    return rank
-
-
-def _find_cycle(rank: list[int], inn: list[set[int]]) -> str:
-    """Describe one cycle among the nodes Kahn's pass could not rank."""
-    v = rank.index(-1)
-    pos: dict[int, int] = {}
-    path: list[int] = []
-    while v not in pos:
-        pos[v] = len(path)
-        path.append(v)
-        v = min(u for u in inn[v] if rank[u] == -1)  # unranked nodes keep an unranked predecessor
-    cycle = path[pos[v]:][::-1]
-    start = cycle.index(min(cycle))
-    cycle = cycle[start:] + cycle[:start]
-    return " -> ".join(map(str, cycle + [cycle[0]]))
