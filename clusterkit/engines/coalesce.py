@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
@@ -56,19 +57,14 @@ def coalesce(partition: Partition, window: int = 64) -> Partition:
         if x != y:
             blocked.add((min(x, y), max(x, y)))
     # union-find over clusters; members and blocked sets live at the representative
-    parent = list(range(k))
+    uf = UnionFind(k)
+    find = uf.find
     members = [list(c.nodes) for c in clusters]
     sizes = [len(m) for m in members]
     blocks: list[set[int]] = [set() for _ in range(k)]
     for x, y in blocked:
         blocks[x].add(y)
         blocks[y].add(x)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
 
     gc_ = GraphCycles.from_edges(k, ca[between], cb[between])
     node_of = list(range(k))  # representative cluster -> GraphCycles node
@@ -86,7 +82,7 @@ def coalesce(partition: Partition, window: int = 64) -> Partition:
 
     def join(x: int, y: int, survivor_node: int) -> None:
         keep, drop = (x, y) if x < y else (y, x)
-        parent[drop] = keep
+        uf.link(keep, drop)
         members[keep] += members[drop]
         sizes[keep] += sizes[drop]
         for z in blocks[drop]:

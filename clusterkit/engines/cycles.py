@@ -46,10 +46,11 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.graph.algorithms import UnionFind, gc_paused
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphSelector, call_select, call_select_input, call_select_output
-from clusterkit.engines.longest_path import finish, gc_paused, plan, selector_pass
+from clusterkit.engines.longest_path import finish, plan, selector_pass
 
 
 def run(problem: Problem, merge_non_adjacent: bool = False, window: int | None = 1024,
@@ -111,8 +112,9 @@ class _Contraction:
         orig = np.full(n + k, -1, dtype=np.int64)
         orig[gid] = np.arange(n)
         self.orig = orig.tolist() if k else None
-        self.parent = list(range(n))
-        self.size = [1] * n
+        self.uf = UnionFind(n)           # clusters; a root is its GraphCycles survivor
+        self.find = self.uf.find
+        self.size = self.uf.size         # nodes per cluster (at its root)
         self.cbytes = g.const_bytes.tolist() if p.max_const_bytes is not None else None
         self.never: dict[int, set[int]] = {}
         for a, b in p.never_pairs.tolist():
@@ -145,20 +147,9 @@ class _Contraction:
             return x
         return self.orig[x]
 
-    # ------------------------------------------------------------------ union-find
-    def find(self, x: int) -> int:
-        parent = self.parent
-        r = x
-        while parent[r] != r:
-            r = parent[r]
-        while parent[x] != r:
-            parent[x], x = r, parent[x]
-        return r
-
     def _absorbed(self, keep: int, gone: int) -> None:
         """Book-keeping after the GraphCycles merged cluster ``gone`` into ``keep``."""
-        self.parent[gone] = keep
-        self.size[keep] += self.size[gone]
+        self.uf.link(keep, gone)
         if self.cbytes is not None:
             self.cbytes[keep] += self.cbytes[gone]
         nv = self.never
@@ -288,18 +279,13 @@ class _Contraction:
     def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:
         """:meth:`_try` for near edges without constraints to check; returns the positions
         refused for a cycle."""
-        parent, size = self.parent, self.size
+        find, link = self.uf.find, self.uf.link
         contract = self.gc.contract_edge
         gid, orig = self.gid, self.orig
         refused: list[int] = []
         done = 0
         for i, (a, b) in enumerate(zip(us, vs)):
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            while parent[b] != b:
-                parent[b] = parent[parent[b]]
-                b = parent[b]
+            a, b = find(a), find(b)
             if a == b:
                 continue
             s = contract(a, b) if gid is None else contract(gid[a], gid[b])
@@ -308,9 +294,7 @@ class _Contraction:
                 continue
             if orig is not None:
                 s = orig[s]
-            gone = b if s == a else a
-            parent[gone] = s
-            size[s] += size[gone]
+            link(s, b if s == a else a)
             done += 1
         self.info["contractions"] += done
         self.info["refused_cycle"] += len(refused)
@@ -442,7 +426,7 @@ class _Contraction:
                 o = find(o)
                 s = attempt(o, c)
                 first[d] = s if s is not None else o
-        roots = [v for v in range(self.n) if self.parent[v] == v and dev[v] >= 0]
+        roots = [v for v in range(self.n) if self.uf.parent[v] == v and dev[v] >= 0]
         by_dev: dict[int, list[int]] = {}
         for c in roots:
             by_dev.setdefault(int(dev[c]), []).append(c)

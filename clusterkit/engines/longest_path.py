@@ -41,9 +41,7 @@ filter, exact cut) live here too.
 
 from __future__ import annotations
 
-import gc
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -332,19 +330,6 @@ def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndar
                           **kwargs) -> Partition:
     """:meth:`Partition.from_assignment` (kept as the name the engines call)."""
     return Partition.from_assignment(problem, labels, devices, **kwargs)
-
-
-@contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector while millions of small containers are made (its
-    full passes over a 1e6-node graph would dominate the run time)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:

@@ -118,6 +118,12 @@ class UnionFind:
         self.size[ra] += self.size[rb]
         return ra
 
+    def link(self, keep: int, gone: int) -> None:
+        """Merge the set rooted at ``gone`` into the one rooted at ``keep`` (both roots): for
+        callers whose survivor is decided elsewhere (a contraction keeps one of two nodes)."""
+        self.parent[gone] = keep
+        self.size[keep] += self.size[gone]
+
     def connected(self, a: int, b: int) -> bool:
         return self.find(a) == self.find(b)
 

@@ -15,12 +15,11 @@ its rank, so the ranks of all nodes (alive or dead) stay a permutation of
 
 from __future__ import annotations
 
-import gc
 import operator
 
 import numpy as np
 
-from clusterkit.graph.algorithms import positions, topological_order
+from clusterkit.graph.algorithms import gc_paused, positions, topological_order
 
 __all__ = ["GraphCycles"]
 
@@ -72,16 +71,10 @@ class GraphCycles:
         s, d = np.divmod(keys, n) if n else (keys, keys)
         by_dst = np.argsort(d, kind="stable")
         graph = cls.__new__(cls)
-        # Millions of fresh sets would trigger many useless cyclic-GC passes.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():  # millions of fresh sets
             graph._alive = [True] * n
             graph._out = _bucket(n, s, d)
             graph._in = _bucket(n, d[by_dst], s[by_dst])
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         if bool(np.all(s < d)):
             graph._rank = list(range(n))
         else:
