@@ -13,7 +13,8 @@ from typing import Iterable, Sequence, Union
 
 import numpy as np
 
-from clusterkit.errors import ConstraintError
+from clusterkit.errors import ConstraintError, CycleError
+from clusterkit.graph.algorithms import group_labels, quotient, topological_order
 from clusterkit.graph.core import Graph
 from clusterkit.selection.protocol import SubgraphProperty, call_select, call_select_input, call_select_output
 
@@ -208,6 +209,7 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
                       never, groups, group_of, cons.min_size, cons.max_size,
                       cons.max_const_bytes, cons)
     _check_groups(problem)
+    _check_group_cycles(problem)
     return problem
 
 
@@ -276,6 +278,57 @@ def _check_groups(p: Problem) -> None:
             raise ConstraintError(f"together group {gi} is not convex: a path between its "
                                   f"members passes through node {names[outside]!r}; add it to "
                                   "the group")
+
+
+def _check_group_cycles(p: Problem) -> None:
+    """Two together groups that depend on each other (a path leaves one, enters the other and
+    comes back) cannot both be whole in an acyclic partition: name both and a path each way."""
+    if len(p.groups) < 2:
+        return
+    g = p.graph
+    units = group_labels(p.group_of)
+    qsrc, qdst, _ = quotient(units, g.edge_src, g.edge_dst)
+    try:
+        topological_order(int(units.max()) + 1, qsrc, qdst)
+    except CycleError as err:
+        cycle = [int(u) for u in err.cycle]
+    else:
+        return
+    group_of_unit = np.full(int(units.max()) + 1, -1, dtype=np.int64)
+    group_of_unit[units] = p.group_of
+    on_cycle = [int(group_of_unit[u]) for u in cycle if group_of_unit[u] >= 0]
+    first = min(range(len(on_cycle)), key=lambda i: int(p.groups[on_cycle[i]][0]))
+    a, b = on_cycle[first], on_cycle[(first + 1) % len(on_cycle)]
+    names = [nd.name for nd in g.nodes]
+
+    def label(gi: int) -> str:
+        ids = p.groups[gi].tolist()
+        return "{" + ",".join(names[v] for v in ids[:5]) + (",..." if len(ids) > 5 else "") + "}"
+
+    there = " -> ".join(names[v] for v in _shortest_path(g, p.groups[a], p.groups[b]))
+    back = " -> ".join(names[v] for v in _shortest_path(g, p.groups[b], p.groups[a]))
+    raise ConstraintError(f"together groups {label(a)} and {label(b)} depend on each other: "
+                          f"{there} and {back}")
+
+
+def _shortest_path(g: Graph, starts: np.ndarray, targets: np.ndarray) -> list[int]:
+    """Fewest edges from a node of ``starts`` to a node of ``targets`` (breadth first)."""
+    goal = set(targets.tolist())
+    parent = {v: -1 for v in starts.tolist()}
+    queue = list(starts.tolist())
+    succ = g.succ_lists
+    for v in queue:
+        for w in succ[v]:
+            if w in parent:
+                continue
+            parent[w] = v
+            if w in goal:
+                path = [w]
+                while parent[path[-1]] >= 0:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            queue.append(w)
+    return []
 
 
 def _path_outside(g: Graph, inside: set[int]) -> int | None:
