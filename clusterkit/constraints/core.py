@@ -9,11 +9,12 @@ pairs, together groups, size limits). Selectors are compiled into it too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence, Union
+from typing import Sequence, Union
 
 import numpy as np
 
 from clusterkit.errors import ConstraintError, CycleError
+from clusterkit.graph.convexity import first_reentry
 from clusterkit.graph.algorithms import group_labels, quotient, topological_order
 from clusterkit.graph.core import Graph
 from clusterkit.selection.protocol import SubgraphProperty, call_select, call_select_input, call_select_output
@@ -273,8 +274,9 @@ def _check_groups(p: Problem) -> None:
         if len(inside) > 1 and p.devices and not p.supported[:, members].all(axis=1).any():
             raise ConstraintError(f"contradiction: no device takes every node of together group "
                                   f"{gi} ({', '.join(names[v] for v in members[:5].tolist())}...)")
-        outside = _path_outside(g, inside)
-        if outside is not None:
+        hit = first_reentry(g.succ_lists, inside)
+        if hit is not None:
+            outside = hit[1]
             raise ConstraintError(f"together group {gi} is not convex: a path between its "
                                   f"members passes through node {names[outside]!r}; add it to "
                                   "the group")
@@ -329,28 +331,3 @@ def _shortest_path(g: Graph, starts: np.ndarray, targets: np.ndarray) -> list[in
                 return path[::-1]
             queue.append(w)
     return []
-
-
-def _path_outside(g: Graph, inside: set[int]) -> int | None:
-    """A node outside ``inside`` lying on a path between two members, or None."""
-    if len(inside) < 2:
-        return None
-    succ, pred = g.succ_lists, g.pred_lists
-    lo, hi = min(inside), max(inside)
-    down = _reach(inside, succ, lambda v: v <= hi)
-    up = _reach(inside, pred, lambda v: v >= lo)
-    both = sorted((down & up) - inside)
-    return both[0] if both else None
-
-
-def _reach(starts: Iterable[int], adj: list[list[int]], keep) -> set[int]:
-    """Nodes reachable from ``starts`` (excluded unless reached again) within ``keep``."""
-    seen: set[int] = set()
-    stack = [w for s in starts for w in adj[s] if keep(w)]
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        stack.extend(w for w in adj[v] if keep(w) and w not in seen)
-    return seen

@@ -20,21 +20,19 @@ Contents:
   time, with a rejected list and last-in-first-out rollback: no rejected unit may lie on a path
   between two members. Early-exit searches per step; long rollbacks are computed at once.
 - :class:`GrowthState` — size, never-together and constant-byte bookkeeping of a growth.
-- :func:`first_reentry` / :func:`is_convex` — does a path leave a set and come back.
 - :func:`break_cycles` — split clusters that depend on each other through other clusters (the
   cluster graph must be acyclic), on a Pearce–Kelly dynamic topological order.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.units import UnitGraph, first_reentry  # noqa: F401 (re-exported)
 from clusterkit.graph.algorithms import positions, topological_order
 
 
@@ -45,59 +43,6 @@ class Piece:
     device: int
     units: list[int]
     tag: dict = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------- static convexity
-def window(ug: UnitGraph, members: list[int]) -> tuple[list[int], list[int]]:
-    """Per topological order: the lowest and highest position of the members."""
-    los, his = [], []
-    for o in ug.orders:
-        pos = [o[u] for u in members]
-        los.append(min(pos))
-        his.append(max(pos))
-    return los, his
-
-
-def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> int | None:
-    """The lowest-ranked member a path leaving the set re-enters (``forward``), or the
-    highest-ranked member such a path starts from (not ``forward``); ``None`` when the set is
-    convex. Best-first in rank order, so it stops at the first such member."""
-    inset = set(members)
-    rank = ug.rank
-    orders = ug.orders
-    los, his = window(ug, members)
-    adj = ug.succ if forward else ug.pred
-    sign = 1 if forward else -1
-    if forward:
-        def keep(x: int) -> bool:
-            return all(o[x] <= h for o, h in zip(orders, his))
-    else:
-        def keep(x: int) -> bool:
-            return all(o[x] >= lo for o, lo in zip(orders, los))
-    heap = []
-    seen: set[int] = set()
-    for u in members:
-        for w in adj[u]:
-            if w not in inset and w not in seen and keep(w):
-                seen.add(w)
-                heap.append((sign * rank[w], w))
-    heapq.heapify(heap)
-    while heap:
-        _, x = heapq.heappop(heap)
-        if x in inset:
-            return x
-        for w in adj[x]:
-            if w not in seen and keep(w):
-                seen.add(w)
-                heapq.heappush(heap, (sign * rank[w], w))
-    return None
-
-
-def is_convex(ug: UnitGraph, members: list[int]) -> bool:
-    """No path leaves the set and comes back."""
-    if len(members) < 2:
-        return True
-    return first_reentry(ug, members) is None
 
 
 # ---------------------------------------------------------------------- incremental tracker

@@ -16,6 +16,7 @@ from typing import Iterable, Protocol
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.graph import convexity
 from clusterkit.graph.algorithms import (group_labels, positions, quotient,
                                          topological_order)
 
@@ -230,6 +231,15 @@ class UnitGraph:
             labels[nodes] = k
             devices[nodes] = piece.device
         return labels, devices
+
+
+def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> int | None:
+    """The lowest-ranked member a path leaving the units ``members`` re-enters (``forward``),
+    or the highest-ranked member such a path starts from; ``None`` when the set is convex
+    (:func:`clusterkit.graph.convexity.first_reentry` pruned by the three orders)."""
+    hit = convexity.first_reentry(ug.succ if forward else ug.pred, members, ug.rank,
+                                  ug.orders[1:], forward)
+    return None if hit is None else hit[0]
 
 
 def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
