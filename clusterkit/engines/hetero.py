@@ -11,7 +11,7 @@
      nodes (depth first, successors before predecessors, smaller index first) keeping a rejected
      list: a node of another affinity, already taken, or breaking a constraint is rejected;
    - after every step the global condition is checked — no rejected node on a path between two
-     members (:class:`~clusterkit.engines.reach.GrowthTracker`, no transitive closure); while it fails
+     members (:class:`~clusterkit.engines.growth.GrowthTracker`, no transitive closure); while it fails
      the last added node is rolled back onto the rejected list;
    - the largest subgraph of the round is kept (the first built among equals), its nodes are
      taken, and rounds repeat until the device has no nodes left.
@@ -23,8 +23,8 @@
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
    groups are grown as one unit. Clusters that depend on each other through other clusters (the
-   design notes only check one subgraph at a time) are split by :func:`~clusterkit.engines.reach.
-   break_cycles`; clusters below ``min_size`` go back to the fallback.
+   design notes only check one subgraph at a time) are split by
+   :func:`~clusterkit.engines.cycle_repair.break_cycles`; clusters below ``min_size`` go back to the fallback.
 
 ``info["placement"]`` is the placement report, ``info["hetero"]`` counts rounds, growths and
 rollbacks, ``info["affinity"]`` the affinity mode and the nodes whose device differs from their
@@ -43,7 +43,9 @@ import numpy as np
 from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_device
 from clusterkit.constraints.core import Problem
 from clusterkit.result import Partition
-from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles
+from clusterkit.engines.cycle_repair import break_cycles
+from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
+from clusterkit.engines.units import UnitGraph
 from clusterkit.analysis.report import CONSTRAINT, CYCLE, Reason, placement
 from clusterkit.engines.common import enforce_min_size
 

@@ -14,7 +14,7 @@ taken yet and that a fresh selector ``select``\\ s (the seed):
    the subgraph is fused) is dropped at once; when a node refused later turns out to lie
    between two candidates, the set shrinks — the most recently selected candidates are dropped
    (and become outside) until no outside node lies between two candidates
-   (:class:`~clusterkit.engines.reach.GrowthTracker`; MXNet excludes the offending nodes and retries
+   (:class:`~clusterkit.engines.growth.GrowthTracker`; MXNet excludes the offending nodes and retries
    the growth). Every drop is recorded in ``info["mxnet"]["cycle_drops"]`` with its reason.
 3. ``filter`` prunes the candidates (a together group stays only if all of it is kept); if what
    is left is no longer convex, the part from the first re-entered node on (by rank) is dropped.
@@ -23,7 +23,7 @@ taken yet and that a fresh selector ``select``\\ s (the seed):
 
 As in MXNet, each candidate set's cycle check looks at the original graph; subgraphs that end up
 depending on each other through other subgraphs are split afterwards
-(:func:`~clusterkit.engines.reach.break_cycles`), and clusters below ``min_size`` go to the fallback.
+(:func:`~clusterkit.engines.cycle_repair.break_cycles`), and clusters below ``min_size`` go to the fallback.
 ``info["placement"]`` holds the placement report.
 """
 
@@ -35,7 +35,9 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.result import Partition
-from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, break_cycles, first_reentry
+from clusterkit.engines.cycle_repair import break_cycles
+from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
+from clusterkit.engines.units import UnitGraph, first_reentry
 from clusterkit.analysis.report import (CONSTRAINT, CYCLE, SELECTOR_CONDITION, SUBGRAPH_REJECTED, Reason,
                       placement)
 from clusterkit.selection.protocol import (call_create_subgraph_node, call_filter, call_select, call_select_input,

@@ -1,39 +1,23 @@
-"""Reachability for the growth strategies (``mxnet``, ``hetero``) without any n×n closure.
+"""Growing one cluster a unit at a time under OpenVINO HETERO's global condition, without any
+n×n closure (strategies ``mxnet`` and ``hetero``).
 
-Everything here works on a :class:`UnitGraph`: the operator graph with every together group
-contracted to one *unit* (a group is convex, so the contracted graph is still a DAG unless two
-groups depend on each other, which no partition can satisfy). Units are numbered; ``rank`` is a
-topological order of the units (the node index when there are no groups).
+The condition: no rejected unit may lie on a path between two members of the growing set.
+:class:`GrowthTracker` checks it after every step with early-exit searches, and rolls back last
+in, first out; :class:`GrowthState` keeps the size, never-together and constant-byte bookkeeping
+of the same growth. Both work on a :class:`~clusterkit.engines.units.UnitGraph`.
 
-Pruning, computed once per graph in O(n + m) and never per pair:
-
-- a path ``u ~> v`` only passes units that lie between ``u`` and ``v`` in *every* topological
-  order; three are kept (:attr:`UnitGraph.orders`: the rank, Kahn's order taking the latest ready
-  unit first, a depth-first reverse postorder). On random layered graphs with long edges the
-  three-order window of a cluster holds about 20 times fewer units than the rank window alone;
-- GRAIL intervals (:attr:`UnitGraph.intervals`, three random depth-first labellings): ``u ~> v``
-  only if ``v``'s interval lies inside ``u``'s in each.
-
-Contents:
-
-- :class:`GrowthTracker` — OpenVINO HETERO's "global condition" for a set that grows one unit at a
-  time, with a rejected list and last-in-first-out rollback: no rejected unit may lie on a path
-  between two members. Early-exit searches per step; long rollbacks are computed at once.
-- :class:`GrowthState` — size, never-together and constant-byte bookkeeping of a growth.
-- :func:`break_cycles` — split clusters that depend on each other through other clusters (the
-  cluster graph must be acyclic), on a Pearce–Kelly dynamic topological order.
+Pruning, computed once per graph and never per pair: a path ``u ~> v`` only passes units that lie
+between ``u`` and ``v`` in *every* topological order (:attr:`UnitGraph.orders` keeps three), and
+only if ``v``'s GRAIL interval lies inside ``u``'s in each labelling
+(:attr:`UnitGraph.intervals`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
-import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
-
-from clusterkit.engines.units import UnitGraph, first_reentry  # noqa: F401 (re-exported)
-from clusterkit.graph.algorithms import positions, topological_order
+from clusterkit.engines.units import UnitGraph
 
 
 @dataclass
@@ -45,10 +29,10 @@ class Piece:
     tag: dict = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------------- incremental tracker
 _BIG = 1 << 62
 _SCAN_MEMBERS = 128   # up to this many members, test each one with GRAIL instead of searching
 _SCAN_REJECTED = 512  # up to this many rejected units, test each one when a member joins
+_EXPAND, _SKIP, _STOP = 0, 1, 2  # what a window search does at a unit
 
 
 class GrowthTracker:
@@ -332,25 +316,10 @@ class GrowthTracker:
             k = len(times)
             self._cache[key] = (k, times[k - 1] if k else -1, found)
             return found
-        o0, o1, o2 = self.o0, self.o1, self.o2
-        h0, h1, h2 = self.hi
-        l0, l1, l2 = self.lo
-        seen = {z}
-        stack = list(adj[z])
-        while stack:
-            y = stack.pop()
-            if y in seen:
-                continue
-            seen.add(y)
-            if forward:
-                if o0[y] > h0 or o1[y] > h1 or o2[y] > h2:
-                    continue
-            elif o0[y] < l0 or o1[y] < l1 or o2[y] < l2:
-                continue
-            if mem[y] == gid:
-                self._cache[key] = (0, -1, mtime[y])
-                return mtime[y]
-            stack.extend(adj[y])
+        y = self._window_search(z, forward, lambda y: _STOP if mem[y] == gid else _EXPAND)
+        if y is not None:
+            self._cache[key] = (0, -1, mtime[y])
+            return mtime[y]
         k = len(times)
         self._cache[key] = (k, times[k - 1] if k else -1, None)
         return None
@@ -401,13 +370,28 @@ class GrowthTracker:
         return False
 
     def _phase_search(self, x: int, forward: bool) -> bool:
+        """Is there a rejected (or blocked) unit ``r`` with ``x ~> r ~> S`` (``forward``) or
+        ``S ~> r ~> x``? Searches from ``x``, stopping at members."""
+        mem, rej, gid, blocked = self.mem, self.rej, self.gid, self.blocked
+
+        def visit(y: int) -> int:
+            if mem[y] == gid:
+                return _SKIP
+            if rej[y] == gid or (blocked is not None and blocked[y]):
+                return _STOP if self._find_member(y, forward) is not None else _SKIP
+            return _EXPAND
+
+        return self._window_search(x, forward, visit) is not None
+
+    def _window_search(self, x: int, forward: bool, visit: Callable[[int], int]) -> int | None:
+        """Depth-first from ``x`` along successors (``forward``) or predecessors, inside the
+        members' window in the three orders; ``visit(y)`` says whether to expand ``y``, skip it
+        or stop there. Returns the unit it stopped at, or ``None``."""
         adj = self.succ if forward else self.pred
-        mem, rej, gid = self.mem, self.rej, self.gid
         o0, o1, o2 = self.o0, self.o1, self.o2
         h0, h1, h2 = self.hi
         l0, l1, l2 = self.lo
-        blocked = self.blocked
-        seen: set[int] = {x}
+        seen = {x}
         stack = list(adj[x])
         while stack:
             y = stack.pop()
@@ -419,14 +403,12 @@ class GrowthTracker:
                     continue
             elif o0[y] < l0 or o1[y] < l1 or o2[y] < l2:
                 continue
-            if mem[y] == gid:
-                continue
-            if rej[y] == gid or (blocked is not None and blocked[y]):
-                if self._find_member(y, forward) is not None:
-                    return True
-                continue
-            stack.extend(adj[y])
-        return False
+            step = visit(y)
+            if step == _STOP:
+                return y
+            if step == _EXPAND:
+                stack.extend(adj[y])
+        return None
 
 
 class GrowthState:
@@ -488,117 +470,3 @@ class GrowthState:
                 tc[t] -= 1
                 if not tc[t]:
                     self.bytes -= tb[t]
-
-
-# ---------------------------------------------------------------------- cycle repair
-def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
-    """Make the graph of clusters acyclic. ``pieces`` are accelerator clusters in the order they
-    were formed (each convex on its own); units in no piece are single-unit clusters.
-
-    Clusters in no cycle of the cluster graph (strongly connected components, computed once) are
-    kept and contracted. The others (*suspects*) are rebuilt in formation order on a dynamic
-    topological order (:class:`~clusterkit.graph.graphcycles.GraphCycles`, Pearce–Kelly, as XLA does):
-    each unit, taken breadth first over the cluster's own edges, joins the first adjacent piece
-    of its cluster whose edge to it can be contracted without closing a cycle, else starts a new
-    piece. Every contraction keeps the contracted graph acyclic, so each piece is convex (and
-    connected) and the pieces never depend on each other in a cycle. Returns the new list and
-    how many clusters were split."""
-    from clusterkit.graph.graphcycles import GraphCycles
-
-    k = len(pieces)
-    if k == 0:
-        return pieces, 0
-    nu = ug.n
-    cl = np.full(nu, -1, dtype=np.int64)
-    for i, p in enumerate(pieces):
-        cl[p.units] = i
-    item = np.where(cl >= 0, cl, k + np.arange(nu))
-    src, dst = ug.esrc, ug.edst
-    iu, iv = item[src], item[dst]
-    keep = iu != iv
-    size = k + nu
-    mat = coo_matrix((np.ones(int(keep.sum())), (iu[keep], iv[keep])), shape=(size, size)).tocsr()
-    _, comp = connected_components(mat, directed=True, connection="strong")
-    csize = np.bincount(comp)
-    suspect = csize[comp[:k]] > 1
-    if not suspect.any():
-        return pieces, 0
-    # Contracted graph: the units in a cycle of the cluster graph (every other unit lies on no
-    # path between two of them), each its own node, numbered in a topological order that keeps
-    # each suspect's units together where it can (then contracting them moves few nodes).
-    inside = csize[comp[item]] > 1
-    node = np.full(nu, -1, dtype=np.int64)
-    node[inside] = np.arange(int(inside.sum()))
-    nsrc, ndst = node[src], node[dst]
-    keep = (nsrc >= 0) & (ndst >= 0)
-    nsrc, ndst = nsrc[keep], ndst[keep]
-    count = int(inside.sum())
-    urank = np.asarray(ug.rank, dtype=np.int64)
-    own = urank[inside]
-    group = own.copy()                  # a suspect's units share the key of its first unit
-    sus_units = np.flatnonzero((cl >= 0) & suspect[np.maximum(cl, 0)])
-    first = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, cl[sus_units], urank[sus_units])
-    group[node[sus_units]] = first[cl[sus_units]]
-    # ready node of smallest (group key, own rank) first
-    pos = np.asarray(positions(topological_order(count, nsrc, ndst,
-                                                 key=list(zip(group.tolist(), own.tolist())))),
-                     dtype=np.int64)
-    node[inside] = pos[node[inside]]
-    gc = GraphCycles.from_edges(count, pos[nsrc], pos[ndst])
-    node_of = node.tolist()
-    rank = ug.rank
-    replacement: dict[int, list[Piece]] = {}
-    split = 0
-    for i in np.flatnonzero(suspect).tolist():
-        if len(pieces[i].units) < 2:
-            continue
-        heads: list[int] = []            # current graph node of each piece
-        parts: list[list[int]] = []
-        for u in _adjacent_first(ug, pieces[i].units):
-            x = node_of[u]
-            for j, h in enumerate(heads):
-                if gc.has_edge(h, x):
-                    merged = gc.contract_edge(h, x)
-                elif gc.has_edge(x, h):
-                    merged = gc.contract_edge(x, h)
-                else:
-                    continue
-                if merged is not None:
-                    heads[j] = merged
-                    parts[j].append(u)
-                    break
-            else:
-                heads.append(x)
-                parts.append([u])
-        if len(parts) > 1:
-            split += 1
-            replacement[i] = [Piece(pieces[i].device, sorted(part, key=rank.__getitem__),
-                                    dict(pieces[i].tag, split=True)) for part in parts]
-    out: list[Piece] = []
-    for i, p in enumerate(pieces):
-        out.extend(replacement.get(i, [p]))
-    return out, split
-
-
-def _adjacent_first(ug: UnitGraph, units: list[int]) -> list[int]:
-    """The units breadth first over the cluster's own edges, from its first unit by rank (then
-    from the next unvisited one), so that each unit usually joins a neighbour."""
-    rank = ug.rank
-    inside = set(units)
-    seen: set[int] = set()
-    out: list[int] = []
-    for s in sorted(units, key=rank.__getitem__):
-        if s in seen:
-            continue
-        seen.add(s)
-        k = len(out)
-        out.append(s)
-        while k < len(out):
-            x = out[k]
-            k += 1
-            for w in ug.succ[x] + ug.pred[x]:
-                if w in inside and w not in seen:
-                    seen.add(w)
-                    out.append(w)
-    return out
