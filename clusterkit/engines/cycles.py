@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import UnionFind, gc_paused
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
@@ -198,11 +198,8 @@ class _Contraction:
                     s = self.from_gc(gcy.contract_edge(gm, gc_))
                 else:
                     s = self.from_gc(gcy.merge(gc_, gm))
-                if s is None:
-                    raise ConstraintError(
-                        f"together group {gi} ({', '.join(g.nodes[v].name for v in ids[:4])}) "
-                        "cannot be one cluster: a path through other nodes or another together "
-                        f"group joins node {g.nodes[m].name!r} and the rest of the group")
+                if s is None:  # compile refuses non-convex groups and groups in a cycle
+                    raise StrategyError(f"internal: together group {gi} could not be merged")
                 self._absorbed(s, cm if s == c else c)
                 c = s
             d = int(self.dev[ids[0]])

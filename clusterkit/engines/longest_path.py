@@ -16,8 +16,8 @@ Constraints:
 - a never-together pair that is not adjacent and ends up in one cluster gets a virtual weight-1
   edge (oriented along a topological order) and the levels are computed again, until no pair
   collides (the seed's dummy node ``A0B0``);
-- together groups are contracted to one unit first (they are convex, so the contracted graph is a
-  DAG unless two groups depend on each other, which no partition can satisfy);
+- together groups are contracted to one unit first (compiling the constraints checked that they
+  are convex and that no two depend on each other, so the contracted graph is a DAG);
 - ``max_size`` / ``max_const_bytes``: an oversized piece is cut into chunks that are contiguous in
   a topological order (never formed above the limit); ``min_size``: smaller clusters go back to
   the fallback (:func:`~clusterkit.engines.common.enforce_min_size`).
