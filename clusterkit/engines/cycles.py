@@ -53,7 +53,7 @@ from clusterkit.selection.protocol import SubgraphSelector, call_select, call_se
 from clusterkit.engines.longest_path import finish, plan, selector_pass
 
 
-def run(problem: Problem, merge_non_adjacent: bool = False, window: int | None = 1024,
+def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | None = 1024,
         far_span: int | None = 1024, far_budget: int = 16, passes: int = 1) -> Partition:
     """GraphCycles edge contraction (see the module docstring).
 

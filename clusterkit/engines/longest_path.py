@@ -281,7 +281,7 @@ def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
 
 
 # ====================================================================== longest path
-def run(problem: Problem, split_components: bool = True, join_siblings: bool = True,
+def run(problem: Problem, *, split_components: bool = True, join_siblings: bool = True,
         refine: bool = True, refine_rounds: int = 12) -> Partition:
     """Longest-path clustering (see the module docstring).
 
