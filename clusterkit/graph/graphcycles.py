@@ -19,6 +19,7 @@ import operator
 
 import numpy as np
 
+from clusterkit.errors import GraphError
 from clusterkit.graph.algorithms import gc_paused, positions, topological_order
 
 __all__ = ["GraphCycles"]
@@ -33,7 +34,7 @@ class GraphCycles:
         """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
         n = operator.index(n)
         if n < 0:
-            raise ValueError(f"number of nodes must be >= 0, got {n}")
+            raise GraphError(f"number of nodes must be >= 0, got {n}")
         self._rank: list[int] = list(range(n))
         self._out: list[set[int]] = [set() for _ in range(n)]
         self._in: list[set[int]] = [set() for _ in range(n)]
@@ -47,22 +48,23 @@ class GraphCycles:
 
         Duplicate edges are ignored.  If node ids are not already a topological
         order, one is computed (Kahn's algorithm) and used as the initial ranks.
-        Raises ``ValueError`` for ids out of range, self-loops, or a cycle.
+        Raises :class:`~clusterkit.errors.GraphError` (a ``ValueError``) for ids out of range,
+        self-loops, or a cycle (:class:`~clusterkit.errors.CycleError`, naming it).
         """
         n = operator.index(n)
         if n < 0:
-            raise ValueError(f"number of nodes must be >= 0, got {n}")
+            raise GraphError(f"number of nodes must be >= 0, got {n}")
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()
         if src.shape != dst.shape:
-            raise ValueError(f"src and dst differ in length: {src.size} != {dst.size}")
+            raise GraphError(f"src and dst differ in length: {src.size} != {dst.size}")
         for arr in (src, dst):
             bad = np.flatnonzero((arr < 0) | (arr >= n))
             if bad.size:
-                raise ValueError(f"node {int(arr[bad[0]])} is out of range [0, {n})")
+                raise GraphError(f"node {int(arr[bad[0]])} is out of range [0, {n})")
         loops = np.flatnonzero(src == dst)
         if loops.size:
-            raise ValueError(f"self-loop on node {int(src[loops[0]])}")
+            raise GraphError(f"self-loop on node {int(src[loops[0]])}")
 
         keys = np.sort(src * n + dst)  # sorted by (src, dst)
         distinct = np.ones(keys.size, dtype=bool)
@@ -101,7 +103,7 @@ class GraphCycles:
         """Whether ``x`` is a live node (not removed by a contraction/merge)."""
         x = operator.index(x)
         if not 0 <= x < len(self._rank):
-            raise ValueError(f"node {x} is out of range [0, {len(self._rank)})")
+            raise GraphError(f"node {x} is out of range [0, {len(self._rank)})")
         return self._alive[x]
 
     def rank(self, x: int) -> int:
@@ -167,12 +169,12 @@ class GraphCycles:
         Returns ``None`` (graph unchanged) if another path ``x ~> y`` exists,
         since the merged node would then lie on a cycle.  Otherwise the node
         with fewer edges (``y`` on a tie) is marked dead, its edges move to the
-        survivor, and the survivor's id is returned.  Raises ``ValueError`` if
+        survivor, and the survivor's id is returned.  Raises ``GraphError`` if
         the edge does not exist.
         """
         x, y = self._node(x), self._node(y)
         if y not in self._out[x]:
-            raise ValueError(f"no edge from node {x} to node {y}")
+            raise GraphError(f"no edge from node {x} to node {y}")
         self._unlink(x, y)
         if self._reachable(x, y):
             self._link(x, y)  # rank[x] < rank[y] still holds
@@ -228,9 +230,9 @@ class GraphCycles:
     def _node(self, x: int) -> int:
         x = operator.index(x)
         if not 0 <= x < len(self._rank):
-            raise ValueError(f"node {x} is out of range [0, {len(self._rank)})")
+            raise GraphError(f"node {x} is out of range [0, {len(self._rank)})")
         if not self._alive[x]:
-            raise ValueError(f"node {x} is dead (merged into another node)")
+            raise GraphError(f"node {x} is dead (merged into another node)")
         return x
 
     def _link(self, x: int, y: int) -> None:
