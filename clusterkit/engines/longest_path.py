@@ -42,7 +42,7 @@ filter, exact cut) live here too.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -172,46 +172,15 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
     dev = dev.copy()
     next_label = int(labels.max()) + 1
     nodes = g.nodes
-    succ_l, pred_l = g.succ_lists, g.pred_lists
     for chunk in np.split(members_sorted, bounds):
         cl = chunk.tolist()
         d = int(dev[cl[0]])
         if not (do_filter[d] or do_grow[d]):
             continue
-        inside = set(cl)
         part: dict[int, int] = {}
         sels: list[SubgraphSelector] = []
         if do_grow[d]:
-            for seed in cl:
-                if int(uo[seed]) in part:
-                    continue
-                sel = props[d].create_subgraph_selector()
-                if not call_select(sel, nodes[seed]):
-                    for m in units.members[int(uo[seed])]:
-                        part[int(uo[m])] = -1
-                    stats["regrow_refused_nodes"] += len(units.members[int(uo[seed])])
-                    plan_.codes[units.members[int(uo[seed])]] = FB_SELECT
-                    continue
-                pid = len(sels)
-                sels.append(sel)
-                queue = deque()
-                for m in units.members[int(uo[seed])]:
-                    part[int(uo[m])] = pid
-                    queue.append(m)
-                while queue:
-                    x = queue.popleft()
-                    for y in succ_l[x]:
-                        if y in inside and int(uo[y]) not in part and \
-                                call_select_output(sel, nodes[x], nodes[y]):
-                            for m in units.members[int(uo[y])]:
-                                part[int(uo[m])] = pid
-                                queue.append(m)
-                    for y in pred_l[x]:
-                        if y in inside and int(uo[y]) not in part and \
-                                call_select_input(sel, nodes[x], nodes[y]):
-                            for m in units.members[int(uo[y])]:
-                                part[int(uo[m])] = pid
-                                queue.append(m)
+            _regrow(problem, plan_, cl, props[d], part, sels, stats)
         else:
             given = selectors(int(labels[cl[0]])) if selectors is not None else None
             if given is None:  # a fresh selector, started on the cluster's first node
@@ -250,6 +219,44 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
                 next_label += 1
             labels[v] = remap[k]
     return labels, dev, stats
+
+
+def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, int],
+            sels: list[SubgraphSelector], stats: dict[str, int]) -> None:
+    """Re-grow the cluster ``cl`` with one fresh selector per piece (``select`` on the seed,
+    ``select_output``/``select_input`` along inner edges): fills ``part`` (unit → piece, -1 for
+    a unit whose seed the selector refused) and ``sels`` (the selector of each piece)."""
+    nodes = problem.graph.nodes
+    succ_l, pred_l = problem.graph.succ_lists, problem.graph.pred_lists
+    units = plan_.units
+    uo = units.unit_of
+    inside = set(cl)
+    for seed in cl:
+        u = int(uo[seed])
+        if u in part:
+            continue
+        sel = prop.create_subgraph_selector()
+        if not call_select(sel, nodes[seed]):
+            part[u] = -1
+            stats["regrow_refused_nodes"] += len(units.members[u])
+            plan_.codes[units.members[u]] = FB_SELECT
+            continue
+        pid = len(sels)
+        sels.append(sel)
+        part[u] = pid
+        queue = deque(units.members[u])
+        while queue:
+            x = queue.popleft()
+            for y in succ_l[x]:
+                if y in inside and int(uo[y]) not in part and \
+                        call_select_output(sel, nodes[x], nodes[y]):
+                    part[int(uo[y])] = pid
+                    queue.extend(units.members[int(uo[y])])
+            for y in pred_l[x]:
+                if y in inside and int(uo[y]) not in part and \
+                        call_select_input(sel, nodes[x], nodes[y]):
+                    part[int(uo[y])] = pid
+                    queue.extend(units.members[int(uo[y])])
 
 
 def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, strategy: str,
