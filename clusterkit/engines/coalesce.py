@@ -2,7 +2,7 @@
 
 Merging two accelerator clusters never raises ``cut_bytes``: a tensor that went from one to the
 other is no longer moved, and a tensor that both read is now counted once for the merged unit
-instead of once for each (DESIGN.md counts each tensor once per distinct consuming unit). The
+instead of once for each (``cut_bytes`` counts each tensor once per distinct consuming unit). The
 number of partitions drops by one. So coalescing never makes any objective of the form
 ``w_cut * cut_bytes + w_partitions * partitions`` (non-negative weights) worse; it is how
 ``cpsat`` breaks ties between partitions of equal cut in favour of fewer partitions, and an

@@ -5,9 +5,9 @@ Every node starts as its own cluster. Edges whose two ends may share a cluster (
 device's selector follows the edge, no constraint cuts it) are contracted, largest tensor first,
 each contraction refused when it would close a cycle (another path joins the two clusters) or
 break a constraint (never-together pair, ``max_size``, ``max_const_bytes``, a stateful selector
-saying no). As in the seed (``seeds/tvm-clustering-graphcycles-longest-path.txt``), an edge that
-must be cut between two nodes of one device is routed through a dummy node that is never
-contracted, so that merging its two ends is refused as a cycle.
+saying no). As in TVM's description of this clustering, an edge that must be cut between two
+nodes of one device is routed through a dummy node that is never contracted, so that merging its
+two ends is refused as a cycle.
 
 Details:
 

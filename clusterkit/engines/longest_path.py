@@ -1,6 +1,6 @@
 """Strategy ``longest-path``: 0/1 edge weights, level = longest path from the sources.
 
-The idea (``seeds/tvm-clustering-graphcycles-longest-path.txt``): an edge weighs 0 when its two
+The idea (TVM's clustering by longest path): an edge weighs 0 when its two
 ends may share a cluster (same device, the device's selector follows it, no constraint cuts it)
 and 1 when it must be cut. The level of a node is the longest weighted path from a source; a
 cluster is the nodes of one level and one device, split into connected pieces (option
@@ -15,7 +15,7 @@ Constraints:
   adjacent never-together pairs weigh 1;
 - a never-together pair that is not adjacent and ends up in one cluster gets a virtual weight-1
   edge (oriented along a topological order) and the levels are computed again, until no pair
-  collides (the seed's dummy node ``A0B0``);
+  collides (a dummy node between the two, in TVM's description);
 - together groups are contracted to one unit first (compiling the constraints checked that they
   are convex and that no two depend on each other, so the contracted graph is a DAG);
 - ``max_size`` / ``max_const_bytes``: an oversized piece is cut into chunks that are contiguous in
@@ -35,8 +35,8 @@ is edge-sensitive, each cluster is re-grown with one fresh selector per growing 
 then passed to the selector's ``filter`` when the selector overrides it. Either may split a
 cluster; :func:`convex_split` re-splits the parts by "re-entry level" so the result stays valid.
 
-The helpers shared with the ``cycles`` engine (device plan, together-group units, convex re-split,
-filter, exact cut) live here too.
+The helpers shared with the ``cycles`` engine (device plan, convex re-split, filter, exact cut)
+live here too; both work on the :class:`~clusterkit.engines.units.UnitGraph`.
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndar
 
 
 def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
-    """``cut_bytes`` of DESIGN.md for a labelling (:func:`clusterkit.result.cut_bytes`)."""
+    """``cut_bytes`` for a labelling (:func:`clusterkit.result.cut_bytes`)."""
     labels = np.asarray(labels, dtype=np.int64)
     low = int(labels.min()) if len(labels) else 0
     units = np.where(dev >= 0, labels - low, HOST).astype(np.int64)
