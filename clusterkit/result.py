@@ -6,7 +6,6 @@ represented and :meth:`Partition.validate` can say exactly what is wrong with it
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -16,6 +15,7 @@ from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
 from clusterkit.reasons import Reason
@@ -83,14 +83,9 @@ class Partition:
         dev_of = devices[first].tolist()
         flat = order.tolist()
         st, en = starts.tolist(), ends.tolist()
-        was = gc.isenabled()
-        gc.disable()  # millions of small lists: the cyclic GC's full passes would dominate
-        try:
+        with gc_paused():  # millions of small lists
             clusters = [Cluster(k, names[dev_of[j]], flat[st[j]:en[j]])
                         for k, j in enumerate(rank.tolist())]
-        finally:
-            if was:
-                gc.enable()
         return cls(problem, clusters, **kwargs)
 
     @classmethod

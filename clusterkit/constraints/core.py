@@ -9,11 +9,13 @@ pairs, together groups, size limits). Selectors are compiled into it too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence, Union
+from typing import Sequence, Union
 
 import numpy as np
 
-from clusterkit.errors import ConstraintError
+from clusterkit.errors import ConstraintError, CycleError
+from clusterkit.graph.convexity import first_reentry
+from clusterkit.graph.algorithms import group_labels, quotient, topological_order
 from clusterkit.graph.core import Graph
 from clusterkit.selection.protocol import SubgraphProperty, call_select, call_select_input, call_select_output
 
@@ -208,6 +210,7 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
                       never, groups, group_of, cons.min_size, cons.max_size,
                       cons.max_const_bytes, cons)
     _check_groups(problem)
+    _check_group_cycles(problem)
     return problem
 
 
@@ -271,33 +274,60 @@ def _check_groups(p: Problem) -> None:
         if len(inside) > 1 and p.devices and not p.supported[:, members].all(axis=1).any():
             raise ConstraintError(f"contradiction: no device takes every node of together group "
                                   f"{gi} ({', '.join(names[v] for v in members[:5].tolist())}...)")
-        outside = _path_outside(g, inside)
-        if outside is not None:
+        hit = first_reentry(g.succ_lists, inside)
+        if hit is not None:
+            outside = hit[1]
             raise ConstraintError(f"together group {gi} is not convex: a path between its "
                                   f"members passes through node {names[outside]!r}; add it to "
                                   "the group")
 
 
-def _path_outside(g: Graph, inside: set[int]) -> int | None:
-    """A node outside ``inside`` lying on a path between two members, or None."""
-    if len(inside) < 2:
-        return None
-    succ, pred = g.succ_lists, g.pred_lists
-    lo, hi = min(inside), max(inside)
-    down = _reach(inside, succ, lambda v: v <= hi)
-    up = _reach(inside, pred, lambda v: v >= lo)
-    both = sorted((down & up) - inside)
-    return both[0] if both else None
+def _check_group_cycles(p: Problem) -> None:
+    """Two together groups that depend on each other (a path leaves one, enters the other and
+    comes back) cannot both be whole in an acyclic partition: name both and a path each way."""
+    if len(p.groups) < 2:
+        return
+    g = p.graph
+    units = group_labels(p.group_of)
+    qsrc, qdst, _ = quotient(units, g.edge_src, g.edge_dst)
+    try:
+        topological_order(int(units.max()) + 1, qsrc, qdst)
+    except CycleError as err:
+        cycle = [int(u) for u in err.cycle]
+    else:
+        return
+    group_of_unit = np.full(int(units.max()) + 1, -1, dtype=np.int64)
+    group_of_unit[units] = p.group_of
+    on_cycle = [int(group_of_unit[u]) for u in cycle if group_of_unit[u] >= 0]
+    first = min(range(len(on_cycle)), key=lambda i: int(p.groups[on_cycle[i]][0]))
+    a, b = on_cycle[first], on_cycle[(first + 1) % len(on_cycle)]
+    names = [nd.name for nd in g.nodes]
+
+    def label(gi: int) -> str:
+        ids = p.groups[gi].tolist()
+        return "{" + ",".join(names[v] for v in ids[:5]) + (",..." if len(ids) > 5 else "") + "}"
+
+    there = " -> ".join(names[v] for v in _shortest_path(g, p.groups[a], p.groups[b]))
+    back = " -> ".join(names[v] for v in _shortest_path(g, p.groups[b], p.groups[a]))
+    raise ConstraintError(f"together groups {label(a)} and {label(b)} depend on each other: "
+                          f"{there} and {back}")
 
 
-def _reach(starts: Iterable[int], adj: list[list[int]], keep) -> set[int]:
-    """Nodes reachable from ``starts`` (excluded unless reached again) within ``keep``."""
-    seen: set[int] = set()
-    stack = [w for s in starts for w in adj[s] if keep(w)]
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        stack.extend(w for w in adj[v] if keep(w) and w not in seen)
-    return seen
+def _shortest_path(g: Graph, starts: np.ndarray, targets: np.ndarray) -> list[int]:
+    """Fewest edges from a node of ``starts`` to a node of ``targets`` (breadth first)."""
+    goal = set(targets.tolist())
+    parent = {v: -1 for v in starts.tolist()}
+    queue = list(starts.tolist())
+    succ = g.succ_lists
+    for v in queue:
+        for w in succ[v]:
+            if w in parent:
+                continue
+            parent[w] = v
+            if w in goal:
+                path = [w]
+                while parent[path[-1]] >= 0:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            queue.append(w)
+    return []

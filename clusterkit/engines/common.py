@@ -7,7 +7,9 @@ from typing import Mapping
 import numpy as np
 
 from clusterkit.constraints.core import Problem
-from clusterkit.engines.reach import Piece, UnitGraph, break_cycles
+from clusterkit.engines.cycle_repair import break_cycles
+from clusterkit.engines.growth import Piece
+from clusterkit.engines.units import UnitGraph
 from clusterkit.reasons import Category, Reason, placement_report
 from clusterkit.result import Partition
 

@@ -5,9 +5,9 @@ Every node starts as its own cluster. Edges whose two ends may share a cluster (
 device's selector follows the edge, no constraint cuts it) are contracted, largest tensor first,
 each contraction refused when it would close a cycle (another path joins the two clusters) or
 break a constraint (never-together pair, ``max_size``, ``max_const_bytes``, a stateful selector
-saying no). As in the seed (``seeds/tvm-clustering-graphcycles-longest-path.txt``), an edge that
-must be cut between two nodes of one device is routed through a dummy node that is never
-contracted, so that merging its two ends is refused as a cycle.
+saying no). As in TVM's description of this clustering, an edge that must be cut between two
+nodes of one device is routed through a dummy node that is never contracted, so that merging its
+two ends is refused as a cycle.
 
 Details:
 
@@ -45,14 +45,15 @@ from typing import Any
 import numpy as np
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.errors import StrategyError
+from clusterkit.graph.algorithms import UnionFind, gc_paused
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphSelector, call_select, call_select_input, call_select_output
-from clusterkit.engines.longest_path import finish, gc_paused, plan, selector_pass
+from clusterkit.engines.longest_path import finish, plan, selector_pass
 
 
-def run(problem: Problem, merge_non_adjacent: bool = False, window: int | None = 1024,
+def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | None = 1024,
         far_span: int | None = 1024, far_budget: int = 16, passes: int = 1) -> Partition:
     """GraphCycles edge contraction (see the module docstring).
 
@@ -111,8 +112,9 @@ class _Contraction:
         orig = np.full(n + k, -1, dtype=np.int64)
         orig[gid] = np.arange(n)
         self.orig = orig.tolist() if k else None
-        self.parent = list(range(n))
-        self.size = [1] * n
+        self.uf = UnionFind(n)           # clusters; a root is its GraphCycles survivor
+        self.find = self.uf.find
+        self.size = self.uf.size         # nodes per cluster (at its root)
         self.cbytes = g.const_bytes.tolist() if p.max_const_bytes is not None else None
         self.never: dict[int, set[int]] = {}
         for a, b in p.never_pairs.tolist():
@@ -145,20 +147,9 @@ class _Contraction:
             return x
         return self.orig[x]
 
-    # ------------------------------------------------------------------ union-find
-    def find(self, x: int) -> int:
-        parent = self.parent
-        r = x
-        while parent[r] != r:
-            r = parent[r]
-        while parent[x] != r:
-            parent[x], x = r, parent[x]
-        return r
-
     def _absorbed(self, keep: int, gone: int) -> None:
         """Book-keeping after the GraphCycles merged cluster ``gone`` into ``keep``."""
-        self.parent[gone] = keep
-        self.size[keep] += self.size[gone]
+        self.uf.link(keep, gone)
         if self.cbytes is not None:
             self.cbytes[keep] += self.cbytes[gone]
         nv = self.never
@@ -207,11 +198,8 @@ class _Contraction:
                     s = self.from_gc(gcy.contract_edge(gm, gc_))
                 else:
                     s = self.from_gc(gcy.merge(gc_, gm))
-                if s is None:
-                    raise ConstraintError(
-                        f"together group {gi} ({', '.join(g.nodes[v].name for v in ids[:4])}) "
-                        "cannot be one cluster: a path through other nodes or another together "
-                        f"group joins node {g.nodes[m].name!r} and the rest of the group")
+                if s is None:  # compile refuses non-convex groups and groups in a cycle
+                    raise StrategyError(f"internal: together group {gi} could not be merged")
                 self._absorbed(s, cm if s == c else c)
                 c = s
             d = int(self.dev[ids[0]])
@@ -288,18 +276,13 @@ class _Contraction:
     def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:
         """:meth:`_try` for near edges without constraints to check; returns the positions
         refused for a cycle."""
-        parent, size = self.parent, self.size
+        find, link = self.uf.find, self.uf.link
         contract = self.gc.contract_edge
         gid, orig = self.gid, self.orig
         refused: list[int] = []
         done = 0
         for i, (a, b) in enumerate(zip(us, vs)):
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            while parent[b] != b:
-                parent[b] = parent[parent[b]]
-                b = parent[b]
+            a, b = find(a), find(b)
             if a == b:
                 continue
             s = contract(a, b) if gid is None else contract(gid[a], gid[b])
@@ -308,9 +291,7 @@ class _Contraction:
                 continue
             if orig is not None:
                 s = orig[s]
-            gone = b if s == a else a
-            parent[gone] = s
-            size[s] += size[gone]
+            link(s, b if s == a else a)
             done += 1
         self.info["contractions"] += done
         self.info["refused_cycle"] += len(refused)
@@ -442,7 +423,7 @@ class _Contraction:
                 o = find(o)
                 s = attempt(o, c)
                 first[d] = s if s is not None else o
-        roots = [v for v in range(self.n) if self.parent[v] == v and dev[v] >= 0]
+        roots = [v for v in range(self.n) if self.uf.parent[v] == v and dev[v] >= 0]
         by_dev: dict[int, list[int]] = {}
         for c in roots:
             by_dev.setdefault(int(dev[c]), []).append(c)

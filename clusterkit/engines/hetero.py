@@ -43,7 +43,8 @@ from typing import Iterable
 from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_device
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
-from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph
+from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
+from clusterkit.engines.units import UnitGraph
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
 

@@ -1,6 +1,6 @@
 """Strategy ``longest-path``: 0/1 edge weights, level = longest path from the sources.
 
-The idea (``seeds/tvm-clustering-graphcycles-longest-path.txt``): an edge weighs 0 when its two
+The idea (TVM's clustering by longest path): an edge weighs 0 when its two
 ends may share a cluster (same device, the device's selector follows it, no constraint cuts it)
 and 1 when it must be cut. The level of a node is the longest weighted path from a source; a
 cluster is the nodes of one level and one device, split into connected pieces (option
@@ -15,9 +15,9 @@ Constraints:
   adjacent never-together pairs weigh 1;
 - a never-together pair that is not adjacent and ends up in one cluster gets a virtual weight-1
   edge (oriented along a topological order) and the levels are computed again, until no pair
-  collides (the seed's dummy node ``A0B0``);
-- together groups are contracted to one unit first (they are convex, so the contracted graph is a
-  DAG unless two groups depend on each other, which no partition can satisfy);
+  collides (a dummy node between the two, in TVM's description);
+- together groups are contracted to one unit first (compiling the constraints checked that they
+  are convex and that no two depend on each other, so the contracted graph is a DAG);
 - ``max_size`` / ``max_const_bytes``: an oversized piece is cut into chunks that are contiguous in
   a topological order (never formed above the limit); ``min_size``: smaller clusters go back to
   the fallback (:func:`~clusterkit.engines.common.enforce_min_size`).
@@ -35,17 +35,14 @@ is edge-sensitive, each cluster is re-grown with one fresh selector per growing 
 then passed to the selector's ``filter`` when the selector overrides it. Either may split a
 cluster; :func:`convex_split` re-splits the parts by "re-entry level" so the result stays valid.
 
-The helpers shared with the ``cycles`` engine (device plan, together-group units, convex re-split,
-filter, exact cut) live here too.
+The helpers shared with the ``cycles`` engine (device plan, convex re-split, filter, exact cut)
+live here too; both work on the :class:`~clusterkit.engines.units.UnitGraph`.
 """
 
 from __future__ import annotations
 
-import gc
-import heapq
 from collections import deque
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -53,7 +50,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import Problem
-from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.errors import StrategyError
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.result import Partition, cut_bytes
 from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_select, call_select_input,
@@ -61,6 +58,7 @@ from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_s
 from clusterkit.engines.common import enforce_min_size
 from clusterkit.reasons import (BELOW_MIN_SIZE, FILTER_DROPPED, GROUP_FITS_NO_DEVICE,
                                 SELECT_REFUSED)
+from clusterkit.engines.units import UnitGraph
 
 # why a supported node ends on the fallback: a code per node while the engine runs, the shared
 # reason of each code on the partition's ``fallback_reasons``
@@ -78,27 +76,9 @@ class Plan:
 
     dev: np.ndarray
     inner: np.ndarray
-    units: "Units"
+    units: UnitGraph
     codes: np.ndarray
     never_adjacent: int = 0
-
-
-@dataclass
-class Units:
-    """Together groups contracted: ``unit_of[v]`` is the smallest member of ``v``'s group (or
-    ``v``); ``members`` lists the members of each group unit; ``pos`` a topological position per
-    unit id (``None`` when there are no groups: the node index is one)."""
-
-    unit_of: np.ndarray
-    members: dict[int, list[int]] = field(default_factory=dict)
-    pos: np.ndarray | None = None
-
-    @property
-    def has_groups(self) -> bool:
-        return bool(self.members)
-
-    def nodes(self, u: int) -> list[int]:
-        return self.members.get(u, [u])
 
 
 def plan(problem: Problem) -> Plan:
@@ -110,12 +90,7 @@ def plan(problem: Problem) -> Plan:
     dev = problem.first_device.astype(np.int64)
     codes = np.zeros(n, dtype=np.int8)
     src, dst = g.edge_src, g.edge_dst
-    members: dict[int, list[int]] = {}
-    unit_of = np.arange(n, dtype=np.int64)
     for gi, grp in enumerate(problem.groups):
-        ids = grp.tolist()
-        unit_of[grp] = ids[0]
-        members[ids[0]] = ids
         inside = (problem.group_of[src] == gi) & (problem.group_of[dst] == gi)
         choice = -1
         for d in range(len(problem.devices)):
@@ -140,62 +115,10 @@ def plan(problem: Problem) -> Plan:
         hit = np.isin(keys, pk)
         never_adj = int(hit.sum())
         inner &= ~hit
-    units = Units(unit_of, members)
-    if members:
-        units.pos = _unit_positions(problem, units)
-    return Plan(dev, inner, units, codes, never_adj)
+    return Plan(dev, inner, UnitGraph(problem), codes, never_adj)
 
 
-def _unit_positions(problem: Problem, units: Units) -> np.ndarray:
-    """Topological position of every unit id (Kahn, smallest id first); raises when two
-    together groups depend on each other."""
-    g = problem.graph
-    n = g.n
-    uo = units.unit_of
-    us, ud = uo[g.edge_src], uo[g.edge_dst]
-    keep = us != ud
-    us, ud = us[keep], ud[keep]
-    is_unit = uo == np.arange(n)
-    indeg = np.bincount(ud, minlength=n)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(us.tolist(), ud.tolist()):
-        succ[a].append(b)
-    indeg_l = indeg.tolist()
-    heap = [u for u in np.flatnonzero(is_unit & (indeg == 0)).tolist()]
-    heapq.heapify(heap)
-    pos = np.full(n, -1, dtype=np.int64)
-    k = 0
-    while heap:
-        u = heapq.heappop(heap)
-        pos[u] = k
-        k += 1
-        for w in succ[u]:
-            indeg_l[w] -= 1
-            if indeg_l[w] == 0:
-                heapq.heappush(heap, w)
-    if k < int(is_unit.sum()):
-        stuck = sorted({int(v) for v in np.flatnonzero(is_unit & (pos < 0))
-                        if int(v) in units.members})
-        names = [", ".join(g.nodes[m].name for m in units.members[u][:3]) for u in stuck[:2]]
-        raise ConstraintError("together groups depend on each other (each reaches the other "
-                              "through outside nodes), so no partition keeps both whole: "
-                              + " / ".join(f"[{s}]" for s in names))
-    pos[~is_unit] = pos[uo[~is_unit]]
-    return pos
-
-
-def unit_preds(graph: Graph, units: Units, u: int) -> list[int]:
-    """Predecessor units of unit ``u``."""
-    pl = graph.pred_lists
-    if not units.has_groups:
-        return pl[u]
-    uo = units.unit_of
-    out = {int(uo[p]) for m in units.nodes(u) for p in pl[m]}
-    out.discard(u)
-    return sorted(out)
-
-
-def convex_split(graph: Graph, units: Units, cluster: list[int], part: dict[int, int]
+def convex_split(units: UnitGraph, cluster: list[int], part: dict[int, int]
                  ) -> dict[int, tuple[int, int]]:
     """Split a convex cluster whose units carry part labels (``-1`` = dropped) into valid
     clusters: returns ``unit -> (part, level)`` for the kept units, where level counts, along the
@@ -204,12 +127,11 @@ def convex_split(graph: Graph, units: Units, cluster: list[int], part: dict[int,
     the new clusters form no cycle (paths outside the cluster cannot come back: it was convex)."""
     uo = units.unit_of
     inside = {int(uo[v]) for v in cluster}
-    key = (lambda u: units.pos[u]) if units.has_groups else (lambda u: u)
     level: dict[int, int] = {}
-    for u in sorted(inside, key=key):
+    for u in sorted(inside, key=units.rank.__getitem__):
         best = 0
         pu = part[u]
-        for p in unit_preds(graph, units, u):
+        for p in units.pred[u]:
             if p in level:
                 x = level[p] + (1 if part[p] < 0 or part[p] != pu else 0)
                 if x > best:
@@ -250,46 +172,15 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
     dev = dev.copy()
     next_label = int(labels.max()) + 1
     nodes = g.nodes
-    succ_l, pred_l = g.succ_lists, g.pred_lists
     for chunk in np.split(members_sorted, bounds):
         cl = chunk.tolist()
         d = int(dev[cl[0]])
         if not (do_filter[d] or do_grow[d]):
             continue
-        inside = set(cl)
         part: dict[int, int] = {}
         sels: list[SubgraphSelector] = []
         if do_grow[d]:
-            for seed in cl:
-                if int(uo[seed]) in part:
-                    continue
-                sel = props[d].create_subgraph_selector()
-                if not call_select(sel, nodes[seed]):
-                    for m in units.nodes(int(uo[seed])):
-                        part[int(uo[m])] = -1
-                    stats["regrow_refused_nodes"] += len(units.nodes(int(uo[seed])))
-                    plan_.codes[units.nodes(int(uo[seed]))] = FB_SELECT
-                    continue
-                pid = len(sels)
-                sels.append(sel)
-                queue = deque()
-                for m in units.nodes(int(uo[seed])):
-                    part[int(uo[m])] = pid
-                    queue.append(m)
-                while queue:
-                    x = queue.popleft()
-                    for y in succ_l[x]:
-                        if y in inside and int(uo[y]) not in part and \
-                                call_select_output(sel, nodes[x], nodes[y]):
-                            for m in units.nodes(int(uo[y])):
-                                part[int(uo[m])] = pid
-                                queue.append(m)
-                    for y in pred_l[x]:
-                        if y in inside and int(uo[y]) not in part and \
-                                call_select_input(sel, nodes[x], nodes[y]):
-                            for m in units.nodes(int(uo[y])):
-                                part[int(uo[m])] = pid
-                                queue.append(m)
+            _regrow(problem, plan_, cl, props[d], part, sels, stats)
         else:
             given = selectors(int(labels[cl[0]])) if selectors is not None else None
             if given is None:  # a fresh selector, started on the cluster's first node
@@ -316,7 +207,7 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
             stats["filtered_nodes"] += len(filt)
             plan_.codes[filt] = FB_FILTER
         dev[dropped] = -1
-        split = convex_split(g, units, cl, part)
+        split = convex_split(units, cl, part)
         remap: dict[tuple[int, int], int] = {}
         for v in cl:
             u = int(uo[v])
@@ -328,6 +219,44 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
                 next_label += 1
             labels[v] = remap[k]
     return labels, dev, stats
+
+
+def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, int],
+            sels: list[SubgraphSelector], stats: dict[str, int]) -> None:
+    """Re-grow the cluster ``cl`` with one fresh selector per piece (``select`` on the seed,
+    ``select_output``/``select_input`` along inner edges): fills ``part`` (unit → piece, -1 for
+    a unit whose seed the selector refused) and ``sels`` (the selector of each piece)."""
+    nodes = problem.graph.nodes
+    succ_l, pred_l = problem.graph.succ_lists, problem.graph.pred_lists
+    units = plan_.units
+    uo = units.unit_of
+    inside = set(cl)
+    for seed in cl:
+        u = int(uo[seed])
+        if u in part:
+            continue
+        sel = prop.create_subgraph_selector()
+        if not call_select(sel, nodes[seed]):
+            part[u] = -1
+            stats["regrow_refused_nodes"] += len(units.members[u])
+            plan_.codes[units.members[u]] = FB_SELECT
+            continue
+        pid = len(sels)
+        sels.append(sel)
+        part[u] = pid
+        queue = deque(units.members[u])
+        while queue:
+            x = queue.popleft()
+            for y in succ_l[x]:
+                if y in inside and int(uo[y]) not in part and \
+                        call_select_output(sel, nodes[x], nodes[y]):
+                    part[int(uo[y])] = pid
+                    queue.extend(units.members[int(uo[y])])
+            for y in pred_l[x]:
+                if y in inside and int(uo[y]) not in part and \
+                        call_select_input(sel, nodes[x], nodes[y]):
+                    part[int(uo[y])] = pid
+                    queue.extend(units.members[int(uo[y])])
 
 
 def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, strategy: str,
@@ -351,21 +280,8 @@ def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndar
     return Partition.from_assignment(problem, labels, devices, **kwargs)
 
 
-@contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector while millions of small containers are made (its
-    full passes over a 1e6-node graph would dominate the run time)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
-    """``cut_bytes`` of DESIGN.md for a labelling (:func:`clusterkit.result.cut_bytes`)."""
+    """``cut_bytes`` for a labelling (:func:`clusterkit.result.cut_bytes`)."""
     labels = np.asarray(labels, dtype=np.int64)
     low = int(labels.min()) if len(labels) else 0
     units = np.where(dev >= 0, labels - low, HOST).astype(np.int64)
@@ -373,7 +289,7 @@ def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
 
 
 # ====================================================================== longest path
-def run(problem: Problem, split_components: bool = True, join_siblings: bool = True,
+def run(problem: Problem, *, split_components: bool = True, join_siblings: bool = True,
         refine: bool = True, refine_rounds: int = 12) -> Partition:
     """Longest-path clustering (see the module docstring).
 
@@ -420,7 +336,7 @@ def run(problem: Problem, split_components: bool = True, join_siblings: bool = T
                     level, ulab = lvl_r, ulab_r
                     refined_used = True
                     info["refine_moves"] = moved
-        clash = [(a, b) for a, b in never if ulab[a] == ulab[b] and dev[a] >= 0]
+        clash = [(a, b) for a, b in never if ulab[a] == ulab[b] and lp.dev[a] >= 0]
         if not clash:
             break
         for a, b in clash:  # orient along the topological order: stays acyclic
@@ -453,38 +369,26 @@ class _LevelProblem:
     def __init__(self, g: Graph, pl: Plan):
         self.g = g
         self.pl = pl
-        n = g.n
-        self.n = n
         units = pl.units
-        uo = units.unit_of
-        src, dst = g.edge_src, g.edge_dst
+        self.n = units.n
         w = (~pl.inner).astype(np.int64)
         b = g.edge_bytes
-        if units.has_groups:
-            us, ud = uo[src], uo[dst]
-            keep = us != ud
-            us, ud, w, b = us[keep], ud[keep], w[keep], b[keep]
-            key = us * n + ud
-            order = np.argsort(key, kind="stable")
-            key, us, ud, w, b = key[order], us[order], ud[order], w[order], b[order]
-            first = np.concatenate(([True], key[1:] != key[:-1])) if len(key) else \
-                np.zeros(0, bool)
-            starts = np.flatnonzero(first)
-            w = np.maximum.reduceat(w, starts) if len(starts) else w
-            b = np.add.reduceat(b, starts) if len(starts) else b
-            us, ud = us[starts], ud[starts]
-            self.pos = units.pos
-        else:
-            us, ud = src, dst
-            self.pos = None
-        self.us, self.ud, self.w, self.b = us, ud, w, b
-        pos = self.pos if self.pos is not None else np.arange(n)
-        self.by_dst = np.lexsort((pos[us], pos[ud]))  # edges in topological order of targets
-        self.is_unit = uo == np.arange(n)
+        if units.has_groups:  # a unit edge weighs 1 if one of its edges does; bytes add up
+            outer = np.flatnonzero(units.edge_of >= 0)
+            eo = units.edge_of[outer]
+            uw = np.zeros(len(units.esrc), dtype=np.int64)
+            np.maximum.at(uw, eo, w[outer])
+            ub = np.zeros(len(units.esrc), dtype=b.dtype)
+            np.add.at(ub, eo, b[outer])
+            w, b = uw, ub
+        self.us, self.ud, self.w, self.b = units.esrc, units.edst, w, b
+        self.pos = np.asarray(units.rank, dtype=np.int64)
+        self.by_dst = np.lexsort((self.pos[self.us], self.pos[self.ud]))  # targets in order
+        self.dev = pl.dev[units.first]  # device per unit
         self.virtual: list[tuple[int, int]] = []
 
     def position(self, u: int) -> int:
-        return int(self.pos[u]) if self.pos is not None else u
+        return int(self.pos[u])
 
     def set_virtual(self, virtual: list[tuple[int, int]]) -> None:
         self.virtual = list(virtual)
@@ -508,7 +412,7 @@ class _LevelProblem:
         return level
 
     def _longest_with_virtual(self, level: list[int]) -> list[int]:
-        pos = self.pos if self.pos is not None else np.arange(self.n)
+        pos = self.pos
         vs = np.asarray([a for a, _ in self.virtual], dtype=np.int64)
         vd = np.asarray([b for _, b in self.virtual], dtype=np.int64)
         s = np.concatenate([self.us, vs])
@@ -528,7 +432,7 @@ class _LevelProblem:
         Fallback units alone. Any union inside one (level, device) class stays valid."""
         n = self.n
         lv = np.asarray(level, dtype=np.int64)
-        dev = self.pl.dev
+        dev = self.dev
         if split:
             same = (self.w == 0) & (lv[self.us] == lv[self.ud])
             a, b = self.us[same], self.ud[same]
@@ -549,7 +453,7 @@ class _LevelProblem:
         tensor (consecutive consumers in (tensor, level, device) order)."""
         tt = self.g.tensor_table
         uo = self.pl.units.unit_of
-        dev = self.pl.dev
+        dev = self.dev
         c = uo[tt.inc_node]
         t = tt.inc_tensor
         keep = (dev[c] >= 0) & ~tt.free[t] & (tt.producer[t] >= 0)
@@ -591,8 +495,8 @@ class _LevelProblem:
         if not len(s0):
             return level, 0
         top = int(cur.max())
-        dev = self.pl.dev
-        pos = self.pos if self.pos is not None else np.arange(n)
+        dev = self.dev
+        pos = self.pos
         pa = np.asarray([a for a, _ in never], dtype=np.int64)
         pb = np.asarray([b for _, b in never], dtype=np.int64)
         same_dev = dev[pa] == dev[pb] if len(pa) else np.zeros(0, bool)
@@ -619,7 +523,7 @@ class _LevelProblem:
             to_hi = g_hi > g_lo
             target = np.where(to_hi, hi, lo)
             delta = np.where(to_hi, g_hi, g_lo) - here
-            mover = (delta > 0) & self.is_unit
+            mover = delta > 0
             if len(pa):  # a never-together partner already on the target level
                 clash = np.zeros(n, dtype=bool)
                 clash[pa[cur[pb] == target[pa]]] = True
@@ -646,13 +550,12 @@ class _LevelProblem:
             return ulab, 0
         units = self.pl.units
         n = self.n
-        size = np.ones(n, dtype=np.int64)
-        cb = self.g.const_bytes.astype(np.int64) if problem.max_const_bytes is not None else \
-            np.zeros(n, dtype=np.int64)
-        if units.has_groups:
-            size = np.bincount(units.unit_of, minlength=n)
-            cb = np.bincount(units.unit_of, weights=cb, minlength=n).astype(np.int64)
-        acc = np.flatnonzero(self.is_unit & (self.pl.dev >= 0))
+        size = np.asarray(units.size, dtype=np.int64)
+        cb = np.zeros(n, dtype=np.int64)
+        if problem.max_const_bytes is not None:
+            cb = np.bincount(units.unit_of, weights=self.g.const_bytes, minlength=n
+                             ).astype(np.int64)
+        acc = np.flatnonzero(self.dev >= 0)
         if not len(acc):
             return ulab, 0
         lab = ulab[acc]
@@ -668,7 +571,7 @@ class _LevelProblem:
             return ulab, 0
         ulab = ulab.copy()
         nxt = int(ulab.max()) + 1
-        pos = self.pos if self.pos is not None else np.arange(n)
+        pos = self.pos
         cap_n = problem.max_size if problem.max_size is not None else np.inf
         cap_b = problem.max_const_bytes if problem.max_const_bytes is not None else np.inf
         chunks = 0

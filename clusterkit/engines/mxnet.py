@@ -34,7 +34,8 @@ from collections import deque
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
-from clusterkit.engines.reach import GrowthState, GrowthTracker, Piece, UnitGraph, first_reentry
+from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
+from clusterkit.engines.units import UnitGraph, first_reentry
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition

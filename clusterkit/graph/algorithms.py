@@ -5,9 +5,12 @@ function here is deterministic: ties are broken by a key, never by hash or inser
 
 - :func:`topological_order` — Kahn's algorithm with a priority key; a cycle raises
   :class:`~clusterkit.errors.CycleError` naming its nodes (:func:`find_cycle`).
+- :func:`positions` — the position of every node in an order (its inverse permutation).
 - :func:`adjacency` — successor / predecessor lists.
 - :class:`UnionFind` — disjoint sets with path halving and union by size, on plain lists.
-- :func:`quotient_edges` — the distinct edges between labelled groups (a contraction).
+- :func:`group_labels` / :func:`quotient` — contract groups of nodes to units: the unit of each
+  node, the distinct edges between units and the unit edge each original edge stands in
+  (:func:`quotient_edges` keeps only the edges).
 - :func:`gc_paused` — pause the cyclic garbage collector while many small containers are made.
 """
 
@@ -69,6 +72,14 @@ def topological_order(n: int, src: Sequence[int], dst: Sequence[int],
     return order
 
 
+def positions(order: Sequence[int]) -> list[int]:
+    """``pos[v]``: where node ``v`` stands in ``order`` (a permutation of ``0..n-1``)."""
+    pos = [0] * len(order)
+    for i, v in enumerate(_as_list(order)):
+        pos[v] = i
+    return pos
+
+
 def find_cycle(rest: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:
     """One cycle among ``rest``, the nodes Kahn's algorithm could not order (each lies on a
     cycle or downstream of one): walk forward until a node repeats, dropping the dead ends
@@ -116,6 +127,12 @@ class UnionFind:
         self.size[ra] += self.size[rb]
         return ra
 
+    def link(self, keep: int, gone: int) -> None:
+        """Merge the set rooted at ``gone`` into the one rooted at ``keep`` (both roots): for
+        callers whose survivor is decided elsewhere (a contraction keeps one of two nodes)."""
+        self.parent[gone] = keep
+        self.size[keep] += self.size[gone]
+
     def connected(self, a: int, b: int) -> bool:
         return self.find(a) == self.find(b)
 
@@ -129,16 +146,44 @@ class UnionFind:
         return rank[inverse]
 
 
+def group_labels(group_of: np.ndarray) -> np.ndarray:
+    """Unit per node for a contraction: one unit per group (``group_of[v] >= 0``) and one per
+    ungrouped node (``-1``), numbered in order of their smallest node (so on topologically
+    numbered nodes the unit numbers follow the nodes)."""
+    group_of = np.asarray(group_of, dtype=np.int64)
+    n = len(group_of)
+    if not n or int(group_of.max()) < 0:
+        return np.arange(n, dtype=np.int64)
+    first = np.full(int(group_of.max()) + 1, n, dtype=np.int64)
+    grouped = np.flatnonzero(group_of >= 0)
+    np.minimum.at(first, group_of[grouped], grouped)
+    key = np.where(group_of >= 0, first[np.maximum(group_of, 0)], np.arange(n))
+    return np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(n)
+
+
+def quotient(labels: np.ndarray, src: np.ndarray, dst: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Contract every label to one node: ``(qsrc, qdst, edge_of)`` with the distinct edges
+    between different labels sorted by ``(qsrc, qdst)``, and per original edge the index of
+    the quotient edge it stands in (``-1`` for an edge inside one label)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    a = labels[np.asarray(src, dtype=np.int64)]
+    b = labels[np.asarray(dst, dtype=np.int64)]
+    edge_of = np.full(len(a), -1, dtype=np.int64)
+    outer = np.flatnonzero(a != b)
+    if not len(outer):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), edge_of
+    k = int(labels.max()) + 1
+    keys, inverse = np.unique(a[outer] * k + b[outer], return_inverse=True)
+    edge_of[outer] = inverse.reshape(-1)
+    return keys // k, keys % k, edge_of
+
+
 def quotient_edges(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray,
                                                                                    np.ndarray]:
     """The distinct edges ``(labels[s], labels[d])`` between different groups, sorted."""
-    a = np.asarray(labels)[np.asarray(src, dtype=np.int64)]
-    b = np.asarray(labels)[np.asarray(dst, dtype=np.int64)]
-    keep = a != b
-    if not keep.any():
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
-    return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+    qsrc, qdst, _ = quotient(labels, src, dst)
+    return qsrc, qdst
 
 
 @contextmanager

@@ -19,12 +19,12 @@ cycle if there is one.
 
 from __future__ import annotations
 
-import gc
 from typing import Sequence
 
 import numpy as np
 
 from clusterkit.errors import GraphError
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
 
 __all__ = ["graph_from_arrays", "graph_from_dag"]
@@ -100,17 +100,12 @@ def graph_from_arrays(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int
     cons = _split(dst.tolist(), _bounds(src, n))
     nb = nbytes.tolist()
     is_out = np.bincount(src, minlength=n) == 0
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # millions of new containers would trigger useless full collections
-    try:
+    with gc_paused():  # millions of new containers would trigger useless full collections
         # positional arguments: noticeably faster than keywords for a million dataclasses
         nodes = [Node(i, nm, op, "", _NO_ATTRS, inp, [tn], _NO_INPUTS, i, None, False, None)
                  for i, nm, op, inp, tn in zip(range(n), names, ops, ins, tnames)]
         tensors = {tn: Tensor(tn, None, None, b, i, c, False, False, False, o)
                    for i, tn, b, c, o in zip(range(n), tnames, nb, cons, is_out.tolist())}
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     outputs = [tnames[i] for i in np.flatnonzero(is_out).tolist()]
     const = np.zeros(n, dtype=bool)
     if "Constant" in kinds:  # only a Constant op can start a constant tensor here

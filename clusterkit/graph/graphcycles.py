@@ -15,11 +15,12 @@ its rank, so the ranks of all nodes (alive or dead) stay a permutation of
 
 from __future__ import annotations
 
-import gc
 import operator
-from collections import deque
 
 import numpy as np
+
+from clusterkit.errors import GraphError
+from clusterkit.graph.algorithms import gc_paused, positions, topological_order
 
 __all__ = ["GraphCycles"]
 
@@ -33,7 +34,7 @@ class GraphCycles:
         """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
         n = operator.index(n)
         if n < 0:
-            raise ValueError(f"number of nodes must be >= 0, got {n}")
+            raise GraphError(f"number of nodes must be >= 0, got {n}")
         self._rank: list[int] = list(range(n))
         self._out: list[set[int]] = [set() for _ in range(n)]
         self._in: list[set[int]] = [set() for _ in range(n)]
@@ -47,22 +48,23 @@ class GraphCycles:
 
         Duplicate edges are ignored.  If node ids are not already a topological
         order, one is computed (Kahn's algorithm) and used as the initial ranks.
-        Raises ``ValueError`` for ids out of range, self-loops, or a cycle.
+        Raises :class:`~clusterkit.errors.GraphError` (a ``ValueError``) for ids out of range,
+        self-loops, or a cycle (:class:`~clusterkit.errors.CycleError`, naming it).
         """
         n = operator.index(n)
         if n < 0:
-            raise ValueError(f"number of nodes must be >= 0, got {n}")
+            raise GraphError(f"number of nodes must be >= 0, got {n}")
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()
         if src.shape != dst.shape:
-            raise ValueError(f"src and dst differ in length: {src.size} != {dst.size}")
+            raise GraphError(f"src and dst differ in length: {src.size} != {dst.size}")
         for arr in (src, dst):
             bad = np.flatnonzero((arr < 0) | (arr >= n))
             if bad.size:
-                raise ValueError(f"node {int(arr[bad[0]])} is out of range [0, {n})")
+                raise GraphError(f"node {int(arr[bad[0]])} is out of range [0, {n})")
         loops = np.flatnonzero(src == dst)
         if loops.size:
-            raise ValueError(f"self-loop on node {int(src[loops[0]])}")
+            raise GraphError(f"self-loop on node {int(src[loops[0]])}")
 
         keys = np.sort(src * n + dst)  # sorted by (src, dst)
         distinct = np.ones(keys.size, dtype=bool)
@@ -71,20 +73,14 @@ class GraphCycles:
         s, d = np.divmod(keys, n) if n else (keys, keys)
         by_dst = np.argsort(d, kind="stable")
         graph = cls.__new__(cls)
-        # Millions of fresh sets would trigger many useless cyclic-GC passes.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():  # millions of fresh sets
             graph._alive = [True] * n
             graph._out = _bucket(n, s, d)
             graph._in = _bucket(n, d[by_dst], s[by_dst])
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         if bool(np.all(s < d)):
             graph._rank = list(range(n))
         else:
-            graph._rank = _kahn_ranks(n, graph._out, graph._in)
+            graph._rank = positions(topological_order(n, s, d))
         return graph
 
     def add_node(self) -> int:
@@ -107,7 +103,7 @@ class GraphCycles:
         """Whether ``x`` is a live node (not removed by a contraction/merge)."""
         x = operator.index(x)
         if not 0 <= x < len(self._rank):
-            raise ValueError(f"node {x} is out of range [0, {len(self._rank)})")
+            raise GraphError(f"node {x} is out of range [0, {len(self._rank)})")
         return self._alive[x]
 
     def rank(self, x: int) -> int:
@@ -173,12 +169,12 @@ class GraphCycles:
         Returns ``None`` (graph unchanged) if another path ``x ~> y`` exists,
         since the merged node would then lie on a cycle.  Otherwise the node
         with fewer edges (``y`` on a tie) is marked dead, its edges move to the
-        survivor, and the survivor's id is returned.  Raises ``ValueError`` if
+        survivor, and the survivor's id is returned.  Raises ``GraphError`` if
         the edge does not exist.
         """
         x, y = self._node(x), self._node(y)
         if y not in self._out[x]:
-            raise ValueError(f"no edge from node {x} to node {y}")
+            raise GraphError(f"no edge from node {x} to node {y}")
         self._unlink(x, y)
         if self._reachable(x, y):
             self._link(x, y)  # rank[x] < rank[y] still holds
@@ -234,9 +230,9 @@ class GraphCycles:
     def _node(self, x: int) -> int:
         x = operator.index(x)
         if not 0 <= x < len(self._rank):
-            raise ValueError(f"node {x} is out of range [0, {len(self._rank)})")
+            raise GraphError(f"node {x} is out of range [0, {len(self._rank)})")
         if not self._alive[x]:
-            raise ValueError(f"node {x} is dead (merged into another node)")
+            raise GraphError(f"node {x} is dead (merged into another node)")
         return x
 
     def _link(self, x: int, y: int) -> None:
@@ -404,37 +400,3 @@ def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
     bounds = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64)).tolist()
     vals = values.tolist()
     return [set(vals[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
-
-
-def _kahn_ranks(n: int, out: list[set[int]], inn: list[set[int]]) -> list[int]:
-    """Topological ranks by Kahn's algorithm (FIFO, ascending ids); ValueError on a cycle."""
-    indeg = [len(s) for s in inn]
-    queue = deque(v for v in range(n) if indeg[v] == 0)
-    rank = [-1] * n
-    r = 0
-    while queue:
-        v = queue.popleft()
-        rank[v] = r
-        r += 1
-        for w in sorted(out[v]):
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                queue.append(w)
-    if r < n:
-        raise ValueError(f"edges contain a cycle: {_find_cycle(rank, inn)}")
-    return rank
-
-
-def _find_cycle(rank: list[int], inn: list[set[int]]) -> str:
-    """Describe one cycle among the nodes Kahn's pass could not rank."""
-    v = rank.index(-1)
-    pos: dict[int, int] = {}
-    path: list[int] = []
-    while v not in pos:
-        pos[v] = len(path)
-        path.append(v)
-        v = min(u for u in inn[v] if rank[u] == -1)  # unranked nodes keep an unranked predecessor
-    cycle = path[pos[v]:][::-1]
-    start = cycle.index(min(cycle))
-    cycle = cycle[start:] + cycle[:start]
-    return " -> ".join(map(str, cycle + [cycle[0]]))

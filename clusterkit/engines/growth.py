@@ -1,0 +1,472 @@
+"""Growing one cluster a unit at a time under OpenVINO HETERO's global condition, without any
+n×n closure (strategies ``mxnet`` and ``hetero``).
+
+The condition: no rejected unit may lie on a path between two members of the growing set.
+:class:`GrowthTracker` checks it after every step with early-exit searches, and rolls back last
+in, first out; :class:`GrowthState` keeps the size, never-together and constant-byte bookkeeping
+of the same growth. Both work on a :class:`~clusterkit.engines.units.UnitGraph`.
+
+Pruning, computed once per graph and never per pair: a path ``u ~> v`` only passes units that lie
+between ``u`` and ``v`` in *every* topological order (:attr:`UnitGraph.orders` keeps three), and
+only if ``v``'s GRAIL interval lies inside ``u``'s in each labelling
+(:attr:`UnitGraph.intervals`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from clusterkit.engines.units import UnitGraph
+
+
+@dataclass
+class Piece:
+    """An accelerator cluster under construction: device index and units."""
+
+    device: int
+    units: list[int]
+    tag: dict = field(default_factory=dict)
+
+
+_BIG = 1 << 62
+_SCAN_MEMBERS = 128   # up to this many members, test each one with GRAIL instead of searching
+_SCAN_REJECTED = 512  # up to this many rejected units, test each one when a member joins
+_EXPAND, _SKIP, _STOP = 0, 1, 2  # what a window search does at a unit
+
+
+class GrowthTracker:
+    """OpenVINO HETERO's global condition for one growing set ``S`` with a rejected list ``R``:
+    no rejected unit may lie on a path between two members.
+
+    Checked at every step by early-exit searches, never by labelling whole regions:
+
+    - adding ``x`` can only create paths through ``x``: is there a rejected ``r`` with
+      ``S ~> r ~> x`` or ``x ~> r ~> S``? With few rejected units each is tested (order and
+      GRAIL filters, then a depth-first search pruned toward its single target); otherwise one
+      search from ``x`` looks for a rejected unit, stopping at members (a rejected unit behind a
+      member would already have failed the condition);
+    - rejecting ``r`` can only put ``r`` itself between two members;
+    - rolling back is last-in-first-out, and only the unit whose rejection failed the condition
+      and the units rolled back since can then lie between members; each keeps the two members
+      that witness it and is searched again only when one of them is rolled back. After a few
+      single steps the stopping point is computed at once (:meth:`settle`).
+
+    "Which member reaches ``z``" is cached per growth: a found member stays valid while it
+    lives, a miss stays valid for the members it saw, so only later members are tried. Every
+    search stays inside the window of ``S`` in the three orders of :attr:`UnitGraph.orders`.
+    ``blocked`` units (``begin``) count as rejected from the start (MXNet's eager variant).
+    """
+
+    def __init__(self, ug: UnitGraph):
+        n = ug.n
+        self.ug = ug
+        self.succ, self.pred = ug.succ, ug.pred
+        self.o0, self.o1, self.o2 = ug.orders
+        self._grail = [lab for pair in ug.intervals for lab in pair]
+        self.mem = [0] * n
+        self.mtime = [0] * n
+        self.rej = [0] * n
+        self.alive: list[bool] = []
+        self.gid = 0
+        self.begin()
+
+    def begin(self, blocked: list[bool] | None = None) -> None:
+        """Start a new growth (forget the previous one in O(1)). ``blocked`` marks units that
+        count as rejected from the start (they can never join)."""
+        self.gid += 1
+        self.blocked = blocked
+        self.members: list[int] = []
+        self.times: list[int] = []
+        self.rejected: list[int] = []
+        self.rolled: list[int] = []
+        self.hi = [-1, -1, -1]
+        self.lo = [_BIG, _BIG, _BIG]
+        self.history: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        self.suspects: dict[int, tuple[int, int] | None] = {}
+        self._cache: dict[int, tuple[int, int, int | None]] = {}
+        self.violated = False
+
+    @property
+    def total(self) -> int:
+        """1 while the condition fails, else 0."""
+        return 1 if self.violated else 0
+
+    def is_member(self, x: int) -> bool:
+        return self.mem[x] == self.gid
+
+    def is_rejected(self, x: int) -> bool:
+        return self.rej[x] == self.gid
+
+    # ------------------------------------------------------------------ steps
+    def add(self, x: int) -> None:
+        """Make ``x`` a member and check the condition."""
+        t = len(self.alive)
+        self.alive.append(True)
+        self.mem[x] = self.gid
+        self.mtime[x] = t
+        self.members.append(x)
+        self.times.append(t)
+        hi, lo = self.hi, self.lo
+        self.history.append((tuple(hi), tuple(lo)))
+        for i, o in enumerate((self.o0, self.o1, self.o2)):
+            r = o[x]
+            if r > hi[i]:
+                hi[i] = r
+            if r < lo[i]:
+                lo[i] = r
+        if (self.rejected or self.blocked is not None) and len(self.members) > 1 \
+                and self._through(x):
+            self.violated = True
+            self.suspects = {}
+
+    def reject(self, x: int) -> None:
+        """Put ``x`` on the rejected list and check the condition."""
+        self.rej[x] = self.gid
+        self.rejected.append(x)
+        w = self._witness(x)
+        if w is not None:
+            self.suspects[x] = w
+            self.violated = True
+
+    def settle(self, batch_after: int = 8) -> list[int]:
+        """Roll back (last in, first out) until the condition holds; return the units removed,
+        latest first. After ``batch_after`` single steps the stopping point is computed at
+        once from earliest-member labels (see :meth:`_batch_rollback`)."""
+        removed: list[int] = []
+        while self.violated:
+            if len(removed) >= batch_after and len(self.members) > 2 * batch_after:
+                removed.extend(self._batch_rollback())
+                break
+            removed.append(self.rollback())
+        return removed
+
+    def _pop(self) -> int:
+        x = self.members.pop()
+        t = self.times.pop()
+        self.alive[t] = False
+        self.mem[x] = 0
+        h, l = self.history.pop()
+        self.hi, self.lo = list(h), list(l)
+        self.rolled.append(x)
+        self.rej[x] = self.gid
+        self.rejected.append(x)
+        return x
+
+    def _batch_rollback(self) -> list[int]:
+        """Where the step-by-step rollback would stop, from one labelling of the window: with
+        ``d[z]``/``a[z]`` the earliest member (by position) reaching / reached from ``z``, a unit
+        lies between the first ``k`` members iff ``max(d, a) < k``; the candidates are the
+        current suspects and every member rolled back on the way."""
+        members = self.members
+        pos = {m: i for i, m in enumerate(members)}
+        down = self._earliest(True, pos)
+        up = self._earliest(False, pos)
+        big = len(members) + 1
+
+        def key(z: int) -> int:
+            return max(down.get(z, big), up.get(z, big))
+
+        worst = min((key(z) for z in self.suspects), default=big)
+        k = len(members)
+        while k > 1:
+            worst = min(worst, key(members[k - 1]))
+            k -= 1
+            if worst >= k:
+                break
+        removed = [self._pop() for _ in range(len(members) - k)]
+        self.suspects = {}
+        self.violated = False
+        return removed
+
+    def _earliest(self, forward: bool, pos: dict[int, int]) -> dict[int, int]:
+        """Per unit of the window, the earliest member (position) reaching it (``forward``)
+        or reached from it, through paths of length >= 1."""
+        adj = self.succ if forward else self.pred
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
+        label: dict[int, int] = {}
+        for i, m in enumerate(self.members):
+            stack = list(adj[m])
+            while stack:
+                y = stack.pop()
+                if y in label:
+                    continue
+                if forward:
+                    if o0[y] > h0 or o1[y] > h1 or o2[y] > h2:
+                        continue
+                elif o0[y] < l0 or o1[y] < l1 or o2[y] < l2:
+                    continue
+                label[y] = i
+                stack.extend(adj[y])
+        return label
+
+    def rollback(self) -> int:
+        """Remove the latest member, put it on the rejected list, check again; return it."""
+        x = self._pop()
+        self.suspects[x] = None
+        alive = self.alive
+        still = False
+        for z, w in list(self.suspects.items()):
+            if w is not None and alive[w[0]] and alive[w[1]]:
+                still = True
+                continue
+            w = self._witness(z)
+            if w is None:
+                del self.suspects[z]
+            else:
+                self.suspects[z] = w
+                still = True
+        self.violated = still
+        return x
+
+    # ------------------------------------------------------------------ window and filters
+    def outside(self, x: int) -> int:
+        """+1 when ``x`` lies after the window in some order (it reaches no member), -1 when
+        before it (no member reaches it), 0 when inside (or both)."""
+        after = before = False
+        for i, o in enumerate((self.o0, self.o1, self.o2)):
+            r = o[x]
+            if r > self.hi[i]:
+                after = True
+            elif r < self.lo[i]:
+                before = True
+        if after == before:
+            return 0
+        return 1 if after else -1
+
+    # ------------------------------------------------------------------ searches
+    def _may(self, a: int, b: int) -> bool:
+        """Necessary for ``a ~> b``: before it in every order, interval inside in every
+        GRAIL labelling."""
+        o0 = self.o0
+        if o0[a] >= o0[b]:
+            return False
+        g = self._grail
+        if g[0][a] > g[0][b] or g[1][b] > g[1][a] or g[2][a] > g[2][b] or g[3][b] > g[3][a] \
+                or g[4][a] > g[4][b] or g[5][b] > g[5][a]:
+            return False
+        return self.o1[a] < self.o1[b] and self.o2[a] < self.o2[b]
+
+    def _reaches(self, a: int, b: int) -> bool:
+        """``a ~> b`` (``a != b``), a depth-first search pruned toward ``b`` (the checks of
+        :meth:`_may` inlined)."""
+        if not self._may(a, b):
+            return False
+        succ = self.succ
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        g0, g1, g2, g3, g4, g5 = self._grail
+        b0, b1, b2 = o0[b], o1[b], o2[b]
+        c0, c1, c2, c3, c4, c5 = g0[b], g1[b], g2[b], g3[b], g4[b], g5[b]
+        seen = {a}
+        stack = [a]
+        while stack:
+            for w in succ[stack.pop()]:
+                if w == b:
+                    return True
+                if w not in seen and o0[w] < b0 and g0[w] <= c0 and c1 <= g1[w] \
+                        and g2[w] <= c2 and c3 <= g3[w] and g4[w] <= c4 and c5 <= g5[w] \
+                        and o1[w] < b1 and o2[w] < b2:
+                    seen.add(w)
+                    stack.append(w)
+        return False
+
+    def _find_member(self, z: int, forward: bool) -> int | None:
+        """Time of some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
+        cached per growth: a found member stays valid while it lives; a miss stays valid for
+        the members it saw (rollback is last-in-first-out), so only later members are tried."""
+        adj = self.succ if forward else self.pred
+        mem, gid, mtime = self.mem, self.gid, self.mtime
+        for w in adj[z]:
+            if mem[w] == gid:
+                return mtime[w]
+        members, times = self.members, self.times
+        key = z if forward else -1 - z
+        hit = self._cache.get(key)
+        first = 0
+        if hit is not None:
+            k, tk, found = hit
+            if found is not None:
+                if self.alive[found]:
+                    return found
+            elif k <= len(times) and (k == 0 or times[k - 1] == tk):
+                first = k
+        if first or len(members) <= _SCAN_MEMBERS:
+            reaches = self._reaches
+            o0, o1, o2 = self.o0, self.o1, self.o2
+            g0, g1, g2, g3, g4, g5 = self._grail
+            z0, z1, z2 = o0[z], o1[z], o2[z]
+            y0, y1, y2, y3, y4, y5 = g0[z], g1[z], g2[z], g3[z], g4[z], g5[z]
+            found = None
+            if forward:             # z ~> m possible: z before m, m's intervals inside z's
+                for m in members[first:]:
+                    if z0 < o0[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
+                            and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
+                            and z1 < o1[m] and z2 < o2[m] and reaches(z, m):
+                        found = mtime[m]
+                        break
+            else:
+                for m in members[first:]:
+                    if o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] and g2[m] <= y2 \
+                            and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
+                            and o1[m] < z1 and o2[m] < z2 and reaches(m, z):
+                        found = mtime[m]
+                        break
+            k = len(times)
+            self._cache[key] = (k, times[k - 1] if k else -1, found)
+            return found
+        y = self._window_search(z, forward, lambda y: _STOP if mem[y] == gid else _EXPAND)
+        if y is not None:
+            self._cache[key] = (0, -1, mtime[y])
+            return mtime[y]
+        k = len(times)
+        self._cache[key] = (k, times[k - 1] if k else -1, None)
+        return None
+
+    def _witness(self, z: int) -> tuple[int, int] | None:
+        """Times of two members with ``a ~> z ~> b``, or None."""
+        if self.outside(z):
+            return None
+        a = self._find_member(z, False)
+        if a is None:
+            return None
+        b = self._find_member(z, True)
+        if b is None:
+            return None
+        return a, b
+
+    def _through(self, x: int) -> bool:
+        """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
+        ``x ~> r ~> S``)?"""
+        side = self.outside(x)
+        if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
+            reaches, mem, gid = self._reaches, self.mem, self.gid
+            o0, o1, o2 = self.o0, self.o1, self.o2
+            g0, g1, g2, g3, g4, g5 = self._grail
+            x0, x1, x2 = o0[x], o1[x], o2[x]
+            y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
+            for r in self.rejected:
+                if mem[r] == gid:
+                    continue
+                r0 = o0[r]
+                if r0 < x0:        # may r ~> x, with a member before r?
+                    if side <= 0 and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
+                            and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r] \
+                            and o1[r] < x1 and o2[r] < x2 \
+                            and self._find_member(r, False) is not None and reaches(r, x):
+                        return True
+                elif side >= 0 and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5 \
+                        and x1 < o1[r] and x2 < o2[r] \
+                        and self._find_member(r, True) is not None and reaches(x, r):
+                    return True
+            return False
+        for forward in (False, True):
+            if (side > 0 and forward) or (side < 0 and not forward):
+                continue
+            if self._phase_search(x, forward):
+                return True
+        return False
+
+    def _phase_search(self, x: int, forward: bool) -> bool:
+        """Is there a rejected (or blocked) unit ``r`` with ``x ~> r ~> S`` (``forward``) or
+        ``S ~> r ~> x``? Searches from ``x``, stopping at members."""
+        mem, rej, gid, blocked = self.mem, self.rej, self.gid, self.blocked
+
+        def visit(y: int) -> int:
+            if mem[y] == gid:
+                return _SKIP
+            if rej[y] == gid or (blocked is not None and blocked[y]):
+                return _STOP if self._find_member(y, forward) is not None else _SKIP
+            return _EXPAND
+
+        return self._window_search(x, forward, visit) is not None
+
+    def _window_search(self, x: int, forward: bool, visit: Callable[[int], int]) -> int | None:
+        """Depth-first from ``x`` along successors (``forward``) or predecessors, inside the
+        members' window in the three orders; ``visit(y)`` says whether to expand ``y``, skip it
+        or stop there. Returns the unit it stopped at, or ``None``."""
+        adj = self.succ if forward else self.pred
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
+        seen = {x}
+        stack = list(adj[x])
+        while stack:
+            y = stack.pop()
+            if y in seen:
+                continue
+            seen.add(y)
+            if forward:
+                if o0[y] > h0 or o1[y] > h1 or o2[y] > h2:
+                    continue
+            elif o0[y] < l0 or o1[y] < l1 or o2[y] < l2:
+                continue
+            step = visit(y)
+            if step == _STOP:
+                return y
+            if step == _EXPAND:
+                stack.extend(adj[y])
+        return None
+
+
+class GrowthState:
+    """Size, never-together and constant-byte bookkeeping of one growth on device ``d``
+    (undoable), and :meth:`fits`: may unit ``v`` join the tracker's current members?"""
+
+    def __init__(self, ug: UnitGraph, d: int, max_size: int | None, max_bytes: int | None):
+        self.ug = ug
+        self.d = d
+        self.ok = ug.ok[d]
+        self.max_size = max_size
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.forbid: dict[int, int] = {}
+        self.tcount: dict[int, int] = {}
+        self.bytes = 0
+
+    def fits(self, v: int, T: GrowthTracker) -> bool:
+        ug = self.ug
+        if self.max_size is not None and self.size + ug.size[v] > self.max_size:
+            return False
+        if self.forbid.get(v):
+            return False
+        gid, mem, ok = T.gid, T.mem, self.ok
+        for w, e in zip(ug.succ[v], ug.succ_e[v]):
+            if mem[w] == gid and not ok[e]:
+                return False
+        for w, e in zip(ug.pred[v], ug.pred_e[v]):
+            if mem[w] == gid and not ok[e]:
+                return False
+        if self.max_bytes is not None:
+            tb, tc = ug.tensor_bytes, self.tcount
+            extra = sum(tb[t] for t in ug.const[v] if not tc.get(t))
+            if self.bytes + extra > self.max_bytes:
+                return False
+        return True
+
+    def add(self, v: int) -> None:
+        ug = self.ug
+        self.size += ug.size[v]
+        for w in ug.never.get(v, ()):
+            self.forbid[w] = self.forbid.get(w, 0) + 1
+        if self.max_bytes is not None:
+            tc, tb = self.tcount, ug.tensor_bytes
+            for t in ug.const[v]:
+                k = tc.get(t, 0)
+                if not k:
+                    self.bytes += tb[t]
+                tc[t] = k + 1
+
+    def remove(self, v: int) -> None:
+        ug = self.ug
+        self.size -= ug.size[v]
+        for w in ug.never.get(v, ()):
+            self.forbid[w] -= 1
+        if self.max_bytes is not None:
+            tc, tb = self.tcount, ug.tensor_bytes
+            for t in ug.const[v]:
+                tc[t] -= 1
+                if not tc[t]:
+                    self.bytes -= tb[t]

@@ -1,0 +1,321 @@
+"""The problem's graph with every together group contracted to one *unit*.
+
+A together group is convex and no two groups depend on each other (both checked when the
+constraints are compiled), so the contracted graph is again a DAG and a partition of the units is
+a partition of the nodes that keeps every group whole. The contraction itself is
+:func:`~clusterkit.graph.algorithms.group_labels` and :func:`~clusterkit.graph.algorithms.quotient`
+on integer arrays; :class:`UnitGraph` adds what the engines ask of a unit (devices, size,
+constants, never-together partners, topological orders), each part computed on first use.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Iterable, Protocol
+
+import numpy as np
+
+from clusterkit.constraints.core import Problem
+from clusterkit.graph import convexity
+from clusterkit.graph.algorithms import (group_labels, positions, quotient,
+                                         topological_order)
+
+
+class _Piece(Protocol):
+    device: int
+    units: list[int]
+
+
+class UnitGraph:
+    """Units ``0..n-1``, numbered in order of their smallest node (a topological numbering of
+    the units whenever the nodes are one).
+
+    Arrays: ``unit_of`` node → unit; ``esrc``/``edst`` the distinct unit edges (the graph's own
+    edges when there are no groups); ``edge_of`` per graph edge its unit edge (-1 inside a unit).
+    Plain lists (for loops): ``members[u]`` sorted node ids, ``size[u]``, ``succ[u]``/``pred[u]``
+    neighbour units with ``succ_e[u]``/``pred_e[u]`` the unit-edge ids parallel to them,
+    ``order`` a topological order and ``rank`` each unit's position in it, ``ok[d][e]`` whether
+    unit edge ``e`` may lie inside a cluster of device ``d`` (every graph edge it stands for is
+    contractible), ``feasible[d][u]`` whether unit ``u`` alone may be a cluster of device ``d``,
+    ``never[u]`` units ``u`` may never share a cluster with, ``edge_nodes[e]`` one graph edge
+    (producer, consumer) behind unit edge ``e``.
+    """
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        g = problem.graph
+        self.has_groups = bool(problem.groups)
+        if self.has_groups:
+            self.unit_of = group_labels(problem.group_of)
+            self.n = int(self.unit_of.max()) + 1
+            self.esrc, self.edst, self.edge_of = quotient(self.unit_of, g.edge_src, g.edge_dst)
+            self.order = topological_order(self.n, self.esrc, self.edst)
+            self.rank = positions(self.order)
+        else:
+            self.n = g.n
+            self.unit_of = np.arange(g.n, dtype=np.int64)
+            self.esrc, self.edst = g.edge_src, g.edge_dst
+            self.edge_of = np.arange(g.num_edges, dtype=np.int64)
+            self.order = list(range(g.n))
+            self.rank = self.order
+
+    # ------------------------------------------------------------------ structure
+    @cached_property
+    def members(self) -> list[list[int]]:
+        members: list[list[int]] = [[] for _ in range(self.n)]
+        for v, u in enumerate(self.unit_of.tolist()):
+            members[u].append(v)
+        return members
+
+    @cached_property
+    def size(self) -> list[int]:
+        return np.bincount(self.unit_of, minlength=self.n).tolist()
+
+    @cached_property
+    def first(self) -> np.ndarray:
+        """Smallest node of each unit."""
+        first = np.full(self.n, self.problem.n, dtype=np.int64)
+        np.minimum.at(first, self.unit_of, np.arange(self.problem.n))
+        return first
+
+    @cached_property
+    def succ(self) -> list[list[int]]:
+        if not self.has_groups:
+            return self.problem.graph.succ_lists
+        return _split(self.edst, _ptr(self.esrc, self.n))
+
+    @cached_property
+    def pred(self) -> list[list[int]]:
+        if not self.has_groups:
+            return self.problem.graph.pred_lists
+        by_dst = self._by_dst
+        return _split(self.esrc[by_dst], _ptr(self.edst, self.n))
+
+    @cached_property
+    def succ_e(self) -> list[list[int]]:
+        return _split(np.arange(len(self.esrc), dtype=np.int64), _ptr(self.esrc, self.n))
+
+    @cached_property
+    def pred_e(self) -> list[list[int]]:
+        return _split(self._by_dst, _ptr(self.edst, self.n))
+
+    @cached_property
+    def _by_dst(self) -> np.ndarray:
+        """Unit edges by (target, source)."""
+        return np.lexsort((self.esrc, self.edst)).astype(np.int64)
+
+    @cached_property
+    def edge_nodes(self) -> list[tuple[int, int]]:
+        g = self.problem.graph
+        outer = np.flatnonzero(self.edge_of >= 0)
+        _, first = np.unique(self.edge_of[outer], return_index=True)
+        orig = outer[first]
+        return list(zip(g.edge_src[orig].tolist(), g.edge_dst[orig].tolist()))
+
+    # ------------------------------------------------------------------ devices
+    @cached_property
+    def ok(self) -> list[list[bool]]:
+        p = self.problem
+        out = []
+        outer = np.flatnonzero(self.edge_of >= 0)
+        for d in range(len(p.devices)):
+            contract = p.contractible(d)
+            if not self.has_groups:
+                out.append(contract.tolist())
+                continue
+            agg = np.ones(len(self.esrc), dtype=bool)
+            np.logical_and.at(agg, self.edge_of[outer], contract[outer])
+            out.append(agg.tolist())
+        return out
+
+    @cached_property
+    def feasible(self) -> list[list[bool]]:
+        p = self.problem
+        g = p.graph
+        inner = np.flatnonzero(self.edge_of < 0)
+        out = []
+        for d in range(len(p.devices)):
+            feas = np.ones(self.n, dtype=bool)
+            np.logical_and.at(feas, self.unit_of, p.supported[d])
+            bad = inner[~p.contractible(d)[inner]]
+            feas[self.unit_of[g.edge_src[bad]]] = False
+            if p.max_size is not None:
+                feas &= np.asarray(self.size) <= p.max_size
+            if p.max_const_bytes is not None:
+                feas &= np.asarray([self.unit_const_bytes(u) for u in range(self.n)]
+                                   ) <= p.max_const_bytes
+            out.append(feas.tolist())
+        return out
+
+    @cached_property
+    def never(self) -> dict[int, list[int]]:
+        never: dict[int, list[int]] = {}
+        uo = self.unit_of
+        for a, b in self.problem.never_pairs.tolist():
+            ua, ub = int(uo[a]), int(uo[b])
+            never.setdefault(ua, []).append(ub)
+            never.setdefault(ub, []).append(ua)
+        return never
+
+    # ------------------------------------------------------------------ constants
+    @cached_property
+    def _constants(self) -> tuple[list[list[int]], list[int]]:
+        """Per unit the ids of the distinct constant tensors it reads, and bytes per id."""
+        g = self.problem.graph
+        ids: dict[str, int] = {}
+        nbytes: list[int] = []
+        const: list[list[int]] = [[] for _ in range(self.n)]
+        for u, nodes in enumerate(self.members):
+            seen = set()
+            for v in nodes:
+                for t in g.nodes[v].all_inputs():
+                    ten = g.tensors[t]
+                    if ten.is_constant and t not in seen:
+                        seen.add(t)
+                        if t not in ids:
+                            ids[t] = len(nbytes)
+                            nbytes.append(int(ten.nbytes or 0))
+                        const[u].append(ids[t])
+        return const, nbytes
+
+    @property
+    def const(self) -> list[list[int]] | None:
+        """Constant-tensor ids per unit (only when ``max_const_bytes`` is set)."""
+        return None if self.problem.max_const_bytes is None else self._constants[0]
+
+    @property
+    def tensor_bytes(self) -> list[int]:
+        return [] if self.problem.max_const_bytes is None else self._constants[1]
+
+    def unit_const_bytes(self, u: int) -> int:
+        """Bytes of the distinct constants unit ``u`` reads."""
+        if self.const is None:
+            return 0
+        tb = self.tensor_bytes
+        return sum(tb[t] for t in self.const[u])
+
+    # ------------------------------------------------------------------ orders
+    @cached_property
+    def orders(self) -> list[list[int]]:
+        """Three topological orders (positions per unit): the rank, Kahn's order taking the
+        latest ready unit first, a depth-first reverse postorder. A path ``u ~> v`` only passes
+        units between ``u`` and ``v`` in every one."""
+        latest = positions(topological_order(self.n, self.esrc, self.edst,
+                                             key=[-r for r in self.rank]))
+        return [self.rank, latest, _dfs_positions(self)]
+
+    @cached_property
+    def intervals(self) -> list[tuple[list[int], list[int]]]:
+        """GRAIL reachability intervals ``(low, post)`` of three seeded random depth-first
+        traversals: ``u ~> v`` implies ``low[u] <= low[v]`` and ``post[v] <= post[u]`` in each."""
+        return [_grail(self, seed) for seed in (1, 2, 3)]
+
+    # ------------------------------------------------------------------ helpers
+    def nodes_of(self, units: Iterable[int]) -> list[int]:
+        """Sorted node ids of some units."""
+        if not self.has_groups:
+            return sorted(int(u) for u in units)
+        out = []
+        for u in units:
+            out.extend(self.members[u])
+        return sorted(out)
+
+    def node_labels(self, clusters: list[_Piece]) -> tuple[np.ndarray, np.ndarray]:
+        """Cluster label and device index per node (-1: fallback) for accelerator pieces
+        (objects with ``device`` and ``units``)."""
+        n = self.problem.n
+        labels = np.arange(n, dtype=np.int64) + len(clusters)
+        devices = np.full(n, -1, dtype=np.int64)
+        for k, piece in enumerate(clusters):
+            nodes = self.nodes_of(piece.units)
+            labels[nodes] = k
+            devices[nodes] = piece.device
+        return labels, devices
+
+
+def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> int | None:
+    """The lowest-ranked member a path leaving the units ``members`` re-enters (``forward``),
+    or the highest-ranked member such a path starts from; ``None`` when the set is convex
+    (:func:`clusterkit.graph.convexity.first_reentry` pruned by the three orders)."""
+    hit = convexity.first_reentry(ug.succ if forward else ug.pred, members, ug.rank,
+                                  ug.orders[1:], forward)
+    return None if hit is None else hit[0]
+
+
+def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr
+
+
+def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
+    flat = np.asarray(idx).tolist()
+    bounds = ptr.tolist()
+    return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+
+def _dfs_positions(ug: UnitGraph) -> list[int]:
+    """Position of each unit in the reverse postorder of a depth-first search (sources in rank
+    order, successors of largest rank first)."""
+    n = ug.n
+    succ, pred = ug.succ, ug.pred
+    seen = [False] * n
+    post: list[int] = []
+    for s in ug.order:
+        if seen[s] or pred[s]:
+            continue
+        seen[s] = True
+        stack = [(s, iter(reversed(succ[s])))]
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if not seen[w]:
+                    seen[w] = True
+                    stack.append((w, iter(reversed(succ[w]))))
+                    break
+            else:
+                stack.pop()
+                post.append(v)
+    post.reverse()
+    return positions(post)
+
+
+def _grail(ug: UnitGraph, seed: int) -> tuple[list[int], list[int]]:
+    """One GRAIL labelling (Yildirim et al.): post-order ranks of a random depth-first search
+    and, per unit, the lowest post-order rank among its descendants."""
+    import random
+
+    rng = random.Random(seed)
+    n = ug.n
+    succ, pred = ug.succ, ug.pred
+    seen = [False] * n
+    post = [0] * n
+    k = 0
+    roots = [u for u in range(n) if not pred[u]]
+    rng.shuffle(roots)
+    for s in roots:
+        seen[s] = True
+        kids = list(succ[s])
+        rng.shuffle(kids)
+        stack = [(s, iter(kids))]
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if not seen[w]:
+                    seen[w] = True
+                    kids = list(succ[w])
+                    rng.shuffle(kids)
+                    stack.append((w, iter(kids)))
+                    break
+            else:
+                stack.pop()
+                post[v] = k
+                k += 1
+    low = list(post)
+    for v in reversed(ug.order):
+        m = low[v]
+        for w in succ[v]:
+            if low[w] < m:
+                m = low[w]
+        low[v] = m
+    return low, post

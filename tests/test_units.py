@@ -1,0 +1,89 @@
+"""UnitGraph (together groups contracted) against an independent networkx contraction, on random
+DAGs with random convex groups: the units' members, the unit edges and a topological rank."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+import pytest
+
+import clusterkit as ck
+from clusterkit import Constraints
+from clusterkit.engines.units import UnitGraph
+
+
+def random_case(seed: int) -> tuple[nx.DiGraph, list[list[str]]]:
+    """A random DAG and disjoint convex groups no two of which depend on each other."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 24)
+    g = nx.DiGraph()
+    names = [f"n{i}" for i in range(n)]
+    rng.shuffle(names)  # node names in no particular order
+    for name in names:
+        g.add_node(name, op="Relu")
+    for j in range(n):
+        for i in range(j):
+            if rng.random() < 0.18:
+                g.add_edge(names[i], names[j], bytes=4)
+    groups: list[set[str]] = []
+    for _ in range(rng.randint(0, 4)):
+        free = [v for v in g if not any(v in grp for grp in groups)]
+        if len(free) < 2:
+            break
+        picks = set(rng.sample(free, rng.randint(2, min(3, len(free)))))
+        hull = picks | {v for a in picks for b in picks
+                        for v in nx.descendants(g, a) & nx.ancestors(g, b)}
+        if any(hull & grp for grp in groups):
+            continue
+        if nx.is_directed_acyclic_graph(contract(g, groups + [hull])):
+            groups.append(hull)
+    return g, [sorted(grp) for grp in groups]
+
+
+def contract(g: nx.DiGraph, groups: list[set[str]]) -> nx.DiGraph:
+    """The quotient graph: a node per group (its members as a frozenset) and per other node."""
+    block = {v: frozenset([v]) for v in g}
+    for grp in groups:
+        for v in grp:
+            block[v] = frozenset(grp)
+    q = nx.DiGraph()
+    q.add_nodes_from(set(block.values()))
+    q.add_edges_from((block[u], block[v]) for u, v in g.edges if block[u] != block[v])
+    return q
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_unit_graph_matches_a_networkx_contraction(seed):
+    g, groups = random_case(seed)
+    problem = ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups))
+    ug = UnitGraph(problem)
+    names = [nd.name for nd in problem.graph.nodes]
+    unit_set = [frozenset(names[v] for v in ug.members[u]) for u in range(ug.n)]
+    oracle = contract(g, [set(grp) for grp in groups])
+
+    assert sorted(map(sorted, unit_set)) == sorted(map(sorted, oracle.nodes))
+    assert all(ug.unit_of[v] == u for u in range(ug.n) for v in ug.members[u])
+    assert ug.size == [len(s) for s in unit_set]
+    edges = {(unit_set[a], unit_set[b]) for a, b in zip(ug.esrc.tolist(), ug.edst.tolist())}
+    assert len(edges) == len(ug.esrc) and edges == set(oracle.edges)
+    assert {(unit_set[a], unit_set[b]) for a in range(ug.n) for b in ug.succ[a]} == edges
+    assert {(unit_set[a], unit_set[b]) for b in range(ug.n) for a in ug.pred[b]} == edges
+    for a in range(ug.n):
+        assert [ug.edst[e] for e in ug.succ_e[a]] == ug.succ[a]
+        assert [ug.esrc[e] for e in ug.pred_e[a]] == ug.pred[a]
+
+    assert sorted(ug.rank) == list(range(ug.n))
+    assert [ug.rank[u] for u in ug.order] == list(range(ug.n))
+    for a, b in oracle.edges:
+        assert ug.rank[unit_set.index(a)] < ug.rank[unit_set.index(b)]
+    for order in ug.orders:
+        assert all(order[ug.esrc[e]] < order[ug.edst[e]] for e in range(len(ug.esrc)))
+
+    gr = problem.graph
+    for e, (u, v) in enumerate(zip(gr.edge_src.tolist(), gr.edge_dst.tolist())):
+        a, b = ug.unit_of[u], ug.unit_of[v]
+        if a == b:
+            assert ug.edge_of[e] == -1
+        else:
+            assert (ug.esrc[ug.edge_of[e]], ug.edst[ug.edge_of[e]]) == (a, b)
