@@ -180,3 +180,19 @@ def test_a_usage_error_is_argparse_exit_2(capsys):
         main(["partition"])
     assert info.value.code == 2
     assert "usage:" in capsys.readouterr().err
+
+
+def test_an_ambiguous_name_is_picked_by_its_graph_node_index(tmp_path):
+    """``#K`` names the node at ``graph.node`` index K: the never pair then holds for it."""
+    import clusterkit as ck
+
+    path = tmp_path / "dup.onnx"
+    path.write_bytes(duplicate_names_model())
+    for twin in (0, 1):
+        cons = ck.Constraints.default(never_together=[(f"#{twin}", "sum")])
+        part = ck.partition(str(path), "ops:Relu,Add", strategy="cycles", constraints=cons)
+        graph = part.graph
+        at = {int(graph.index_to_source[v]): c.id for c in part.clusters for v in c.nodes}
+        assert at[twin] != at[2], "the chosen twin shares a cluster with 'sum'"
+    free = ck.partition(str(path), "ops:Relu,Add", strategy="cycles")
+    assert len(free.clusters) == 1, "without the pair all three nodes share one cluster"

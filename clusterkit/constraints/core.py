@@ -136,17 +136,45 @@ class Problem:
 
 
 def resolve_node(graph: Graph, ref: NodeRef, what: str) -> int:
-    """Topological index of a node given by index or name."""
+    """Topological index of a node given by index or name. A name that several nodes carry is
+    an error naming them; ``"#K"`` names the node at source position ``K`` (the ONNX model's
+    ``graph.node`` index, as in the partition JSON), which is how to pick one of them."""
     if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
         if 0 <= int(ref) < graph.n:
             return int(ref)
         raise ConstraintError(f"{what}: no node with index {ref} (graph has {graph.n} nodes)")
-    if isinstance(ref, str):
-        idx = graph.name_to_index.get(ref)
-        if idx is None:
-            raise ConstraintError(f"{what}: no node named {ref!r}")
+    if not isinstance(ref, str):
+        raise ConstraintError(f"{what}: a node is an index or a name, got {ref!r}")
+    same = graph.duplicate_names.get(ref)
+    if same is not None:
+        where = ", ".join(f"#{k}" for k in same)
+        raise ConstraintError(f"{what}: node name {ref!r} is ambiguous, nodes {where} carry it "
+                              f"(name one by its graph.node index, e.g. '#{same[0]}')")
+    idx = graph.name_to_index.get(ref)
+    if idx is not None:
         return idx
-    raise ConstraintError(f"{what}: a node is an index or a name, got {ref!r}")
+    if ref.startswith("#") and ref[1:].isdigit():
+        pos = int(ref[1:])
+        if pos < graph.n:
+            return int(graph.source_to_index[pos])
+        raise ConstraintError(f"{what}: no node at graph.node index {pos} (graph has {graph.n} "
+                              "nodes)")
+    raise ConstraintError(f"{what}: no node named {ref!r}")
+
+
+def _check_limits(cons: "Constraints") -> None:
+    """Size and byte limits and value-input positions are counts: refuse what cannot be one."""
+    if cons.min_size < 1:
+        raise ConstraintError(f"min_size must be >= 1, got {cons.min_size}")
+    if cons.max_size is not None and cons.max_size < cons.min_size:
+        raise ConstraintError(f"max_size {cons.max_size} is below min_size {cons.min_size}")
+    if cons.max_const_bytes is not None and cons.max_const_bytes < 0:
+        raise ConstraintError(f"max_const_bytes must be >= 0, got {cons.max_const_bytes}")
+    for op, positions in cons.value_inputs.items():
+        bad = [p for p in positions if not isinstance(p, (int, np.integer)) or p < 0]
+        if bad:
+            raise ConstraintError(f"value input of {op}: input position {bad[0]} is not an "
+                                  "index >= 0")
 
 
 def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphProperty],
@@ -157,10 +185,7 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
         raise ConstraintError(f"device names must be distinct, got {devices}")
     if fallback in devices:
         raise ConstraintError(f"fallback device {fallback!r} is also an accelerator device")
-    if cons.min_size < 1:
-        raise ConstraintError(f"min_size must be >= 1, got {cons.min_size}")
-    if cons.max_size is not None and cons.max_size < cons.min_size:
-        raise ConstraintError(f"max_size {cons.max_size} is below min_size {cons.min_size}")
+    _check_limits(cons)
     n, m = graph.n, graph.num_edges
     supported = np.zeros((len(properties), n), dtype=bool)
     edge_ok = np.ones((len(properties), m), dtype=bool)

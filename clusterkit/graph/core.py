@@ -232,6 +232,14 @@ class Graph:
         return {node.name: node.index for node in self.nodes}
 
     @cached_property
+    def duplicate_names(self) -> dict[str, list[int]]:
+        """Names that several nodes carry → their source positions, sorted (ONNX allows it)."""
+        seen: dict[str, list[int]] = {}
+        for node in self.nodes:
+            seen.setdefault(node.name, []).append(node.source_index)
+        return {name: sorted(pos) for name, pos in seen.items() if len(pos) > 1}
+
+    @cached_property
     def source_to_index(self) -> np.ndarray:
         """Source position (ONNX ``graph.node`` / node-link ``nodes``) → topological index."""
         out = np.empty(self.n, dtype=np.int64)
