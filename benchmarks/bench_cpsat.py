@@ -1,10 +1,10 @@
 """Benchmark of the exact ``cpsat`` strategy on the real models.
 
-Every model of the onnx light set and the bundled models (tests/data/models) up to 2,500 nodes, under the ``ops:``
-selectors of tests/test_cpsat.py, objective ``cut``, 60 s and 2 workers: status (OPTIMAL means
-proven), optimum and bound, the best heuristic's cut as a ratio to the optimum (same process),
-how far the reductions shrank the model, and the wall time (heuristic warm start included).
-The full run adds the two larger models (swin_t, llama_48l_dynamic) as extra rows.
+Every model of the onnx light set and the bundled models (tests/data/models) up to 2,500 nodes,
+under the ``ops:`` selectors of tests/test_cpsat.py, objective ``cut``, 60 s and 2 workers: status
+(OPTIMAL means proven), optimum and bound, the best heuristic's cut as a ratio to the optimum (same
+process), how far the reductions shrank the model, and the wall time (heuristic warm start
+included). The full run adds the two larger models (swin_t, llama_48l_dynamic) as extra rows.
 
     .venv/bin/python benchmarks/bench_cpsat.py [--quick]
 """

@@ -5,7 +5,8 @@ models.
     python benchmarks/bench_engines.py [--quick]          # prints the table
     python benchmarks/run.py --only engines [--quick]     # through the lead's runner
 
-Scale rows: ``clusterkit.testing.synthetic.random_dag(n, mean_out_degree=2, unsupported_fraction=0.2)``
+Scale rows:
+``clusterkit.testing.synthetic.random_dag(n, mean_out_degree=2, unsupported_fraction=0.2)``
 built with :func:`clusterkit.graph.fast.graph_from_dag`, one accelerator taking every other op,
 default value-input constraints. Each (size, engine) runs in its own subprocess: ``seconds`` is
 the engine's wall time (``cpu_s`` its process CPU time, steadier on a shared machine),
@@ -24,9 +25,9 @@ import sys
 import time
 
 import numpy as np
-
 from _child import spawn_child
 from _models import bundled_models, light_models
+
 ENGINES = ("longest-path", "cycles")
 BASELINE = "nx-greedy"
 BASELINE_LIMIT = 60.0
@@ -37,8 +38,8 @@ OPS = ("Conv", "Relu", "Add", "MatMul", "Mul")
 def _child(engine: str, n: int, seed: int) -> dict:
     """Build, compile and run one engine on one random DAG; report time and memory."""
     from clusterkit import Constraints, OpsProperty
-    from clusterkit.graph.fast import graph_from_dag
     from clusterkit.engines import get_strategy
+    from clusterkit.graph.fast import graph_from_dag
     from clusterkit.testing.synthetic import random_dag
 
     t0 = time.perf_counter()
@@ -70,8 +71,8 @@ def _baseline(problem):
     through a dummy node), largest tensor first, one ``nx.has_path`` per merge."""
     import networkx as nx
 
-    from clusterkit.result import Partition
     from clusterkit.engines.longest_path import plan
+    from clusterkit.result import Partition
 
     g = problem.graph
     n = g.n
@@ -316,7 +317,8 @@ def run(quick: bool = False) -> dict:
         "cycles defaults: window=1024, far_span=1024, far_budget=16, passes=1, "
         "merge_non_adjacent=False; longest-path defaults: split_components=True, "
         "join_siblings=True, refine=True, refine_rounds=12.",
-        "optimality: the exhaustive oracle (clusterkit.testing.exhaustive) over every valid partition, "
+        "optimality: the exhaustive oracle (clusterkit.testing.exhaustive) over every valid "
+        "partition, "
         "objective cut (fewest fallback nodes first); a graph 'reaches the optimum' when the "
         "engine's fallback count and cut_bytes both equal it.",
         "targets (issue #3): 1e6 nodes <= 10 s (longest-path), <= 20 s (cycles), peak <= 2 GB; "

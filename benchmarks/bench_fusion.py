@@ -45,9 +45,9 @@ def run(quick: bool = False) -> dict:
     import onnxruntime as ort
 
     import clusterkit as ck
+    from clusterkit.fusion import fuse
     from clusterkit.runtime.backends import OnnxRuntimeBackend
     from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs
-    from clusterkit.fusion import fuse
 
     strategy = next(s for s in STRATEGY_PREFERENCE if s in ck.strategy_names())
     runs, warmup = (3, 1) if quick else (15, 3)

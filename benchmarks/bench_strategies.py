@@ -26,6 +26,7 @@ from pathlib import Path
 
 from _child import spawn_child
 from _models import BUNDLED_MODELS
+
 DEVICES = ["npu=ops:Conv,Relu,Add", "gpu=ops:MatMul,Mul,Conv"]
 STRATEGIES = ("hetero", "mxnet")
 COLUMNS = ["graph", "strategy", "nodes", "edges", "build_s", "seconds", "cpu_s", "vs_singleton",

@@ -13,13 +13,13 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from clusterkit.constraints.core import Constraints, Problem
+from clusterkit.engines import get_strategy
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
-from clusterkit.engines import get_strategy
 
 #: names of :func:`partition`'s and :func:`run_strategy`'s own parameters; no strategy option
 #: may use one

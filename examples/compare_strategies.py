@@ -16,4 +16,5 @@ selector = sys.argv[2] if len(sys.argv) > 2 else "ops:Conv,Relu,Clip,Add,GlobalA
 result = compare(model, [selector], options={"cpsat": {"time_limit": 20}})
 print(format_table(result))
 best = min((r for r in result.rows if r.error is None), key=lambda r: (r.cut_bytes, r.partitions))
-print(f"\nlowest cut_bytes: {best.strategy} ({best.cut_bytes:,} bytes, {best.partitions} partitions)")
+print(f"\nlowest cut_bytes: {best.strategy} ({best.cut_bytes:,} bytes, "
+      f"{best.partitions} partitions)")

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import clusterkit as ck
+from clusterkit.fusion import flatten, fuse
 from clusterkit.runtime.backends import OnnxRuntimeBackend
 from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
-from clusterkit.fusion import flatten, fuse
 
 #: the example models shipped with the repository
 BUNDLED = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from clusterkit.selectors._attr_checks import attr_in, attr_is
 from clusterkit.selectors._checks import check, decided_by, first, opset_at_least, setting, when
-from clusterkit.selectors._facts import attr_of, numel, ONNX_TYPES
+from clusterkit.selectors._facts import ONNX_TYPES, attr_of, numel
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import Fusion, in_pattern, R
+from clusterkit.selectors._rules import Fusion, R, in_pattern
 from clusterkit.selectors._tensor_checks import (absent_input, const, dtype_in, no_zero_dims,
                                                  outputs_at_most, rank, table_dtypes)
 

@@ -15,14 +15,12 @@ patterns; the float op inside a unit is checked like any other node, plus the un
 
 from __future__ import annotations
 
-
 from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
                                                kernel_2d)
-from clusterkit.selectors._checks import (check, decided_by, first, non_negative,
-                                          not_a_restriction, opset_at_least, opset_at_most,
-                                          setting, value, when)
-from clusterkit.selectors._facts import (attr_of, DEFAULT_DOMAINS, default_key, dim_at,
-                                         float_close, numel)
+from clusterkit.selectors._checks import (check, decided_by, first, non_negative, not_a_restriction,
+                                          opset_at_least, opset_at_most, setting, value, when)
+from clusterkit.selectors._facts import (DEFAULT_DOMAINS, attr_of, default_key, dim_at, float_close,
+                                         numel)
 from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides, last_axis,
                                             resize_const, resize_scales)
 from clusterkit.selectors._optable import load_table

@@ -30,7 +30,7 @@ from clusterkit.selectors._op_rules import (axis_dim, last_axis, no_noop_on_empt
                                             shape_slice_nonempty)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import Fusion, in_pattern, N, R
+from clusterkit.selectors._rules import Fusion, N, R, in_pattern
 from clusterkit.selectors._tensor_checks import (absent_input, all_static, const, dtype_in,
                                                  inputs_between, not_const, outputs_at_most,
                                                  per_tensor_dq, rank, static)

@@ -12,8 +12,8 @@ settings: the matrix is for one TensorRT version. No fusion patterns are documen
 from __future__ import annotations
 
 from clusterkit.selectors._attr_checks import attr_all, attr_in, attr_is
-from clusterkit.selectors._checks import (all_zero, check, first, not_a_restriction,
-                                          opset_at_least, opset_at_most, value, when)
+from clusterkit.selectors._checks import (all_zero, check, first, not_a_restriction, opset_at_least,
+                                          opset_at_most, value, when)
 from clusterkit.selectors._facts import attr_of
 from clusterkit.selectors._op_rules import softmax_axis
 from clusterkit.selectors._optable import load_table

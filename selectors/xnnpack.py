@@ -14,7 +14,6 @@ gives the pairs as must-stay-together groups for engines.
 
 from __future__ import annotations
 
-
 from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
                                                kernel_2d)
 from clusterkit.selectors._checks import check, first, opset_at_least, value, when
@@ -23,7 +22,7 @@ from clusterkit.selectors._op_rules import (downscale_divides, last_axis, output
                                             resize_const, resize_scales)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import Fusion, in_pattern, R
+from clusterkit.selectors._rules import Fusion, R, in_pattern
 from clusterkit.selectors._tensor_checks import (const, dtype_in, inputs_between, no_zero_dims,
                                                  outputs_used_at_most, rank, static, table_dtypes)
 

@@ -18,7 +18,8 @@ def _chain():
 
 
 # ---------------------------------------------------------------------- exceptions
-BUILTIN = {"ModelLoadError": ValueError, "WriteError": OSError, "GraphError": ValueError, "CycleError": ValueError,
+BUILTIN = {"ModelLoadError": ValueError, "WriteError": OSError, "GraphError": ValueError,
+           "CycleError": ValueError,
            "SelectorError": ValueError, "ConstraintError": ValueError,
            "PartitionError": ValueError, "StrategyError": ValueError,
            "BackendError": RuntimeError, "ExecutionError": RuntimeError}
@@ -178,9 +179,9 @@ def test_front_door_options_are_keyword_only():
 
 @pytest.mark.parametrize("reserved", ["validate", "fallback", "coalesce_after"])
 def test_a_strategy_option_named_like_a_front_door_parameter_is_refused(reserved):
-    from clusterkit.engines import STRATEGIES
-
     import inspect
+
+    from clusterkit.engines import STRATEGIES
 
     def clashing(problem, **options):
         return ck.get_strategy("singleton")(problem)

@@ -11,8 +11,7 @@ import pytest
 
 from clusterkit import Constraints, Partition, load_graph, parse_selectors, strategy_names
 from clusterkit.cli import main
-
-from support.models import ALL_MODELS, REPO, BUNDLED_MODELS, model_id
+from support.models import ALL_MODELS, BUNDLED_MODELS, REPO, model_id
 
 SELECTOR_SETS = [
     ["ops:Conv,Relu,Add,MatMul,Gemm,BatchNormalization"],

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from clusterkit import Partition, make_problem, run_strategy
 from clusterkit.engines.coalesce import coalesce
-
 from support.models import BUNDLED_MODELS
 from support.problems import problems
 

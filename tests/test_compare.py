@@ -8,10 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from clusterkit import make_problem, run_strategy
-from clusterkit.cli import main
 from clusterkit.analysis.compare import compare, compare_many, default_strategies, format_table
-
-from support.models import LIGHT_MODELS, BUNDLED_MODELS
+from clusterkit.cli import main
+from support.models import BUNDLED_MODELS, LIGHT_MODELS
 
 SELECTOR = "ops:Conv,Relu,Add,MaxPool,BatchNormalization,GlobalAveragePool,Flatten,Gemm"
 FAST = {"cpsat": {"time_limit": 10}}

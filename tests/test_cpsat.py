@@ -11,17 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterkit import (Constraints, OpsProperty, StrategyError, from_networkx,  # noqa: E402
+                        load_graph, make_problem, run_strategy, strategy_names)
+from clusterkit.analysis.gap import (format_gap, objective_value, optimality_gap,  # noqa: E402
+                                     optimum)
+from clusterkit.constraints.objectives import parse_objective  # noqa: E402
+from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
+from clusterkit.engines.cpsat.strategy import optimize as solve  # noqa: E402
+from clusterkit.graph.core import Graph  # noqa: E402
+from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
 from support.models import ALL_MODELS  # noqa: E402
 from support.problems import onnxish_problems, problems  # noqa: E402
-
-from clusterkit import (Constraints, OpsProperty, StrategyError,  # noqa: E402
-                        from_networkx, load_graph, make_problem, run_strategy, strategy_names)
-from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
-from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum  # noqa: E402
-from clusterkit.graph.core import Graph  # noqa: E402
-from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
-from clusterkit.constraints.objectives import parse_objective  # noqa: E402
-from clusterkit.engines.cpsat.strategy import optimize as solve  # noqa: E402
 
 # The ops: selectors of the real-model checks (benchmarks/bench_cpsat.py sweeps the same ones).
 SELECTORS = {

@@ -12,8 +12,8 @@ import networkx as nx
 import pytest
 
 import clusterkit as ck
-from clusterkit.io.dot import affinity_dot, dot_quote, dump_dot, graph_dot, partition_dot, \
-    subgraphs_dot
+from clusterkit.io.dot import (affinity_dot, dot_quote, dump_dot, graph_dot, partition_dot,
+                               subgraphs_dot)
 
 NODE = re.compile(r'n(\d+) \[label="((?:[^"\\]|\\.)*)"(?:, fillcolor="([^"]*)")?', re.S)
 EDGE = re.compile(r"n(\d+) -> n(\d+)( \[style=bold\])?")

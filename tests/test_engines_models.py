@@ -13,13 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterkit import (Constraints, OpsProperty, from_networkx, load_graph,
-                        run_strategy)
-from clusterkit.cli import main as cli_main
+from clusterkit import Constraints, OpsProperty, from_networkx, load_graph, run_strategy
 from clusterkit.analysis.explain import explain
+from clusterkit.cli import main as cli_main
 from clusterkit.graph.fast import graph_from_arrays, graph_from_dag
 from clusterkit.testing.synthetic import random_dag
-
 from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
 from support.problems import fast
 

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 import clusterkit as ck
 from clusterkit import BackendError, ExecutionError, OpsProperty
-from clusterkit.runtime.backends import (OnnxRuntimeBackend, backend_names, get_backend,
-                                 register_backend)
 from clusterkit.cli import main as cli_main
-from clusterkit.runtime.executor import (DEFAULT_DIM, INT_HIGH, Executor, compare_outputs,
-                                 random_inputs, run_model)
-from clusterkit.io.export import export_fused
 from clusterkit.fusion import fuse
+from clusterkit.io.export import export_fused
+from clusterkit.runtime.backends import (OnnxRuntimeBackend, backend_names, get_backend,
+                                         register_backend)
+from clusterkit.runtime.executor import (DEFAULT_DIM, INT_HIGH, Executor, compare_outputs,
+                                         random_inputs, run_model)
 from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
 from support.onnx_models import (FAST_ORT, MULTI, intermediate_values, level_partition, load,
                                  onnx_models, partition_with, random_problems)
@@ -433,7 +433,8 @@ def test_static_values_are_what_the_whole_model_computes():
     info = static_info(graph)
     assert info is not None and info.values
     assert not any(graph.tensors[t].is_constant for t in info.values)
-    oracle = intermediate_values(graph.model, graph, sorted(info.values), random_inputs(graph, seed=5))
+    oracle = intermediate_values(graph.model, graph, sorted(info.values),
+                                 random_inputs(graph, seed=5))
     for t, proto in info.values.items():
         np.testing.assert_array_equal(numpy_helper.to_array(proto), oracle[t], err_msg=t)
     assert static_info(load(next(p for p in ALL_MODELS if "llama" in p.name))) is None

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.testing.synthetic import random_dag
 
-
 # ------------------------------------------------------------------ helpers
 
 

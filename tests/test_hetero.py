@@ -15,12 +15,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
-from clusterkit.constraints.affinity import compute_affinity, parse_rule
 from clusterkit.cli import main as cli_main
+from clusterkit.constraints.affinity import compute_affinity, parse_rule
+from clusterkit.engines import hetero
 from clusterkit.errors import ConstraintError
 from clusterkit.reasons import Category
-from clusterkit.engines import hetero
-
 # ---------------------------------------------------------------------- the seed's example
 from support.partitions import named_clusters  # noqa: E402
 from support.seeds import descendants, seed_graph  # noqa: E402

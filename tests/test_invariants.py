@@ -31,7 +31,6 @@ import pytest
 
 from clusterkit import Partition, Problem, run_strategy, strategy_names
 from clusterkit.testing.exhaustive import exhaustive_optimum
-
 from support.fuzz import FALLBACK, DeviceSpec, Spec, build_problem, random_spec
 
 EXACT = ("cpsat", "placement")

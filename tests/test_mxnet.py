@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
+from clusterkit.engines import mxnet
 from clusterkit.errors import ConstraintError, SelectorError
 from clusterkit.reasons import Category
-from clusterkit.selection.protocol import ContainOpSelector, OpsProperty, SubgraphProperty, SubgraphSelector
-from clusterkit.engines import mxnet
-
+from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
+                                           SubgraphSelector)
 from support.partitions import named_clusters as names  # noqa: E402
 from support.seeds import descendants, seed_graph  # noqa: E402
 

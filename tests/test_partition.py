@@ -11,7 +11,6 @@ import pytest
 from clusterkit import (ConstraintError, Constraints, OpsProperty, Partition, PartitionError,
                         from_networkx, load_graph, make_problem)
 from clusterkit.io.dot import partition_dot
-
 from support.models import BUNDLED_MODELS
 
 

@@ -10,14 +10,13 @@ import networkx as nx
 import pytest
 
 import clusterkit as ck
+from clusterkit.analysis.explain import explain_edge
+from clusterkit.analysis.report import format_placement, get_placement
 from clusterkit.cli import main as cli_main
 from clusterkit.io.dot import affinity_dot, dump_dot, subgraphs_dot
 from clusterkit.io.loader import load_graph
-from clusterkit.analysis.explain import explain_edge
-from clusterkit.analysis.report import format_placement, get_placement
 from clusterkit.reasons import Category, placement_report
 from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
-
 from support.models import ALL_MODELS, model_id
 
 

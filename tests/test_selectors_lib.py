@@ -24,9 +24,8 @@ import clusterkit as ck
 from clusterkit.constraints.core import Constraints
 from clusterkit.errors import SelectorError
 from clusterkit.graph.core import Graph, Node, Tensor
-from clusterkit.selectors._registry import SHIPPED
 from clusterkit.graph.subgraph import Subgraph
-
+from clusterkit.selectors._registry import SHIPPED
 from support.models import BUNDLED_MODEL_PATHS, BUNDLED_MODELS, LIGHT_DIR, OPSUPPORT
 
 SELECTORS = sorted(SHIPPED)

@@ -24,12 +24,12 @@ from clusterkit.analysis.isolated import run_isolated
 from clusterkit.api import make_problem, run_strategy, selector_label
 from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
+from clusterkit.engines import strategy_names
 from clusterkit.errors import ClusterkitError
-from clusterkit.result import Partition
 from clusterkit.io.dot import partition_dot
 from clusterkit.io.files import write_atomic
+from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
-from clusterkit.engines import strategy_names
 
 #: what :func:`compare` and :func:`compare_many` accept as selectors, as :func:`partition` does
 Selectors = Union[str, SubgraphProperty, Sequence[Union[str, SubgraphProperty]]]

@@ -17,9 +17,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 from clusterkit.analysis.compare import (compare, compare_many, default_strategies, failed_models,
                                          format_table, write_dots)
-from clusterkit.errors import ClusterkitError, StrategyError
-from clusterkit.engines import strategy_names
 from clusterkit.cli.common import constraints_from_args, model_label, strategy_options, write_text
+from clusterkit.engines import strategy_names
+from clusterkit.errors import ClusterkitError, StrategyError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -40,11 +40,12 @@ def close_growth(problem: Problem, ug: UnitGraph, pieces: list[Piece], strategy:
                  ) -> tuple[Partition, int]:
     """The closing steps of an engine that grows pieces of units (``hetero``, ``mxnet``).
 
-    Pieces that depend on each other through other pieces are split (``break_cycles``),
-    clusters below ``min_size`` go to the fallback, and each node that falls back there gets its reason in ``reasons`` (updated in
-    place): ``"cycle"`` when the engine moved it to avoid a cycle (``cycle_why[v]`` says how)
-    or its cluster was split for one, else ``"constraint"``. Returns the partition — with
-    ``fallback_reasons`` and ``info["placement"]`` — and the number of clusters split."""
+    Pieces that depend on each other through other pieces are split (``break_cycles``), clusters
+    below ``min_size`` go to the fallback, and each node that falls back there gets its reason in
+    ``reasons`` (updated in place): ``"cycle"`` when the engine moved it to avoid a cycle
+    (``cycle_why[v]`` says how) or its cluster was split for one, else ``"constraint"``. Returns
+    the partition — with ``fallback_reasons`` and ``info["placement"]`` — and the number of
+    clusters split."""
     pieces, split = break_cycles(ug, pieces)
     labels, devices = ug.node_labels(pieces)
     placed = devices.copy()

@@ -25,7 +25,8 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
 
     Clusters in no cycle of the cluster graph (strongly connected components, computed once) are
     kept and contracted. The others (*suspects*) are rebuilt in formation order on a dynamic
-    topological order (:class:`~clusterkit.graph.graphcycles.GraphCycles`, Pearce–Kelly, as XLA does):
+    topological order (:class:`~clusterkit.graph.graphcycles.GraphCycles`, Pearce–Kelly, as XLA
+    does):
     each unit, taken breadth first over the cluster's own edges, joins the first adjacent piece
     of its cluster whose edge to it can be contracted without closing a cycle, else starts a new
     piece. Every contraction keeps the contracted graph acyclic, so each piece is convex (and

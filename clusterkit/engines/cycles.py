@@ -45,12 +45,13 @@ from typing import Any
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.engines.longest_path import finish, plan, selector_pass
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import UnionFind, gc_paused
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
-from clusterkit.selection.protocol import SubgraphSelector, call_select, call_select_input, call_select_output
-from clusterkit.engines.longest_path import finish, plan, selector_pass
+from clusterkit.selection.protocol import (SubgraphSelector, call_select, call_select_input,
+                                           call_select_output)
 
 
 def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | None = 1024,

@@ -17,8 +17,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
-from clusterkit.graph.algorithms import (group_labels, positions, quotient,
-                                         topological_order)
+from clusterkit.graph.algorithms import group_labels, positions, quotient, topological_order
 
 
 class _Piece(Protocol):

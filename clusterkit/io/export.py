@@ -24,10 +24,10 @@ from typing import Any
 
 from clusterkit.errors import ExecutionError, WriteError
 from clusterkit.fusion import FusedGraph, fuse, initializer_map, source_model, value_info_map
+from clusterkit.graph.subgraph import Subgraph
 from clusterkit.io.files import replace_file, sync_file, write_atomic, write_error
 from clusterkit.io.partition_json import make_partition_json, parse_partition_json
 from clusterkit.result import Partition
-from clusterkit.graph.subgraph import Subgraph
 
 #: the first IR version that allows model-local functions
 FUNCTION_IR_VERSION = 8

@@ -24,12 +24,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from clusterkit.runtime.backends import Backend, CompiledSubgraph, backend_names, get_backend
 from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
 from clusterkit.fusion import (FusedGraph, StaticInfo, initializer_map, required_inputs, root_of,
-                     runtime_outputs, source_model)
+                               runtime_outputs, source_model)
 from clusterkit.graph.core import Graph
 from clusterkit.graph.subgraph import Subgraph
+from clusterkit.runtime.backends import Backend, CompiledSubgraph, backend_names, get_backend
 
 #: size given to a symbolic (dynamic) dimension of a graph input that is not a batch dimension
 DEFAULT_DIM = 16
@@ -79,9 +79,10 @@ class Executor:
     failed; ``backend_config`` maps a backend name to config keys for the backends made by name
     (``{"onnxruntime": {"intra_op_num_threads": 1}}``). With ``fold_static`` (the default) and
     static input shapes, the values the shapes fix (a Reshape's computed target shape, masks
-    built from shapes: :func:`clusterkit.runtime.backends.onnxruntime_backend.static_info`) are given to
-    the units that read them, as onnxruntime folds them in a whole model, instead of being
-    computed and moved at every run."""
+    built from shapes:
+    :func:`clusterkit.runtime.backends.onnxruntime_backend.static_info`) are given to the units
+    that read them, as onnxruntime folds them in a whole model, instead of being computed and
+    moved at every run."""
 
     def __init__(self, graph: Graph, backends: Mapping[str, Backend | str] | None = None,
                  host: Backend | str = "onnxruntime",

@@ -94,7 +94,8 @@ class SubgraphProperty:
 
     def create_subgraph_node(self, subgraph: Any) -> Any:
         """The node replacing a finished subgraph, or ``None`` to reject the subgraph.
-        The default accepts every subgraph with a :class:`~clusterkit.graph.subgraph.SubgraphNode`."""
+        The default accepts every subgraph with a
+        :class:`~clusterkit.graph.subgraph.SubgraphNode`."""
         from clusterkit.graph.subgraph import SubgraphNode
 
         return SubgraphNode.default(subgraph)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from clusterkit import (Constraints, ConstraintError, OpsProperty, Problem, SubgraphProperty,
+from clusterkit import (ConstraintError, Constraints, OpsProperty, Problem, SubgraphProperty,
                         SubgraphSelector)
 from clusterkit.graph.core import Graph, Node, Tensor
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from clusterkit import ConstraintError, Partition, run_strategy
-
 from support.problems import groups_depend
 
 

@@ -12,7 +12,7 @@ import networkx as nx
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 
-from clusterkit import Constraints, ConstraintError, OpsProperty, from_networkx
+from clusterkit import ConstraintError, Constraints, OpsProperty, from_networkx
 from clusterkit.graph.core import Graph, Node, Tensor
 
 OPS = ["Conv", "Relu", "Add", "Reshape", "MatMul", "Unsupported"]
@@ -194,7 +194,8 @@ def onnxish_problems(draw, max_nodes: int = 7, max_devices: int = 2):
     graph = Graph.build(nodes, tensors, ["x"], outputs)
     props = []
     for d in range(draw(st.integers(1, max_devices))):
-        ops = draw(st.sets(st.sampled_from(ONNXISH_OPS[:-1]), min_size=1, max_size=len(ONNXISH_OPS) - 1))
+        ops = draw(st.sets(st.sampled_from(ONNXISH_OPS[:-1]), min_size=1,
+                           max_size=len(ONNXISH_OPS) - 1))
         props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
     cons = Constraints()
     if draw(st.booleans()):

@@ -44,7 +44,7 @@ from typing import Any, Sequence
 from ortools.sat.python import cp_model
 
 from clusterkit.engines.cpsat.reduce import (Reduction, SuperGraph, TensorTerm, mergeable,
-                                            reachability)
+                                             reachability)
 
 Lit = Any  # True, False, or a CP-SAT literal
 

@@ -30,7 +30,8 @@ from clusterkit.engines.cpsat.read import (CpsatResult, PartsOutcome, SolveRepor
                                            infeasible_result, read_result)
 from clusterkit.engines.cpsat.reduce import REDUCTIONS, Reduction, reduce_problem
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, unsolved_part
-from clusterkit.engines.cpsat.warmstart import WarmSpec, warm_start as warm_start_partition
+from clusterkit.engines.cpsat.warmstart import WarmSpec
+from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 

@@ -1,9 +1,9 @@
 """Execution backends (plugin style).
 
-A backend is a class deriving from :class:`~clusterkit.runtime.backends.base.Backend`, registered under a
-name. Shipped: ``onnxruntime`` (subgraphs become onnxruntime sessions) and ``reference`` (the onnx
-package's numpy reference evaluator). :func:`get_backend` makes an instance for one device,
-optionally restricted to the op set of a selector's property.
+A backend is a class deriving from :class:`~clusterkit.runtime.backends.base.Backend`, registered
+under a name. Shipped: ``onnxruntime`` (subgraphs become onnxruntime sessions) and ``reference``
+(the onnx package's numpy reference evaluator). :func:`get_backend` makes an instance for one
+device, optionally restricted to the op set of a selector's property.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any, Callable, Mapping
 
 from clusterkit.errors import BackendError
 from clusterkit.registry import Registry
-from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.runtime.backends.base import Backend, CompiledSubgraph
 from clusterkit.runtime.backends.onnxruntime_backend import OnnxRuntimeBackend
 from clusterkit.runtime.backends.reference import ReferenceBackend
+from clusterkit.selection.protocol import SubgraphProperty
 
 BACKENDS: Registry[Callable[..., Backend]] = Registry("backend", BackendError, {
     "onnxruntime": "clusterkit.runtime.backends.onnxruntime_backend:OnnxRuntimeBackend",

@@ -21,10 +21,10 @@ import numpy as np
 
 from clusterkit.errors import BackendError, ClusterkitError
 from clusterkit.fusion import (FusedGraph, StaticInfo, flatten, required_inputs, root_of,
-                      runtime_outputs)
+                               runtime_outputs)
 from clusterkit.graph.core import Graph, Node
-from clusterkit.selection.protocol import SubgraphProperty, call_select
 from clusterkit.graph.subgraph import Subgraph
+from clusterkit.selection.protocol import SubgraphProperty, call_select
 
 METRICS = ("FULL_DEVICE_NAME", "DEVICE", "BACKEND", "SUPPORTED_OPS", "SUPPORTED_CONFIG_KEYS",
            "SUPPORTED_METRICS")
