@@ -17,16 +17,10 @@ from pathlib import Path
 
 from _models import bundled_models, light_models
 
+from clusterkit.testing.shapes import SELECTOR_SETS
+
 # the ops: selectors of tests/test_cpsat.py
-SELECTORS = {
-    "cnn": ["npu=ops:Conv,Relu,BatchNormalization,MaxPool,AveragePool,GlobalAveragePool,Clip,"
-            "HardSwish,HardSigmoid,Sigmoid,Mul"],
-    "wide": ["npu=ops:Conv,MatMul,Gemm,Add,Mul,Relu,Softmax,Transpose,Reshape,Concat,MaxPool,"
-             "BatchNormalization"],
-    "two": ["npu=ops:Conv,Relu,Add,MaxPool",
-            "gpu=ops:Conv,MatMul,Gemm,Add,Mul,Softmax,Relu,Concat,Transpose,Reshape,"
-            "LayerNormalization,Erf,Div"],
-}
+SELECTORS = SELECTOR_SETS
 MAX_NODES = 2500
 QUICK = ["resnet18", "squeezenet1_1", "light_bvlc_alexnet"]
 #: (model, selector) solved again without reductions, for the speed-up note (full run only)

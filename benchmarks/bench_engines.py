@@ -134,25 +134,14 @@ def _small_problem(rng: np.random.Generator):
     import networkx as nx
 
     from clusterkit import Constraints, OpsProperty, from_networkx
+    from clusterkit.testing.shapes import SHAPES, shape_edges
 
     n = int(rng.integers(4, 9))
-    shape = str(rng.choice(["random", "chain", "fan", "diamond", "dense"]))
+    shape = str(rng.choice(SHAPES))
     g = nx.DiGraph()
     for v in range(n):
         g.add_node(v, op=str(rng.choice(OPT_OPS)))
-    if shape == "chain":
-        pairs = [(v, v + 1) for v in range(n - 1)]
-    elif shape == "fan":
-        mid = n // 2
-        pairs = [(0, v) for v in range(1, mid + 1)] + [(v, n - 1) for v in range(1, mid + 1)
-                                                        if v != n - 1]
-    elif shape == "diamond":
-        pairs = []
-        for v in range(0, n - 3, 3):
-            pairs += [(v, v + 1), (v, v + 2), (v + 1, v + 3), (v + 2, v + 3)]
-    else:
-        p = 0.6 if shape == "dense" else 0.3
-        pairs = [(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < p]
+    pairs = shape_edges(shape, n, rng.random)
     size = {u: int(rng.integers(1, 65)) * 16 for u in range(n)}
     for u, v in pairs:
         if u < n and v < n:

@@ -11,28 +11,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterkit import (Constraints, OpsProperty, StrategyError, from_networkx,  # noqa: E402
-                        load_graph, make_problem, run_strategy, strategy_names)
-from clusterkit.analysis.gap import (format_gap, objective_value, optimality_gap,  # noqa: E402
-                                     optimum)
-from clusterkit.constraints.objectives import parse_objective  # noqa: E402
-from clusterkit.engines.cpsat.reduce import reachability, reduce_problem  # noqa: E402
-from clusterkit.engines.cpsat.strategy import optimize as solve  # noqa: E402
-from clusterkit.graph.core import Graph  # noqa: E402
-from clusterkit.testing.exhaustive import exhaustive_optimum  # noqa: E402
-from support.models import ALL_MODELS  # noqa: E402
-from support.problems import onnxish_problems, problems  # noqa: E402
+from clusterkit import (Constraints, OpsProperty, StrategyError, from_networkx, load_graph,
+                        make_problem, run_strategy, strategy_names)
+from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum
+from clusterkit.constraints.objectives import parse_objective
+from clusterkit.engines.cpsat.reduce import reachability, reduce_problem
+from clusterkit.engines.cpsat.strategy import optimize as solve
+from clusterkit.graph.core import Graph
+from clusterkit.testing.exhaustive import exhaustive_optimum
+from clusterkit.testing.shapes import SELECTOR_SETS
+from support.models import ALL_MODELS
+from support.problems import onnxish_problems, problems
 
-# The ops: selectors of the real-model checks (benchmarks/bench_cpsat.py sweeps the same ones).
-SELECTORS = {
-    "cnn": ["npu=ops:Conv,Relu,BatchNormalization,MaxPool,AveragePool,GlobalAveragePool,Clip,"
-            "HardSwish,HardSigmoid,Sigmoid,Mul"],
-    "wide": ["npu=ops:Conv,MatMul,Gemm,Add,Mul,Relu,Softmax,Transpose,Reshape,Concat,MaxPool,"
-             "BatchNormalization"],
-    "two": ["npu=ops:Conv,Relu,Add,MaxPool",
-            "gpu=ops:Conv,MatMul,Gemm,Add,Mul,Softmax,Relu,Concat,Transpose,Reshape,"
-            "LayerNormalization,Erf,Div"],
-}
+SELECTORS = SELECTOR_SETS
 OBJECTIVES = ["cut", "partitions", {"cut": 1, "partitions": 100}]
 HEURISTICS = [n for n in strategy_names() if n not in ("cpsat", "placement")]
 FAST = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from clusterkit import (ConstraintError, Constraints, OpsProperty, from_networkx,  # noqa: E402
-                        load_graph, load_onnx, make_problem, run_strategy)
-from clusterkit.constraints.costs import CostModel, graph_flops, node_flops  # noqa: E402
-from clusterkit.engines.placement import _options, estimate, place, priority_placement  # noqa: E402
-from clusterkit.graph.core import Graph, Node, Tensor  # noqa: E402
-from support.models import ALL_MODELS  # noqa: E402
-from support.problems import onnxish_problems, problems  # noqa: E402
+from clusterkit import (ConstraintError, Constraints, OpsProperty, from_networkx, load_graph,
+                        load_onnx, make_problem, run_strategy)
+from clusterkit.constraints.costs import CostModel, graph_flops, node_flops
+from clusterkit.engines.placement import _options, estimate, place, priority_placement
+from clusterkit.graph.core import Graph, Node, Tensor
+from support.models import ALL_MODELS
+from support.problems import onnxish_problems, problems
 
 FAST = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 TWO = ["npu=ops:Conv,Relu,Add,MaxPool",

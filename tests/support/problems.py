@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from clusterkit import ConstraintError, Constraints, OpsProperty, from_networkx
 from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.testing.shapes import SHAPES, shape_edges
 
 OPS = ["Conv", "Relu", "Add", "Reshape", "MatMul", "Unsupported"]
 
@@ -22,24 +23,11 @@ OPS = ["Conv", "Relu", "Add", "Reshape", "MatMul", "Unsupported"]
 def dags(draw, min_nodes: int = 1, max_nodes: int = 8, shape: str | None = None) -> nx.DiGraph:
     """A random DAG with ``op`` per node and ``bytes`` per edge (one size per producer)."""
     n = draw(st.integers(min_nodes, max_nodes))
-    shape = shape or draw(st.sampled_from(["random", "chain", "fan", "diamond", "dense"]))
+    shape = shape or draw(st.sampled_from(SHAPES))
     g = nx.DiGraph()
     for v in range(n):
         g.add_node(v, op=draw(st.sampled_from(OPS)))
-    if shape == "chain":
-        pairs = [(v, v + 1) for v in range(n - 1)]
-    elif shape == "fan":
-        mid = n // 2
-        pairs = [(0, v) for v in range(1, mid + 1)] + [(v, n - 1) for v in range(1, mid + 1)
-                                                        if v != n - 1]
-    elif shape == "diamond":
-        pairs = []
-        for v in range(0, n - 3, 3):
-            pairs += [(v, v + 1), (v, v + 2), (v + 1, v + 3), (v + 2, v + 3)]
-    else:
-        p = 0.6 if shape == "dense" else 0.3
-        pairs = [(u, v) for u in range(n) for v in range(u + 1, n)
-                 if draw(st.floats(0, 1)) < p]
+    pairs = shape_edges(shape, n, lambda: draw(st.floats(0, 1)))
     sizes = {u: draw(st.integers(1, 64)) * 16 for u in range(n)}
     for u, v in pairs:
         if u < n and v < n and u != v:
