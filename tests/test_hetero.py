@@ -20,9 +20,10 @@ from clusterkit.constraints.affinity import compute_affinity, parse_rule
 from clusterkit.engines import hetero
 from clusterkit.errors import ConstraintError
 from clusterkit.reasons import Category
+from support.partitions import named_clusters
 # ---------------------------------------------------------------------- the seed's example
-from support.partitions import named_clusters  # noqa: E402
-from support.seeds import descendants, seed_graph  # noqa: E402
+from support.problems import letter_dags
+from support.seeds import descendants, seed_graph
 
 
 def test_seed_example_library():
@@ -131,27 +132,12 @@ def naive_hetero(problem: ck.Problem, affinity: list[int]) -> list[tuple[str, li
     return out
 
 
-@st.composite
-def dags(draw, max_nodes: int = 24, ops: str = "ABC"):
-    n = draw(st.integers(2, max_nodes))
-    g = nx.DiGraph()
-    for i in range(n):
-        g.add_node(i, op=draw(st.sampled_from(ops)))
-    for v in range(1, n):
-        k = draw(st.integers(1, 2))
-        for _ in range(k):
-            far = draw(st.booleans())
-            u = draw(st.integers(0, v - 1)) if far else draw(st.integers(max(0, v - 3), v - 1))
-            g.add_edge(u, v)
-    return g
-
-
 DEVICE_SETS = [["x=ops:A,B", "y=ops:B,C"], ["x=ops:A", "y=ops:B", "z=ops:A,C"],
                ["x=ops:A,B,C", "y=ops:C"]]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(g=dags(), devs=st.sampled_from(DEVICE_SETS))
+@given(g=letter_dags(24), devs=st.sampled_from(DEVICE_SETS))
 def test_selection_matches_brute_force_oracle(g, devs):
     problem = ck.make_problem(g, devs, constraints=ck.Constraints())
     expected = naive_hetero(problem, problem.first_device.tolist())
@@ -162,7 +148,7 @@ def test_selection_matches_brute_force_oracle(g, devs):
 # ---------------------------------------------------------------------- properties
 @st.composite
 def scenarios(draw):
-    g = draw(dags(max_nodes=20))
+    g = draw(letter_dags(max_nodes=20))
     devs = draw(st.sampled_from(DEVICE_SETS))
     names = [d.split("=")[0] for d in devs] + ["cpu"]
     nodes = list(g.nodes)

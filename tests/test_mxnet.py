@@ -18,8 +18,9 @@ from clusterkit.errors import ConstraintError, SelectorError
 from clusterkit.reasons import Category
 from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
                                            SubgraphSelector)
-from support.partitions import named_clusters as names  # noqa: E402
-from support.seeds import descendants, seed_graph  # noqa: E402
+from support.partitions import named_clusters as names
+from support.problems import letter_dags
+from support.seeds import descendants, seed_graph
 
 
 def test_cycle_is_shrunk_and_recorded():
@@ -207,26 +208,12 @@ def naive_mxnet(problem: ck.Problem) -> list[tuple[str, list[int]]]:
     return out
 
 
-@st.composite
-def dags(draw, max_nodes: int = 22, ops: str = "ABC"):
-    n = draw(st.integers(2, max_nodes))
-    g = nx.DiGraph()
-    for i in range(n):
-        g.add_node(i, op=draw(st.sampled_from(ops)))
-    for v in range(1, n):
-        for _ in range(draw(st.integers(1, 2))):
-            far = draw(st.booleans())
-            u = draw(st.integers(0, v - 1)) if far else draw(st.integers(max(0, v - 3), v - 1))
-            g.add_edge(u, v)
-    return g
-
-
 DEVICE_SETS = [["x=ops:A,B", "y=ops:B,C"], ["x=ops:A", "y=ops:B", "z=ops:A,C"],
                ["x=ops:A,B,C"]]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(g=dags(), devs=st.sampled_from(DEVICE_SETS))
+@given(g=letter_dags(22), devs=st.sampled_from(DEVICE_SETS))
 def test_subgraphs_match_brute_force_oracle(g, devs):
     problem = ck.make_problem(g, devs, constraints=ck.Constraints())
     got = [(d, list(v)) for d, v in mxnet.subgraphs(problem)]
@@ -235,7 +222,7 @@ def test_subgraphs_match_brute_force_oracle(g, devs):
 
 @st.composite
 def scenarios(draw):
-    g = draw(dags(max_nodes=20))
+    g = draw(letter_dags(max_nodes=20))
     devs = draw(st.sampled_from(DEVICE_SETS))
     nodes = list(g.nodes)
     edges = list(g.edges)

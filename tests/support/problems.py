@@ -199,3 +199,19 @@ def onnxish_problems(draw, max_nodes: int = 7, max_devices: int = 2):
         return cons.compile(graph, props, fallback="cpu")
     except ConstraintError:
         assume(False)
+
+
+@st.composite
+def letter_dags(draw, max_nodes: int = 24, ops: str = "ABC") -> nx.DiGraph:
+    """A random connected DAG of 2..``max_nodes`` nodes with one-letter ops: every node after
+    the first reads one or two earlier nodes, near ones or any (long skip edges)."""
+    n = draw(st.integers(2, max_nodes))
+    g = nx.DiGraph()
+    for i in range(n):
+        g.add_node(i, op=draw(st.sampled_from(ops)))
+    for v in range(1, n):
+        for _ in range(draw(st.integers(1, 2))):
+            far = draw(st.booleans())
+            u = draw(st.integers(0, v - 1)) if far else draw(st.integers(max(0, v - 3), v - 1))
+            g.add_edge(u, v)
+    return g
