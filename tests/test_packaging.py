@@ -3,6 +3,7 @@ the shipped selectors load from an editable install and from a built wheel."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -45,9 +46,20 @@ def test_shipped_selectors_load_from_editable_install(tmp_path):
     assert Path(std).resolve() == STDLIB / "selectors.py"
 
 
+def _clean_source(dest: Path) -> Path:
+    """A copy of the source tree without build output, virtual environments or caches, so that
+    a stale ``build/`` folder can never slip a deleted module into the wheel."""
+    skip = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
+                                  ".hypothesis", "bench", "reports", "data")
+    shutil.copytree(REPO, dest, ignore=skip)
+    shutil.copytree(REPO / "selectors" / "data", dest / "selectors" / "data")
+    return dest
+
+
 def test_shipped_selectors_load_from_a_built_wheel(tmp_path):
+    src = _clean_source(tmp_path / "src")
     out = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                "-q", "-w", str(tmp_path / "dist"), str(REPO)], cwd=tmp_path)
+                "-q", "-w", str(tmp_path / "dist"), str(src)], cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     wheel = next((tmp_path / "dist").glob("clusterkit-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
@@ -55,7 +67,12 @@ def test_shipped_selectors_load_from_a_built_wheel(tmp_path):
     assert not any(n.startswith("selectors/") for n in names)
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
-    code = ("import clusterkit, clusterkit.selectors as s, selectors as std; "
+    modules = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "clusterkit").rglob("*.py"))
+    assert set(modules) <= set(names), set(modules) - set(names)
+    shipped = sorted(p.stem for p in (REPO / "selectors").glob("[a-z]*.py"))
+    code = ("import clusterkit, clusterkit.selectors as s, selectors as std, importlib; "
+            f"[importlib.import_module('clusterkit.selectors.' + m).make_property() "
+            f"for m in {shipped!r}]; "
             "print(clusterkit.__file__); print(s.__file__); print(std.__file__)")
     # ``-c`` puts the working directory first on the path: the unpacked wheel shadows the
     # editable install; -E -s ignore PYTHONPATH and the user site
