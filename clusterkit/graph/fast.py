@@ -5,10 +5,8 @@ DiGraph whose nodes ``0..n-1`` carry ``op`` and ``bytes`` (each node has one out
 ``"<i>:out"`` of ``nbytes[i]`` bytes read by all its successors; sinks' tensors are the graph
 outputs), but without the per-node dict work of :meth:`Graph.build`: edges are deduplicated and
 sorted with numpy, the CSR arrays and the tensor table are computed in bulk, and the graph is put
-together with :meth:`Graph.from_parts`. Profiled on 1e5 nodes (``random_dag``, mean out-degree
-2; CPU seconds, best of 3): Node/Tensor objects + ``Graph.build`` take 1.6 s (wiring dicts,
-``all_inputs`` per node, constant marking, the per-node edge scan of ``Graph.__init__``), this
-route 0.37 s.
+together with :meth:`Graph.from_parts` (no per-node wiring dicts, ``all_inputs`` calls or edge
+scans).
 
 Node objects are still created (every public Graph API hands them out); to save ~120 bytes per
 node they share one empty, read-only ``attrs`` dict and ``implicit_inputs`` list (synthetic nodes
