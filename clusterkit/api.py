@@ -99,7 +99,7 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
 
 
 def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
-              /, strategy: str = "cycles", *, constraints: Constraints | None = None,
+              /, strategy: str = "auto", *, constraints: Constraints | None = None,
               fallback: str = "cpu", coalesce_after: bool = False,
               **options: Any) -> Partition:
     """Partition ``model`` (path, ModelProto, networkx DiGraph or Graph) for the devices of

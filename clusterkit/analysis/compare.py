@@ -35,7 +35,7 @@ from clusterkit.selection.protocol import SubgraphProperty
 Selectors = Union[str, SubgraphProperty, Sequence[Union[str, SubgraphProperty]]]
 
 #: strategies that cluster (``placement``-like modes answer another question)
-CLUSTERING = ("singleton", "cycles", "longest-path", "mxnet", "hetero", "cpsat")
+CLUSTERING = ("singleton", "cycles", "longest-path", "mxnet", "hetero", "auto", "cpsat")
 
 
 def default_strategies() -> list[str]:

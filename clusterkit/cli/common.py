@@ -14,7 +14,7 @@ from clusterkit.io.loader import load_graph
 from clusterkit.selection.specs import parse_selectors
 
 
-def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "cycles") -> None:
+def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "auto") -> None:
     """MODEL, --selector, --fallback and the constraint flags."""
     p.add_argument("model", metavar="MODEL", help="an .onnx file or a node-link .json graph")
     p.add_argument("--selector", action="append", default=[], metavar="SPEC",

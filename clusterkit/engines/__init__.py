@@ -18,6 +18,7 @@ STRATEGIES: Registry[Callable] = Registry("strategy", StrategyError, {
     "hetero": "clusterkit.engines.hetero:run",
     "cpsat": "clusterkit.engines.cpsat.strategy:run",
     "placement": "clusterkit.engines.placement:run",
+    "auto": "clusterkit.engines.auto:run",
 })
 
 

@@ -1,0 +1,72 @@
+"""Strategy ``auto``: a portfolio of the heuristics, each coalesced, and the best of them.
+
+Each member strategy runs on the problem and its partition is coalesced (same-device clusters
+merged while valid, which never raises ``cut_bytes`` or the number of partitions, so a coalesced
+member is never worse than the raw one). The result is the member partition that is
+lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
+member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
+portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
+
+``info["auto"]`` records the winner and every member's figures (fallback nodes, cut_bytes,
+partitions, seconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Sequence
+
+from clusterkit.constraints.core import Problem
+from clusterkit.engines import get_strategy
+from clusterkit.engines.coalesce import coalesce
+from clusterkit.errors import StrategyError
+from clusterkit.result import Partition
+
+#: member name → (strategy, options); the order breaks ties
+MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "cycles": ("cycles", {}),
+    "cycles+merge_non_adjacent": ("cycles", {"merge_non_adjacent": True}),
+    "longest-path": ("longest-path", {}),
+    "mxnet": ("mxnet", {}),
+    "hetero": ("hetero", {}),
+}
+GROWTH = ("mxnet", "hetero")
+
+
+def run(problem: Problem, *, members: Sequence[str] | None = None,
+        growth_limit: int = 3000) -> Partition:
+    """The best coalesced member partition (see the module docstring). ``members``: names from
+    :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes)."""
+    names = _member_names(problem, members, growth_limit)
+    best: Partition | None = None
+    best_key: tuple[int, int, int] | None = None
+    figures = []
+    for name in names:
+        strategy, options = MEMBERS[name]
+        start = time.perf_counter()
+        part = coalesce(get_strategy(strategy)(problem, **options))
+        seconds = time.perf_counter() - start
+        m = part.metrics()
+        key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
+        figures.append({"name": name, "fallback_nodes": key[0], "cut_bytes": key[1],
+                        "partitions": key[2], "seconds": round(seconds, 6)})
+        if best_key is None or key < best_key:
+            best, best_key, winner = part, key, name
+    assert best is not None
+    info = dict(best.info)
+    info["auto"] = {"winner": winner, "members": figures}
+    return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _member_names(problem: Problem, members: Sequence[str] | None,
+                  growth_limit: int) -> list[str]:
+    if members is None:
+        return [m for m in MEMBERS if m not in GROWTH or problem.n <= growth_limit]
+    if isinstance(members, str):
+        members = [m.strip() for m in members.split(",") if m.strip()]
+    unknown = [m for m in members if m not in MEMBERS]
+    if unknown or not members:
+        raise StrategyError(f"auto: unknown member {unknown[0]!r} (known: "
+                            f"{', '.join(MEMBERS)})" if unknown else "auto: no members given")
+    return list(members)
