@@ -19,6 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
+from clusterkit.io.files import write_all
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -76,11 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"python": sys.version.split()[0], "machine": platform.machine(),
             "cpus": os.cpu_count(), "quick": args.quick,
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
-    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
-        json.dump({"meta": meta, "sections": sections, "failed": failures}, fh, indent=1)
-    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as fh:
-        fh.write(f"# clusterkit benchmarks\n\n{meta}\n\n")
-        fh.write("\n".join(to_markdown(s) for s in sections))
+    report = f"# clusterkit benchmarks\n\n{meta}\n\n" + "\n".join(map(to_markdown, sections))
+    write_all([(os.path.join(args.out, "results.json"), json.dumps(
+        {"meta": meta, "sections": sections, "failed": failures}, indent=1)),
+        (os.path.join(args.out, "results.md"), report)])
     print(f"wrote {args.out}/results.json and {args.out}/results.md")
     return 1 if failures else 0
 

@@ -25,6 +25,17 @@ SELECTOR_SETS: dict[str, list[str]] = {
             "LayerNormalization,Erf,Div"],
 }
 
+#: the op sets of the quality sweep (each as ``ops:...``): a convolution NPU, an XNNPACK-like
+#: CPU accelerator, a transformer accelerator
+QUALITY_OP_SETS: dict[str, str] = {
+    "conv-npu": "ops:Conv,Relu,MaxPool,AveragePool,GlobalAveragePool,Add,Mul,BatchNormalization,"
+                "Gemm,MatMul,Sum,Clip,Sigmoid,Flatten,ConstantOfShape",
+    "xnnpack-like": "ops:AveragePool,Clip,Conv,ConvTranspose,Gemm,MatMul,MaxPool,Relu,Resize,"
+                    "Softmax",
+    "transformer": "ops:MatMul,Gemm,Add,Mul,Div,Sub,Softmax,LayerNormalization,Erf,Tanh,Pow,Sqrt,"
+                   "ReduceMean,Transpose,Reshape,Relu,Conv,ConstantOfShape,Constant",
+}
+
 
 def shape_edges(shape: str, n: int, coin: Callable[[], float]) -> list[tuple[int, int]]:
     """Edges ``(u, v)`` with ``u < v`` of an ``n``-node DAG of the named shape; ``random`` and
