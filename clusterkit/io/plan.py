@@ -17,9 +17,9 @@ from clusterkit.errors import PartitionError, SelectorError
 from clusterkit.io.partition_json import cluster_nodes, read_partition_json
 from clusterkit.result import Partition
 
-#: the selector specs a plan may record: ``[DEVICE=]ops:OP,...`` or ``[DEVICE=]NAME``
-_PLAN_SPEC = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_.\-]*=)?(?:ops:.*|[A-Za-z_][A-Za-z0-9_\-]*)",
-                        re.S)
+#: the selector specs a plan may record: ``[DEVICE=]ops:OP,...`` or ``[DEVICE=]NAME[...]``
+_PLAN_SPEC = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_.\-]*=)?"
+                        r"(?:ops:.*|[A-Za-z_][A-Za-z0-9_\-]*(?:\[.*\])?)", re.S)
 
 
 def plan_label(source: str | os.PathLike | dict) -> str:
