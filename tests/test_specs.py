@@ -14,6 +14,7 @@ from clusterkit.errors import SelectorError
 from clusterkit.io.plan import plan_selectors
 from clusterkit.selection.registry import PROPERTIES, SHIPPED
 from clusterkit.selection.specs import parse_selector, parse_selectors, split_settings
+from clusterkit.testing.conformance import check_selector
 from support.models import BUNDLED_MODELS
 
 RESNET18 = str(BUNDLED_MODELS / "resnet18.onnx")
@@ -157,6 +158,12 @@ def test_exclude_works_for_every_shipped_selector(resnet18):
             ops = np.array([nd.op_type == op for nd in resnet18.nodes])
             assert not (mask & ops).any(), (name, op)
             assert (mask == (base & ~ops)).all(), (name, op)
+
+
+@pytest.mark.parametrize("spec", ["npu=dnnl[exclude=Conv]", "tensorrt[include=Conv|Relu]"])
+def test_a_restricted_selector_keeps_the_protocol(spec, resnet18):
+    report = check_selector(parse_selector(spec), [resnet18], max_seeds=8)
+    assert "mask" in report.rules and "explain" in report.rules
 
 
 def test_exclude_on_a_python_file_spec(tmp_path, resnet18):
