@@ -9,7 +9,7 @@ import sys
 
 from clusterkit.errors import ClusterkitError
 
-COMMANDS = ["partition", "run", "export", "compare"]
+COMMANDS = ["partition", "run", "export", "compare", "selectors"]
 
 
 def build_parser() -> argparse.ArgumentParser:

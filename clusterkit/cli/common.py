@@ -19,7 +19,9 @@ def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = 
     p.add_argument("model", metavar="MODEL", help="an .onnx file or a node-link .json graph")
     p.add_argument("--selector", action="append", default=[], metavar="SPEC",
                    help="a shipped selector's name, a Python file defining a SubgraphProperty, or"
-                   " [DEVICE=]ops:OP,OP,... ; repeat for devices in priority order")
+                   " [DEVICE=]ops:OP,OP,... ; repeat for devices in priority order. Settings: "
+                   "NAME[key=value,...], exclude=OP|OP, include=OP|OP (see 'clusterkit "
+                   "selectors')")
     p.add_argument("--fallback", default="cpu", help="the fallback device (default: cpu)")
     if strategy_default is not None:
         p.add_argument("--strategy", default=strategy_default, metavar="NAME",

@@ -17,7 +17,7 @@ from clusterkit.cli.common import (add_problem_args, model_label, problem_from_a
                                    strategy_options, write_text)
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
-from clusterkit.io.plan import apply_plan, load_plan, plan_label, plan_selectors
+from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
 from clusterkit.result import Partition
 from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
                                          run_model)
@@ -55,6 +55,9 @@ def add_plan_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", metavar="FILE",
                    help="apply this saved partition JSON instead of partitioning (its selectors "
                    "are used when no --selector is given)")
+    p.add_argument("--force", action="store_true",
+                   help="apply a --plan made for a different model (another fingerprint) by "
+                   "node name; nodes it does not place go to the fallback")
 
 
 def partition_from_args(args: argparse.Namespace) -> Partition:
@@ -67,8 +70,11 @@ def partition_from_args(args: argparse.Namespace) -> Partition:
             args.selector = plan_selectors(plan, label)
     problem = problem_from_args(args)
     if plan is not None:
-        part = apply_plan(problem, plan, model_name=model_label(args.model), label=label)
+        part = apply_plan(problem, plan, model_name=model_label(args.model), label=label,
+                          force=args.force)
         part.selector = " ".join(args.selector)
+        if "plan_by_name" in part.info:
+            print(by_name_summary(part.info["plan_by_name"]))
         return part
     return run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                         coalesce_after=args.coalesce, **strategy_options(args))

@@ -2,20 +2,25 @@
 
 ``{"model", "strategy", "selector", "fallback", "clusters": [{"id", "device", "nodes"}],
 "metrics", "seconds"}`` plus any extra keys a strategy recorded; ``nodes`` are source indices
-(for an ONNX model, indices into its ``graph.node``). The reader checks the document's shape and
-hands back plain data, so this module needs no partition class and sits with the readers:
-:class:`~clusterkit.result.Partition`, plans and exported models all read through it.
+(for an ONNX model, indices into its ``graph.node``). The writer also records the model's
+``fingerprint`` (:func:`model_fingerprint`) and each cluster's node ``names`` and ``op_types``
+(in ``nodes`` order), so a plan can tell a different model from the one it was made for. The
+reader checks the document's shape and hands back plain data, so this module needs no
+partition class and sits with the readers: :class:`~clusterkit.result.Partition`, plans and
+exported models all read through it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from clusterkit.errors import PartitionError
 
 if TYPE_CHECKING:
+    from clusterkit.graph.core import Graph
     from clusterkit.result import Partition
 
 
@@ -33,11 +38,34 @@ def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
 def partition_json(partition: "Partition", model: str | None = None) -> dict[str, Any]:
     """The partition JSON of ``partition`` (``model`` defaults to the graph's name)."""
     src = partition.graph.index_to_source
-    clusters = [{"id": c.id, "device": c.device, "nodes": sorted(src[c.nodes].tolist())}
-                for c in partition.clusters]
+    nodes = source_nodes(partition.graph)
+    clusters = []
+    for c in partition.clusters:
+        idx = sorted(src[c.nodes].tolist())
+        clusters.append({"id": c.id, "device": c.device, "nodes": idx,
+                         "names": [nodes[v][0] for v in idx],
+                         "op_types": [nodes[v][1] for v in idx]})
     return make_partition_json(model if model is not None else partition.graph.name,
                                partition.strategy, partition.selector, partition.fallback,
-                               clusters, partition.metrics(), partition.seconds, partition.info)
+                               clusters, partition.metrics(), partition.seconds,
+                               {"fingerprint": model_fingerprint(nodes), **partition.info})
+
+
+def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
+    """``(name, op type)`` of every node of ``graph`` in source order (for an ONNX model, its
+    ``graph.node`` order); the op type is ``domain:type`` outside the default domain."""
+    out = []
+    for v in graph.source_to_index.tolist():
+        nd = graph.nodes[v]
+        out.append((nd.name, f"{nd.domain}:{nd.op_type}" if nd.domain else nd.op_type))
+    return out
+
+
+def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
+    """``"sha256:<hex>"`` of the ``(name, op type)`` pairs in order (see :func:`source_nodes`):
+    two models share it exactly when their node lists name the same nodes and ops."""
+    text = json.dumps([[str(n), str(op)] for n, op in nodes], separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def partition_json_text(partition: "Partition", model: str | None = None) -> str:

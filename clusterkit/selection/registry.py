@@ -2,11 +2,14 @@
 
 The selectors shipped in ``clusterkit.selectors`` are declared here by name and module path and
 imported on first use, so this layer never imports the higher one; a shipped module that fails
-to import raises its own ImportError instead of turning into "unknown selector".
+to import raises its own ImportError instead of turning into "unknown selector". A factory's
+keyword parameters (other than ``device``) are the selector's settings
+(:func:`selector_settings`), which a spec sets as ``NAME[key=value,...]``.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -50,10 +53,57 @@ def registered_properties() -> dict[str, str]:
     return {name: PROPERTIES.get(name).doc for name in sorted(PROPERTIES.available())}
 
 
-def get_property(name: str, device: str | None = None) -> SubgraphProperty:
-    """A property by registered or shipped name."""
+@dataclass(frozen=True)
+class SelectorSetting:
+    """One keyword parameter of a selector's factory: its name and default (``required``
+    when it has none; ``default`` is then ``None``)."""
+
+    name: str
+    default: Any = None
+    required: bool = False
+
+    @property
+    def type_name(self) -> str:
+        """The value type a spec must give: the default's type (``str`` when unknown)."""
+        return "str" if self.required or self.default is None else type(self.default).__name__
+
+
+def selector_settings(name: str) -> list[SelectorSetting] | None:
+    """The settings of selector ``name``: its factory's keyword parameters except ``device``,
+    in signature order; ``None`` when the factory takes any keyword (``**kwargs``) or its
+    signature cannot be read."""
+    try:
+        params = inspect.signature(PROPERTIES.get(name).factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    out = []
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            return None
+        if p.name == "device" or p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY):
+            continue
+        empty = p.default is p.empty
+        out.append(SelectorSetting(p.name, None if empty else p.default, required=empty))
+    return out
+
+
+def get_property(name: str, device: str | None = None,
+                 settings: dict[str, Any] | None = None) -> SubgraphProperty:
+    """A property by registered or shipped name, its factory called with ``settings`` as
+    keywords (already converted: see :func:`clusterkit.selection.specs.parse_selector`)."""
     entry = PROPERTIES.get(name)
-    prop = entry.factory(device=device) if device else entry.factory()
+    kwargs = dict(settings or {})
+    if device:
+        kwargs["device"] = device
+    try:
+        prop = entry.factory(**kwargs)
+    except SelectorError:
+        raise
+    except (TypeError, ValueError) as exc:
+        if not settings:
+            raise
+        raise SelectorError(f"selector {name!r} refused settings "
+                            f"{', '.join(sorted(kwargs))}: {exc}") from exc
     if not isinstance(prop, SubgraphProperty):
         raise SelectorError(f"selector {name!r} did not build a SubgraphProperty")
     return prop

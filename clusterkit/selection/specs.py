@@ -5,7 +5,13 @@ A spec is one of:
 - ``[DEVICE=]ops:OP,OP,...`` — a ContainOpSelector (device ``acc`` when none is named);
 - ``[DEVICE=]PATH.py`` — a Python file defining a SubgraphProperty (a module attribute
   ``PROPERTY``, a function ``make_property()``, or exactly one SubgraphProperty subclass);
-- ``[DEVICE=]NAME`` — a shipped or registered selector (``coreml``, ``tensorrt``, ...).
+- ``[DEVICE=]NAME`` — a shipped or registered selector (``coreml``, ``tensorrt``, ...);
+- ``[DEVICE=]NAME[key=value,...]`` — the same with settings: the factory's keyword parameters
+  (values read as the default's type: int, float, ``true``/``false``, text, or a tuple written
+  ``2.49`` or ``A|B``), plus ``exclude=OP|OP`` (never take these op types) and ``include=OP|OP``
+  (take only these) for every selector, e.g. ``npu=tensorrt[exclude=Softmax|TopK]``. A value
+  may be quoted (``'...'`` or ``"..."``) to hold commas or brackets. A Python file spec takes
+  ``exclude``/``include`` too.
 """
 
 from __future__ import annotations
@@ -14,12 +20,17 @@ import importlib.util
 import inspect
 import os
 import re
+from typing import Any
 
 from clusterkit.errors import SelectorError
 from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
-from clusterkit.selection.registry import get_property
+from clusterkit.selection.registry import SelectorSetting, get_property, selector_settings
+from clusterkit.selection.restrict import OpFilter, OpFilterProperty
 
 _DEVICE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+#: the settings every selector takes (see :mod:`clusterkit.selection.restrict`)
+GENERIC_SETTINGS = {"exclude": "never take these op types",
+                    "include": "take only these op types"}
 
 
 def parse_selector(spec: str) -> SubgraphProperty:
@@ -36,12 +47,156 @@ def parse_selector(spec: str) -> SubgraphProperty:
         if not ops:
             raise SelectorError(f"selector spec {spec!r} lists no op types")
         return OpsProperty(ops, device=device or "acc")
-    if spec.endswith(".py") or os.sep in spec:
-        prop = _load_file(spec)
+    name, raw = (spec, []) if os.path.exists(spec) else split_settings(spec)
+    if name.endswith(".py") or os.sep in name:
+        prop = _load_file(name)
         if device:
             prop.device = device
-        return prop
-    return get_property(spec, device=device)
+        return _restricted(prop, _op_filter(name, raw, []))
+    known = selector_settings(name)
+    ops = _op_filter(name, raw, known)
+    settings = {k: convert_setting(name, k, v, known) for k, v in raw
+                if k not in GENERIC_SETTINGS}
+    return _restricted(get_property(name, device=device, settings=settings), ops)
+
+
+def split_settings(spec: str) -> tuple[str, list[tuple[str, str]]]:
+    """``NAME[key=value,...]`` → ``(NAME, [(key, value), ...])`` with quotes removed; a spec
+    without brackets has no settings. Unbalanced brackets, an unclosed quote, an item without
+    ``=`` and a key given twice are :class:`SelectorError`."""
+    if "[" not in spec:
+        if "]" in spec:
+            raise SelectorError(f"selector spec {spec!r}: ']' without a matching '['")
+        return spec, []
+    name, _, body = spec.partition("[")
+    if "]" in name or not name.strip():
+        raise SelectorError(f"selector spec {spec!r}: "
+                            + ("']' without a matching '['" if name.strip() else
+                               "no selector name before '['"))
+    items, end = _scan_items(spec, body)
+    if end < len(body) - 1:
+        raise SelectorError(f"selector spec {spec!r}: text after the closing ']' "
+                            f"({body[end + 1:]!r})")
+    out: list[tuple[str, str]] = []
+    for key, value in items:
+        if any(key == k for k, _ in out):
+            raise SelectorError(f"selector spec {spec!r} sets {key!r} twice")
+        out.append((key, value))
+    return name.strip(), out
+
+
+def _scan_items(spec: str, body: str) -> tuple[list[tuple[str, str]], int]:
+    """The ``key=value`` items of ``body`` (the text after ``[``) up to the closing ``]``, and
+    that bracket's position in ``body``."""
+    items: list[tuple[str, str]] = []
+    key: str | None = None
+    buf: list[str] = []
+    quote = None
+    for pos, ch in enumerate(body):
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                buf.append(ch)
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "=" and key is None:
+            key, buf = "".join(buf).strip(), []
+        elif ch in ",]":
+            text = "".join(buf).strip()
+            if key is None and (text or ch == "," or items):
+                raise SelectorError(f"selector spec {spec!r}: " + (
+                    f"setting {text!r} has no value (write key=value)" if text else
+                    "an empty setting (a stray ',')"))
+            if key is not None:
+                if not key:
+                    raise SelectorError(f"selector spec {spec!r}: a setting has no name")
+                items.append((key, text))
+            key, buf = None, []
+            if ch == "]":
+                return items, pos
+        elif ch == "[":
+            raise SelectorError(f"selector spec {spec!r}: '[' inside the settings (quote the "
+                                "value if it holds brackets)")
+        else:
+            buf.append(ch)
+    what = f"the quote {quote} is never closed" if quote else "'[' is never closed"
+    raise SelectorError(f"selector spec {spec!r}: {what}")
+
+
+def _known_text(known: list[SelectorSetting] | None) -> str:
+    """The settings a selector knows, as an error message lists them."""
+    own = ([f"{s.name}=<{s.type_name}>" if s.required else f"{s.name}={format_value(s.default)}"
+            for s in known] if known is not None else ["any keyword"])
+    return ", ".join(own + [f"{k}=OP|OP" for k in GENERIC_SETTINGS])
+
+
+def _op_filter(name: str, raw: list[tuple[str, str]],
+               known: list[SelectorSetting] | None) -> OpFilter | None:
+    """The ``exclude``/``include`` settings of a spec (None when it has neither); any other
+    key the selector does not know is an error listing the known ones."""
+    names = {s.name for s in known} if known is not None else None
+    for key, _ in raw:
+        if key not in GENERIC_SETTINGS and names is not None and key not in names:
+            raise SelectorError(f"selector {name!r} has no setting {key!r} (known: "
+                                f"{_known_text(known)})")
+    lists = {}
+    for key, value in raw:
+        if key in GENERIC_SETTINGS:
+            ops = [o.strip() for o in value.split("|") if o.strip()]
+            if not ops:
+                raise SelectorError(f"selector {name!r}: {key}= lists no op types (write "
+                                    f"{key}=OP|OP)")
+            lists[key] = ops
+    if not lists:
+        return None
+    return OpFilter(lists.get("exclude", ()), lists.get("include"))
+
+
+def _restricted(prop: SubgraphProperty, ops: OpFilter | None) -> SubgraphProperty:
+    return prop if ops is None else OpFilterProperty(prop, ops)
+
+
+def convert_setting(name: str, key: str, text: str,
+                    known: list[SelectorSetting] | None) -> Any:
+    """A setting's text as the type of the parameter's default (text when it has none)."""
+    setting = next((s for s in known or () if s.name == key), None)
+    default = None if setting is None else setting.default
+    try:
+        return _convert(text, default)
+    except ValueError:
+        kind = type(default).__name__
+        expected = {"bool": "true or false", "int": "an integer", "float": "a number",
+                    "tuple": "items separated by '.' or '|'"}.get(kind, kind)
+        raise SelectorError(f"selector {name!r}: setting {key} takes {expected} ({kind}, "
+                            f"default {format_value(default)}), got {text!r}") from None
+
+
+def _convert(text: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        low = text.lower()
+        if low not in ("true", "false"):
+            raise ValueError(text)
+        return low == "true"
+    if isinstance(default, (int, float)):
+        return type(default)(text)
+    if isinstance(default, (tuple, list)):
+        parts = text.split("|") if "|" in text else text.split(".")
+        if not text or not all(p.strip() for p in parts):
+            raise ValueError(text)
+        item = default[0] if default else ""
+        return type(default)(_convert(p.strip(), item) for p in parts)
+    return text
+
+
+def format_value(value: Any) -> str:
+    """A setting's value as a spec writes it (``true``, ``2.49``, ``A|B``, ...)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        sep = "." if all(isinstance(v, int) for v in value) else "|"
+        return sep.join(format_value(v) for v in value)
+    return "none" if value is None else str(value)
 
 
 def parse_selectors(specs: list[str]) -> list[SubgraphProperty]:

@@ -1,0 +1,40 @@
+"""``clusterkit selectors``: the shipped and registered selectors with their settings.
+
+One line per selector (name and description), then its settings as a spec writes them
+(``key=default``), then the ``exclude``/``include`` settings every selector takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from clusterkit.selection.registry import registered_properties, selector_settings
+from clusterkit.selection.specs import GENERIC_SETTINGS, format_value
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    return sub.add_parser("selectors", help="list the selectors with their settings and defaults")
+
+
+def settings_line(name: str) -> str:
+    """The settings of selector ``name`` as ``key=default (type)``, comma separated."""
+    settings = selector_settings(name)
+    if settings is None:
+        return "any keyword (the factory takes **kwargs)"
+    if not settings:
+        return "no settings of its own"
+    return ", ".join(f"{s.name}=<required> ({s.type_name})" if s.required else
+                     f"{s.name}={format_value(s.default)} ({s.type_name})" for s in settings)
+
+
+def main(args: argparse.Namespace) -> int:
+    described = registered_properties()
+    width = max((len(n) for n in described), default=0)
+    for name, doc in described.items():
+        print(f"{name:<{width}}  {doc}")
+        print(f"{'':<{width}}  settings: {settings_line(name)}")
+    print("every selector also takes "
+          + ", ".join(f"{k}=OP|OP ({what})" for k, what in GENERIC_SETTINGS.items()))
+    print("spec: [DEVICE=]NAME[key=value,...], e.g. --selector 'npu=nnapi[feature_level=3,"
+          "exclude=Softmax|TopK]'")
+    return 0
