@@ -14,7 +14,7 @@ import clusterkit as ck
 from clusterkit.engines.common import reject_subgraphs
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.reasons import Category, placement_report
-from clusterkit.selectors import nnapi
+from clusterkit.selectors import coreml, nnapi
 
 FLOAT = TensorProto.FLOAT
 
@@ -147,4 +147,31 @@ def gemm_model(c_shape) -> onnx.ModelProto:
 def test_nnapi_gemm_bias_follows_get_gemm_bias_size(c_shape, level, taken):
     g = ck.load_graph(gemm_model(c_shape))
     prop = nnapi.make_property(feature_level=level)
+    assert bool(prop.query(g)[0]) is taken, prop.explain(g.nodes[0], g)
+
+
+# ---------------------------------------------------------------------- CoreML And / Where
+def typed_model(op: str, dtypes: list[int], out: int) -> onnx.ModelProto:
+    """One ``op`` node over inputs ``i0, i1, ...`` of ``dtypes``, all shaped [2, 3]."""
+    ins = [helper.make_tensor_value_info(f"i{k}", t, [2, 3]) for k, t in enumerate(dtypes)]
+    graph = helper.make_graph([helper.make_node(op, [v.name for v in ins], ["y"], name="n")],
+                              "g", ins, [helper.make_tensor_value_info("y", out, [2, 3])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+BOOL, INT64 = TensorProto.BOOL, TensorProto.INT64
+
+
+@pytest.mark.parametrize("op, dtypes, out, fmt, taken", [
+    ("And", [BOOL, BOOL], BOOL, "MLProgram", True),
+    ("And", [BOOL, BOOL], BOOL, "NeuralNetwork", False),   # logical_and is MLProgram only
+    ("Where", [BOOL, FLOAT, FLOAT], FLOAT, "MLProgram", True),
+    ("Where", [BOOL, INT64, INT64], INT64, "MLProgram", False),  # X/Y must be float
+    ("Where", [BOOL, FLOAT, FLOAT], FLOAT, "NeuralNetwork", False),
+])
+def test_coreml_and_where_follow_their_builders(op, dtypes, out, fmt, taken):
+    g = ck.load_graph(typed_model(op, dtypes, out))
+    prop = coreml.make_property(model_format=fmt)
     assert bool(prop.query(g)[0]) is taken, prop.explain(g.nodes[0], g)
