@@ -5,6 +5,9 @@ own answers."""
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+
 import numpy as np
 import onnx
 import pytest
@@ -175,3 +178,12 @@ def test_coreml_and_where_follow_their_builders(op, dtypes, out, fmt, taken):
     g = ck.load_graph(typed_model(op, dtypes, out))
     prop = coreml.make_property(model_format=fmt)
     assert bool(prop.query(g)[0]) is taken, prop.explain(g.nodes[0], g)
+
+
+@pytest.mark.parametrize("name, file", [("nnapi", "nnapi_ep.json"), ("coreml", "coreml_ep.json")])
+def test_the_data_cites_each_partition_rule_the_selector_applies(name, file):
+    raw = json.loads(resources.files("clusterkit.selectors").joinpath("data", file).read_text())
+    rules = raw["partition_rules"]
+    assert len(rules) == len(ck.get_property(name).subgraph_rules)
+    for rule in rules:
+        assert rule["text"] and rule["source"].startswith("onnxruntime/core/providers/")
