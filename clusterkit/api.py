@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.engines import get_strategy
+from clusterkit.engines.common import reject_subgraphs
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
@@ -87,6 +88,7 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
         from clusterkit.engines.coalesce import coalesce
 
         result = coalesce(result)
+    result = reject_subgraphs(result)  # clusters a device refuses whole go to the fallback
     result.seconds = time.perf_counter() - start
     result.strategy = strategy
     if selector:

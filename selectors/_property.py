@@ -49,14 +49,17 @@ class TableProperty(SubgraphProperty):
     taken): pattern edges are always followed, and answers stay node-local, so engines may use
     the fast :meth:`supported_mask`. Fusion-only ops (``fusions``) are taken only when a match
     carrying them exists; ``filter`` drops them when the match is not among the candidates,
-    :meth:`create_subgraph_node` rejects such a subgraph, and
+    :meth:`create_subgraph_node` rejects such a subgraph (and any subgraph one of the
+    ``subgraph_rules`` refuses: each takes the finished subgraph and returns a reason or
+    ``None``; :meth:`explain_subgraph` gives the reason), and
     ``pattern_groups(graph, fusion_only=True)`` gives the matches as ``Constraints.together``
     groups for engines that call neither.
 
     Public extras beyond :class:`SubgraphProperty`: :meth:`explain` / :meth:`explain_all`
-    (why a node is refused), :meth:`supported_mask`, :attr:`checked` and :attr:`undecidable`
-    (every table condition is in exactly one; the latter with the reason), :attr:`patterns`,
-    :meth:`pattern_matches`, :meth:`pattern_groups`, :attr:`settings`, :attr:`ops`.
+    (why a node is refused), :meth:`explain_subgraph`, :meth:`supported_mask`, :attr:`checked`
+    and :attr:`undecidable` (every table condition is in exactly one; the latter with the
+    reason), :attr:`patterns`, :meth:`pattern_matches`, :meth:`pattern_groups`,
+    :attr:`settings`, :attr:`ops`, :attr:`subgraph_rules`.
     """
 
     _MAX_GRAPHS = 4
@@ -69,7 +72,8 @@ class TableProperty(SubgraphProperty):
                  extra_value_inputs: dict[str, Sequence[int]] | None = None,
                  key: Callable[["Node"], str | None] | None = None, dtype_field: bool = False,
                  dtype_aliases: dict[str, str] | None = None,
-                 unavailable_reason: str = "op is not available with these settings"):
+                 unavailable_reason: str = "op is not available with these settings",
+                 subgraph_rules: Sequence[Callable[[Any], str | None]] = ()):
         super().__init__(device)
         self.name = name
         self.table = table
@@ -79,6 +83,7 @@ class TableProperty(SubgraphProperty):
         self._available = available or (lambda entry: True)
         self._unavailable_reason = unavailable_reason
         self._qualifiers = dict(dtype_qualifiers or {})
+        self.subgraph_rules = tuple(subgraph_rules)
         self._dtype_field = table_dtypes(0, dtype_aliases) if dtype_field else None
         self._contexts: list[GraphContext] = []
         res = bind_rules(table, name, rules, notes)
@@ -228,9 +233,24 @@ class TableProperty(SubgraphProperty):
                     changed = True
         return sorted(dropped)
 
+    def explain_subgraph(self, subgraph: Any) -> str | None:
+        """Why this device refuses the finished ``subgraph`` (a fusion-only node without its
+        pattern, or a whole-subgraph rule of the backend), or ``None`` when it takes it."""
+        if self.fusions:
+            orphans = self.orphans(subgraph.graph, subgraph.nodes)
+            if orphans:
+                node = subgraph.graph.nodes[orphans[0]]
+                return (f"{self.name}: fusion-only node {node.name!r} ({node.op_type}) is in the"
+                        " subgraph without its pattern")
+        for rule in self.subgraph_rules:
+            why = rule(subgraph)
+            if why:
+                return f"{self.name}: {why}"
+        return None
+
     def create_subgraph_node(self, subgraph: Any) -> Any:
-        """Rejects (``None``) a subgraph holding a fusion-only node without its pattern."""
-        if self.fusions and self.orphans(subgraph.graph, subgraph.nodes):
+        """Rejects (``None``) a subgraph :meth:`explain_subgraph` refuses."""
+        if self.explain_subgraph(subgraph) is not None:
             return None
         return super().create_subgraph_node(subgraph)
 

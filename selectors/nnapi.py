@@ -141,8 +141,9 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("Gemm", "alpha must be 1.0", attr_is("alpha", 1.0, 1.0)),
         R("Gemm", "beta must be 1.0", attr_is("beta", 1.0, 1.0)),
         R("Gemm", "if transB == 0", when(lambda c, n: attr_of(n, "transB", 0) == 0, const(1))),
-        R("Gemm", "C must be a 1-D bias of size N", check(
-            _gemm_bias_ok, "C must be a 1-D bias of size N")),
+        R("Gemm", "C must be a bias of size N", check(
+            lambda ctx, node: _gemm_bias_ok(ctx, node, lvl),
+            "C must be a 1-D bias of size N, or shaped {1,...,1,N} at feature level >= 2")),
         R("MatMul", "A and B both rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
                                                  "A and B must both be rank 2 or both > 2")),
         R("MatMul", "2-D case: B (input 1)", when(
@@ -232,6 +233,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
     ]
     return TableProperty(device, name="nnapi", table=table, rules=rules, notes=notes,
                          settings={"feature_level": feature_level},
+                         subgraph_rules=(_lone_copy_op, _constant_inputs_only),
                          dtype_qualifiers={"QDQ": True, "weights": False})
 
 
@@ -339,15 +341,30 @@ def _matmul_ranks_ok(ctx, node) -> bool:
     return (a == 2 and b == 2) or (a > 2 and b > 2)
 
 
-def _gemm_bias_ok(ctx, node) -> bool:
+def _gemm_bias_ok(ctx, node, lvl: int) -> bool:
+    """C is a vector of N, or (feature level >= 2) shaped ``{1, ..., 1, N}``; never a scalar."""
     if not ctx.has_input(node, 2):
         return True
     c, n = ctx.shape(node, 2), dim_at(ctx.shape(node, 0, out=True), -1)
     if c is None:
         return True
-    if len(c) != 1:
+    if len(c) == 0 or (len(c) > 1 and lvl < 2) or any(d != 1 for d in c[:-1]):
         return False
-    return not isinstance(n, int) or c[0] == n
+    return not isinstance(n, int) or not isinstance(c[-1], int) or c[-1] == n
+
+
+def _lone_copy_op(subgraph) -> str | None:
+    """The EP drops a partition that is a single Reshape, Flatten or Identity (a copy)."""
+    if len(subgraph) == 1 and subgraph.op_types[0] in ("Reshape", "Flatten", "Identity"):
+        return f"a partition of a single {subgraph.op_types[0]} only copies data"
+    return None
+
+
+def _constant_inputs_only(subgraph) -> str | None:
+    """The EP drops a partition whose inputs are all constant initializers (or none)."""
+    if not subgraph.inputs:
+        return "every input of the partition is a constant"
+    return None
 
 
 def _reshape_zeros_ok(v, ctx, node) -> bool:

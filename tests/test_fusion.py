@@ -132,9 +132,9 @@ class _Wrong(OpsProperty):
 @pytest.mark.parametrize("cls, text", [(_Broken, "no room on the chip"),
                                        (_Wrong, "expected a SubgraphNode")])
 def test_misbehaving_property_is_a_selector_error(cls, text):
-    part = ck.run_strategy(_resnet_problem([cls(["Relu"], device="npu")]), "singleton")
-    with pytest.raises(SelectorError, match=text) as err:
-        fuse(part)
+    problem = _resnet_problem([cls(["Relu"], device="npu")])
+    with pytest.raises(SelectorError, match=text) as err:  # run_strategy asks it too
+        fuse(ck.run_strategy(problem, "singleton"))
     assert "npu" in str(err.value) and "cluster" in str(err.value)
 
 

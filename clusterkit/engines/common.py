@@ -1,7 +1,9 @@
-"""Helpers shared by the engines: ``min_size`` and the closing steps of the growth engines."""
+"""Helpers shared by the engines: ``min_size``, the closing steps of the growth engines, and the
+post-pass that applies the devices' whole-subgraph rejections."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 import numpy as np
@@ -10,8 +12,10 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
+from clusterkit.graph.subgraph import Subgraph
 from clusterkit.reasons import Category, Reason, placement_report
 from clusterkit.result import Partition
+from clusterkit.selection.protocol import SubgraphProperty, call_create_subgraph_node
 
 SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"
 
@@ -66,3 +70,57 @@ def close_growth(problem: Problem, ug: UnitGraph, pieces: list[Piece], strategy:
                                      fallback_reasons=reasons)
     part.info["placement"] = placement_report(part)
     return part, split
+
+
+def reject_subgraphs(partition: Partition) -> Partition:
+    """Ask each accelerator cluster's property for its fused node; send the clusters it rejects
+    (``create_subgraph_node`` returned ``None``) to the fallback.
+
+    A whole-partition rule of a backend (a lone copy op, a subgraph fed by constants only) is
+    decided on the finished cluster, so it is applied here, after any strategy. Splitting a
+    cluster of an acyclic cluster graph into fallback nodes keeps it acyclic (as for
+    ``min_size``). Each moved node gets a ``"subgraph rejected"`` reason: the property's
+    ``explain_subgraph(subgraph)`` when it has one, else a generic sentence. Returns
+    ``partition`` itself when nothing is rejected, else a new partition with the same metadata
+    (and ``info["placement"]`` rebuilt when it was there)."""
+    p = partition.problem
+    props = {prop.device: prop for prop in p.properties}
+    reasons: dict[int, Reason] = {}
+    for c in partition.clusters:
+        prop = props.get(c.device)
+        if prop is None or c.device == p.fallback or not _may_reject(prop):
+            continue
+        why = _rejection(prop, Subgraph.from_nodes(p.graph, c.nodes, c.device, c.id))
+        if why is not None:
+            reasons.update((v, Reason(Category.SUBGRAPH_REJECTED, why)) for v in c.nodes)
+    if not reasons:
+        return partition
+    labels = partition.assignment()
+    dev_index = {dev: d for d, dev in enumerate(p.devices)}
+    devices = np.asarray([dev_index.get(c.device, -1) for c in partition.clusters],
+                         dtype=np.int64)[labels]
+    devices[sorted(reasons)] = -1
+    fresh = Partition.from_assignment(p, labels, devices)
+    out = replace(partition, clusters=fresh.clusters,
+                  fallback_reasons={**partition.fallback_reasons, **reasons},
+                  info=dict(partition.info))
+    if "placement" in out.info:
+        out.info["placement"] = placement_report(out)
+    return out
+
+
+def _may_reject(prop: SubgraphProperty) -> bool:
+    """False for a property that keeps the default (accept-all) ``create_subgraph_node``."""
+    return type(prop).create_subgraph_node is not SubgraphProperty.create_subgraph_node
+
+
+def _rejection(prop: SubgraphProperty, sub: Subgraph) -> str | None:
+    """Why ``prop`` rejects ``sub``, or ``None`` when it makes a node for it."""
+    where = (f"cluster {sub.cluster_id} (device {sub.device!r}, {len(sub)} nodes, first node "
+             f"{sub.graph.nodes[sub.nodes[0]].name!r})")
+    if call_create_subgraph_node(prop, sub, where) is not None:
+        return None
+    explain = getattr(prop, "explain_subgraph", None)
+    why = explain(sub) if callable(explain) else None
+    return why or (f"{sub.device}'s create_subgraph_node rejected its {len(sub)}-node "
+                   "subgraph")
