@@ -16,6 +16,7 @@ import pytest
 from onnx import numpy_helper
 from onnx.external_data_helper import uses_external_data
 
+import clusterkit.io.onnx as onnx_io
 from clusterkit import partition
 from clusterkit.cli import main
 from clusterkit.errors import ModelLoadError
@@ -81,6 +82,17 @@ def test_partition_equals_the_inline_model(saved, selector):
     assert _plan(b) == _plan(a)
     sizes = {n: t.shape for n, t in load_onnx(inline).tensors.items()}
     assert {n: t.shape for n, t in load_onnx(external).tensors.items()} == sizes
+
+
+def test_a_model_past_the_protobuf_limit_is_inferred_all_the_same(saved, monkeypatch):
+    """A model too large to serialize (the limit lowered to 0 here) is shape-inferred with its
+    large tensors' data set aside; the partition is the same and the model is left intact."""
+    inline, _ = saved
+    expected = _plan(partition(str(inline), "nnapi"))
+    monkeypatch.setattr(onnx_io, "PROTOBUF_LIMIT", 0)
+    graph = load_onnx(inline)
+    assert _plan(partition(graph, "nnapi")) == expected
+    assert graph.model == onnx.load(str(inline))
 
 
 def test_run_check_matches(saved, tmp_path):

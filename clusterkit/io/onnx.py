@@ -11,6 +11,7 @@ read become its ``implicit_inputs``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import weakref
@@ -27,6 +28,8 @@ from clusterkit.io.files import read_input
 #: external tensors up to this size are loaded before shape inference (shape vectors, axes);
 #: the larger ones (weights, whose values shape inference never reads) only after it
 SHAPE_TENSOR_BYTES = 1 << 16
+#: protobuf cannot serialize a message this large, so shape inference cannot take it whole
+PROTOBUF_LIMIT = 1 << 31
 
 _EXTERNAL: "weakref.WeakSet[Graph]" = weakref.WeakSet()
 
@@ -75,13 +78,39 @@ def had_external_data(graph: Graph) -> bool:
 
 def infer_model_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto`` shape-inferred with data propagation (dims computed by shape arithmetic become
-    known), else without it when data propagation fails, else ``proto`` itself (sizes unknown)."""
-    for data_prop in (True, False):
-        try:
-            return shape_inference.infer_shapes(proto, data_prop=data_prop)
-        except Exception:  # a model shape inference cannot handle still loads
-            continue
+    known), else without it when data propagation fails, else ``proto`` itself (sizes unknown).
+    A model past protobuf's 2 GB limit is inferred with the data of its large tensors set aside
+    meanwhile: shape inference reads the values of small tensors only."""
+    with _large_data_set_aside(proto):
+        for data_prop in (True, False):
+            try:
+                return shape_inference.infer_shapes(proto, data_prop=data_prop)
+            except Exception:  # a model shape inference cannot handle still loads
+                continue
     return proto
+
+
+@contextlib.contextmanager
+def _large_data_set_aside(proto: onnx.ModelProto):
+    """Within the block, a model past :data:`PROTOBUF_LIMIT` has the raw data of its tensors
+    over :data:`SHAPE_TENSOR_BYTES` removed (marked external, so nothing checks it against the
+    dims); it is put back afterwards."""
+    stash = []
+    if proto.ByteSize() >= PROTOBUF_LIMIT:
+        for t in external_data_helper._get_all_tensors(proto):
+            if len(t.raw_data) > SHAPE_TENSOR_BYTES:
+                stash.append((t, t.raw_data, t.HasField("data_location"), t.data_location))
+                t.ClearField("raw_data")
+                t.data_location = onnx.TensorProto.EXTERNAL
+    try:
+        yield
+    finally:
+        for t, raw, had_location, location in stash:
+            t.raw_data = raw
+            if had_location:
+                t.data_location = location
+            else:
+                t.ClearField("data_location")
 
 
 def symbolic_dims(proto: onnx.ModelProto) -> list[str]:
