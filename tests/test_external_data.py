@@ -132,3 +132,20 @@ def test_missing_or_irregular_external_data_is_one_error(saved, tmp_path, capsys
     os.symlink("/dev/zero", folder / f"{external.stem}.weights")
     with pytest.raises(ModelLoadError, match="not a regular file"):
         load_onnx(model)
+
+
+def test_external_data_outside_the_model_folder_is_refused(saved, tmp_path):
+    _, external = saved
+    proto = onnx.load(str(external), load_external_data=False)
+    for t in proto.graph.initializer:
+        for entry in t.external_data:
+            if entry.key == "location":
+                entry.value = f"../{external.parent.name}/{entry.value}"
+    model = tmp_path / "m" / "escape.onnx"
+    model.parent.mkdir()
+    model.write_bytes(proto.SerializeToString())
+    weights = external.with_suffix(".weights")
+    (tmp_path / weights.parent.name).mkdir()
+    (tmp_path / weights.parent.name / weights.name).write_bytes(weights.read_bytes())
+    with pytest.raises(ModelLoadError, match=r"cannot read external data '\.\./.*outside"):
+        load_onnx(model)
