@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
-from clusterkit.errors import ConstraintError, StrategyError
+from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.selection.specs import parse_selectors
@@ -26,7 +26,29 @@ def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = 
     if strategy_default is not None:
         p.add_argument("--strategy", default=strategy_default, metavar="NAME",
                        help=f"clustering strategy (default: {strategy_default})")
+    add_dim_arg(p)
     add_constraint_args(p)
+
+
+def add_dim_arg(p: argparse.ArgumentParser) -> None:
+    """--dim NAME=N (repeatable): fix a symbolic dim of the model's inputs."""
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help="fix the symbolic input dimension NAME to N before shape inference "
+                   "(repeatable), as onnxruntime's make_dynamic_shape_fixed does")
+
+
+def dims_from_args(args: argparse.Namespace) -> dict[str, int]:
+    """``--dim NAME=N`` flags → ``{NAME: N}``; a malformed flag is a :class:`ModelLoadError`."""
+    dims: dict[str, int] = {}
+    for item in getattr(args, "dim", None) or []:
+        name, sep, raw = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            dims[name.strip()] = int(raw.strip())
+        except ValueError:
+            raise ModelLoadError(f"--dim takes NAME=N with an integer N, got {item!r}") from None
+    return dims
 
 
 def add_constraint_args(p: argparse.ArgumentParser) -> None:
@@ -98,7 +120,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     """Load the model and compile the constraints with the selectors."""
     if not args.selector:
         raise ConstraintError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
-    graph = load_graph(args.model)
+    graph = load_graph(args.model, dims=dims_from_args(args))
     props = parse_selectors(args.selector)
     return constraints_from_args(args).compile(graph, props, fallback=args.fallback)
 

@@ -17,9 +17,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 from clusterkit.analysis.compare import (compare, compare_many, default_strategies, failed_models,
                                          format_table, write_dots)
-from clusterkit.cli.common import constraints_from_args, model_label, strategy_options, write_text
+from clusterkit.cli.common import (constraints_from_args, dims_from_args, model_label,
+                                   strategy_options, write_text)
 from clusterkit.engines import strategy_names
-from clusterkit.errors import ClusterkitError, StrategyError
+from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError
+from clusterkit.io.loader import load_graph
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -39,8 +41,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="append each model's result here as it finishes (DIR); a rerun with "
                         "the same FILE skips the models already in it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from clusterkit.cli.common import add_constraint_args
+    from clusterkit.cli.common import add_constraint_args, add_dim_arg
 
+    add_dim_arg(p)
     add_constraint_args(p)
     return p
 
@@ -58,10 +61,15 @@ def main(args: argparse.Namespace) -> int:
     shared = strategy_options(args)
     options = {s: _options_for(s, shared) for s in strategies}
     failed: list[str] = []
+    dims = dims_from_args(args)
     if os.path.isdir(args.model):
+        if dims:
+            raise ModelLoadError("--dim fixes the symbolic dims of one model; give a model, "
+                                 f"not the folder {args.model!r}")
         payload, failed = _sweep(args, strategies, cons, options)
     else:
-        res = compare(args.model, args.selector, strategies, cons, args.fallback, options,
+        model = load_graph(args.model, dims=dims) if dims else args.model
+        res = compare(model, args.selector, strategies, cons, args.fallback, options,
                       name=model_label(args.model), coalesce_after=args.coalesce)
         print(format_table(res))
         payload = res.to_json()

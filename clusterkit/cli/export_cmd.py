@@ -11,7 +11,7 @@ import argparse
 from clusterkit.cli.common import add_problem_args, model_label
 from clusterkit.cli.run_cmd import add_plan_arg, partition_from_args
 from clusterkit.fusion import fuse, source_model
-from clusterkit.io.export import export_fused, model_bytes, save_model
+from clusterkit.io.export import export_fused, model_bytes, save_model, wants_external_data
 from clusterkit.io.files import write_all
 from clusterkit.io.partition_json import partition_json_text
 from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
@@ -37,9 +37,10 @@ def main(args: argparse.Namespace) -> int:
     name = model_label(args.model)
     model = export_fused(fused, model_name=name, check=not args.no_check)
     outputs = [(args.json, partition_json_text(part, name))] if args.json else []
-    data = model_bytes(model, args.output)
-    if data is None:  # too large for one protobuf: written with external data, then the rest
-        save_model(model, args.output)
+    external = wants_external_data(fused)
+    data = model_bytes(model, args.output, external)
+    if data is None:  # external data (as the source, or too large): written first, then the rest
+        save_model(model, args.output, external)
     else:
         outputs.insert(0, (args.output, data))
     write_all(outputs)

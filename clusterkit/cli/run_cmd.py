@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, model_label, problem_from_args,
+from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label, problem_from_args,
                                    strategy_options, write_text)
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
@@ -37,10 +37,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--config", action="append", default=[], metavar="BACKEND.KEY=VALUE",
                    help="a backend config key, e.g. onnxruntime.intra_op_num_threads=1")
     p.add_argument("--repeat", type=int, default=1, help="timed runs (default 1)")
-    p.add_argument("--input-seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
-                   help=f"size of a symbolic input dimension (default: 1 for batch, "
-                   f"{DEFAULT_DIM} for the others)")
+    p.add_argument("--input-seed", type=int, default=0,
+                   help="seed of the random inputs (symbolic dims not fixed by --dim: 1 for "
+                   f"batch, {DEFAULT_DIM} for the others)")
     p.add_argument("--rtol", type=float, default=1e-4, help="--check relative tolerance")
     p.add_argument("--atol", type=float, default=1e-5, help="--check absolute tolerance")
     p.add_argument("--perf-counts", action="store_true",
@@ -116,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     if args.perf_counts:
         for name in {args.host_backend, *parse_pairs(args.backend, "--backend").values()}:
             config.setdefault(name, {})["perf_counts"] = True
-    dims = {k: int(v) for k, v in parse_pairs(args.dim, "--dim").items()}
+    dims = dims_from_args(args)
     executor = Executor(fused, backends=parse_pairs(args.backend, "--backend"),
                         host=args.host_backend, backend_config=config,
                         fold_static=not args.no_fold_static)

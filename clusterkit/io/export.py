@@ -10,7 +10,8 @@ functions, so the exported model runs anywhere the source model does.
 The opset imports of the source model are kept (and given to every function); its IR version is
 kept unless it is below 8, the first IR version with model-local functions, in which case it
 becomes 8 (initializers are then no longer listed among the graph inputs, so they stay constants).
-The partition JSON is stored in the model's metadata under ``clusterkit.partition``.
+The partition JSON is stored in the model's metadata under ``clusterkit.partition``. A model
+whose source kept its weights in external data is written the same way (see :func:`save_model`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from clusterkit.errors import ExecutionError, WriteError
 from clusterkit.fusion import FusedGraph, fuse, initializer_map, source_model, value_info_map
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.io.files import replace_file, sync_file, write_atomic, write_error
+from clusterkit.io.onnx import had_external_data
 from clusterkit.io.partition_json import make_partition_json, parse_partition_json
 from clusterkit.result import Partition
 
@@ -119,33 +121,41 @@ def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
     if check:
         onnx.checker.check_model(out)
     if path is not None:
-        save_model(out, path)
+        save_model(out, path, external_data=wants_external_data(graph))
     return out
 
 
-def model_bytes(model, path: str | os.PathLike | None = None) -> bytes | str | None:
+def model_bytes(model, path: str | os.PathLike | None = None, external_data: bool = False
+                ) -> bytes | str | None:
     """The serialized model in the format ``onnx.save`` picks for ``path``'s extension (binary
-    protobuf by default), or ``None`` when it is too large for one protobuf (2 GB) and needs
-    external data (see :func:`save_model`)."""
+    protobuf by default), or ``None`` when it is written with external data (see
+    :func:`save_model`): asked for with ``external_data``, or too large for one protobuf
+    (2 GB)."""
     from onnx import serialization
 
-    if model.ByteSize() >= MAX_MODEL_BYTES:
+    if external_data or model.ByteSize() >= MAX_MODEL_BYTES:
         return None
     ext = os.path.splitext(os.fspath(path))[1] if path is not None else ""
     fmt = serialization.registry.get_format_from_file_extension(ext) or "protobuf"
     return serialization.registry.get(fmt).serialize_proto(model)
 
 
-def save_model(model, path: str | os.PathLike) -> None:
-    """Write an ONNX model atomically. A model too large for one protobuf keeps its tensors in
-    ``<file name>.data`` beside it (ONNX external data); both files are written in a temporary
-    folder beside the target and renamed into place once complete. The model is not modified.
-    Raises :class:`~clusterkit.errors.WriteError` naming the path."""
-    data = model_bytes(model, path)
+def save_model(model, path: str | os.PathLike, external_data: bool = False) -> None:
+    """Write an ONNX model atomically. A model written with external data (``external_data``,
+    or one too large for one protobuf) keeps its tensors in ``<file name>.data`` beside it;
+    both files are written in a temporary folder beside the target and renamed into place once
+    complete. The model is not modified. Raises :class:`~clusterkit.errors.WriteError` naming
+    the path."""
+    data = model_bytes(model, path, external_data)
     if data is not None:
         write_atomic(path, data)
         return
     _save_with_external_data(model, os.fspath(path))
+
+
+def wants_external_data(graph: FusedGraph) -> bool:
+    """Whether the export of ``graph`` keeps its weights in external data, as its source did."""
+    return had_external_data(graph.root)
 
 
 def _save_with_external_data(model, path: str) -> None:

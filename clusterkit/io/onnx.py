@@ -1,46 +1,158 @@
 """Read ONNX models into a :class:`~clusterkit.graph.core.Graph`.
 
 Shape inference (with data propagation) runs first so that tensor sizes are known wherever the
-model allows. An If/Loop/Scan node stays one opaque node; the outer-scope tensors its bodies read
-become its ``implicit_inputs``.
+model allows; symbolic dims the caller fixes (``dims``) are rewritten to static ones before it, as
+onnxruntime's ``make_dynamic_shape_fixed`` tool does. A model saved with external data is read
+with its weights (relative to the model's folder); shape inference then sees only its small
+tensors, the only ones whose values shape inference reads, so models past protobuf's 2 GB limit
+are inferred too. An If/Loop/Scan node stays one opaque node; the outer-scope tensors its bodies
+read become its ``implicit_inputs``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+import stat
+import weakref
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
-from onnx import helper, shape_inference
+from onnx import external_data_helper, helper, shape_inference
 
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.io.files import read_input
 
+#: external tensors up to this size are loaded before shape inference (shape vectors, axes);
+#: the larger ones (weights, whose values shape inference never reads) only after it
+SHAPE_TENSOR_BYTES = 1 << 16
+#: protobuf cannot serialize a message this large, so shape inference cannot take it whole
+PROTOBUF_LIMIT = 1 << 31
 
-def load_onnx(model: str | os.PathLike | onnx.ModelProto, infer_shapes: bool = True) -> Graph:
-    """Read an ONNX file (or ModelProto) into a Graph.
+_EXTERNAL: "weakref.WeakSet[Graph]" = weakref.WeakSet()
 
-    Raises :class:`ModelLoadError` for a missing, unreadable or non-regular file, one that is not
-    ONNX, or a model without nodes, and :class:`~clusterkit.errors.GraphError` for a malformed
-    graph (a cycle, a tensor read but never produced).
+
+def load_onnx(model: str | os.PathLike | onnx.ModelProto, infer_shapes: bool = True,
+              dims: Mapping[str, int] | None = None) -> Graph:
+    """Read an ONNX file (or ModelProto) into a Graph; a file's external data is read from the
+    model's folder. ``dims`` fixes symbolic dims of the graph inputs (name → size, see
+    :func:`fix_dims`) before shape inference; a ModelProto given is not modified.
+
+    Raises :class:`ModelLoadError` for a missing, unreadable or non-regular file (the model or
+    its external data), one that is not ONNX, a model without nodes, or a bad ``dims`` entry,
+    and :class:`~clusterkit.errors.GraphError` for a malformed graph (a cycle, a tensor read but
+    never produced).
     """
+    external = False
     if isinstance(model, onnx.ModelProto):
         proto, name, source = model, model.graph.name or "model", "memory"
+        if dims:
+            proto = onnx.ModelProto()
+            proto.CopyFrom(model)
     else:
         path = os.fspath(model)
         proto = _read_model(path)
         name, source = os.path.splitext(os.path.basename(path))[0], path
+        external = _external_tensors(proto, path) != []
     if not proto.graph.node:
         raise ModelLoadError(f"ONNX model {name!r} has no nodes")
-    inferred = proto
-    if infer_shapes:
-        try:
-            inferred = shape_inference.infer_shapes(proto, data_prop=True)
-        except Exception:  # a model shape inference cannot handle still loads, sizes unknown
-            inferred = proto
-    return graph_from_proto(inferred, name=name, source=source, original=proto)
+    if dims:
+        fix_dims(proto, dims)
+    if external:
+        _load_external_data(proto, path, max_bytes=SHAPE_TENSOR_BYTES)
+    inferred = infer_model_shapes(proto) if infer_shapes else proto
+    if external:
+        _load_external_data(proto, path)
+    graph = graph_from_proto(inferred, name=name, source=source, original=proto)
+    if external:
+        _EXTERNAL.add(graph)
+    return graph
+
+
+def had_external_data(graph: Graph) -> bool:
+    """Whether ``graph`` was read from a model file that kept tensors in external data."""
+    return graph in _EXTERNAL
+
+
+def infer_model_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` shape-inferred with data propagation (dims computed by shape arithmetic become
+    known), else without it when data propagation fails, else ``proto`` itself (sizes unknown).
+    A model past protobuf's 2 GB limit is inferred with the data of its large tensors set aside
+    meanwhile: shape inference reads the values of small tensors only."""
+    with _large_data_set_aside(proto):
+        for data_prop in (True, False):
+            try:
+                return shape_inference.infer_shapes(proto, data_prop=data_prop)
+            except Exception:  # a model shape inference cannot handle still loads
+                continue
+    return proto
+
+
+@contextlib.contextmanager
+def _large_data_set_aside(proto: onnx.ModelProto):
+    """Within the block, a model past :data:`PROTOBUF_LIMIT` has the raw data of its tensors
+    over :data:`SHAPE_TENSOR_BYTES` removed (marked external, so nothing checks it against the
+    dims); it is put back afterwards."""
+    stash = []
+    if proto.ByteSize() >= PROTOBUF_LIMIT:
+        for t in external_data_helper._get_all_tensors(proto):
+            if len(t.raw_data) > SHAPE_TENSOR_BYTES:
+                stash.append((t, t.raw_data, t.HasField("data_location"), t.data_location))
+                t.ClearField("raw_data")
+                t.data_location = onnx.TensorProto.EXTERNAL
+    try:
+        yield
+    finally:
+        for t, raw, had_location, location in stash:
+            t.raw_data = raw
+            if had_location:
+                t.data_location = location
+            else:
+                t.ClearField("data_location")
+
+
+def symbolic_dims(proto: onnx.ModelProto) -> list[str]:
+    """The symbolic dims (``dim_param``) of the model's graph inputs, in order of appearance."""
+    inits = {i.name for i in proto.graph.initializer}
+    out: list[str] = []
+    for vi in proto.graph.input:
+        if vi.name in inits or not vi.type.tensor_type.HasField("shape"):
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param not in out:
+                out.append(d.dim_param)
+    return out
+
+
+def fix_dims(proto: onnx.ModelProto, dims: Mapping[str, int]) -> None:
+    """Rewrite the symbolic dims named in ``dims`` to their sizes, in place, wherever a shape
+    names them (graph inputs, outputs, value_info, subgraph bodies). A name that is no
+    symbolic dim of the graph inputs, or a size that is not a positive integer, is a
+    :class:`ModelLoadError`."""
+    known = symbolic_dims(proto)
+    for dim, size in dims.items():
+        if dim not in known:
+            raise ModelLoadError(f"dim {dim!r} is not a symbolic dim of the model's inputs "
+                                 f"(its symbolic dims: {', '.join(known) or 'none'})")
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ModelLoadError(f"dim {dim!r} is given size {size!r}; a size must be a positive "
+                                 "integer")
+    _fix_dims_in(proto.graph, dims)
+
+
+def _fix_dims_in(graph: onnx.GraphProto, dims: Mapping[str, int]) -> None:
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if not vi.type.tensor_type.HasField("shape"):
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in dims:
+                d.dim_value = int(dims[d.dim_param])  # clears dim_param (one of)
+    for node in graph.node:
+        for a in node.attribute:
+            for body in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                _fix_dims_in(body, dims)
 
 
 def _read_model(path: str) -> onnx.ModelProto:
@@ -53,6 +165,43 @@ def _read_model(path: str) -> onnx.ModelProto:
     if not proto.HasField("graph") or (not proto.graph.node and not proto.opset_import):
         raise ModelLoadError(f"{path!r} is not an ONNX model (no graph)")
     return proto
+
+
+def _external_tensors(proto: onnx.ModelProto, path: str) -> list[onnx.TensorProto]:
+    """The tensors of ``proto`` kept in external data, after checking that every external data
+    file is a regular file in reach (:class:`ModelLoadError` naming it otherwise)."""
+    tensors = [t for t in external_data_helper._get_all_tensors(proto)
+               if external_data_helper.uses_external_data(t)]
+    folder = os.path.dirname(os.path.abspath(path))
+    for location in sorted({external_data_helper.ExternalDataInfo(t).location for t in tensors}):
+        data = os.path.join(folder, location)
+        try:
+            regular = stat.S_ISREG(os.stat(data).st_mode)
+        except OSError as exc:
+            reason = "no such file" if isinstance(exc, FileNotFoundError) else exc.strerror
+            raise ModelLoadError(f"cannot read external data {location!r} of model {path!r}: "
+                                 f"{reason}") from exc
+        if not regular:
+            raise ModelLoadError(f"cannot read external data {location!r} of model {path!r}: "
+                                 "it is not a regular file")
+    return tensors
+
+
+def _load_external_data(proto: onnx.ModelProto, path: str, max_bytes: int | None = None
+                        ) -> None:
+    """Read the external tensors of ``proto`` (those of at most ``max_bytes`` when given) into
+    the model, from files relative to the model's folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    for t in _external_tensors(proto, path):
+        size = _nbytes(tuple(t.dims), _np_dtype(t.data_type))
+        if max_bytes is not None and (size is None or size > max_bytes):
+            continue
+        location = external_data_helper.ExternalDataInfo(t).location
+        try:
+            external_data_helper.load_external_data_for_tensor(t, folder)
+        except Exception as exc:
+            raise ModelLoadError(f"cannot read external data {location!r} of model {path!r} "
+                                 f"(tensor {t.name!r}): {exc}") from exc
 
 
 def graph_from_proto(proto: onnx.ModelProto, name: str = "model", source: str = "memory",
