@@ -22,7 +22,7 @@ from clusterkit.errors import ConstraintError
 from clusterkit.reasons import Category
 from support.partitions import named_clusters
 # ---------------------------------------------------------------------- the seed's example
-from support.problems import letter_dags
+from support.problems import draw_letter_constraints, letter_dags
 from support.seeds import descendants, seed_graph
 
 
@@ -164,24 +164,7 @@ def scenarios(draw):
             rules.append(f"re:^{v}$={dev}")
         else:
             rules.append(f"{v}-{min(v + draw(st.integers(0, 2)), len(nodes) - 1)}={dev}")
-    edges = list(g.edges)
-    cuts = draw(st.lists(st.sampled_from(edges), max_size=3, unique=True)) if edges else []
-    never = []
-    for _ in range(draw(st.integers(0, 2))):
-        a, b = draw(st.sampled_from(nodes)), draw(st.sampled_from(nodes))
-        if a != b:
-            never.append((a, b))
-    together = []
-    if edges and draw(st.booleans()):
-        u, v = draw(st.sampled_from(edges))
-        h = g.copy()
-        h.remove_edge(u, v)
-        if not nx.has_path(h, u, v):
-            together.append([u, v])
-    max_size = draw(st.one_of(st.none(), st.integers(2, 6)))
-    min_size = draw(st.integers(1, 2))
-    cons = ck.Constraints(cut_edges=cuts, never_together=never, together=together,
-                          min_size=min_size, max_size=max_size)
+    cons = draw_letter_constraints(draw, g)
     fill = draw(st.booleans())
     return g, devs, rules, cons, fill
 

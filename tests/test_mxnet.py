@@ -19,7 +19,7 @@ from clusterkit.reasons import Category
 from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
                                            SubgraphSelector)
 from support.partitions import named_clusters as names
-from support.problems import letter_dags
+from support.problems import draw_letter_constraints, letter_dags
 from support.seeds import descendants, seed_graph
 
 
@@ -224,23 +224,7 @@ def test_subgraphs_match_brute_force_oracle(g, devs):
 def scenarios(draw):
     g = draw(letter_dags(max_nodes=20))
     devs = draw(st.sampled_from(DEVICE_SETS))
-    nodes = list(g.nodes)
-    edges = list(g.edges)
-    cuts = draw(st.lists(st.sampled_from(edges), max_size=3, unique=True)) if edges else []
-    never = [(a, b) for a, b in draw(st.lists(st.tuples(st.sampled_from(nodes),
-                                                         st.sampled_from(nodes)), max_size=2))
-             if a != b]
-    together = []
-    if edges and draw(st.booleans()):
-        u, v = draw(st.sampled_from(edges))
-        h = g.copy()
-        h.remove_edge(u, v)
-        if not nx.has_path(h, u, v):
-            together.append([u, v])
-    max_size = draw(st.one_of(st.none(), st.integers(2, 6)))
-    min_size = draw(st.integers(1, 2))
-    return g, devs, ck.Constraints(cut_edges=cuts, never_together=never, together=together,
-                                   min_size=min_size, max_size=max_size)
+    return g, devs, draw_letter_constraints(draw, g)
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

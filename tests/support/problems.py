@@ -215,3 +215,23 @@ def letter_dags(draw, max_nodes: int = 24, ops: str = "ABC") -> nx.DiGraph:
             u = draw(st.integers(0, v - 1)) if far else draw(st.integers(max(0, v - 3), v - 1))
             g.add_edge(u, v)
     return g
+
+
+def draw_letter_constraints(draw, g: nx.DiGraph) -> Constraints:
+    """Random constraints on a :func:`letter_dags` graph: up to three cut edges, up to two never
+    pairs, a together pair when its edge is the only path between them, size limits."""
+    nodes, edges = list(g.nodes), list(g.edges)
+    cuts = draw(st.lists(st.sampled_from(edges), max_size=3, unique=True)) if edges else []
+    never = [(a, b) for a, b in draw(st.lists(st.tuples(st.sampled_from(nodes),
+                                                         st.sampled_from(nodes)), max_size=2))
+             if a != b]
+    together = []
+    if edges and draw(st.booleans()):
+        u, v = draw(st.sampled_from(edges))
+        h = g.copy()
+        h.remove_edge(u, v)
+        if not nx.has_path(h, u, v):
+            together.append([u, v])
+    return Constraints(cut_edges=cuts, never_together=never, together=together,
+                       min_size=draw(st.integers(1, 2)),
+                       max_size=draw(st.one_of(st.none(), st.integers(2, 6))))
