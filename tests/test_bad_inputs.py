@@ -14,7 +14,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

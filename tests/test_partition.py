@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from clusterkit import (ConstraintError, Constraints, OpsProperty, Partition, PartitionError,
-                        from_networkx, load_graph, make_problem)
+                        from_networkx, make_problem)
 from clusterkit.io.dot import partition_dot
 from support.models import BUNDLED_MODELS
 
