@@ -302,22 +302,31 @@ class Partition:
 
     # ------------------------------------------------------------------ metrics and output
     def metrics(self) -> dict[str, Any]:
-        """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ..."""
+        """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
+        ``folded_nodes`` (see :attr:`Graph.folded`) are left out of ``compute_nodes`` and of the
+        ``offloaded_share`` (``compute_offloaded / compute_nodes``)."""
         a = self.assignment()
         units = self.units(a)
         cut, unknown = cut_bytes(self.graph, units)
         acc = self.accelerator_clusters()
         offloaded = sum(len(c.nodes) for c in acc)
         n = self.graph.n
+        folded = self.graph.folded
+        compute = n - int(folded.sum())
+        compute_off = int((~folded[units != HOST]).sum())
         return {
             "partitions": len(acc),
             "cut_bytes": int(cut),
             "largest_cluster": max((len(c.nodes) for c in acc), default=0),
             "nodes_offloaded": offloaded,
-            "offloaded_share": offloaded / n if n else 0.0,
+            "offloaded_share": compute_off / compute if compute else float(n > 0),
             "clusters": len(self.clusters),
             "fallback_nodes": n - offloaded,
             "cut_tensors_unknown_size": int(unknown),
+            "folded_nodes": n - compute,
+            "compute_nodes": compute,
+            "compute_offloaded": compute_off,
+            "compute_fallback": compute - compute_off,
         }
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
@@ -334,8 +343,17 @@ class Partition:
         devs = ", ".join(f"{d}: {k} nodes" for d, k in per_dev.items())
         return (f"{self.graph.name}: strategy {self.strategy}, {m['partitions']} partitions, "
                 f"largest {m['largest_cluster']} nodes, {m['nodes_offloaded']}/{self.graph.n} "
-                f"nodes offloaded, cut_bytes {m['cut_bytes']:,} ({devs}), "
+                f"nodes offloaded{folded_note(m)}, cut_bytes {m['cut_bytes']:,} ({devs}), "
                 f"{self.seconds:.3f}s")
+
+
+def folded_note(metrics: dict[str, Any]) -> str:
+    """`` (121/122 compute nodes offloaded, 93 folded)`` when some nodes are folded, else ``""``
+    (``metrics`` as :meth:`Partition.metrics` gives them)."""
+    if not metrics.get("folded_nodes"):
+        return ""
+    return (f" ({metrics['compute_offloaded']}/{metrics['compute_nodes']} compute nodes "
+            f"offloaded, {metrics['folded_nodes']} folded)")
 
 
 def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:

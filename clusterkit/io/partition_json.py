@@ -1,7 +1,8 @@
 """Partition JSON (the DESIGN.md format): its one writer and its one reader.
 
 ``{"model", "strategy", "selector", "fallback", "clusters": [{"id", "device", "nodes"}],
-"metrics", "seconds"}`` plus any extra keys a strategy recorded; ``nodes`` are source indices
+"metrics", "seconds", "folded"}`` plus any extra keys a strategy recorded (``placement`` for
+every partition the front door made); ``nodes`` are source indices
 (for an ONNX model, indices into its ``graph.node``). The reader checks the document's shape and
 hands back plain data, so this module needs no partition class and sits with the readers:
 :class:`~clusterkit.result.Partition`, plans and exported models all read through it.
@@ -31,13 +32,18 @@ def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
 
 
 def partition_json(partition: "Partition", model: str | None = None) -> dict[str, Any]:
-    """The partition JSON of ``partition`` (``model`` defaults to the graph's name)."""
-    src = partition.graph.index_to_source
+    """The partition JSON of ``partition`` (``model`` defaults to the graph's name), with
+    ``folded``: the sorted source indices of the folded nodes (constants and static shape
+    values, which stay in their clusters but are never fallbacks)."""
+    graph = partition.graph
+    src = graph.index_to_source
     clusters = [{"id": c.id, "device": c.device, "nodes": sorted(src[c.nodes].tolist())}
                 for c in partition.clusters]
-    return make_partition_json(model if model is not None else partition.graph.name,
+    extra = dict(partition.info)
+    extra.setdefault("folded", sorted(src[graph.folded].tolist()))
+    return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,
-                               clusters, partition.metrics(), partition.seconds, partition.info)
+                               clusters, partition.metrics(), partition.seconds, extra)
 
 
 def partition_json_text(partition: "Partition", model: str | None = None) -> str:
