@@ -17,7 +17,6 @@ from clusterkit.engines import get_strategy
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
-from clusterkit.reasons import current_placement
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
@@ -78,9 +77,8 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
     default) validated. With ``coalesce_after``, clusters of one device are then merged while
     the partition stays valid (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or
-    partitions). ``selector`` labels the result; ``info["placement"]`` holds its placement
-    report (:func:`~clusterkit.reasons.current_placement`) whatever the strategy. Unknown
-    options are an error naming the strategy."""
+    partitions). ``selector`` labels the result. Unknown options are an error naming the
+    strategy."""
     func = get_strategy(strategy)
     check_options(strategy, func, options)
     start = time.perf_counter()
@@ -97,7 +95,6 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
         result.selector = ";".join(repr(p) for p in problem.properties)
     if validate:
         result.validate()
-    current_placement(result)  # every strategy's partition carries the same placement block
     return result
 
 

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Mapping
 
+import numpy as np
+
 if TYPE_CHECKING:  # annotations only: the partition sits one layer above the vocabulary
     from clusterkit.constraints.core import Problem
     from clusterkit.result import Partition
@@ -186,23 +188,22 @@ def placement_report(partition: Partition) -> dict[str, Any]:
     g = partition.graph
     ops = g.op_types
     src = g.index_to_source.tolist()
-    folded = g.folded
-    ops_taken = devices_taking_op(partition.problem)
+    folded = g.folded.tolist()
+    compute = [v for c in partition.clusters if c.device == partition.fallback
+               for v in c.nodes if not folded[v]]
+    reasons = fallback_reasons_of(partition, compute)
     fallen = []
     by_reason: Counter = Counter()
     by_op: dict[str, Counter] = {}
-    for c in partition.clusters:
-        if c.device != partition.fallback:
-            continue
-        for v in c.nodes:
-            if folded[v]:
-                continue
-            why = _reason_of(partition, v, ops_taken)
-            cat = why.category.value
-            by_reason[cat] += 1
-            by_op.setdefault(cat, Counter())[ops[v]] += 1
-            fallen.append({"node": g.nodes[v].name, "index": src[v], "op": ops[v],
-                           "reason": cat, "detail": why.detail})
+    for v in compute:
+        why = reasons[v]
+        cat = why.category.value
+        by_reason[cat] += 1
+        if cat not in by_op:
+            by_op[cat] = Counter()
+        by_op[cat][ops[v]] += 1
+        fallen.append({"node": g.nodes[v].name, "index": src[v], "op": ops[v],
+                       "reason": cat, "detail": why.detail})
     fallen.sort(key=lambda e: e["index"])
     cats = [c.value for c in Category]
     return {
@@ -212,20 +213,38 @@ def placement_report(partition: Partition) -> dict[str, Any]:
         "reasons_by_op": {k: dict(sorted(by_op[k].items(), key=lambda kv: (-kv[1], kv[0])))
                           for k in cats if k in by_op},
         "fallen_back": fallen,
-        "folded": int(folded.sum()),
+        "folded": sum(folded),
         "assignment": _assignment(partition),
     }
 
 
-def _reason_of(partition: Partition, v: int, ops_taken: Mapping[str, list[str]]) -> Reason:
-    """The engine's recorded reason for fallback node ``v``, unless no device takes the node
-    and the engine only said a selector refused it: then the selectors' own explanation."""
-    recorded = partition.fallback_reasons.get(v)
+def fallback_reasons_of(partition: Partition, nodes: list[int]) -> dict[int, Reason]:
+    """The most specific known reason for each of the fallback ``nodes``: the engine's recorded
+    one, unless no device takes the node and the engine only said a selector refused it (then,
+    as for unrecorded nodes, :func:`infer_reason`, which quotes the selectors' ``explain``).
+    Inferred refusals depend on the op type alone when no selector explains and no
+    ``max_const_bytes`` applies, and are then worked out once per op type."""
     problem = partition.problem
-    if recorded is not None and not (recorded.category is Category.SELECTOR_CONDITION
-                                     and not problem.any_supported[v]):
-        return recorded
-    return infer_reason(problem, v, ops_taken)
+    recorded = partition.fallback_reasons
+    ops = problem.graph.op_types
+    any_sup = problem.any_supported.tolist()
+    ops_taken = devices_taking_op(problem)
+    per_op = problem.max_const_bytes is None and not any(
+        callable(getattr(prop, "explain", None)) for prop in problem.properties)
+    cache: dict[str, Reason] = {}
+    out: dict[int, Reason] = {}
+    for v in nodes:
+        why = recorded.get(v)
+        if why is not None and not (why.category is Category.SELECTOR_CONDITION
+                                    and not any_sup[v]):
+            out[v] = why
+        elif per_op and not any_sup[v]:
+            if ops[v] not in cache:
+                cache[ops[v]] = infer_reason(problem, v, ops_taken)
+            out[v] = cache[ops[v]]
+        else:
+            out[v] = infer_reason(problem, v, ops_taken)
+    return out
 
 
 def _assignment(partition: Partition) -> list[dict[str, Any]]:
@@ -233,7 +252,7 @@ def _assignment(partition: Partition) -> list[dict[str, Any]]:
     ``{"name", "op_type", "domain", "index"}`` (source index), sorted by index: the form of
     onnxruntime's graph-assignment info."""
     g = partition.graph
-    folded = g.folded
+    folded = g.folded.tolist()
     src = g.index_to_source.tolist()
     per: dict[str, list[int]] = {d: [] for d in _device_order(partition)}
     for c in partition.clusters:
@@ -276,11 +295,11 @@ def _stale(partition: Partition, info: dict[str, Any]) -> bool:
         return True
     counts: dict[str, int] = {}
     fb_nodes = 0
-    folded = partition.graph.folded
+    folded = partition.graph.folded.tolist()
     for c in partition.clusters:
         counts[c.device] = counts.get(c.device, 0) + 1
         if c.device == partition.fallback:
-            fb_nodes += len(c.nodes) - int(folded[c.nodes].sum())
+            fb_nodes += sum(1 for v in c.nodes if not folded[v])
     return (fb_nodes != len(info["fallen_back"])
             or any(e.get("clusters") != counts.get(d, 0) for d, e in info["devices"].items()))
 
@@ -296,24 +315,30 @@ def _device_order(partition: Partition) -> list[str]:
 
 def _device_counts(partition: Partition) -> dict[str, dict[str, Any]]:
     """Per device (:func:`_device_order`): nodes, folded nodes among them, clusters and the op
-    types it took, most frequent first."""
-    fb = partition.fallback
-    ops = partition.graph.op_types
-    folded = partition.graph.folded
+    types it took, most frequent first (counted with numpy: one pass for a million nodes)."""
+    g = partition.graph
     order = _device_order(partition)
-    counts: dict[str, Counter] = {d: Counter() for d in order}
+    index = {d: k for k, d in enumerate(order)}
+    dev_of = [0] * g.n
     clusters: Counter = Counter()
-    n_folded: Counter = Counter()
     for c in partition.clusters:
         clusters[c.device] += 1
-        counts[c.device].update(ops[v] for v in c.nodes)
-        n_folded[c.device] += int(folded[c.nodes].sum())
+        k = index[c.device]
+        for v in c.nodes:
+            dev_of[v] = k
+    names, op_code = np.unique(np.asarray(g.op_types, dtype=object).astype(str),
+                               return_inverse=True)
+    dev = np.asarray(dev_of, dtype=np.int64)
+    pairs = np.bincount(dev * len(names) + op_code.ravel(),
+                        minlength=len(order) * len(names)).reshape(len(order), len(names))
+    n_folded = np.bincount(dev, weights=g.folded, minlength=len(order))
     devs: dict[str, dict[str, Any]] = {}
-    for d in order:
-        cnt = counts[d]
-        entry = {"nodes": sum(cnt.values()), "folded": n_folded[d], "clusters": clusters[d],
-                 "op_types": dict(sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0])))}
-        if d == fb:
+    for k, d in enumerate(order):
+        taken = {str(names[j]): int(pairs[k, j]) for j in np.flatnonzero(pairs[k]).tolist()}
+        entry = {"nodes": int(pairs[k].sum()), "folded": int(n_folded[k]),
+                 "clusters": clusters[d],
+                 "op_types": dict(sorted(taken.items(), key=lambda kv: (-kv[1], kv[0])))}
+        if d == partition.fallback:
             entry["fallback"] = True
         devs[d] = entry
     return devs

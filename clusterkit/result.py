@@ -18,7 +18,7 @@ from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
-from clusterkit.reasons import Reason
+from clusterkit.reasons import Reason, current_placement
 
 
 @dataclass
@@ -328,6 +328,11 @@ class Partition:
             "compute_offloaded": compute_off,
             "compute_fallback": compute - compute_off,
         }
+
+    def placement(self) -> dict[str, Any]:
+        """The placement report (:func:`clusterkit.reasons.current_placement`), kept in
+        ``info["placement"]``: what the partition JSON carries for every strategy."""
+        return current_placement(self)
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
         """The partition JSON of DESIGN.md (``nodes`` are source indices); see

@@ -1,11 +1,11 @@
 """Partition JSON (the DESIGN.md format): its one writer and its one reader.
 
 ``{"model", "strategy", "selector", "fallback", "clusters": [{"id", "device", "nodes"}],
-"metrics", "seconds", "folded"}`` plus any extra keys a strategy recorded (``placement`` for
-every partition the front door made); ``nodes`` are source indices
-(for an ONNX model, indices into its ``graph.node``). The reader checks the document's shape and
-hands back plain data, so this module needs no partition class and sits with the readers:
-:class:`~clusterkit.result.Partition`, plans and exported models all read through it.
+"metrics", "seconds", "folded", "placement"}`` plus any extra keys a strategy recorded; ``nodes``
+are source indices (for an ONNX model, indices into its ``graph.node``). The reader checks the
+document's shape and hands back plain data, so this module needs no partition class and sits
+with the readers: :class:`~clusterkit.result.Partition`, plans and exported models all read
+through it.
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
 def partition_json(partition: "Partition", model: str | None = None) -> dict[str, Any]:
     """The partition JSON of ``partition`` (``model`` defaults to the graph's name), with
     ``folded``: the sorted source indices of the folded nodes (constants and static shape
-    values, which stay in their clusters but are never fallbacks)."""
+    values, which stay in their clusters but are never fallbacks), and ``placement``: the
+    placement report (``partition.placement()``), the same block for every strategy."""
     graph = partition.graph
     src = graph.index_to_source
     clusters = [{"id": c.id, "device": c.device, "nodes": sorted(src[c.nodes].tolist())}
                 for c in partition.clusters]
+    partition.placement()  # stores the placement report in info["placement"]
     extra = dict(partition.info)
     extra.setdefault("folded", sorted(src[graph.folded].tolist()))
     return make_partition_json(model if model is not None else graph.name,
