@@ -10,12 +10,19 @@ the same form), and the report is built here, below the engines, because the eng
 record reasons store it in ``info["placement"]`` and so in the partition JSON; it reads the
 partition through its public attributes only.
 
+Folded nodes (:attr:`clusterkit.graph.core.Graph.folded`: constants and static shape values,
+which onnxruntime computes before any execution provider sees the graph) are never fallbacks:
+the report counts them apart. Every other fallback node gets the most specific reason known:
+the engine's, else the selectors' own ``explain(node)`` text inside the category below.
+
 Categories:
 
-- ``"op not supported"`` — no device's query takes the node and no device takes any node of its
-  op type in this graph;
-- ``"selector condition"`` — a selector refused the node although its device takes other nodes
-  of the same op type (attributes, shapes, a ``filter``, a refusal while a cluster was grown);
+- ``"op not supported"`` — the op is in no device's op table (a table-driven property's
+  ``ops`` / ``key_of``, an ``ops:`` selector's ``op_types``), or no device takes any node of it
+  and no device says it lists the op;
+- ``"selector condition"`` — a device lists the op but refused the node: it takes other nodes of
+  the op, or every node of the op failed a condition (which one: the selector's explanation);
+  also attributes, shapes, a ``filter``, a refusal while a cluster was grown;
 - ``"constraint"`` — a device supports the node but a constraint kept it off (``min_size``,
   ``max_const_bytes``, a together group no device can take...);
 - ``"cycle"`` — the strategy took it out of a cluster to avoid a path leaving the cluster and
@@ -27,17 +34,21 @@ Categories:
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
 
 if TYPE_CHECKING:  # annotations only: the partition sits one layer above the vocabulary
     from clusterkit.constraints.core import Problem
     from clusterkit.result import Partition
 
 __all__ = ["BELOW_MIN_SIZE", "Category", "FILTER_DROPPED", "GROUP_FITS_NO_DEVICE", "Reason",
-           "SELECT_REFUSED", "devices_taking_op", "infer_reason", "placement_report"]
+           "SELECT_REFUSED", "current_placement", "devices_taking_op", "infer_reason",
+           "op_in_table", "placement_report", "refusal_reason", "selector_explanation"]
 
 
 class Category(str, Enum):
@@ -85,16 +96,7 @@ def infer_reason(problem: Problem, v: int,
     sup = p.supported[:, v] if p.devices else []
     takers = [p.devices[d] for d in range(len(p.devices)) if sup[d]]
     if not takers:
-        if ops_taken is None:
-            ops_taken = devices_taking_op(p)
-        same_op = ops_taken.get(node.op_type, [])
-        if same_op:
-            verb = "takes" if len(same_op) == 1 else "take"
-            return Reason(Category.SELECTOR_CONDITION, f"{', '.join(same_op)} {verb} other "
-                          f"{node.op_type} nodes but refused this one")
-        if not p.devices:
-            return Reason(Category.OP_NOT_SUPPORTED, "no accelerator device is configured")
-        return Reason(Category.OP_NOT_SUPPORTED, f"no device supports {node.op_type}")
+        return refusal_reason(p, v, ops_taken)
     limits = []
     if p.min_size > 1:
         limits.append(f"min_size {p.min_size}")
@@ -105,6 +107,63 @@ def infer_reason(problem: Problem, v: int,
     why = ", ".join(limits) if limits else "the strategy's constraints"
     return Reason(Category.CONSTRAINT,
                   f"supported by {', '.join(takers)} but kept on the fallback ({why})")
+
+
+def refusal_reason(problem: Problem, v: int,
+                   ops_taken: Mapping[str, list[str]] | None = None) -> Reason:
+    """Why no device takes node ``v``: ``"op not supported"`` when its op is in no device's op
+    table, else ``"selector condition"`` (other nodes of the op taken, or every node of it
+    refused), each with the selectors' own explanations when they have an ``explain``."""
+    p = problem
+    node = p.graph.nodes[v]
+    if not p.devices:
+        return Reason(Category.OP_NOT_SUPPORTED, "no accelerator device is configured")
+    if ops_taken is None:
+        ops_taken = devices_taking_op(p)
+    texts = [t for t in (selector_explanation(prop, node, p.graph) for prop in p.properties)
+             if t]
+    why = f": {'; '.join(texts)}" if texts else ""
+    same_op = ops_taken.get(node.op_type, [])
+    if same_op:
+        verb = "takes" if len(same_op) == 1 else "take"
+        return Reason(Category.SELECTOR_CONDITION, f"{', '.join(same_op)} {verb} other "
+                      f"{node.op_type} nodes but refused this one{why}")
+    listed = [op_in_table(prop, node) for prop in p.properties]
+    if any(listed):
+        devs = ", ".join(prop.device for prop, ok in zip(p.properties, listed) if ok)
+        return Reason(Category.SELECTOR_CONDITION, f"every {node.op_type} node failed a "
+                      f"condition of {devs}{why}")
+    if texts:
+        why = f" ({'; '.join(texts)})"
+    return Reason(Category.OP_NOT_SUPPORTED, f"no device supports {node.op_type}{why}")
+
+
+def selector_explanation(prop: Any, node: Any, graph: Any) -> str | None:
+    """The property's own ``explain(node[, graph])`` text for a refused node, or ``None`` when
+    it has no ``explain`` or says nothing."""
+    explain = getattr(prop, "explain", None)
+    if not callable(explain):
+        return None
+    try:
+        takes_graph = "graph" in inspect.signature(explain).parameters
+    except (TypeError, ValueError):
+        takes_graph = False
+    text = explain(node, graph) if takes_graph else explain(node)
+    return str(text) if text else None
+
+
+def op_in_table(prop: Any, node: Any) -> bool | None:
+    """Whether ``node``'s op is in the op table of the property (``ops`` with ``key_of``, or a
+    stock selector's ``op_types``); ``None`` when the property does not say."""
+    ops = getattr(prop, "ops", None)
+    key_of = getattr(prop, "key_of", None)
+    if isinstance(ops, (set, frozenset)) and callable(key_of):
+        key = key_of(node)
+        return key is not None and key in ops
+    op_types = getattr(prop, "op_types", None)
+    if isinstance(op_types, (set, frozenset)):
+        return node.op_type in op_types
+    return None
 
 
 def devices_taking_op(problem: Problem) -> dict[str, list[str]]:
@@ -119,61 +178,167 @@ def devices_taking_op(problem: Problem) -> dict[str, list[str]]:
 
 
 def placement_report(partition: Partition) -> dict[str, Any]:
-    """The placement report as a JSON-ready dict: per device its node and cluster counts and op
-    types; every fallback node with its reason (``partition.fallback_reasons``, else
-    :func:`infer_reason`); counts per category and per category and op type. Node ``index``
-    values are source indices (ONNX ``graph.node`` / node-link ``nodes`` positions)."""
+    """The placement report as a JSON-ready dict: per device its node, folded-node and cluster
+    counts and op types; every fallback node that is not folded (:attr:`Graph.folded`: onnxruntime
+    computes it before placement) with its reason, the most specific known (the engine's
+    ``partition.fallback_reasons``, else :func:`infer_reason`, which quotes the selectors'
+    ``explain``); counts per category and per category and op type; ``folded`` (count) and
+    ``assignment``: per device, in onnxruntime's graph-assignment form, its non-folded nodes.
+    Node ``index`` values are source indices (ONNX ``graph.node`` / node-link ``nodes``)."""
     g = partition.graph
-    fb = partition.fallback
     ops = g.op_types
     src = g.index_to_source.tolist()
-    recorded = partition.fallback_reasons
-    ops_taken = devices_taking_op(partition.problem)
+    folded = g.folded.tolist()
+    compute = [v for c in partition.clusters if c.device == partition.fallback
+               for v in c.nodes if not folded[v]]
+    reasons = fallback_reasons_of(partition, compute)
     fallen = []
     by_reason: Counter = Counter()
     by_op: dict[str, Counter] = {}
-    for c in partition.clusters:
-        if c.device != fb:
-            continue
-        for v in c.nodes:
-            why = recorded.get(v) or infer_reason(partition.problem, v, ops_taken)
-            cat = why.category.value
-            by_reason[cat] += 1
-            by_op.setdefault(cat, Counter())[ops[v]] += 1
-            fallen.append({"node": g.nodes[v].name, "index": src[v], "op": ops[v],
-                           "reason": cat, "detail": why.detail})
+    for v in compute:
+        why = reasons[v]
+        cat = why.category.value
+        by_reason[cat] += 1
+        if cat not in by_op:
+            by_op[cat] = Counter()
+        by_op[cat][ops[v]] += 1
+        fallen.append({"node": g.nodes[v].name, "index": src[v], "op": ops[v],
+                       "reason": cat, "detail": why.detail})
     fallen.sort(key=lambda e: e["index"])
     cats = [c.value for c in Category]
     return {
-        "fallback": fb,
+        "fallback": partition.fallback,
         "devices": _device_counts(partition),
         "reasons": {k: by_reason[k] for k in cats if by_reason[k]},
         "reasons_by_op": {k: dict(sorted(by_op[k].items(), key=lambda kv: (-kv[1], kv[0])))
                           for k in cats if k in by_op},
         "fallen_back": fallen,
+        "folded": sum(folded),
+        "assignment": _assignment(partition),
     }
 
 
-def _device_counts(partition: Partition) -> dict[str, dict[str, Any]]:
-    """Per device (priority order, then the fallback, then any other): nodes, clusters and the
-    op types it took, most frequent first."""
-    fb = partition.fallback
-    ops = partition.graph.op_types
-    order = list(partition.problem.devices) + [fb]
+def fallback_reasons_of(partition: Partition, nodes: list[int]) -> dict[int, Reason]:
+    """The most specific known reason for each of the fallback ``nodes``: the engine's recorded
+    one, unless no device takes the node and the engine only said a selector refused it (then,
+    as for unrecorded nodes, :func:`infer_reason`, which quotes the selectors' ``explain``).
+    Inferred refusals depend on the op type alone when no selector explains and no
+    ``max_const_bytes`` applies, and are then worked out once per op type."""
+    problem = partition.problem
+    recorded = partition.fallback_reasons
+    ops = problem.graph.op_types
+    any_sup = problem.any_supported.tolist()
+    ops_taken = devices_taking_op(problem)
+    per_op = problem.max_const_bytes is None and not any(
+        callable(getattr(prop, "explain", None)) for prop in problem.properties)
+    cache: dict[str, Reason] = {}
+    out: dict[int, Reason] = {}
+    for v in nodes:
+        why = recorded.get(v)
+        if why is not None and not (why.category is Category.SELECTOR_CONDITION
+                                    and not any_sup[v]):
+            out[v] = why
+        elif per_op and not any_sup[v]:
+            if ops[v] not in cache:
+                cache[ops[v]] = infer_reason(problem, v, ops_taken)
+            out[v] = cache[ops[v]]
+        else:
+            out[v] = infer_reason(problem, v, ops_taken)
+    return out
+
+
+def _assignment(partition: Partition) -> list[dict[str, Any]]:
+    """Per device (as :func:`_device_counts` orders them), its non-folded nodes as
+    ``{"name", "op_type", "domain", "index"}`` (source index), sorted by index: the form of
+    onnxruntime's graph-assignment info."""
+    g = partition.graph
+    folded = g.folded.tolist()
+    src = g.index_to_source.tolist()
+    per: dict[str, list[int]] = {d: [] for d in _device_order(partition)}
+    for c in partition.clusters:
+        per[c.device].extend(v for v in c.nodes if not folded[v])
+    out = []
+    for dev, members in per.items():
+        members.sort(key=lambda v: src[v])
+        out.append({"device": dev, "nodes": [
+            {"name": g.nodes[v].name, "op_type": g.nodes[v].op_type,
+             "domain": g.nodes[v].domain, "index": src[v]} for v in members]})
+    return out
+
+
+def current_placement(partition: Partition) -> dict[str, Any]:
+    """The placement report of a partition: the strategy's ``info["placement"]`` when it set
+    one, recomputed (keeping the strategy's reasons) if the clusters changed since (a pass such
+    as coalescing ran after the strategy) or it predates the folded count; else the generic
+    report (:func:`placement_report`). The result is stored in ``info["placement"]``; what a
+    strategy stored there that is not a placement report (the ``placement`` strategy's solver
+    figures) moves to ``info["solver_placement"]``."""
+    info = partition.info.get("placement")
+    if info is not None and not (isinstance(info, dict) and "fallen_back" in info):
+        partition.info.setdefault("solver_placement", info)
+    elif isinstance(info, dict) and "devices" in info:
+        if not _stale(partition, info):
+            return info
+        s2i = partition.graph.source_to_index
+        known = {c.value: c for c in Category}
+        kept = {int(s2i[e["index"]]): Reason(known[e["reason"]], e["detail"])
+                for e in info["fallen_back"] if e["reason"] in known}
+        partition.fallback_reasons = kept | partition.fallback_reasons
+    fresh = placement_report(partition)
+    partition.info["placement"] = fresh
+    return fresh
+
+
+def _stale(partition: Partition, info: dict[str, Any]) -> bool:
+    """Whether a stored report no longer matches the partition's clusters."""
+    if "folded" not in info or "assignment" not in info:
+        return True
+    counts: dict[str, int] = {}
+    fb_nodes = 0
+    folded = partition.graph.folded.tolist()
+    for c in partition.clusters:
+        counts[c.device] = counts.get(c.device, 0) + 1
+        if c.device == partition.fallback:
+            fb_nodes += sum(1 for v in c.nodes if not folded[v])
+    return (fb_nodes != len(info["fallen_back"])
+            or any(e.get("clusters") != counts.get(d, 0) for d, e in info["devices"].items()))
+
+
+def _device_order(partition: Partition) -> list[str]:
+    """Devices in priority order, then the fallback, then any other a cluster names."""
+    order = list(partition.problem.devices) + [partition.fallback]
     for c in partition.clusters:
         if c.device not in order:
             order.append(c.device)
-    counts: dict[str, Counter] = {d: Counter() for d in order}
+    return order
+
+
+def _device_counts(partition: Partition) -> dict[str, dict[str, Any]]:
+    """Per device (:func:`_device_order`): nodes, folded nodes among them, clusters and the op
+    types it took, most frequent first (counted with numpy: one pass for a million nodes)."""
+    g = partition.graph
+    order = _device_order(partition)
+    index = {d: k for k, d in enumerate(order)}
+    dev_of = [0] * g.n
     clusters: Counter = Counter()
     for c in partition.clusters:
         clusters[c.device] += 1
-        counts[c.device].update(ops[v] for v in c.nodes)
+        k = index[c.device]
+        for v in c.nodes:
+            dev_of[v] = k
+    names, op_code = np.unique(np.asarray(g.op_types, dtype=object).astype(str),
+                               return_inverse=True)
+    dev = np.asarray(dev_of, dtype=np.int64)
+    pairs = np.bincount(dev * len(names) + op_code.ravel(),
+                        minlength=len(order) * len(names)).reshape(len(order), len(names))
+    n_folded = np.bincount(dev, weights=g.folded, minlength=len(order))
     devs: dict[str, dict[str, Any]] = {}
-    for d in order:
-        cnt = counts[d]
-        entry = {"nodes": sum(cnt.values()), "clusters": clusters[d],
-                 "op_types": dict(sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0])))}
-        if d == fb:
+    for k, d in enumerate(order):
+        taken = {str(names[j]): int(pairs[k, j]) for j in np.flatnonzero(pairs[k]).tolist()}
+        entry = {"nodes": int(pairs[k].sum()), "folded": int(n_folded[k]),
+                 "clusters": clusters[d],
+                 "op_types": dict(sorted(taken.items(), key=lambda kv: (-kv[1], kv[0])))}
+        if d == partition.fallback:
             entry["fallback"] = True
         devs[d] = entry
     return devs

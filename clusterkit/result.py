@@ -18,7 +18,7 @@ from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
-from clusterkit.reasons import Reason
+from clusterkit.reasons import Reason, current_placement
 
 
 @dataclass
@@ -302,23 +302,37 @@ class Partition:
 
     # ------------------------------------------------------------------ metrics and output
     def metrics(self) -> dict[str, Any]:
-        """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ..."""
+        """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
+        ``folded_nodes`` (see :attr:`Graph.folded`) are left out of ``compute_nodes`` and of the
+        ``offloaded_share`` (``compute_offloaded / compute_nodes``)."""
         a = self.assignment()
         units = self.units(a)
         cut, unknown = cut_bytes(self.graph, units)
         acc = self.accelerator_clusters()
         offloaded = sum(len(c.nodes) for c in acc)
         n = self.graph.n
+        folded = self.graph.folded
+        compute = n - int(folded.sum())
+        compute_off = int((~folded[units != HOST]).sum())
         return {
             "partitions": len(acc),
             "cut_bytes": int(cut),
             "largest_cluster": max((len(c.nodes) for c in acc), default=0),
             "nodes_offloaded": offloaded,
-            "offloaded_share": offloaded / n if n else 0.0,
+            "offloaded_share": compute_off / compute if compute else float(n > 0),
             "clusters": len(self.clusters),
             "fallback_nodes": n - offloaded,
             "cut_tensors_unknown_size": int(unknown),
+            "folded_nodes": n - compute,
+            "compute_nodes": compute,
+            "compute_offloaded": compute_off,
+            "compute_fallback": compute - compute_off,
         }
+
+    def placement(self) -> dict[str, Any]:
+        """The placement report (:func:`clusterkit.reasons.current_placement`), kept in
+        ``info["placement"]``: what the partition JSON carries for every strategy."""
+        return current_placement(self)
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
         """The partition JSON of DESIGN.md (``nodes`` are source indices); see
@@ -334,8 +348,17 @@ class Partition:
         devs = ", ".join(f"{d}: {k} nodes" for d, k in per_dev.items())
         return (f"{self.graph.name}: strategy {self.strategy}, {m['partitions']} partitions, "
                 f"largest {m['largest_cluster']} nodes, {m['nodes_offloaded']}/{self.graph.n} "
-                f"nodes offloaded, cut_bytes {m['cut_bytes']:,} ({devs}), "
+                f"nodes offloaded{folded_note(m)}, cut_bytes {m['cut_bytes']:,} ({devs}), "
                 f"{self.seconds:.3f}s")
+
+
+def folded_note(metrics: dict[str, Any]) -> str:
+    """`` (121/122 compute nodes offloaded, 93 folded)`` when some nodes are folded, else ``""``
+    (``metrics`` as :meth:`Partition.metrics` gives them)."""
+    if not metrics.get("folded_nodes"):
+        return ""
+    return (f" ({metrics['compute_offloaded']}/{metrics['compute_nodes']} compute nodes "
+            f"offloaded, {metrics['folded_nodes']} folded)")
 
 
 def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:

@@ -125,10 +125,10 @@ def test_contradictory_constraints_are_an_error():
 
 def _reference_cut_bytes(graph, device_of):
     """An independent count: walk every tensor; units are cluster ids on accelerators and one
-    host unit for the fallback; constants are free."""
+    host unit for the fallback; constants and static shape values (folded tensors) are free."""
     total = 0
     for t in graph.tensors.values():
-        if t.is_constant:
+        if t.is_folded:
             continue
         src_unit = "host" if t.producer is None else device_of[t.producer]
         units = {device_of[c] for c in t.consumers}

@@ -175,7 +175,7 @@ def test_cli_prints_generic_placement_for_other_strategies(tmp_path, capsys):
     assert "placement:" in text and "acc: 4 nodes in 4 clusters" in text
     assert "op not supported" in text
     doc = json.loads(out.read_text())
-    assert "placement" not in doc             # generic report: printed, not stored
+    assert doc["placement"]["fallen_back"]    # every strategy writes its placement block
 
 
 _GRAPHS: dict = {}
@@ -198,7 +198,8 @@ def test_real_models_partition_validly_with_both_strategies(path):
         rep = part.info["placement"]
         assert sum(e["nodes"] for e in rep["devices"].values()) == graph.n
         assert rep["devices"]["npu"]["op_types"].keys() <= {top[0]}
-        assert len(rep["fallen_back"]) == rep["devices"]["cpu"]["nodes"]
+        cpu = rep["devices"]["cpu"]
+        assert len(rep["fallen_back"]) == cpu["nodes"] - cpu["folded"]  # folded: no fallback
         sizes[strategy] = part.metrics()["nodes_offloaded"]
         json.dumps(part.to_json())
     # both place every supported node at min_size 1
@@ -222,3 +223,63 @@ def test_stored_placement_is_refreshed_when_clusters_change():
     assert "acc: 4 nodes in 1 clusters" in text
     assert merged.info["placement"]["devices"]["acc"]["clusters"] == 1
     assert merged.info["placement"]["fallen_back"][0]["reason"] == Category.OP_NOT_SUPPORTED
+
+
+def test_refused_gather_quotes_the_selector_explanation_on_bert_base():
+    from support.models import BUNDLED_MODELS
+
+    problem = ck.make_problem(BUNDLED_MODELS / "bert_base.onnx", ["nnapi"])
+    part = ck.run_strategy(problem, "cycles")
+    graph, prop = problem.graph, problem.properties[0]
+    fell = {e["node"]: e for e in part.to_json()["placement"]["fallen_back"]}
+    gathers = [nd for nd in graph.nodes if nd.op_type == "Gather" and nd.name in fell]
+    assert gathers
+    for nd in gathers:
+        said = prop.explain(nd, graph)            # the selector's own words
+        assert said and said in fell[nd.name]["detail"]
+        assert fell[nd.name]["reason"] == Category.SELECTOR_CONDITION.value
+    ids = fell["/m/embeddings/word_embeddings/Gather"]["detail"]
+    assert "input 1 ('input_ids') must be constant" in ids
+    # an op the NNAPI table does not list is "op not supported", with the selector's words
+    norm = next(e for e in fell.values() if e["op"] == "LayerNormalization")
+    assert norm["reason"] == Category.OP_NOT_SUPPORTED.value
+    assert prop.explain(graph.node(norm["node"]), graph) in norm["detail"]
+    # an op the table lists but whose every node failed a condition says so
+    cast = next(e for e in fell.values() if e["op"] == "Cast")
+    assert cast["reason"] == Category.SELECTOR_CONDITION.value
+    assert cast["detail"].startswith("every Cast node failed a condition of nnapi")
+    assert not any(v for v in problem.supported[0][[nd.index for nd in graph.nodes
+                                                     if nd.op_type == "Cast"]])
+
+
+def test_every_strategy_writes_the_same_placement_block(tmp_path):
+    from clusterkit.engines import strategy_names
+    from support.models import BUNDLED_MODELS
+
+    path = BUNDLED_MODELS / "resnet18.onnx"
+    graph = load_graph(path)
+    folded = set(graph.index_to_source[graph.folded].tolist())
+    assert folded
+    for strategy in strategy_names():
+        out = tmp_path / f"{strategy}.json"
+        assert cli_main(["partition", str(path), "--strategy", strategy, "--selector", "coreml",
+                         "--json", str(out)]) == 0, strategy
+        doc = json.loads(out.read_text())
+        rep = doc["placement"]
+        assert {"fallback", "devices", "reasons", "fallen_back", "folded",
+                "assignment"} <= rep.keys(), strategy
+        seen: collections.Counter = collections.Counter()
+        cluster_dev = {v: c["device"] for c in doc["clusters"] for v in c["nodes"]}
+        for entry in rep["assignment"]:
+            for nd in entry["nodes"]:
+                assert set(nd) == {"name", "op_type", "domain", "index"}
+                proto = graph.nodes[int(graph.source_to_index[nd["index"]])]
+                assert (nd["name"], nd["op_type"], nd["domain"]) == \
+                    (proto.name, proto.op_type, proto.domain)
+                assert cluster_dev[nd["index"]] == entry["device"]
+                seen[nd["index"]] += 1
+        fallen = {e["index"] for e in rep["fallen_back"]}
+        cpu = next(e for e in rep["assignment"] if e["device"] == "cpu")
+        assert {nd["index"] for nd in cpu["nodes"]} == fallen, strategy
+        assert set(seen) == set(range(graph.n)) - folded and max(seen.values()) == 1, strategy
+        assert not fallen & folded and rep["folded"] == len(folded) == len(doc["folded"])

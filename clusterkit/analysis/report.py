@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from clusterkit.reasons import Category, Reason, placement_report
+from clusterkit.reasons import current_placement
 from clusterkit.result import Partition
 
 
@@ -21,28 +21,8 @@ def get_placement(partition: Partition) -> dict[str, Any]:
     """The placement report of a partition: the strategy's ``info["placement"]`` when it set
     one, recomputed (keeping the strategy's reasons) if the clusters changed since (a pass such
     as coalescing ran after the strategy) and stored back; else the generic report
-    (:func:`~clusterkit.reasons.placement_report`)."""
-    info = partition.info.get("placement")
-    if not (isinstance(info, dict) and "devices" in info and "fallen_back" in info):
-        return placement_report(partition)
-    counts: dict[str, int] = {}
-    fb_nodes = 0
-    for c in partition.clusters:
-        counts[c.device] = counts.get(c.device, 0) + 1
-        if c.device == partition.fallback:
-            fb_nodes += len(c.nodes)
-    stale = (fb_nodes != len(info["fallen_back"])
-             or any(e.get("clusters") != counts.get(d, 0) for d, e in info["devices"].items()))
-    if not stale:
-        return info
-    s2i = partition.graph.source_to_index
-    known = {c.value: c for c in Category}
-    kept = {int(s2i[e["index"]]): Reason(known[e["reason"]], e["detail"])
-            for e in info["fallen_back"] if e["reason"] in known}
-    partition.fallback_reasons = kept | partition.fallback_reasons
-    fresh = placement_report(partition)
-    partition.info["placement"] = fresh
-    return fresh
+    (:func:`~clusterkit.reasons.current_placement`)."""
+    return current_placement(partition)
 
 
 def format_placement(partition: Partition, max_nodes: int = 10) -> str:
@@ -55,8 +35,12 @@ def format_placement(partition: Partition, max_nodes: int = 10) -> str:
             lines.append(f"  {dev}: 0 nodes")
             continue
         tag = " (fallback)" if e.get("fallback") else ""
-        lines.append(f"  {dev}{tag}: {e['nodes']} nodes in {e['clusters']} clusters"
+        folded = f" ({e['folded']} folded)" if e.get("folded") else ""
+        lines.append(f"  {dev}{tag}: {e['nodes']} nodes{folded} in {e['clusters']} clusters"
                      + (f" — {_ops(e['op_types'])}" if e["op_types"] else ""))
+    if rep.get("folded"):
+        lines.append(f"  folded: {rep['folded']} nodes (constants and static shape values "
+                     "onnxruntime computes before placement; never fallbacks)")
     if rep["fallen_back"]:
         parts = [f"{k} {n}" for k, n in rep["reasons"].items()]
         lines.append(f"  fell back: {len(rep['fallen_back'])} nodes — " + ", ".join(parts))

@@ -19,6 +19,7 @@ from clusterkit.analysis.compare import (compare, compare_many, default_strategi
                                          format_table, write_dots)
 from clusterkit.cli.common import (constraints_from_args, dims_from_args, model_label,
                                    strategy_options, write_text)
+from clusterkit.cli.gates import add_gate_args, gate_status, rows_failures
 from clusterkit.engines import strategy_names
 from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError
 from clusterkit.io.loader import load_graph
@@ -45,6 +46,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
     add_dim_arg(p)
     add_constraint_args(p)
+    add_gate_args(p)
     return p
 
 
@@ -83,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"clusterkit: error: {len(failed)} of {len(payload['models'])} models failed: "
               f"{', '.join(failed)}", file=sys.stderr)
         return 2
-    return 0
+    return gate_status(rows_failures(args, payload.get("models", [payload])))
 
 
 def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict

@@ -7,6 +7,7 @@ import importlib
 
 from clusterkit.api import run_strategy
 from clusterkit.cli.common import add_problem_args, model_label, problem_from_args, strategy_options
+from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.io.dot import dump_files, partition_dot
 from clusterkit.io.files import write_all
 from clusterkit.io.partition_json import partition_json_text
@@ -21,6 +22,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="write <model>_affinity.dot and <model>_subgraphs.dot here")
     p.add_argument("--explain", action="store_true",
                    help="say why adjacent supported nodes ended in different clusters")
+    add_gate_args(p)
     return p
 
 
@@ -49,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
     write_all(outputs)
     for path, _ in outputs:
         print(f"wrote {path}")
-    return 0
+    return gate_status(metrics_failures(args, result.metrics()))
 
 
 def _optional(module: str):

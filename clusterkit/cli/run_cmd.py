@@ -15,6 +15,7 @@ from typing import Any
 from clusterkit.api import run_strategy
 from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label, problem_from_args,
                                    strategy_options, write_text)
+from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
@@ -47,6 +48,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-fold-static", action="store_true",
                    help="compute values fixed by static shapes at every run, in the units "
                    "(default: once, before running)")
+    add_gate_args(p)
     return p
 
 
@@ -160,4 +162,4 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         write_text(args.json, json.dumps(report, indent=1) + "\n")
         print(f"wrote {args.json}")
-    return code
+    return gate_status(metrics_failures(args, part.metrics()), code)

@@ -4,7 +4,9 @@ A :class:`Graph` is built once (by a reader in :mod:`clusterkit.io`) and never m
 numbered in a topological order (``node.index``); ``node.source_index`` keeps the position the node
 had in its source (an ONNX ``graph.node`` list or a node-link ``nodes`` list). Engines use the CSR
 arrays (:attr:`Graph.succ_ptr` ...) or their plain-list twins (:attr:`Graph.succ_lists` ...), never
-dicts of node objects in their hot loops.
+dicts of node objects in their hot loops. Constants (``is_constant``: computable from initializers
+alone) and the wider folded values (``is_folded``: also shape values known statically, which
+onnxruntime computes before placement) are marked once, in topological order.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class Tensor:
     is_initializer: bool = False
     is_input: bool = False
     is_output: bool = False
+    #: constant in the broad sense onnxruntime folds: a constant, or a shape value known
+    #: statically (``Shape``/``Size`` of a statically shaped tensor) or computed from such alone
+    is_folded: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -56,6 +61,9 @@ class Node:
     affinity: str | None = None
     is_constant: bool = False
     proto: Any = None
+    #: every output is folded (see :attr:`Tensor.is_folded`): onnxruntime computes the node
+    #: before any execution provider sees the graph
+    is_folded: bool = False
 
     def all_inputs(self) -> list[str]:
         """Explicit then implicit inputs, without omitted ones."""
@@ -174,7 +182,7 @@ class Graph:
                 p = ten.producer
                 if p is None:
                     continue
-                b = 0 if ten.is_constant else (ten.nbytes or 0)
+                b = 0 if ten.is_folded else (ten.nbytes or 0)
                 if p in seen:
                     seen[p] += b
                 else:
@@ -272,6 +280,12 @@ class Graph:
         return np.fromiter((nd.is_constant for nd in self.nodes), dtype=bool, count=self.n)
 
     @cached_property
+    def folded(self) -> np.ndarray:
+        """True where a node is folded (:attr:`Node.is_folded`): its outputs are constants or
+        shape values known statically, so onnxruntime computes it before placement."""
+        return np.fromiter((nd.is_folded for nd in self.nodes), dtype=bool, count=self.n)
+
+    @cached_property
     def const_bytes(self) -> np.ndarray:
         """Bytes of the constant tensors each node reads (initializers and computed constants)."""
         out = np.zeros(self.n, dtype=np.int64)
@@ -318,8 +332,8 @@ class Graph:
 @dataclass
 class TensorTable:
     """Tensors as arrays: ``producer`` (HOST=-1 for inputs), ``nbytes`` (0 when unknown),
-    ``known`` (size known), ``free`` (constant), ``is_output``, and the (tensor, consumer)
-    incidence ``inc_tensor``/``inc_node``."""
+    ``known`` (size known), ``free`` (folded: a constant or a static shape value),
+    ``is_output``, and the (tensor, consumer) incidence ``inc_tensor``/``inc_node``."""
 
     names: list[str]
     producer: np.ndarray
@@ -338,7 +352,7 @@ class TensorTable:
                                dtype=np.int64, count=len(tens))
         known = np.fromiter((t.nbytes is not None for t in tens), dtype=bool, count=len(tens))
         nbytes = np.fromiter((t.nbytes or 0 for t in tens), dtype=np.int64, count=len(tens))
-        free = np.fromiter((t.is_constant for t in tens), dtype=bool, count=len(tens))
+        free = np.fromiter((t.is_folded for t in tens), dtype=bool, count=len(tens))
         is_out = np.fromiter((t.is_output for t in tens), dtype=bool, count=len(tens))
         inc_t, inc_n = [], []
         for i, t in enumerate(tens):
@@ -361,15 +375,31 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Rando
 
 def _mark_constants(nodes: Iterable[Node], tensors: dict[str, Tensor]) -> None:
     """A tensor is constant if it is an initializer, a ``Constant`` output, or computed by a
-    deterministic node without subgraphs whose inputs are all constant."""
+    deterministic node without subgraphs whose inputs are all constant. It is folded if it is
+    constant, the output of a ``Shape`` or ``Size`` of a statically shaped tensor, or computed
+    the same way from folded tensors alone."""
     for t in tensors.values():
-        t.is_constant = t.is_initializer
+        t.is_constant = t.is_folded = t.is_initializer
     for node in nodes:  # topological order: inputs are decided before their consumers
         ins = node.all_inputs()
-        const = (node.op_type == "Constant" and node.domain in ("", "ai.onnx")) or (
-            bool(ins) and not node.implicit_inputs and node.op_type not in _NONDETERMINISTIC
-            and all(tensors[t].is_constant for t in ins))
+        onnx_op = node.domain in ("", "ai.onnx")
+        pure = bool(ins) and not node.implicit_inputs and node.op_type not in _NONDETERMINISTIC
+        const = (node.op_type == "Constant" and onnx_op) or (
+            pure and all(tensors[t].is_constant for t in ins))
+        folded = const or (onnx_op and node.op_type in _SHAPE_OPS and bool(ins)
+                           and _static(tensors[ins[0]].shape)) or (
+            pure and all(tensors[t].is_folded for t in ins))
         node.is_constant = const
+        node.is_folded = folded
         for out in node.outputs:
             if out:
                 tensors[out].is_constant = const
+                tensors[out].is_folded = folded
+
+
+_SHAPE_OPS = {"Shape", "Size"}
+
+
+def _static(shape: tuple | None) -> bool:
+    """True for a fully known shape (every dimension a non-negative integer)."""
+    return shape is not None and all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape)

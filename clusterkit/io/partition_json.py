@@ -1,11 +1,11 @@
 """Partition JSON (the DESIGN.md format): its one writer and its one reader.
 
 ``{"model", "strategy", "selector", "fallback", "clusters": [{"id", "device", "nodes"}],
-"metrics", "seconds"}`` plus any extra keys a strategy recorded; ``nodes`` are source indices
-(for an ONNX model, indices into its ``graph.node``). The writer also records the model's
-``fingerprint`` (:func:`model_fingerprint`) and each cluster's node ``names`` and ``op_types``
-(in ``nodes`` order), so a plan can tell a different model from the one it was made for. The
-reader checks the document's shape and hands back plain data, so this module needs no
+"metrics", "seconds", "folded", "placement"}`` plus any extra keys a strategy recorded; ``nodes``
+are source indices (for an ONNX model, indices into its ``graph.node``). The writer also records
+the model's ``fingerprint`` (:func:`model_fingerprint`) and each cluster's node ``names`` and
+``op_types`` (in ``nodes`` order), so a plan can tell a different model from the one it was made
+for. The reader checks the document's shape and hands back plain data, so this module needs no
 partition class and sits with the readers: :class:`~clusterkit.result.Partition`, plans and
 exported models all read through it.
 """
@@ -36,19 +36,26 @@ def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
 
 
 def partition_json(partition: "Partition", model: str | None = None) -> dict[str, Any]:
-    """The partition JSON of ``partition`` (``model`` defaults to the graph's name)."""
-    src = partition.graph.index_to_source
-    nodes = source_nodes(partition.graph)
+    """The partition JSON of ``partition`` (``model`` defaults to the graph's name), with
+    ``folded``: the sorted source indices of the folded nodes (constants and static shape
+    values, which stay in their clusters but are never fallbacks), ``placement``: the placement
+    report (``partition.placement()``, the same block for every strategy), the model's
+    ``fingerprint`` and each cluster's node ``names`` and ``op_types``."""
+    graph = partition.graph
+    src = graph.index_to_source
+    nodes = source_nodes(graph)
     clusters = []
     for c in partition.clusters:
         idx = sorted(src[c.nodes].tolist())
         clusters.append({"id": c.id, "device": c.device, "nodes": idx,
                          "names": [nodes[v][0] for v in idx],
                          "op_types": [nodes[v][1] for v in idx]})
-    return make_partition_json(model if model is not None else partition.graph.name,
+    partition.placement()  # stores the placement report in info["placement"]
+    extra = {"fingerprint": model_fingerprint(nodes), **partition.info}
+    extra.setdefault("folded", sorted(src[graph.folded].tolist()))
+    return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,
-                               clusters, partition.metrics(), partition.seconds,
-                               {"fingerprint": model_fingerprint(nodes), **partition.info})
+                               clusters, partition.metrics(), partition.seconds, extra)
 
 
 def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
