@@ -89,7 +89,6 @@ def infer_reason(problem: Problem, v: int,
     ``ops_taken`` (op type → devices taking some node of it) is computed when not given."""
     p = problem
     g = p.graph
-    node = g.nodes[v]
     if p.max_const_bytes is not None and int(g.const_bytes[v]) > p.max_const_bytes:
         return Reason(Category.CONSTRAINT, f"it reads {int(g.const_bytes[v])} bytes of constants, "
                       f"above max_const_bytes {p.max_const_bytes}")
