@@ -195,3 +195,14 @@ def test_an_ambiguous_name_is_picked_by_its_graph_node_index(tmp_path):
         assert at[twin] != at[2], "the chosen twin shares a cluster with 'sum'"
     free = ck.partition(str(path), "ops:Relu,Add", strategy="cycles")
     assert len(free.clusters) == 1, "without the pair all three nodes share one cluster"
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """``clusterkit ... | head -1``: no BrokenPipeError traceback when the reader goes away."""
+    proc = subprocess.Popen([sys.executable, "-m", "clusterkit", "partition",
+                             str(BUNDLED / "bert_base.onnx"), "--selector", "nnapi"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is printed
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

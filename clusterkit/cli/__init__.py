@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from clusterkit.errors import ClusterkitError
@@ -41,3 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("clusterkit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``clusterkit ... | head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
