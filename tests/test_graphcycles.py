@@ -362,3 +362,22 @@ def test_contractions_on_synthetic_dag_keep_invariants():
             parent[b if s == a else a] = s
     assert contracted and refused
     gc.check_invariants()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 30).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=80),
+    st.integers(0, n - 1), st.integers(0, n - 1), st.integers(0, n - 1))))
+def test_related_matches_an_ancestor_and_descendant_oracle(case):
+    """``related(x, lo, hi)``: every node ranked in [lo, hi] joined to ``x`` by a path, from
+    networkx's ancestors and descendants of the same DAG."""
+    n, pairs, x, a, b = case
+    edges = sorted({(min(u, v), max(u, v)) for u, v in pairs if u != v})
+    gc = GraphCycles.from_edges(n, [u for u, _ in edges], [v for _, v in edges])
+    oracle = nx.DiGraph()
+    oracle.add_nodes_from(range(n))
+    oracle.add_edges_from(edges)
+    lo, hi = min(a, b), max(a, b)
+    expected = {w for w in nx.ancestors(oracle, x) | nx.descendants(oracle, x)
+                if lo <= gc.rank(w) <= hi}
+    assert gc.related(x, lo, hi) == expected

@@ -125,30 +125,44 @@ class _Merger:
 
     def merge_independent(self, window: int) -> None:
         """Non-adjacent pairs of one device, in topological order of the clusters."""
-        find, gc_, dev = self.uf.find, self.gc, self.dev
+        find, dev = self.uf.find, self.dev
         for d in sorted({v for v in dev if v >= 0}):
             seen: list[int] = []  # earlier clusters of device d (stale entries resolve via find)
             for c in range(self.k):
                 if dev[c] != d or find(c) != c:
                     continue
-                x = c
-                tried: set[int] = set()
-                for y0 in reversed(seen[-window:]):
-                    y = find(y0)
-                    if y == x or y in tried or not self.fits(x, y):
-                        continue
-                    tried.add(y)
-                    nx_, ny_ = self.node_of[x], self.node_of[y]
-                    if gc_.has_edge(nx_, ny_):
-                        survivor = gc_.contract_edge(nx_, ny_)
-                    elif gc_.has_edge(ny_, nx_):
-                        survivor = gc_.contract_edge(ny_, nx_)
-                    else:
-                        survivor = gc_.merge(nx_, ny_)
-                    if survivor is not None:
-                        self.join(x, y, survivor)
-                        x = find(x)
-                seen.append(x)
+                seen.append(self._merge_into(c, seen[-window:]))
+
+    def _merge_into(self, x: int, earlier: list[int]) -> int:
+        """Merge cluster ``x`` with each of the ``earlier`` clusters (latest first) that it may
+        join; returns what ``x`` became. The clusters that a path joins to ``x`` come from one
+        search (:meth:`GraphCycles.related`), made again after every merge."""
+        find, gc_ = self.uf.find, self.gc
+        tried: set[int] = set()
+        blocked: set[int] | None = None
+        for y0 in reversed(earlier):
+            y = find(y0)
+            if y == x or y in tried or not self.fits(x, y):
+                continue
+            tried.add(y)
+            nx_, ny_ = self.node_of[x], self.node_of[y]
+            if gc_.has_edge(nx_, ny_):
+                survivor = gc_.contract_edge(nx_, ny_)
+            elif gc_.has_edge(ny_, nx_):
+                survivor = gc_.contract_edge(ny_, nx_)
+            else:
+                if blocked is None:
+                    blocked = self._related(nx_, earlier)
+                survivor = None if ny_ in blocked else gc_.merge(nx_, ny_)
+            if survivor is not None:
+                self.join(x, y, survivor)
+                x, blocked = find(x), None
+        return x
+
+    def _related(self, node: int, earlier: list[int]) -> set[int]:
+        """Graph nodes joined to ``node`` by a path, within the ranks of ``earlier``'s nodes."""
+        ranks = [self.gc.rank(self.node_of[self.uf.find(y)]) for y in earlier]
+        return self.gc.related(node, min(ranks), max(ranks)) if ranks else set()
 
     def result(self) -> Partition:
         part, g = self.partition, self.g

@@ -148,6 +148,22 @@ class GraphCycles:
         x, y = self._node(x), self._node(y)
         return x != y and not self._reachable(x, y) and not self._reachable(y, x)
 
+    def related(self, x: int, lo: int, hi: int) -> set[int]:
+        """The nodes ranked in ``[lo, hi]`` that reach ``x`` or that ``x`` reaches (``x``
+        excluded): one search each way, for testing many merge partners of ``x`` at once."""
+        x = self._node(x)
+        rank, out, inn = self._rank, self._out, self._in
+        found: set[int] = set()
+        for nbrs, keep in ((inn, lambda r: r >= lo), (out, lambda r: r <= hi)):
+            seen, stack = {x}, [x]
+            while stack:
+                for w in nbrs[stack.pop()]:
+                    if w not in seen and keep(rank[w]):
+                        seen.add(w)
+                        stack.append(w)
+            found |= seen
+        return {w for w in found if lo <= rank[w] <= hi and w != x}
+
     # -------------------------------------------------------------- mutations
 
     def insert_edge(self, x: int, y: int) -> bool:
