@@ -1,12 +1,22 @@
-"""Shared fixtures; the model paths themselves live in ``support.models``."""
+"""Shared fixtures; the model paths themselves live in ``support.models``.
+
+Hypothesis runs derandomized by default (the same examples on every run, no example database),
+so a CI run is reproducible; ``HYPOTHESIS_PROFILE=explore make test`` draws fresh examples.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from support.models import BUNDLED_MODELS
+
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture(scope="session")
