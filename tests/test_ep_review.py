@@ -1,0 +1,95 @@
+"""Shipped selectors reviewed against their execution provider's source: NNAPI feature levels
+given as Android API levels, and each per-op / domain fix on a small ONNX graph built here.
+Expectations are the upstream rules as stated in each test, not the selector's own answers."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import clusterkit as ck
+from clusterkit.errors import SelectorError
+from clusterkit.selection.specs import parse_selector
+from clusterkit.selectors import nnapi
+
+FLOAT = TensorProto.FLOAT
+
+
+def build(nodes, inputs, outputs, inits=(), opset: int = 17,
+          extra_opsets: tuple = ()) -> ck.Graph:
+    """A checked, shape-inferred graph from ``(name, shape[, dtype])`` inputs/outputs."""
+    def info(spec):
+        name, shape, *dtype = spec
+        return helper.make_tensor_value_info(name, dtype[0] if dtype else FLOAT, shape)
+    graph = helper.make_graph(nodes, "g", [info(s) for s in inputs], [info(s) for s in outputs],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v)
+                                                 for d, v in extra_opsets]
+    m = helper.make_model(graph, opset_imports=opsets)
+    if not extra_opsets:
+        onnx.checker.check_model(m, full_check=True)
+    return ck.load_onnx(onnx.shape_inference.infer_shapes(m))
+
+
+def node_named(graph: ck.Graph, name: str):
+    return next(n for n in graph.nodes if n.name == name)
+
+
+def bound(prop, graph: ck.Graph):
+    """``prop`` after querying ``graph`` (so accepts/explain read that graph)."""
+    prop.query(graph)
+    return prop
+
+
+def table(file: str) -> dict:
+    return json.loads(resources.files("clusterkit.selectors").joinpath("data", file).read_text())
+
+
+# ---------------------------------------------------------------------- NNAPI API levels
+#: ANEURALNETWORKS_FEATURE_LEVEL_1..8 as onnxruntime's nnapi_lib/NeuralNetworksTypes.h defines
+UPSTREAM_LEVELS = {27: 1, 28: 2, 29: 3, 30: 4, 31: 5, 1000006: 6, 1000007: 7, 1000008: 8}
+
+
+def sub_graph() -> ck.Graph:
+    """x - y: NNAPI takes Sub from feature level 2 (Android API 28) on."""
+    return build([helper.make_node("Sub", ["x", "y"], ["z"], name="sub")],
+                 [("x", [1, 4]), ("y", [1, 4])], [("z", [1, 4])])
+
+
+@pytest.mark.parametrize("api,level", sorted(UPSTREAM_LEVELS.items()))
+def test_nnapi_android_api_levels_map_to_feature_levels(api, level):
+    assert nnapi.nnapi_feature_level(api) == level
+    assert nnapi.make_property(feature_level=api).settings["feature_level"] == level
+
+
+@pytest.mark.parametrize("level", range(1, 9))
+def test_nnapi_feature_levels_stay_as_they_are(level):
+    assert nnapi.nnapi_feature_level(level) == level
+
+
+@pytest.mark.parametrize("bad", [0, 9, 26, 32, 33, 1000005, 1000009, -1, True, "29"])
+def test_nnapi_other_levels_are_refused_with_the_value_named(bad):
+    with pytest.raises(SelectorError, match=f"feature_level .* got {bad!r}"):
+        nnapi.make_property(feature_level=bad)
+
+
+def test_nnapi_api_level_27_refuses_sub_and_28_takes_it():
+    g = sub_graph()
+    sub = node_named(g, "sub")
+    at_27 = bound(nnapi.make_property(feature_level=27), g)
+    at_28 = bound(nnapi.make_property(feature_level=28), g)
+    assert not at_27.accepts(sub)
+    assert "feature level 2" in at_27.explain(sub)
+    assert at_28.accepts(sub)
+
+
+def test_nnapi_spec_with_an_android_api_level():
+    prop = parse_selector("nnapi[feature_level=29]")
+    assert prop.settings["feature_level"] == 3
+    with pytest.raises(SelectorError, match="feature_level"):
+        parse_selector("nnapi[feature_level=33]")
