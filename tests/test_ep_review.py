@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import clusterkit as ck
 from clusterkit.errors import SelectorError
 from clusterkit.selection.specs import parse_selector
-from clusterkit.selectors import nnapi
+from clusterkit.selectors import nnapi, xnnpack
 
 FLOAT = TensorProto.FLOAT
 
@@ -93,3 +93,37 @@ def test_nnapi_spec_with_an_android_api_level():
     assert prop.settings["feature_level"] == 3
     with pytest.raises(SelectorError, match="feature_level"):
         parse_selector("nnapi[feature_level=33]")
+
+
+# ---------------------------------------------------------------------- XNNPACK
+UINT8 = TensorProto.UINT8
+
+
+def qlinear_average_pool_graph() -> ck.Graph:
+    """A com.microsoft QLinearAveragePool already in the model, next to an ONNX AveragePool."""
+    scale, zero = np.asarray(0.1, dtype=np.float32), np.asarray(128, dtype=np.uint8)
+    qpool = helper.make_node("QLinearAveragePool", ["xq", "s", "z", "s", "z"], ["yq"],
+                             name="qpool", domain="com.microsoft", kernel_shape=[2, 2])
+    pool = helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[2, 2])
+    return build([qpool, pool], [("xq", [1, 3, 8, 8], UINT8), ("x", [1, 3, 8, 8])],
+                 [("yq", [1, 3, 4, 4], UINT8), ("y", [1, 3, 4, 4])],
+                 [("s", scale), ("z", zero)], extra_opsets=(("com.microsoft", 1),))
+
+
+def test_xnnpack_checks_only_onnx_domain_nodes():
+    """Upstream node_support_checker.cc, NodeSupportChecker::IsNodeSupported: a node unit is
+    looked up only when ``nodeunit.Domain() == kOnnxDomain``; the com.microsoft QLinear ops are
+    what the EP makes of a QDQ group, never a node it takes from the model."""
+    g = qlinear_average_pool_graph()
+    prop = bound(xnnpack.make_property(), g)
+    qpool, pool = node_named(g, "qpool"), node_named(g, "pool")
+    assert pool.domain == "" and prop.accepts(pool)
+    assert qpool.domain == "com.microsoft" and not prop.accepts(qpool)
+    assert "ONNX-domain" in prop.explain(qpool)
+
+
+def test_xnnpack_table_cites_the_checker_for_every_op():
+    data = table("xnnpack_ep.json")
+    assert all(e["source"].startswith("onnxruntime/core/providers/xnnpack/")
+               for e in data["ops"].values())
+    assert "kOnnxDomain" in data["global_conditions"][0]["source"]
