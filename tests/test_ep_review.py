@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import clusterkit as ck
 from clusterkit.errors import SelectorError
 from clusterkit.selection.specs import parse_selector
-from clusterkit.selectors import nnapi, xnnpack
+from clusterkit.selectors import nnapi, qnn, xnnpack
 
 FLOAT = TensorProto.FLOAT
 
@@ -127,3 +127,38 @@ def test_xnnpack_table_cites_the_checker_for_every_op():
     assert all(e["source"].startswith("onnxruntime/core/providers/xnnpack/")
                for e in data["ops"].values())
     assert "kOnnxDomain" in data["global_conditions"][0]["source"]
+
+
+# ---------------------------------------------------------------------- QNN
+def dequantize_then(op: str) -> ck.Graph:
+    """xq (uint8) -> DequantizeLinear -> ``op`` -> y."""
+    scale, zero = np.asarray(0.1, dtype=np.float32), np.asarray(128, dtype=np.uint8)
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["x"], name="dq"),
+             helper.make_node(op, ["x"], ["y"], name="after")]
+    return build(nodes, [("xq", [1, 8], UINT8)], [("y", [1, 8])], [("s", scale), ("z", zero)])
+
+
+def device_of(part: ck.Partition) -> dict[str, str]:
+    g = part.graph
+    return {g.nodes[v].name: c.device for c in part.clusters for v in c.nodes}
+
+
+@pytest.mark.parametrize("strategy", ["singleton", "cycles", "longest-path"])
+def test_qnn_drops_a_partition_of_a_lone_dequantize(strategy):
+    """Upstream qnn_execution_provider.cc, QNNExecutionProvider::GetCapability: a partition of
+    one node whose op is QuantizeLinear or DequantizeLinear is not kept."""
+    g = dequantize_then("Erf")  # Erf: not in QNN's op table, so the DQ is alone
+    prop = bound(qnn.make_property(), g)
+    assert prop.accepts(node_named(g, "dq")) and not prop.accepts(node_named(g, "after"))
+    assert device_of(ck.partition(g, "qnn", strategy))["dq"] == "cpu"
+    if strategy == "singleton":  # every partition is one node there
+        return
+    # next to a node QNN takes, the DQ is part of a larger partition, which the EP keeps
+    dev = device_of(ck.partition(dequantize_then("Relu"), "qnn", strategy))
+    assert dev["dq"] == dev["after"] == "qnn"
+
+
+def test_qnn_data_cites_its_partition_rule():
+    rules = table("qnn_ep.json")["partition_rules"]
+    assert len(rules) == len(qnn.make_property().subgraph_rules) == 1
+    assert rules[0]["source"].startswith("onnxruntime/core/providers/qnn/")
