@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import clusterkit as ck
 from clusterkit.errors import SelectorError
 from clusterkit.selection.specs import parse_selector
-from clusterkit.selectors import nnapi, qnn, xnnpack
+from clusterkit.selectors import dnnl, nnapi, qnn, xnnpack
 
 FLOAT = TensorProto.FLOAT
 
@@ -162,3 +162,70 @@ def test_qnn_data_cites_its_partition_rule():
     rules = table("qnn_ep.json")["partition_rules"]
     assert len(rules) == len(qnn.make_property().subgraph_rules) == 1
     assert rules[0]["source"].startswith("onnxruntime/core/providers/qnn/")
+
+
+# ---------------------------------------------------------------------- DNNL
+def gelu_graph(divisor: float, addend: float = 1.0) -> ck.Graph:
+    """x -> Div(divisor) -> Erf -> Add(addend) -> Mul(x) -> Mul(0.5): DNNL's Gelu pattern 1."""
+    f32 = np.float32
+    nodes = [helper.make_node("Div", ["x", "d"], ["q"], name="div"),
+             helper.make_node("Erf", ["q"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "one"], ["a"], name="add"),
+             helper.make_node("Mul", ["x", "a"], ["m"], name="mul"),
+             helper.make_node("Mul", ["m", "half"], ["y"], name="half_mul")]
+    inits = [("d", f32(divisor)), ("one", f32(addend)), ("half", f32(0.5))]
+    return build(nodes, [("x", [2, 8])], [("y", [2, 8])], inits)
+
+
+@pytest.mark.parametrize("divisor, addend, taken", [
+    (np.sqrt(2), 1.0, True), (1.4142099618911743, 1.0, True),  # the two values the EP accepts
+    (2.0, 1.0, False),           # not sqrt(2): IsInitilizedWithExpectedValue fails
+    (np.sqrt(2), 2.0, False),    # Add must add 1.0
+])
+def test_dnnl_erf_needs_the_gelu_constants(divisor, addend, taken):
+    """Upstream dnnl_node_capability.cc, DnnlErfNodeCapability::IsErfPartOfGelu: the Div's
+    divisor must be a constant scalar equal to sqrt(2) (or 1.4142099618911743) and the Add's
+    other input a constant scalar equal to 1.0 (atol 1e-8, rtol 1e-5)."""
+    g = gelu_graph(divisor, addend)
+    prop = bound(dnnl.make_property(), g)
+    assert prop.accepts(node_named(g, "erf")) is taken, prop.explain(node_named(g, "erf"))
+
+
+INT8, INT32 = TensorProto.INT8, TensorProto.INT32
+
+
+def matmul_integer_graph(a_zp_shape, b_zp_shape, b_zp_value: int = 0,
+                         b_zp_const: bool = True) -> ck.Graph:
+    """A (uint8, [2, 4]) x B (int8 constant, [4, 3]) with the given zero-point shapes."""
+    ins, inits = [("a", [2, 4], UINT8)], [("b", np.ones((4, 3), dtype=np.int8))]
+    inits.append(("azp", np.zeros(a_zp_shape, dtype=np.uint8)))
+    bzp = np.full(b_zp_shape, b_zp_value, dtype=np.int8)
+    if b_zp_const:
+        inits.append(("bzp", bzp))
+    else:
+        ins.append(("bzp", list(b_zp_shape), INT8))
+    node = helper.make_node("MatMulInteger", ["a", "b", "azp", "bzp"], ["y"], name="mmi")
+    return build([node], ins, [("y", [2, 3], INT32)], inits)
+
+
+@pytest.mark.parametrize("a_zp, b_zp, value, const, taken", [
+    ((), (), 0, True, True),
+    ((1,), (), 0, True, False),    # a_zero_point of rank 1, even of one element
+    ((), (1,), 0, True, True),     # b_zero_point of rank 1: a constant of zeros is fine
+    ((), (1,), 3, True, False),    # ... but not a constant holding a non-zero
+    ((), (1,), 0, False, False),   # ... nor a graph input
+    ((), (), 3, False, True),      # a rank-0 b_zero_point is not checked further
+])
+def test_dnnl_matmul_integer_zero_points_by_rank(a_zp, b_zp, value, const, taken):
+    """Upstream dnnl_node_capability.cc, DnnlMatMulIntegerNodeCapability::IsDimensionSupported:
+    a known a_zero_point shape of rank >= 1 is refused; a b_zero_point of rank >= 1 must pass
+    IsWeightZeroPointConstantZero (a constant initializer of zeros)."""
+    g = matmul_integer_graph(a_zp, b_zp, value, const)
+    prop = bound(dnnl.make_property(), g)
+    assert prop.accepts(node_named(g, "mmi")) is taken, prop.explain(node_named(g, "mmi"))
+
+
+def test_dnnl_rows_cite_their_capability_check():
+    ops = table("dnnl_ep.json")["ops"]
+    for op in ("Erf", "MatMulInteger"):
+        assert ops[op]["source"].startswith("onnxruntime/core/providers/dnnl/dnnl_node_capability")
