@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import clusterkit as ck
 from clusterkit.errors import SelectorError
 from clusterkit.selection.specs import parse_selector
-from clusterkit.selectors import dnnl, nnapi, qnn, xnnpack
+from clusterkit.selectors import dnnl, nnapi, qnn, tensorrt, xnnpack
 
 FLOAT = TensorProto.FLOAT
 
@@ -229,3 +229,20 @@ def test_dnnl_rows_cite_their_capability_check():
     ops = table("dnnl_ep.json")["ops"]
     for op in ("Erf", "MatMulInteger"):
         assert ops[op]["source"].startswith("onnxruntime/core/providers/dnnl/dnnl_node_capability")
+
+
+# ---------------------------------------------------------------------- TensorRT
+@pytest.mark.parametrize("bounds_const", [True, False])
+def test_tensorrt_clip_takes_tensor_bounds(bounds_const):
+    """onnx-tensorrt onnxOpImporters.cpp, the Clip importer: when a bound is a tensor (not an
+    initializer) the node is imported as elementwise Max/Min, so it is supported either way."""
+    lo, hi = np.asarray(0.0, dtype=np.float32), np.asarray(6.0, dtype=np.float32)
+    node = helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")
+    if bounds_const:
+        g = build([node], [("x", [1, 8])], [("y", [1, 8])], [("lo", lo), ("hi", hi)])
+    else:
+        g = build([node], [("x", [1, 8]), ("lo", []), ("hi", [])], [("y", [1, 8])])
+    prop = bound(tensorrt.make_property(), g)
+    assert prop.accepts(node_named(g, "clip")), prop.explain(node_named(g, "clip"))
+    assert table("tensorrt_onnx_parser.json")["ops"]["Clip"]["source"].startswith(
+        "onnx/onnx-tensorrt onnxOpImporters.cpp")
