@@ -17,6 +17,8 @@ As in the EP, shape checks pass when shapes are unknown (the EP's optimistic cla
 
 from __future__ import annotations
 
+import math
+
 from clusterkit.selectors._attr_checks import attr_in, attr_is
 from clusterkit.selectors._checks import check, decided_by, first, opset_at_least, setting, when
 from clusterkit.selectors._facts import ONNX_TYPES, attr_of, numel
@@ -36,6 +38,8 @@ REDUCE = ["ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Re
           "ReduceLogSumExp", "ReduceSumSquare"]
 MATMULS = ["Gemm", "MatMul", "com.microsoft:FusedMatMul", "MatMulInteger"]
 COMPARISONS = ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual")
+#: divisors the EP accepts before a Gelu's Erf: sqrt(2) and an approximation some BERT models use
+SQRT2 = (math.sqrt(2), 1.4142099618911743)
 #: (from, to) casts the CPU runtime rejects
 _BAD_CASTS = {("uint8", "float16"), ("int8", "float16"), ("int32", "float16"),
               ("int32", "bfloat16"), ("float16", "uint8"), ("float16", "int8"),
@@ -97,17 +101,17 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
             in_pattern(gelu, "Erf is taken only inside a Gelu pattern")), fused=True),
         R("Erf", "the Div divisor before Erf must be a constant scalar", check(
             lambda ctx, node: _div_before_ok(ctx, node), "the Div before Erf must divide by "
-                                                         "a constant scalar")),
+                                                         "a constant scalar sqrt(2)")),
         R(MATMULS, "A and B must each be rank >= 2", first(rank(0, lo=2), rank(1, lo=2))),
         R(MATMULS, "no zero-sized dims in A or B", no_zero_dims([0, 1])),
         R("MatMulInteger", "inputs int8/uint8; B (weights) must not be uint8", first(
             dtype_in(0, ("int8", "uint8")), dtype_in(1, ("int8",)))),
         R("MatMulInteger", "not supported on a GPU engine", setting(not gpu, "not on GPU")),
         R("MatMulInteger", "a_zero_point must be a scalar", check(
-            lambda ctx, node: (numel(ctx.shape(node, 2)) or 1) == 1
-            if ctx.has_input(node, 2) else True, "a_zero_point is not a scalar")),
-        R("MatMulInteger", "non-scalar b_zero_point", check(
-            _b_zero_point_ok, "a non-scalar b_zero_point must be a constant of zeros")),
+            lambda ctx, node: not ctx.has_input(node, 2) or not ctx.rank(node, 2),
+            "a_zero_point is not a rank-0 scalar")),
+        R("MatMulInteger", "b_zero_point of rank >= 1", check(
+            _b_zero_point_ok, "a b_zero_point of rank >= 1 must be a constant of zeros")),
         R(["LayerNormalization", "com.microsoft:SkipLayerNormalization"], "single output",
           outputs_at_most(1)),
         R(["LayerNormalization", "com.microsoft:SkipLayerNormalization"], "input rank 2..5",
@@ -179,21 +183,35 @@ def _div_before_ok(ctx, node) -> bool:
     div = ctx.producer(node, 0)
     if div is None or div.op_type != "Div":
         return True  # no Div: the Gelu-pattern rule decides
-    t = ctx.input(div, 1)
-    return t is not None and t.is_constant and (numel(t.shape) or 1) == 1
+    return _constant_scalar(ctx, div, 1, SQRT2)
 
 
 def _gelu_div_ok(ctx, match) -> bool:
+    """The Div before the match's Erf divides by sqrt(2), and the Add after it adds 1.0."""
     nodes = [ctx.graph.nodes[v] for v in match]
     erf = next(n for n in nodes if n.op_type == "Erf")
-    return _div_before_ok(ctx, erf)
+    add = next((n for n in nodes if n.op_type == "Add" and erf.outputs[0] in n.inputs), None)
+    if add is None:
+        return _div_before_ok(ctx, erf)
+    other = 1 if add.inputs[0] == erf.outputs[0] else 0
+    return _div_before_ok(ctx, erf) and _constant_scalar(ctx, add, other, (1.0,))
+
+
+def _constant_scalar(ctx, node, pos: int, expected: tuple[float, ...]) -> bool:
+    """Input ``pos`` is a constant of one element close to one of ``expected`` (the EP's
+    IsInitilizedWithExpectedValue: atol 1e-8, rtol 1e-5); an unreadable value passes."""
+    t = ctx.input(node, pos)
+    if t is None or not t.is_constant or (numel(t.shape) or 1) != 1:
+        return False
+    v = ctx.value(node.inputs[pos])
+    if v is None or v.size != 1:
+        return v is None
+    x = float(v.ravel()[0])
+    return any(abs(x - e) <= 1e-8 + 1e-5 * abs(e) for e in expected)
 
 
 def _b_zero_point_ok(ctx, node) -> bool:
-    if not ctx.has_input(node, 3):
-        return True
-    n = numel(ctx.shape(node, 3))
-    if n is None or n <= 1:
+    if not ctx.has_input(node, 3) or not ctx.rank(node, 3):
         return True
     t = ctx.input(node, 3)
     if not t.is_constant:

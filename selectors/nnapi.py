@@ -4,9 +4,13 @@ The op table (``nnapi_ep.json`` in this package's ``data`` folder) transcribes t
 op builders in ONNX Runtime 1.22 and its documented op list (upstream nnapi_supported_ops.md).
 Setting:
 
-- ``feature_level``: the device's NNAPI feature level (default 4 = Android 11 / API 30; API
-  27/28/29/30 map to levels 1/2/3/4). Gates Sub/Div (2), Abs/Exp/Log/Neg/Sin/Sqrt/Pow/PRelu/
-  QuantizeLinear (3), Elu (4), batch MatMul, dilated Conv, and several Resize modes.
+- ``feature_level``: the device's NNAPI feature level (default 4 = Android 11 / API 30), given
+  either as a feature level 1-8 or as the value onnxruntime's ``ANEURALNETWORKS_FEATURE_LEVEL_*``
+  constants use: Android API level 27/28/29/30/31 for levels 1/2/3/4/5, and 1000006/1000007/
+  1000008 for levels 6/7/8 (after Android 12 the NNAPI level no longer follows the API level, so
+  API levels 32 and above are refused). Gates Sub/Div (2), Abs/Exp/Log/Neg/Sin/Sqrt/Pow/PRelu/
+  QuantizeLinear (3), Elu (4), batch MatMul, dilated Conv, and several Resize modes; no op rule
+  needs more than level 4.
 
 Quantized QDQ node units (``DequantizeLinear -> op -> QuantizeLinear``) are the documented
 patterns; the float op inside a unit is checked like any other node, plus the unit's rules
@@ -15,6 +19,7 @@ patterns; the float op inside a unit is checked like any other node, plus the un
 
 from __future__ import annotations
 
+from clusterkit.errors import SelectorError
 from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
                                                kernel_2d)
 from clusterkit.selectors._checks import (check, decided_by, first, non_negative, not_a_restriction,
@@ -40,10 +45,26 @@ _QLINEAR_DATA = {"QLinearConv": ((0,), (3,)), "QLinearMatMul": ((0,), (3,)),
                  "DequantizeLinear": ((0,), ()), "QuantizeLinear": ((), ())}
 
 
+#: onnxruntime's ANEURALNETWORKS_FEATURE_LEVEL_1..8 values (upstream NeuralNetworksTypes.h)
+ANDROID_FEATURE_LEVELS = {27: 1, 28: 2, 29: 3, 30: 4, 31: 5, 1000006: 6, 1000007: 7, 1000008: 8}
+
+
+def nnapi_feature_level(value: int) -> int:
+    """The NNAPI feature level (1-8) of a feature level or of its ``ANEURALNETWORKS_FEATURE_LEVEL``
+    value (Android API level 27-31, 1000006-1000008); anything else is a SelectorError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 1 <= value <= 8:
+            return value
+        if value in ANDROID_FEATURE_LEVELS:
+            return ANDROID_FEATURE_LEVELS[value]
+    raise SelectorError(f"nnapi: feature_level must be 1-8 or an Android API level 27-31 "
+                        f"(or 1000006-1000008), got {value!r}")
+
+
 def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProperty:
     """The NNAPI device (see the module docstring)."""
     table = load_table(TABLE)
-    lvl = feature_level
+    lvl = nnapi_feature_level(feature_level)
     ranks_le4 = first(rank(0, hi=4), rank(1, hi=4))
 
     def qdq(ctx, node) -> bool:
@@ -232,7 +253,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
                                           "QDQ selectors; not modelled"),
     ]
     return TableProperty(device, name="nnapi", table=table, rules=rules, notes=notes,
-                         settings={"feature_level": feature_level},
+                         settings={"feature_level": lvl},
                          subgraph_rules=(_lone_copy_op, _constant_inputs_only),
                          dtype_qualifiers={"QDQ": True, "weights": False})
 

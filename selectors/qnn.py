@@ -16,6 +16,7 @@ Settings:
 Fusion: ConvInteger, MatMulInteger and DynamicQuantizeLinear are taken only inside the documented
 ``DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul [-> Add]`` chains. The other
 22 documented fusions are exposed by ``pattern_matches`` (their value notes are not checked).
+A partition that is a single QuantizeLinear or DequantizeLinear node is dropped, as the EP does.
 Final support is decided by QNN's backend validation (SDK/SoC dependent): see ``undecidable``.
 """
 
@@ -253,10 +254,18 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
     return TableProperty(device, name="qnn", table=table, rules=rules, notes=notes, settings={
         "backend": backend, "htp_fp16_precision": htp_fp16_precision, "htp_bf16": htp_bf16,
         "offload_graph_io_quantization": offload_graph_io_quantization,
-        "qairt_sdk": tuple(qairt_sdk)}, fusions=[conv_int, matmul_int, dql])
+        "qairt_sdk": tuple(qairt_sdk)}, fusions=[conv_int, matmul_int, dql],
+        subgraph_rules=(_lone_quantize_op,))
 
 
 # ---------------------------------------------------------------------- helpers
+def _lone_quantize_op(subgraph) -> str | None:
+    """The EP drops a partition that is a single QuantizeLinear or DequantizeLinear node."""
+    if len(subgraph) == 1 and subgraph.op_types[0] in ("QuantizeLinear", "DequantizeLinear"):
+        return f"a partition of a single {subgraph.op_types[0]} is not supported by the QNN EP"
+    return None
+
+
 def _not_graph_io_quantization(ctx, node) -> bool:
     if node.op_type == "QuantizeLinear":
         t = ctx.input(node, 0)

@@ -4,7 +4,8 @@ The op table (``tensorrt_onnx_parser.json`` in this package's ``data`` folder) t
 parser's documented operator matrix: 150 supported rows with their types, 46 rows
 marked unsupported (refused), and the documented restrictions (constant axes of
 Reduce*/Slice/Squeeze/Unsqueeze/Pad/CumSum, OneHot depth, Dropout training_mode, Clip bounds,
-pooling dilations, Resize modes, TopK, ScatterND, RNN activations). Input 0's dtype must be one
+pooling dilations, Resize modes, TopK, ScatterND, RNN activations). Clip takes tensor bounds:
+the parser imports them as elementwise Max/Min. Input 0's dtype must be one
 of the row's types (float64 is accepted where float32 is, as the parser casts it down). No
 settings: the matrix is for one TensorRT version. No fusion patterns are documented.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from clusterkit.selectors._attr_checks import attr_all, attr_in, attr_is
 from clusterkit.selectors._checks import (all_zero, check, first, not_a_restriction, opset_at_least,
-                                          opset_at_most, value, when)
+                                          opset_at_most, value)
 from clusterkit.selectors._facts import attr_of
 from clusterkit.selectors._op_rules import softmax_axis
 from clusterkit.selectors._optable import load_table
@@ -48,9 +49,8 @@ def make_property(device: str = "tensorrt") -> TableProperty:
         R(["AveragePool", "MaxPool"], "2D or 3D pooling only", rank(0, allowed=(4, 5))),
         R(["AveragePool", "MaxPool", "LpPool"], "dilations empty or all 1", no_dilation),
         R("MaxPool", "Indices output unsupported", outputs_used_at_most(1)),
-        R("Clip", "min/max (inputs 1,2) must be initializers", when(
-            lambda c, n: (c.opset or 11) >= 11 and (c.dtype(n, 0) or "float32").startswith(
-                ("float", "bfloat")), const(1, 2))),
+        R("Clip", "min/max (inputs 1,2) may be initializers or tensors", not_a_restriction(
+            "tensor bounds are imported as elementwise Max/Min")),
         R("Constant", "sparse_value, value_string", check(
             lambda ctx, node: not {"sparse_value", "value_string", "value_strings"}
             & set(node.attrs), "sparse/string Constant")),

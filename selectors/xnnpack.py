@@ -5,6 +5,10 @@ EP's support checker and kernels in ONNX Runtime 1.22 (upstream node_support_che
 Setting: ``fp16`` — the build has XNNPACK fp16 support (``XNNPACK_FP16_SUPPORTED``; default
 False, so float16 inputs are refused).
 
+Only ONNX-domain nodes are checked: the com.microsoft QLinearConvTranspose, QLinearAveragePool
+and QLinearSoftmax rows describe the kernels the EP builds from QDQ groups, so such a node
+already in the model is refused.
+
 Fusion: Relu and Clip are taken only fused onto a preceding supported non-QDQ Conv, MaxPool or
 AveragePool (patterns ``Conv -> Relu`` ...). ``select`` decides that from the producer; the
 selector's ``filter`` drops a Relu/Clip whose producer is not in the same subgraph, and
@@ -147,8 +151,9 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("Clip", "min (input 1) and max (input 2) must be constant", const(1, 2)),
     ]
     rules.append(R("*", "only ONNX-domain nodes go through the checker", check(
-        lambda ctx, node: node.domain in ("", "ai.onnx", "com.microsoft"),
-        "only ONNX-domain (and ORT-internal com.microsoft) nodes")))
+        lambda ctx, node: node.domain in ("", "ai.onnx"),
+        "the EP checks only ONNX-domain nodes; it builds com.microsoft QLinear ops itself "
+        "from QDQ groups")))
     return TableProperty(device, name="xnnpack", table=table, rules=rules,
                          settings={"fp16": fp16}, fusions=[relu, clip], dtype_field=True,
                          dtype_qualifiers={"XNNPACK_FP16_SUPPORTED": fp16})
