@@ -141,9 +141,9 @@ class TableProperty(SubgraphProperty):
         if entry is None:
             return [f"op {op_label(node)} is not in the {self.table.backend} table"]
         if not entry.supported:
-            return [f"op {key} is listed as not supported by {self.table.backend}"]
+            return [f"op {key} is listed as not supported in the {self.table.backend} table"]
         if not self._available(entry):
-            return [f"op {key}: {self._unavailable_reason}"]
+            return [f"op {key}: {self._unavailable_reason} ({self.table.backend} table)"]
         out = []
         if self._dtype_field is not None:
             r = self._dtype_field(ctx, node)
