@@ -2,7 +2,8 @@
 
 Partition (or apply a saved plan), fuse, compile every cluster on its device's backend and run
 the model on random inputs; print per-subgraph timings. ``--check`` also runs onnxruntime on the
-unpartitioned model with the same inputs and reports the largest absolute difference.
+unpartitioned model with the same inputs and reports the largest absolute difference; with
+``--optimize`` that is the original model, before onnxruntime's optimizations.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import time
 from typing import Any
 
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label, problem_from_args,
-                                   strategy_options, write_text)
+from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label,
+                                   optimize_from_args, problem_from_args, strategy_options,
+                                   write_text)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
@@ -63,13 +65,24 @@ def add_plan_arg(p: argparse.ArgumentParser) -> None:
 
 def partition_from_args(args: argparse.Namespace) -> Partition:
     """The partition the flags ask for: a saved plan, or the strategy's result."""
-    plan = None
+    plan, label = None, ""
     if getattr(args, "plan", None):
         label = plan_label(args.plan)
         plan = load_plan(args.plan, label)
         if not args.selector:  # an explicit --selector wins; a plan's own never loads a file
             args.selector = plan_selectors(plan, label)
+        if getattr(args, "optimize", None) is None:  # the graph the plan's indices refer to
+            args.optimize = plan.get("optimize")
     problem = problem_from_args(args)
+    part = _partition(args, problem, plan, label)
+    level = optimize_from_args(args)
+    if level != "none":  # the graph the partition's indices refer to
+        part.info["optimize"] = level
+    return part
+
+
+def _partition(args: argparse.Namespace, problem, plan: dict | None, label: str) -> Partition:
+    """Apply ``plan`` (read from ``label``) to ``problem``, or run the strategy on it."""
     if plan is not None:
         part = apply_plan(problem, plan, model_name=model_label(args.model), label=label,
                           force=args.force)
@@ -149,7 +162,8 @@ def main(args: argparse.Namespace) -> int:
     code = 0
     if args.check:
         start = time.perf_counter()
-        expected = run_model(source_model(fused), feeds, config.get("onnxruntime"))
+        reference = args.model if optimize_from_args(args) != "none" else source_model(fused)
+        expected = run_model(reference, feeds, config.get("onnxruntime"))
         report["reference_seconds"] = time.perf_counter() - start
         cmp = compare_outputs(expected, outputs, rtol=args.rtol, atol=args.atol)
         report["max_abs_diff"] = cmp["max_abs_diff"]
