@@ -168,3 +168,21 @@ def test_optimize_of_a_non_onnx_model_is_an_error(tmp_path):
                                 "nodes": [{"id": 0, "op": "Relu"}], "edges": []}))
     with pytest.raises(ModelLoadError, match="optimize rewrites an ONNX model"):
         load_graph(path, optimize="basic")
+
+
+def test_a_model_with_external_data_optimizes_as_the_inline_one(tmp_path):
+    model = onnx.load(str(RESNET))
+    folder = tmp_path / "ext"
+    folder.mkdir()
+    onnx.save_model(model, str(folder / "resnet18.onnx"), save_as_external_data=True,
+                    location="resnet18.onnx.data", size_threshold=0)
+    inline, _ = _partition(RESNET, tmp_path, "basic")
+    external, _ = _partition(folder / "resnet18.onnx", folder, "basic")
+    assert [c["nodes"] for c in external["clusters"]] == [c["nodes"] for c in inline["clusters"]]
+    written = onnx.load(str(folder / external["model_file"]))
+    other = onnx.load(str(tmp_path / inline["model_file"]))
+    assert len(written.graph.initializer) == len(other.graph.initializer) > 0
+    out = folder / "run.json"
+    assert main(["run", str(folder / "resnet18.onnx"), "--selector", "coreml", "--optimize",
+                 "basic", "--check", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["outputs_match"] is True

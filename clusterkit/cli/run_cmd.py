@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.api import run_strategy
 from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label,
@@ -20,10 +20,14 @@ from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
+from clusterkit.io.optimize import optimize_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
 from clusterkit.result import Partition
 from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
                                          run_model)
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -94,6 +98,14 @@ def _partition(args: argparse.Namespace, problem, plan: dict | None, label: str)
                         coalesce_after=args.coalesce, **strategy_options(args))
 
 
+def original_model(args: argparse.Namespace, fused) -> onnx.ModelProto:
+    """The model as the user gave it, to check outputs against: the source of ``fused``, or
+    with ``--optimize`` the file before onnxruntime's optimizations (every tensor loaded)."""
+    if optimize_from_args(args) == "none":
+        return source_model(fused)
+    return optimize_model(args.model, "none")
+
+
 def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
     """``BACKEND.KEY=VALUE`` flags → ``{backend: {key: value}}`` (values parsed as JSON when
     they can be)."""
@@ -162,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
     code = 0
     if args.check:
         start = time.perf_counter()
-        reference = args.model if optimize_from_args(args) != "none" else source_model(fused)
+        reference = original_model(args, fused)
         expected = run_model(reference, feeds, config.get("onnxruntime"))
         report["reference_seconds"] = time.perf_counter() - start
         cmp = compare_outputs(expected, outputs, rtol=args.rtol, atol=args.atol)

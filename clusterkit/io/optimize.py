@@ -16,7 +16,7 @@ from typing import Mapping
 import onnx
 
 from clusterkit.errors import ModelLoadError
-from clusterkit.io.onnx import fix_dims
+from clusterkit.io.onnx import PROTOBUF_LIMIT, fix_dims
 
 #: the levels :func:`optimize_model` knows, in order; ``none`` is the raw graph
 OPTIMIZE_LEVELS = ("none", "basic")
@@ -38,21 +38,33 @@ def optimize_model(model: str | os.PathLike | onnx.ModelProto, level: str = "bas
         raise ModelLoadError(f"unknown optimize level {level!r} (known: "
                              f"{', '.join(OPTIMIZE_LEVELS)})")
     label = _label(model)
-    proto = _read(model, label) if dims or level == "none" else None
+    proto = _read(model, label)
     if dims:
         fix_dims(proto, dims)
     if level == "none":
         return proto
-    source = os.fspath(model) if proto is None and not isinstance(model, onnx.ModelProto) else None
     with tempfile.TemporaryDirectory(prefix="clusterkit-optimize-") as tmp:
         out = os.path.join(tmp, "optimized.onnx")
-        _run_session(source if source is not None else _serialized(proto or model, label),
-                     out, level, label)
+        _run_session(_session_source(model, proto, bool(dims), label), out, level, label)
         try:
             return onnx.load(out, load_external_data=True)
         except Exception as exc:  # onnx raises several types for a bad file
             raise ModelLoadError(f"cannot read the model onnxruntime optimized from {label}: "
                                  f"{_first_line(exc)}") from exc
+
+
+def _session_source(model: str | os.PathLike | onnx.ModelProto, proto: onnx.ModelProto,
+                    modified: bool, label: str) -> str | bytes:
+    """What the session loads: ``proto`` serialized (every tensor inline, so onnxruntime's
+    shape inference reads the small external ones too), or past protobuf's 2 GB limit the
+    unmodified model's path (onnxruntime then reads the external data itself)."""
+    if proto.ByteSize() < PROTOBUF_LIMIT:
+        return proto.SerializeToString()
+    if modified or isinstance(model, onnx.ModelProto):
+        raise ModelLoadError(f"model {label} is too large to optimize in memory with fixed dims"
+                             " or from a ModelProto; give the path of a model saved with "
+                             "external data")
+    return os.fspath(model)
 
 
 def _run_session(model: str | bytes, out: str, level: str, label: str) -> None:
@@ -85,14 +97,6 @@ def _read(model: str | os.PathLike | onnx.ModelProto, label: str) -> onnx.ModelP
         raise ModelLoadError(f"cannot read model {label}: no such file") from None
     except Exception as exc:  # protobuf DecodeError, OSError, onnx's ValidationError
         raise ModelLoadError(f"cannot read model {label}: {_first_line(exc)}") from exc
-
-
-def _serialized(proto: onnx.ModelProto, label: str) -> bytes:
-    try:
-        return proto.SerializeToString()
-    except ValueError as exc:  # protobuf's 2 GB limit
-        raise ModelLoadError(f"model {label} is too large to optimize in memory; save it with "
-                             "external data and give its path") from exc
 
 
 def _label(model: object) -> str:

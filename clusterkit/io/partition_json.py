@@ -6,8 +6,9 @@ are source indices (for an ONNX model, indices into its ``graph.node``). The wri
 the model's ``fingerprint`` (:func:`model_fingerprint`) and each cluster's node ``names`` and
 ``op_types`` (in ``nodes`` order), so a plan can tell a different model from the one it was made
 for. A partition of the graph onnxruntime optimized also says so: ``optimize`` (the level) and
-``model_file`` (that model, written beside the JSON: :func:`optimized_model_path`). The reader checks the document's shape and hands back plain data, so this module needs no
-partition class and sits with the readers: :class:`~clusterkit.result.Partition`, plans and
+``model_file`` (that model, written beside the JSON: :func:`optimized_model_path`). The
+reader checks the document's shape and hands back plain data, so this module needs no partition
+class and sits with the readers: :class:`~clusterkit.result.Partition`, plans and
 exported models all read through it.
 """
 
