@@ -11,7 +11,12 @@ from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Probl
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
+from clusterkit.io.optimize import OPTIMIZE_LEVELS
 from clusterkit.selection.specs import parse_selectors
+
+#: shipped selectors that model an onnxruntime execution provider (which sees the optimized graph)
+ORT_EP_SELECTORS = frozenset({"nnapi", "coreml", "xnnpack", "qnn", "dnnl", "tensorrt",
+                              "openvino_npu"})
 
 
 def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "auto") -> None:
@@ -27,7 +32,39 @@ def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = 
         p.add_argument("--strategy", default=strategy_default, metavar="NAME",
                        help=f"clustering strategy (default: {strategy_default})")
     add_dim_arg(p)
+    add_optimize_arg(p)
     add_constraint_args(p)
+
+
+def add_optimize_arg(p: argparse.ArgumentParser) -> None:
+    """--optimize LEVEL: partition the graph onnxruntime's optimizations of LEVEL produce."""
+    p.add_argument("--optimize", default=None, metavar="LEVEL",
+                   help="'none' (default): partition the model's graph as it is; 'basic': the "
+                   "graph onnxruntime hands its execution providers after its basic "
+                   "optimizations (constant folding, shape resolution, redundant nodes removed)")
+
+
+def optimize_from_args(args: argparse.Namespace) -> str:
+    """The ``--optimize`` level; an unknown one is a :class:`ModelLoadError`."""
+    level = getattr(args, "optimize", None) or "none"
+    if level not in OPTIMIZE_LEVELS:
+        raise ModelLoadError(f"--optimize takes one of {', '.join(OPTIMIZE_LEVELS)}, got "
+                             f"{level!r}")
+    return level
+
+
+def raw_graph_hint(args: argparse.Namespace) -> str | None:
+    """The line suggesting ``--optimize basic`` when a selector of an onnxruntime execution
+    provider partitioned the raw graph, else None."""
+    if optimize_from_args(args) != "none":
+        return None
+    names = {spec.split("[", 1)[0].rpartition("=")[2].strip() for spec in args.selector}
+    eps = sorted(names & ORT_EP_SELECTORS)
+    if not eps:
+        return None
+    return (f"note: the raw graph was partitioned; onnxruntime optimizes the graph before its "
+            f"execution providers ({', '.join(eps)}) see it: add --optimize basic to partition "
+            "that graph")
 
 
 def add_dim_arg(p: argparse.ArgumentParser) -> None:
@@ -120,7 +157,8 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     """Load the model and compile the constraints with the selectors."""
     if not args.selector:
         raise ConstraintError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
-    graph = load_graph(args.model, dims=dims_from_args(args))
+    graph = load_graph(args.model, dims=dims_from_args(args),
+                       optimize=optimize_from_args(args))
     props = parse_selectors(args.selector)
     return constraints_from_args(args).compile(graph, props, fallback=args.fallback)
 

@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from clusterkit.analysis.compare import (compare, compare_many, default_strategies, failed_models,
                                          format_table, write_dots)
 from clusterkit.cli.common import (constraints_from_args, dims_from_args, model_label,
-                                   strategy_options, write_text)
+                                   optimize_from_args, strategy_options, write_text)
 from clusterkit.cli.gates import add_gate_args, gate_status, rows_failures
 from clusterkit.engines import strategy_names
 from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError
@@ -42,9 +42,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="append each model's result here as it finishes (DIR); a rerun with "
                         "the same FILE skips the models already in it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from clusterkit.cli.common import add_constraint_args, add_dim_arg
+    from clusterkit.cli.common import add_constraint_args, add_dim_arg, add_optimize_arg
 
     add_dim_arg(p)
+    add_optimize_arg(p)
     add_constraint_args(p)
     add_gate_args(p)
     return p
@@ -64,13 +65,16 @@ def main(args: argparse.Namespace) -> int:
     options = {s: _options_for(s, shared) for s in strategies}
     failed: list[str] = []
     dims = dims_from_args(args)
+    level = optimize_from_args(args)
     if os.path.isdir(args.model):
-        if dims:
-            raise ModelLoadError("--dim fixes the symbolic dims of one model; give a model, "
-                                 f"not the folder {args.model!r}")
+        if dims or level != "none":
+            flag = "--dim fixes the symbolic dims of" if dims else "--optimize rewrites"
+            raise ModelLoadError(f"{flag} one model; give a model, not the folder "
+                                 f"{args.model!r}")
         payload, failed = _sweep(args, strategies, cons, options)
     else:
-        model = load_graph(args.model, dims=dims) if dims else args.model
+        model = (load_graph(args.model, dims=dims, optimize=level) if dims or level != "none"
+                 else args.model)
         res = compare(model, args.selector, strategies, cons, args.fallback, options,
                       name=model_label(args.model), coalesce_after=args.coalesce)
         print(format_table(res))

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from clusterkit.cli.common import add_problem_args, model_label
-from clusterkit.cli.run_cmd import add_plan_arg, partition_from_args
-from clusterkit.fusion import fuse, source_model
+from clusterkit.cli.run_cmd import add_plan_arg, original_model, partition_from_args
+from clusterkit.fusion import fuse
 from clusterkit.io.export import export_fused, model_bytes, save_model, wants_external_data
 from clusterkit.io.files import write_all
 from clusterkit.io.partition_json import partition_json_text
@@ -52,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"wrote {args.json}")
     if args.verify:
         feeds = random_inputs(fused)
-        cmp = compare_outputs(run_model(source_model(fused), feeds), run_model(model, feeds))
+        cmp = compare_outputs(run_model(original_model(args, fused), feeds),
+                              run_model(model, feeds))
         verdict = "match" if cmp["outputs_match"] else "DO NOT match"
         print(f"exported model outputs {verdict} the original: max |diff| = "
               f"{cmp['max_abs_diff']:.3g}")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import add_problem_args, model_label, problem_from_args, strategy_options
+from clusterkit.cli.common import (add_problem_args, model_label, optimize_from_args,
+                                   problem_from_args, raw_graph_hint, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
+from clusterkit.fusion import source_model
 from clusterkit.io.dot import dump_files, partition_dot
+from clusterkit.io.export import model_bytes, save_model
 from clusterkit.io.files import write_all
-from clusterkit.io.partition_json import partition_json_text
+from clusterkit.io.partition_json import optimized_model_path, partition_json_text
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -35,6 +39,9 @@ def main(args: argparse.Namespace) -> int:
     report = _optional("clusterkit.analysis.report")
     if report is not None:
         print(report.format_placement(result))
+    hint = raw_graph_hint(args)
+    if hint:
+        print(hint)
     if args.explain:
         explain = importlib.import_module("clusterkit.analysis.explain")
         lines = explain.explain(result)
@@ -43,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
             print("  " + line)
     outputs = []  # prepared in full before anything is written
     if args.json:
-        outputs.append((args.json, partition_json_text(result, name)))
+        outputs.extend(_json_outputs(args, result, name))
     if args.dot:
         outputs.append((args.dot, partition_dot(result)))
     if args.dump_dot:
@@ -52,6 +59,26 @@ def main(args: argparse.Namespace) -> int:
     for path, _ in outputs:
         print(f"wrote {path}")
     return gate_status(metrics_failures(args, result.metrics()))
+
+
+def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str, str | bytes]]:
+    """The partition JSON, and with ``--optimize`` the optimized model its indices refer to
+    (written beside it, named in its ``model_file``)."""
+    level = optimize_from_args(args)
+    if level == "none":
+        return [(args.json, partition_json_text(result, name))]
+    model_path = optimized_model_path(args.json)
+    result.info["optimize"] = level
+    result.info["model_file"] = os.path.basename(model_path)
+    outputs = [(args.json, partition_json_text(result, name))]
+    model = source_model(result.graph)
+    data = model_bytes(model, model_path)
+    if data is None:  # too large for one protobuf: written with external data, first
+        save_model(model, model_path)
+        print(f"wrote {model_path}")
+    else:
+        outputs.insert(0, (model_path, data))
+    return outputs
 
 
 def _optional(module: str):

@@ -2,7 +2,8 @@
 
 Partition (or apply a saved plan), fuse, compile every cluster on its device's backend and run
 the model on random inputs; print per-subgraph timings. ``--check`` also runs onnxruntime on the
-unpartitioned model with the same inputs and reports the largest absolute difference.
+unpartitioned model with the same inputs and reports the largest absolute difference; with
+``--optimize`` that is the original model, before onnxruntime's optimizations.
 """
 
 from __future__ import annotations
@@ -10,18 +11,23 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label, problem_from_args,
-                                   strategy_options, write_text)
+from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label,
+                                   optimize_from_args, problem_from_args, strategy_options,
+                                   write_text)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
+from clusterkit.io.optimize import optimize_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
 from clusterkit.result import Partition
 from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
                                          run_model)
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -63,13 +69,24 @@ def add_plan_arg(p: argparse.ArgumentParser) -> None:
 
 def partition_from_args(args: argparse.Namespace) -> Partition:
     """The partition the flags ask for: a saved plan, or the strategy's result."""
-    plan = None
+    plan, label = None, ""
     if getattr(args, "plan", None):
         label = plan_label(args.plan)
         plan = load_plan(args.plan, label)
         if not args.selector:  # an explicit --selector wins; a plan's own never loads a file
             args.selector = plan_selectors(plan, label)
+        if getattr(args, "optimize", None) is None:  # the graph the plan's indices refer to
+            args.optimize = plan.get("optimize")
     problem = problem_from_args(args)
+    part = _partition(args, problem, plan, label)
+    level = optimize_from_args(args)
+    if level != "none":  # the graph the partition's indices refer to
+        part.info["optimize"] = level
+    return part
+
+
+def _partition(args: argparse.Namespace, problem, plan: dict | None, label: str) -> Partition:
+    """Apply ``plan`` (read from ``label``) to ``problem``, or run the strategy on it."""
     if plan is not None:
         part = apply_plan(problem, plan, model_name=model_label(args.model), label=label,
                           force=args.force)
@@ -79,6 +96,14 @@ def partition_from_args(args: argparse.Namespace) -> Partition:
         return part
     return run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                         coalesce_after=args.coalesce, **strategy_options(args))
+
+
+def original_model(args: argparse.Namespace, fused) -> onnx.ModelProto:
+    """The model as the user gave it, to check outputs against: the source of ``fused``, or
+    with ``--optimize`` the file before onnxruntime's optimizations (every tensor loaded)."""
+    if optimize_from_args(args) == "none":
+        return source_model(fused)
+    return optimize_model(args.model, "none")
 
 
 def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -149,7 +174,8 @@ def main(args: argparse.Namespace) -> int:
     code = 0
     if args.check:
         start = time.perf_counter()
-        expected = run_model(source_model(fused), feeds, config.get("onnxruntime"))
+        reference = original_model(args, fused)
+        expected = run_model(reference, feeds, config.get("onnxruntime"))
         report["reference_seconds"] = time.perf_counter() - start
         cmp = compare_outputs(expected, outputs, rtol=args.rtol, atol=args.atol)
         report["max_abs_diff"] = cmp["max_abs_diff"]

@@ -11,16 +11,22 @@ from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
 from clusterkit.io.networkx import from_networkx, load_node_link
 from clusterkit.io.onnx import load_onnx
+from clusterkit.io.optimize import optimize_model
 
 
 def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
-               dims: Mapping[str, int] | None = None) -> Graph:
+               dims: Mapping[str, int] | None = None, optimize: str = "none") -> Graph:
     """A Graph from an ``.onnx`` path, a node-link ``.json`` path, a ModelProto, a networkx
     DiGraph, or a Graph (returned as is). ``dims`` fixes symbolic dims of an ONNX model's inputs
-    (see :func:`~clusterkit.io.onnx.load_onnx`); other inputs have none to fix."""
-    if dims and not _is_onnx(model):
-        raise ModelLoadError(f"dims fix symbolic dims of an ONNX model, and {_kind(model)} is "
-                             "not one")
+    (see :func:`~clusterkit.io.onnx.load_onnx`); other inputs have none to fix. ``optimize``
+    (``"none"`` or ``"basic"``) reads instead the graph onnxruntime's optimizations of that level
+    make of an ONNX model, dims fixed first (see :func:`~clusterkit.io.optimize.optimize_model`).
+    """
+    if (dims or optimize != "none") and not _is_onnx(model):
+        what = "dims fix symbolic dims of" if dims else "optimize rewrites"
+        raise ModelLoadError(f"{what} an ONNX model, and {_kind(model)} is not one")
+    if optimize != "none":
+        return _load_optimized(model, dims, optimize)
     if isinstance(model, Graph):
         return model
     if isinstance(model, nx.DiGraph):
@@ -39,6 +45,15 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
     if isinstance(model, onnx.ModelProto):
         return load_onnx(model, dims=dims)
     raise ModelLoadError(f"cannot load a model from a {type(model).__name__}")
+
+
+def _load_optimized(model: "str | os.PathLike | object", dims: Mapping[str, int] | None,
+                    level: str) -> Graph:
+    """The Graph of the model onnxruntime's ``level`` optimizations make, named as ``model``."""
+    proto = optimize_model(model, level, dims=dims)
+    if isinstance(model, (str, os.PathLike)):
+        proto.graph.name = os.path.splitext(os.path.basename(os.fspath(model)))[0]
+    return load_onnx(proto)
 
 
 def _is_onnx(model: object) -> bool:

@@ -5,8 +5,10 @@
 are source indices (for an ONNX model, indices into its ``graph.node``). The writer also records
 the model's ``fingerprint`` (:func:`model_fingerprint`) and each cluster's node ``names`` and
 ``op_types`` (in ``nodes`` order), so a plan can tell a different model from the one it was made
-for. The reader checks the document's shape and hands back plain data, so this module needs no
-partition class and sits with the readers: :class:`~clusterkit.result.Partition`, plans and
+for. A partition of the graph onnxruntime optimized also says so: ``optimize`` (the level) and
+``model_file`` (that model, written beside the JSON: :func:`optimized_model_path`). The
+reader checks the document's shape and hands back plain data, so this module needs no partition
+class and sits with the readers: :class:`~clusterkit.result.Partition`, plans and
 exported models all read through it.
 """
 
@@ -73,6 +75,15 @@ def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     two models share it exactly when their node lists name the same nodes and ops."""
     text = json.dumps([[str(n), str(op)] for n, op in nodes], separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def optimized_model_path(json_path: str | os.PathLike) -> str:
+    """Where the optimized model a partition JSON's indices refer to is written: beside it,
+    ``.json`` replaced by ``.optimized.onnx`` (appended when the name has no ``.json``); the
+    JSON names it in its ``model_file`` key, with ``optimize`` the level that made it."""
+    path = os.fspath(json_path)
+    stem = path[:-len(".json")] if path.lower().endswith(".json") else path
+    return stem + ".optimized.onnx"
 
 
 def partition_json_text(partition: "Partition", model: str | None = None) -> str:
