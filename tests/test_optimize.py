@@ -116,10 +116,20 @@ def test_compare_and_export_flags(tmp_path, capsys):
     out = tmp_path / "c.json"
     assert main(["compare", str(BERT), "--selector", "nnapi", "--strategies", "mxnet",
                  "--optimize", "basic", "--json", str(out), "--no-progress"]) == 0
-    row = json.loads(out.read_text())["rows"][0]
+    single = json.loads(out.read_text())
+    row = single["rows"][0]
     assert row["offloaded_nodes"] > 0
-    assert main(["compare", str(BUNDLED_MODELS), "--selector", "nnapi", "--optimize",
-                 "basic"]) == 2
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "bert_base.onnx").write_bytes(BERT.read_bytes())
+    swept = tmp_path / "s.json"
+    assert main(["compare", str(folder), "--selector", "nnapi", "--strategies", "mxnet",
+                 "--optimize", "basic", "--json", str(swept), "--no-progress"]) == 0
+    sweep = json.loads(swept.read_text())["models"][0]
+    # the folder sweep partitions the same optimized graph as the single-model compare
+    assert sweep["nodes"] == single["nodes"] < load_graph(BERT).n
+    assert sweep["rows"][0]["offloaded_nodes"] == row["offloaded_nodes"]
+    assert main(["compare", str(folder), "--selector", "nnapi", "--dim", "batch=1"]) == 2
     assert "not the folder" in capsys.readouterr().err
     model = tmp_path / "r.onnx"
     assert main(["export", str(RESNET), "--selector", "coreml", "--optimize", "basic",

@@ -28,6 +28,7 @@ from clusterkit.engines import strategy_names
 from clusterkit.errors import ClusterkitError
 from clusterkit.io.dot import partition_dot
 from clusterkit.io.files import write_atomic
+from clusterkit.io.loader import load_graph
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 
@@ -152,12 +153,13 @@ def _fill_gaps(rows: list[Row]) -> None:
 
 def _compare_model(path: str, selectors: Selectors, strategies: Sequence[str] | None,
                    constraints: Constraints | None, fallback: str,
-                   options: dict[str, dict[str, Any]] | None, coalesce_after: bool
-                   ) -> dict[str, Any]:
+                   options: dict[str, dict[str, Any]] | None, coalesce_after: bool,
+                   optimize: str = "none") -> dict[str, Any]:
     """One model's comparison in JSON form (partitions stay where it ran); any exception
     becomes the model's error row."""
     try:
-        return compare(path, selectors, strategies, constraints, fallback, options,
+        model = path if optimize == "none" else load_graph(path, optimize=optimize)
+        return compare(model, selectors, strategies, constraints, fallback, options,
                        name=model_name(path), coalesce_after=coalesce_after).to_json()
     except Exception as exc:
         return model_error(path, selectors, exc)
@@ -197,7 +199,8 @@ def compare_many(paths: Sequence[str], selectors: Selectors,
                  fallback: str = "cpu", options: dict[str, dict[str, Any]] | None = None, *,
                  executor: Executor | None = None, isolate: bool = False,
                  timeout: float | None = None, jsonl: str | None = None,
-                 progress: bool = False, coalesce_after: bool = False) -> list[dict[str, Any]]:
+                 progress: bool = False, coalesce_after: bool = False,
+                 optimize: str = "none") -> list[dict[str, Any]]:
     """Compare on every model in ``paths``; results (JSON form) in the order of ``paths``.
 
     With an ``executor`` the models run as its tasks. With ``isolate`` (implied by ``timeout``,
@@ -205,13 +208,14 @@ def compare_many(paths: Sequence[str], selectors: Selectors,
     becomes that model's error row. Any other failure of a model or task (a broken process
     pool included) also becomes an error row; finished rows are never lost. With ``jsonl``
     each finished model is appended to that file as one JSON object (with its ``path``), and
-    models already in the file are not run again but read back."""
+    models already in the file are not run again but read back. ``optimize="basic"`` compares
+    on the graph onnxruntime's basic optimizations produce (see :mod:`clusterkit.io.optimize`)."""
     done = read_jsonl(jsonl) if jsonl else {}
     results = {k: done[os.path.abspath(p)] for k, p in enumerate(paths)
                if os.path.abspath(p) in done}
     todo = [k for k in range(len(paths)) if k not in results]
     args = (list(selectors) if isinstance(selectors, (list, tuple)) else selectors, strategies,
-            constraints, fallback, options, coalesce_after)
+            constraints, fallback, options, coalesce_after, optimize)
     isolate = isolate or timeout is not None
     bar = _progress(len(todo), progress)
 

@@ -67,11 +67,10 @@ def main(args: argparse.Namespace) -> int:
     dims = dims_from_args(args)
     level = optimize_from_args(args)
     if os.path.isdir(args.model):
-        if dims or level != "none":
-            flag = "--dim fixes the symbolic dims of" if dims else "--optimize rewrites"
-            raise ModelLoadError(f"{flag} one model; give a model, not the folder "
-                                 f"{args.model!r}")
-        payload, failed = _sweep(args, strategies, cons, options)
+        if dims:
+            raise ModelLoadError(f"--dim fixes the symbolic dims of one model; give a model, "
+                                 f"not the folder {args.model!r}")
+        payload, failed = _sweep(args, strategies, cons, options, level)
     else:
         model = (load_graph(args.model, dims=dims, optimize=level) if dims or level != "none"
                  else args.model)
@@ -92,8 +91,8 @@ def main(args: argparse.Namespace) -> int:
     return gate_status(rows_failures(args, payload.get("models", [payload])))
 
 
-def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict
-           ) -> tuple[dict, list[str]]:
+def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict,
+           optimize: str = "none") -> tuple[dict, list[str]]:
     """Compare every model of the folder ``args.model``, each in its own child process;
     returns the JSON payload and the models that failed."""
     paths = sorted(glob.glob(os.path.join(args.model, "*.onnx")) +
@@ -101,7 +100,8 @@ def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict
     if not paths:
         raise ClusterkitError(f"no .onnx or .json models in folder {args.model!r}")
     common = dict(isolate=True, timeout=args.timeout, jsonl=args.jsonl,
-                  progress=not args.no_progress, coalesce_after=args.coalesce)
+                  progress=not args.no_progress, coalesce_after=args.coalesce,
+                  optimize=optimize)
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = compare_many(paths, args.selector, strategies, cons, args.fallback,
