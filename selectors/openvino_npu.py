@@ -6,7 +6,15 @@ OpenVINO ONNX frontend's op table. Setting: ``ov_version`` — the installed Ope
 (default ``"2025.1"``, the newest the table references). An op row applies only from its NPU
 version; I/O dtypes follow the CPU list (float16 from 2022.2, int4/uint4 from 2024.4); scalar
 (rank-0) non-constant I/O is refused unless the op's row allows it from a version <= the
-installed one; zero-sized dims are refused except for the ops the CPU list tolerates.
+installed one; zero-sized dims in non-constant I/O are refused except for the ops the CPU list
+tolerates (constant initializer inputs are not checked, as upstream).
+
+Whole-partition rules of the EP's GetCapability (``partition_rules`` in the data): a partition
+with no non-constant input is dropped; when the model is not wholly taken, so is a partition of
+one node (other than EPContext) and one where a Conv's or an Identity's output leaves the
+partition for another node; when it is wholly taken, a model of at most three nodes whose first
+node is a "supported only in a model" op, and a one-node Reshape whose shape is not an
+initializer or Expand whose output is not float16, are left to the CPU.
 
 Ops are keyed by op type (ORT's list does not separate the com.microsoft contrib ops); ops the
 OpenVINO ONNX frontend does not import are refused too. The NPU compiler may still reject ops
@@ -49,7 +57,8 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -
         R("*", "CPU (and NPU via CPU) I/O dtypes", io_dtypes_in(
             types, f"is not supported by OV {ov_version} on NPU")),
         R("*", "non-initializer inputs/outputs must not be scalars", _no_scalar_io(scalar_ok, ov)),
-        R("*", "zero-sized dims rejected except", _no_zero_dims_except(zero_ok)),
+        R("*", "zero-sized dims in non-constant inputs and in outputs rejected",
+          _no_zero_dims_except(zero_ok)),
         R("*", "an op row applies only if the installed OV version",
           decided_by("op availability (ov_version)")),
         R(_with("scalar (rank-0)", table), "scalar (rank-0) inputs/outputs allowed",
@@ -84,7 +93,7 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -
     return TableProperty(device, name="openvino_npu", table=table, rules=rules, notes=notes,
                          settings={"ov_version": ov_version}, available=available,
                          unavailable_reason=f"not available for NPU in OpenVINO {ov_version}",
-                         key=_key)
+                         key=_key, subgraph_rules=_partition_rules(table))
 
 
 # ---------------------------------------------------------------------- helpers
@@ -136,12 +145,84 @@ def _no_scalar_io(scalar_ok: dict, ov: tuple[int, ...]) -> Check:
 
 
 def _no_zero_dims_except(zero_ok: frozenset) -> Check:
-    """No zero-sized dim in any input or output, except for the ops in ``zero_ok``."""
+    """No zero-sized dim in a non-constant input or in an output, except for the ops in
+    ``zero_ok`` (constant initializer inputs, such as an empty Resize ``roi``, are skipped)."""
     def run(ctx, node) -> str | None:
         if node.op_type in zero_ok:
             return None
         for t in ctx.io_tensors(node):
+            if t.name in node.inputs and t.is_constant:
+                continue
             if t.shape and any(d == 0 for d in t.shape):
                 return f"tensor {t.name!r} has a zero-sized dim {t.shape}"
         return None
     return run
+
+
+# ---------------------------------------------------------------------- partition rules
+def _partition_rules(table) -> tuple:
+    """The whole-partition rules of GetCapability (the data's ``partition_rules``, in order)."""
+    only_in_model = frozenset(table.raw["ops_supported_only_in_model"])
+    return (_constant_inputs_only, _lone_node, _conv_or_identity_output_leaves,
+            _whole_model_rules(only_in_model))
+
+
+def _wholly_taken(subgraph) -> bool:
+    """Whether ``subgraph`` holds every node onnxruntime does not fold beforehand."""
+    graph, inside = subgraph.graph, set(subgraph.nodes)
+    return all(v in inside or graph.nodes[v].is_folded for v in range(graph.n))
+
+
+def _constant_inputs_only(subgraph) -> str | None:
+    """GetCapability drops a partition without a non-constant input (ORT folds it)."""
+    if not subgraph.inputs:
+        return "every input of the partition is a constant"
+    return None
+
+
+def _lone_node(subgraph) -> str | None:
+    """In a model not wholly taken, a one-node partition (but EPContext) is dropped."""
+    if len(subgraph) == 1 and subgraph.op_types[0] != "EPContext" \
+            and not _wholly_taken(subgraph):
+        return "a partition of a single node is dropped when the model is not wholly taken"
+    return None
+
+
+def _conv_or_identity_output_leaves(subgraph) -> str | None:
+    """In a model not wholly taken, a partition is dropped when the first output of one of
+    its Conv or Identity nodes is a partition output that some node reads."""
+    if _wholly_taken(subgraph):
+        return None
+    graph, outputs = subgraph.graph, set(subgraph.outputs)
+    for v in subgraph.nodes:
+        node = graph.nodes[v]
+        if node.op_type in ("Conv", "Identity") and node.outputs \
+                and node.outputs[0] in outputs and graph.tensors[node.outputs[0]].consumers:
+            return f"the output of {node.op_type} {node.name!r} leaves the partition"
+    return None
+
+
+def _whole_model_rules(only_in_model: frozenset):
+    """The checks GetCapability makes when every node is supported: a model of at most three
+    nodes whose first node is an op "supported only in a model", and a one-node model
+    (SpecialConditionForClusterSizeOne: Reshape with a non-initializer shape, Expand with a
+    non-float16 output) are left to the CPU."""
+    def run(subgraph) -> str | None:
+        if len(subgraph) > 3 or not _wholly_taken(subgraph):
+            return None
+        graph = subgraph.graph
+        first = graph.nodes[subgraph.nodes[0]]
+        if first.op_type in only_in_model:
+            return f"a model of at most 3 nodes starting with {first.op_type} is left to the CPU"
+        if len(subgraph) == 1 and _special_single_node(graph, first):
+            return f"a model of a single {first.op_type} is left to the CPU"
+        return None
+    return run
+
+
+def _special_single_node(graph, node) -> bool:
+    if node.op_type == "Reshape" and len(node.inputs) > 1:
+        return not graph.tensors[node.inputs[1]].is_initializer
+    if node.op_type == "Expand" and node.outputs:
+        return graph.tensors[node.outputs[0]].dtype != "float16"
+    return False
