@@ -9,7 +9,10 @@ version; I/O dtypes follow the CPU list (float16 from 2022.2, int4/uint4 from 20
 installed one; zero-sized dims in non-constant I/O are refused except for the ops the CPU list
 tolerates (constant initializer inputs are not checked, as upstream).
 
-Whole-partition rules of the EP's GetCapability (``partition_rules`` in the data): a partition
+Whole-partition rules of the EP's GetCapability (``partition_rules`` in the data; applied only
+with the setting ``partition_rules=True``, because the table's op list predates the flat list of
+the newest EP source, so with them a Conv feeding an op missing from the table, such as
+HardSwish, would drop whole partitions that a newer EP keeps): a partition
 with no non-constant input is dropped; when the model is not wholly taken, so is a partition of
 one node (other than EPContext) and one where a Conv's or an Identity's output leaves the
 partition for another node; when it is wholly taken, a model of at most three nodes whose first
@@ -36,7 +39,8 @@ TABLE = "openvino_ep_npu.json"
 _BASE_TYPES = {"bool", "float32", "int32", "int16", "uint16", "int8", "uint8", "int64"}
 
 
-def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -> TableProperty:
+def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1",
+                  partition_rules: bool = False) -> TableProperty:
     """The OpenVINO NPU device (see the module docstring)."""
     table = load_table(TABLE)
     ov = _version(ov_version)
@@ -91,9 +95,11 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1") -
         N("*", "HETERO/MULTI/AUTO device strings", "applies to meta devices, not NPU"),
     ]
     return TableProperty(device, name="openvino_npu", table=table, rules=rules, notes=notes,
-                         settings={"ov_version": ov_version}, available=available,
+                         settings={"ov_version": ov_version, "partition_rules": partition_rules},
+                         available=available,
                          unavailable_reason=f"not available for NPU in OpenVINO {ov_version}",
-                         key=_key, subgraph_rules=_partition_rules(table))
+                         key=_key,
+                         subgraph_rules=_partition_rules(table) if partition_rules else ())
 
 
 # ---------------------------------------------------------------------- helpers

@@ -105,10 +105,10 @@ def test_a_lone_node_partition_is_dropped_when_the_model_is_split(strategy):
     """Upstream capability.cc, GetCapability::Execute: with unsupported nodes in the model, a
     cluster of one node (not EPContext) is omitted."""
     g = chain("Relu", "Conv", "Det", "Sigmoid")
-    prop = openvino_npu.make_property()
+    prop = openvino_npu.make_property(partition_rules=True)
     prop.query(g)
     assert prop.accepts(node_named(g, "n3")) and not prop.accepts(node_named(g, "n2"))
-    assert device_of(ck.partition(g, "openvino_npu", strategy))["n3"] == "cpu"
+    assert device_of(ck.partition(g, "openvino_npu[partition_rules=true]", strategy))["n3"] == "cpu"
 
 
 @pytest.mark.parametrize("ops, taken", [
@@ -120,7 +120,7 @@ def test_a_partition_whose_conv_output_leaves_it_is_dropped(ops, taken):
     unsupported nodes in the model, a cluster is omitted when the first output of a Conv or
     Identity in it is a cluster output and the node has output edges."""
     g = chain(*ops)
-    dev = device_of(ck.partition(g, "openvino_npu", "cycles"))
+    dev = device_of(ck.partition(g, "openvino_npu[partition_rules=true]", "cycles"))
     assert (dev["n0"] == dev["n1"] == "openvino_npu") is taken
     if not taken:
         assert dev["n0"] == dev["n1"] == "cpu"
@@ -132,7 +132,7 @@ def test_a_partition_of_constants_only_is_dropped():
     node = helper.make_node("Add", ["a", "b"], ["y"], name="add")
     g = build([node], [], [("y", [2])], [("a", np.ones(2, np.float32)),
                                          ("b", np.ones(2, np.float32))])
-    why = openvino_npu.make_property().explain_subgraph(subgraph_of(g, "add"))
+    why = openvino_npu.make_property(partition_rules=True).explain_subgraph(subgraph_of(g, "add"))
     assert why and "constant" in why
 
 
@@ -155,16 +155,24 @@ def test_whole_model_rules_for_tiny_models(op, inputs, dropped):
     else:
         g = build([helper.make_node(op, ["x"], ["y"], name="n")], [("x", [2, 3])],
                   [("y", [2, 3])])
-    why = openvino_npu.make_property().explain_subgraph(subgraph_of(g, "n"))
+    why = openvino_npu.make_property(partition_rules=True).explain_subgraph(subgraph_of(g, "n"))
     assert (why is not None) is dropped, why
 
 
 def test_the_data_cites_each_partition_rule_and_the_source_version():
     raw = table()
     rules = raw["partition_rules"]
-    assert len(rules) == len(openvino_npu.make_property().subgraph_rules) == 4
+    assert len(rules) == len(openvino_npu.make_property(partition_rules=True).subgraph_rules) == 4
     for rule in rules:
         assert rule["source"].startswith("onnxruntime/core/providers/openvino/ov_versions/")
     assert "2025.2" in raw["version_note"] or "2025.0-2025.2" in raw["version_note"]
     shipped = resources.files("clusterkit.selectors").joinpath("data", "openvino_ep_npu.json")
     assert shipped.read_bytes().endswith(b"}\n")
+
+
+def test_partition_rules_are_opt_in():
+    """By default the selector judges nodes only; the EP's whole-partition rules come with the
+    setting ``partition_rules=true``."""
+    assert openvino_npu.make_property().subgraph_rules == ()
+    g = chain("Relu", "Conv", "Det", "Sigmoid")
+    assert device_of(ck.partition(g, "openvino_npu", "cycles"))["n3"] == "openvino_npu"
