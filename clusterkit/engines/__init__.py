@@ -19,7 +19,7 @@ STRATEGIES: Registry[Callable] = Registry("strategy", StrategyError, {
     "cpsat": "clusterkit.engines.cpsat.strategy:run",
     "placement": "clusterkit.engines.placement:run",
     "auto": "clusterkit.engines.auto:run",
-})
+}, group="clusterkit.strategies")
 
 
 def register_strategy(name: str, func: Callable, *, replace: bool = False) -> None:

@@ -38,7 +38,8 @@ def _entry(factory: Any) -> SelectorEntry:
     return SelectorEntry(factory, (doc.strip().splitlines() or [""])[0])
 
 
-PROPERTIES: Registry[SelectorEntry] = Registry("selector", SelectorError, SHIPPED, wrap=_entry)
+PROPERTIES: Registry[SelectorEntry] = Registry("selector", SelectorError, SHIPPED, wrap=_entry,
+                                               group="clusterkit.selectors")
 
 
 def register_property(name: str, factory: Callable[..., SubgraphProperty], doc: str = "", *,
