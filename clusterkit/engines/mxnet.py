@@ -164,26 +164,22 @@ class _MXNet:
                 st.remove(x)
                 dropped.append(x)
 
+        # inputs first (select_input(consumer, producer)), then outputs
+        # (select_output(producer, consumer)); u may be dropped while its neighbours are offered
+        sides = ((ug.pred, ug.pred_e, call_select_input, 1), (ug.succ, ug.succ_e,
+                                                               call_select_output, 0))
         while queue:
             u = queue.popleft()
-            if mem[u] != gid:
-                continue
-            for w, e in zip(ug.pred[u], ug.pred_e[u]):
-                if mem[w] == gid or rej[w] == gid or blocked[w]:
-                    continue
-                a, b = ug.edge_nodes[e]
-                offer(w, lambda: call_select_input(sel, nodes[b], nodes[a]))
+            for nbrs, edges, call, inner in sides:
                 if mem[u] != gid:
                     break
-            if mem[u] != gid:
-                continue
-            for w, e in zip(ug.succ[u], ug.succ_e[u]):
-                if mem[w] == gid or rej[w] == gid or blocked[w]:
-                    continue
-                a, b = ug.edge_nodes[e]
-                offer(w, lambda: call_select_output(sel, nodes[a], nodes[b]))
-                if mem[u] != gid:
-                    break
+                for w, e in zip(nbrs[u], edges[u]):
+                    if mem[w] == gid or rej[w] == gid or blocked[w]:
+                        continue
+                    pair = ug.edge_nodes[e]
+                    offer(w, lambda: call(sel, nodes[pair[inner]], nodes[pair[1 - inner]]))
+                    if mem[u] != gid:
+                        break
         if dropped:
             self._record_drop(d, seed, dropped)
         return list(T.members)
