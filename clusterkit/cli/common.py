@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import Any, Iterable
 
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
-from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.io.optimize import OPTIMIZE_LEVELS
+from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
 
 #: shipped selectors that model an onnxruntime execution provider (which sees the optimized graph)
@@ -53,13 +53,13 @@ def optimize_from_args(args: argparse.Namespace) -> str:
     return level
 
 
-def raw_graph_hint(args: argparse.Namespace) -> str | None:
+def raw_graph_hint(args: argparse.Namespace, properties: Iterable[SubgraphProperty]
+                   ) -> str | None:
     """The line suggesting ``--optimize basic`` when a selector of an onnxruntime execution
-    provider partitioned the raw graph, else None."""
+    provider (by the parsed properties' ``name``) partitioned the raw graph, else None."""
     if optimize_from_args(args) != "none":
         return None
-    names = {spec.split("[", 1)[0].rpartition("=")[2].strip() for spec in args.selector}
-    eps = sorted(names & ORT_EP_SELECTORS)
+    eps = sorted({getattr(prop, "name", "") for prop in properties} & ORT_EP_SELECTORS)
     if not eps:
         return None
     return (f"note: the raw graph was partitioned; onnxruntime optimizes the graph before its "
@@ -178,11 +178,7 @@ def strategy_options(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise StrategyError(f"--option takes KEY=VALUE, got {item!r}")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        opts[key.strip().replace("-", "_")] = value
+        opts[key.strip().replace("-", "_")] = json_or_text(raw)
     return opts
 
 
@@ -191,6 +187,9 @@ def model_label(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
 
-def write_text(path: str, text: str) -> None:
-    """Write a file atomically, creating its folder (:func:`~clusterkit.io.files.write_atomic`)."""
-    write_atomic(path, text)
+def json_or_text(raw: str) -> Any:
+    """A flag's VALUE: parsed as JSON when it is JSON (numbers, booleans, lists), else the text."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw

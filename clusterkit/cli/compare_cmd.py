@@ -18,10 +18,11 @@ from concurrent.futures import ProcessPoolExecutor
 from clusterkit.analysis.compare import (compare, compare_many, default_strategies, failed_models,
                                          format_table, write_dots)
 from clusterkit.cli.common import (constraints_from_args, dims_from_args, model_label,
-                                   optimize_from_args, strategy_options, write_text)
+                                   optimize_from_args, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, rows_failures
 from clusterkit.engines import strategy_names
 from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError
+from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 
 
@@ -82,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
             for path in write_dots(res, args.dot):
                 print(f"wrote {path}")
     if args.json:
-        write_text(args.json, json.dumps(payload, indent=1) + "\n")
+        write_atomic(args.json, json.dumps(payload, indent=1) + "\n")
         print(f"wrote {args.json}")
     if failed:
         print(f"clusterkit: error: {len(failed)} of {len(payload['models'])} models failed: "

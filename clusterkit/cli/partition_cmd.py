@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
     report = _optional("clusterkit.analysis.report")
     if report is not None:
         print(report.format_placement(result))
-    hint = raw_graph_hint(args)
+    hint = raw_graph_hint(args, result.problem.properties)
     if hint:
         print(hint)
     if args.explain:

@@ -14,12 +14,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, dims_from_args, model_label,
-                                   optimize_from_args, problem_from_args, strategy_options,
-                                   write_text)
+from clusterkit.cli.common import (add_problem_args, dims_from_args, json_or_text, model_label,
+                                   optimize_from_args, problem_from_args, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
+from clusterkit.io.files import write_atomic
 from clusterkit.io.optimize import optimize_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
 from clusterkit.result import Partition
@@ -115,11 +115,7 @@ def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
         backend, dot, key = head.partition(".")
         if not sep or not dot or not backend or not key:
             raise BackendError(f"--config takes BACKEND.KEY=VALUE, got {item!r}")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        out.setdefault(backend.strip(), {})[key.strip()] = value
+        out.setdefault(backend.strip(), {})[key.strip()] = json_or_text(raw)
     return out
 
 
@@ -186,6 +182,6 @@ def main(args: argparse.Namespace) -> int:
               f"{cmp['max_abs_diff']:.3g} (rtol {args.rtol:g}, atol {args.atol:g})")
         code = 0 if cmp["outputs_match"] else 1
     if args.json:
-        write_text(args.json, json.dumps(report, indent=1) + "\n")
+        write_atomic(args.json, json.dumps(report, indent=1) + "\n")
         print(f"wrote {args.json}")
     return gate_status(metrics_failures(args, part.metrics()), code)
