@@ -4,12 +4,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 JOBS ?= 2
+# the CPU build of PyTorch for the optional clusterkit.torch tests (a bare `torch` pulls CUDA)
+TORCH ?= torch==2.13.0
 
 .PHONY: demo test bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(PY) -m pip install --quiet --disable-pip-version-check '$(TORCH)'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench,torch,dask]'
+	@command -v dot >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq graphviz; } \
+	  >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed; SVG output is unavailable"
 	touch $(STAMP)
 
 install: $(STAMP)

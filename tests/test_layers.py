@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, float]] = [
     ("clusterkit.io", 9),
     ("clusterkit.analysis", 10),
     ("clusterkit.testing", 11),
-
+    ("clusterkit.torch", 12),
     ("clusterkit.cli", 13),
     ("clusterkit.__main__", 14), ("clusterkit", 14),
 ]

@@ -17,11 +17,14 @@ import numpy as np
 from clusterkit.errors import GraphError
 from clusterkit.io.files import write_atomic
 
-__all__ = ["SyntheticDAG", "SyntheticGraphError", "random_dag", "to_node_link",
-           "save_node_link"]
+__all__ = ["SyntheticDAG", "SyntheticGraphError", "random_dag", "long_edge_dag", "to_node_link",
+           "save_node_link", "LONG_EDGE_SUPPORTED", "LONG_EDGE_UNSUPPORTED"]
 
 UNSUPPORTED = "Unsupported"
 DEFAULT_OP_TYPES = ("Conv", "Relu", "Add", "MatMul", "Mul")
+#: the 16 supported and 4 unsupported op types of :func:`long_edge_dag`
+LONG_EDGE_SUPPORTED = tuple(f"S{k}" for k in range(16))
+LONG_EDGE_UNSUPPORTED = tuple(f"U{k}" for k in range(4))
 LOCAL_WINDOW = 50  # a "local" edge goes to one of the next LOCAL_WINDOW ids
 _MAX_ROUNDS = 16
 
@@ -34,8 +37,8 @@ class SyntheticGraphError(GraphError, ValueError):
 class SyntheticDAG:
     """A DAG on nodes ``0 .. n-1`` with edges ``src[i] -> dst[i]``.
 
-    Edges are distinct, ``src < dst``, sorted by ``(src, dst)``; arrays are
-    int64 and read-only.  ``ops[i]`` is node ``i``'s op type and ``nbytes[i]``
+    Edges are distinct, sorted by ``(src, dst)``, and ``src < dst`` unless the DAG
+    was made with shuffled ids (:func:`long_edge_dag`); arrays are int64 and read-only.  ``ops[i]`` is node ``i``'s op type and ``nbytes[i]``
     the size of its single output tensor.
     """
 
@@ -94,6 +97,54 @@ def random_dag(
     for arr in (src, dst, nbytes):
         arr.setflags(write=False)
     return SyntheticDAG(n=n, src=src, dst=dst, ops=op_arr.tolist(), nbytes=nbytes)
+
+
+def long_edge_dag(n: int, seed: int = 0, *, step_p: float = 1 / 8, long_fraction: float = 0.05,
+                  unsupported_fraction: float = 0.2, shuffle: bool = True) -> SyntheticDAG:
+    """A DAG with long edges and ids in a hidden random order, like an fx graph of a real model.
+
+    In a hidden topological order each node gets ``1 + Poisson(1)`` successors: with
+    probability ``1 - long_fraction`` a ``Geometric(step_p)`` step later, otherwise uniform
+    over all later nodes (steps past the end are dropped, duplicates merged). A fraction
+    ``unsupported_fraction`` of the nodes carry one of the four ops
+    :data:`LONG_EDGE_UNSUPPORTED`, the rest one of the sixteen :data:`LONG_EDGE_SUPPORTED`.
+    With ``shuffle`` the ids are a random permutation of the hidden order. Output sizes are
+    multiples of 1 KiB from 1 KiB to 1 MiB. Same arguments, same graph.
+    """
+    if n < 0:
+        raise SyntheticGraphError(f"long_edge_dag: option n must be >= 0, got {n}")
+    if not 0.0 < step_p <= 1.0:
+        raise SyntheticGraphError(f"long_edge_dag: option step_p must be in (0, 1], got {step_p}")
+    for key, value in (("long_fraction", long_fraction),
+                       ("unsupported_fraction", unsupported_fraction)):
+        if not 0.0 <= value <= 1.0:
+            raise SyntheticGraphError(f"long_edge_dag: option {key} must be in [0, 1], got "
+                                      f"{value}")
+    rng = np.random.default_rng(seed)
+    count = 1 + rng.poisson(1.0, size=n)
+    src = np.repeat(np.arange(n, dtype=np.int64), count)
+    span = n - 1 - src
+    far = rng.random(src.size) < long_fraction
+    step = np.where(far, rng.integers(1, np.maximum(span, 1) + 1, dtype=np.int64),
+                    rng.geometric(step_p, size=src.size).astype(np.int64))
+    keep = step <= span
+    src, dst = src[keep], src[keep] + step[keep]
+    is_unsupported = rng.random(n) < unsupported_fraction
+    ops = np.where(is_unsupported,
+                   np.asarray(LONG_EDGE_UNSUPPORTED, dtype=object)[rng.integers(0, 4, size=n)],
+                   np.asarray(LONG_EDGE_SUPPORTED, dtype=object)[rng.integers(0, 16, size=n)])
+    nbytes = rng.integers(1, 1025, size=n, dtype=np.int64) * 1024
+    if shuffle:
+        ids = rng.permutation(n).astype(np.int64)  # hidden position -> id
+        src, dst = ids[src], ids[dst]
+        order = np.empty(n, dtype=np.int64)
+        order[ids] = np.arange(n, dtype=np.int64)  # id -> hidden position
+        ops, nbytes = ops[order], nbytes[order]
+    keys = np.unique(src * max(n, 1) + dst)
+    src, dst = np.divmod(keys, max(n, 1))
+    for arr in (src, dst, nbytes):
+        arr.setflags(write=False)
+    return SyntheticDAG(n=n, src=src, dst=dst, ops=list(ops), nbytes=nbytes)
 
 
 def _edge_keys(

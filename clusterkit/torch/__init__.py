@@ -1,0 +1,1 @@
+"""PyTorch graphs (optional extra ``clusterkit[torch]``): placeholder, filled by the torch work."""
