@@ -8,7 +8,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from clusterkit.testing.synthetic import SyntheticDAG, random_dag, save_node_link, to_node_link
+from clusterkit.testing.synthetic import (LONG_EDGE_SUPPORTED, LONG_EDGE_UNSUPPORTED,
+                                          SyntheticDAG, SyntheticGraphError, long_edge_dag,
+                                          random_dag, save_node_link, to_node_link)
 
 
 def test_same_seed_same_graph_other_seed_other_graph():
@@ -95,3 +97,57 @@ def test_node_link_round_trip(tmp_path):
     assert loaded == data
     g2 = nx.node_link_graph(loaded, edges="edges")
     assert nx.utils.graphs_equal(g, g2)
+
+
+# --- long_edge_dag: the hidden-order, long-edge kind ---------------------------------------
+
+
+def test_long_edge_dag_is_deterministic_and_seeded():
+    a, b, c = long_edge_dag(500, seed=3), long_edge_dag(500, seed=3), long_edge_dag(500, seed=4)
+    assert np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst) and a.ops == b.ops
+    assert not (np.array_equal(a.src, c.src) and np.array_equal(a.dst, c.dst))
+
+
+def test_long_edge_dag_is_acyclic_with_hidden_order():
+    dag = long_edge_dag(2000, seed=1)
+    g = nx.DiGraph(list(zip(dag.src.tolist(), dag.dst.tolist())))
+    assert nx.is_directed_acyclic_graph(g)
+    keys = dag.src * dag.n + dag.dst
+    assert np.all(np.diff(keys) > 0)  # distinct and sorted
+    backward = float(np.mean(dag.src > dag.dst))
+    assert 0.3 < backward < 0.7  # ids are shuffled: about half the edges point "backwards"
+    plain = long_edge_dag(2000, seed=1, shuffle=False)
+    assert np.all(plain.src < plain.dst)
+
+
+def test_long_edge_dag_degrees_steps_and_ops():
+    n = 20000
+    dag = long_edge_dag(n, seed=2, shuffle=False)
+    out = np.bincount(dag.src, minlength=n)
+    # 1 + Poisson(1) successors, minus the few merged or falling off the end
+    assert 1.8 < out[: n - 100].mean() <= 2.0
+    step = dag.dst - dag.src
+    assert 0.85 < float(np.mean(step <= 40)) < 0.98  # Geometric(1/8) steps stay short
+    assert float(np.mean(step > n // 10)) > 0.02  # the 5% long edges span the graph
+    ops = np.asarray(dag.ops)
+    unsupported = np.isin(ops, LONG_EDGE_UNSUPPORTED)
+    assert abs(unsupported.mean() - 0.2) < 0.02
+    assert set(ops[~unsupported]) == set(LONG_EDGE_SUPPORTED)
+    assert set(ops[unsupported]) == set(LONG_EDGE_UNSUPPORTED)
+
+
+def test_long_edge_dag_shuffle_keeps_the_graph():
+    plain, shuffled = long_edge_dag(300, seed=5, shuffle=False), long_edge_dag(300, seed=5)
+    a = nx.DiGraph(list(zip(plain.src.tolist(), plain.dst.tolist())))
+    b = nx.DiGraph(list(zip(shuffled.src.tolist(), shuffled.dst.tolist())))
+    assert sorted(d for _, d in a.out_degree()) == sorted(d for _, d in b.out_degree())
+    assert sorted(plain.ops) == sorted(shuffled.ops)
+    assert sorted(plain.nbytes.tolist()) == sorted(shuffled.nbytes.tolist())
+
+
+@pytest.mark.parametrize("kwargs", [{"n": -1}, {"n": 5, "step_p": 0.0},
+                                    {"n": 5, "long_fraction": 1.5},
+                                    {"n": 5, "unsupported_fraction": -0.1}])
+def test_long_edge_dag_bad_arguments(kwargs):
+    with pytest.raises(SyntheticGraphError):
+        long_edge_dag(**kwargs)
