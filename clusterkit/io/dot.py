@@ -169,12 +169,16 @@ def dot_to_svg(text: str, *, engine: str = "dot") -> str:
     import graphviz
 
     try:
-        return graphviz.Source(text, engine=engine).pipe(format="svg", encoding="utf-8")
+        return graphviz.Source(text, engine=engine).pipe(format="svg", encoding="utf-8",
+                                                         quiet=True)
     except graphviz.ExecutableNotFound as exc:
         raise RenderError("cannot draw SVG: Graphviz's dot program is not installed (Debian "
                           "and Ubuntu: apt-get install graphviz)") from exc
     except graphviz.CalledProcessError as exc:
-        said = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        said = exc.stderr or ""
+        if isinstance(said, bytes):
+            said = said.decode("utf-8", "replace")
+        said = said.strip().splitlines()
         raise RenderError(f"cannot draw SVG: Graphviz's {engine} failed"
                           + (f": {said[-1]}" if said else f" with status {exc.returncode}")
                           ) from exc
