@@ -21,7 +21,7 @@ from clusterkit.analysis.compare import Comparison, row_errors, table_cells
 from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, device_rows,
                                         fallback_rows, folded_line, get_placement, reasons_line)
 from clusterkit.errors import RenderError
-from clusterkit.io.dot import dot_to_svg, partition_dot
+from clusterkit.io.dot import device_colors, dot_to_svg, partition_dot
 from clusterkit.result import Partition
 
 #: the ``id`` of every section the page always has, in page order
@@ -37,6 +37,8 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 .picture { overflow: auto; max-height: 80vh; border: 1px solid #ddd; padding: 0.5em; }
 .note { color: #7a4b00; } pre { background: #f7f7f7; padding: 0.5em; overflow: auto; }
 code { font-size: 0.95em; }
+.swatch { display: inline-block; width: 1em; height: 1em; margin: 0 0.3em 0 1em;
+          border: 1px solid #888; vertical-align: middle; }
 """
 
 
@@ -84,8 +86,8 @@ def report_page(partition: Partition, *, model: str, comparison: Comparison | No
     when given."""
     picture = draw_partition(partition) if picture is None else picture
     rep = get_placement(partition)
-    parts = [_summary(partition, model, rep), _compare(comparison), _picture(picture),
-             _fallback(rep)]
+    parts = [_summary(partition, model, rep), _compare(comparison),
+             _picture(picture, device_colors(partition)), _fallback(rep)]
     if splits is not None:
         parts.append(_splits(splits))
     title = f"clusterkit report: {model}"
@@ -153,9 +155,12 @@ def _compare(comparison: Comparison | None) -> str:
         else "")
 
 
-def _picture(picture: Picture) -> str:
+def _picture(picture: Picture, colors: Mapping[str, str]) -> str:
     if picture.svg is not None:
-        return _section("partition", "Partition", f'<div class="picture">{picture.svg}</div>')
+        legend = " ".join(f'<span class="swatch" style="background:{_e(color)}"></span>'
+                          f"{_e(dev)}" for dev, color in colors.items())
+        return _section("partition", "Partition", f'<p id="legend">{legend}</p>',
+                        f'<div class="picture">{picture.svg}</div>')
     return _section("partition", "Partition", f'<p class="note">{_e(picture.note)}</p>',
                     f"<pre>{_e(picture.dot)}</pre>")
 
