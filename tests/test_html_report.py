@@ -245,3 +245,16 @@ def test_a_headless_browser_draws_the_page(tmp_path, squeeze):
     assert done.returncode == 0, done.stderr[-2000:]
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000     # not a blank page
+
+
+def test_options_reach_the_strategies_that_take_them(tmp_path, capsys):
+    # --time-limit is cpsat's (compared), not auto's (the report's strategy): no error
+    page, _ = _report(tmp_path, SQUEEZE, "--selector", SELECTOR, "--strategies", "cpsat",
+                      "--time-limit", "30")
+    assert [r["strategy"] for r in page.rows("compare-table")] == ["cpsat"]
+    assert page.rows("compare-table")[0]["status"] == "OPTIMAL"
+    # an option no strategy of the report takes is refused by name, and nothing is written
+    out = tmp_path / "bad.html"
+    assert cli_main(["report", SQUEEZE, "--selector", SELECTOR, "--strategies", "cycles",
+                     "--option", "bogus=1", "-o", str(out)]) == 2
+    assert "no option 'bogus'" in capsys.readouterr().err and not out.exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
 from clusterkit.analysis.compare import compare, default_strategies
 from clusterkit.analysis.explain import explain
@@ -42,16 +43,17 @@ def main(args: argparse.Namespace) -> int:
     strategies = _strategies(args.strategies)
     problem = problem_from_args(args)
     shared = strategy_options(args)
+    compared = {s: options_for(s, shared) for s in strategies}
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
-                          coalesce_after=args.coalesce, **shared)
+                          coalesce_after=args.coalesce,
+                          **_main_options(args.strategy, shared, compared))
     print(result.summary())
     name = model_label(args.model)
     comparison = None
     if strategies:
         log.info("comparing %s", ", ".join(strategies))
         comparison = compare(problem.graph, args.selector, strategies,
-                             constraints_from_args(args), args.fallback,
-                             {s: options_for(s, shared) for s in strategies}, name=name,
+                             constraints_from_args(args), args.fallback, compared, name=name,
                              coalesce_after=args.coalesce)
     picture = draw_partition(result, args.svg_max_nodes)
     if picture.note:
@@ -61,6 +63,16 @@ def main(args: argparse.Namespace) -> int:
     write_atomic(args.output, page)
     log.info("wrote %s", args.output)
     return gate_status(metrics_failures(args, result.metrics()))
+
+
+def _main_options(strategy: str, shared: dict[str, Any],
+                  compared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The options for the report's own strategy: those it takes, and those no strategy of the
+    report takes (so that the strategy refuses them by name), but not the ones meant for a
+    compared strategy only (``--time-limit`` for cpsat while the report's strategy is auto)."""
+    takes = options_for(strategy, shared)
+    elsewhere = {k for opts in compared.values() for k in opts}
+    return {k: v for k, v in shared.items() if k in takes or k not in elsewhere}
 
 
 def _strategies(text: str | None) -> list[str]:
