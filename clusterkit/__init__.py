@@ -6,7 +6,7 @@ from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Probl
 from clusterkit.engines import get_strategy, register_strategy, strategy_names
 from clusterkit.errors import (BackendError, ClusterkitError, ConstraintError, CycleError,
                                ExecutionError, GraphError, ModelLoadError, PartitionError,
-                               SelectorError, StrategyError, WriteError)
+                               RenderError, SelectorError, StrategyError, WriteError)
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.graph.subgraph import Subgraph, SubgraphNode
 from clusterkit.io.loader import load_graph
@@ -25,7 +25,7 @@ __all__ = [
     "BackendError", "Cluster", "ClusterkitError", "ConstraintError", "Constraints",
     "ContainOpSelector", "CycleError", "DEFAULT_VALUE_INPUTS", "ExecutionError", "Graph",
     "GraphError", "ModelLoadError", "Node", "OpsProperty", "Partition", "PartitionError",
-    "Problem", "SelectorError", "StrategyError", "Subgraph", "SubgraphNode", "SubgraphProperty",
+    "Problem", "RenderError", "SelectorError", "StrategyError", "Subgraph", "SubgraphNode", "SubgraphProperty",
     "SubgraphSelector", "Tensor", "cut_bytes", "from_networkx", "get_property", "get_strategy",
     "graph_from_node_link", "load_graph", "load_node_link", "load_onnx", "make_problem",
     "parse_selector", "parse_selectors", "partition", "register_property", "register_strategy",

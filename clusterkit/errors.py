@@ -17,6 +17,7 @@ class                  builtin           why
 ``StrategyError``      ``ValueError``    an unknown strategy name or a bad strategy option
 ``BackendError``       ``RuntimeError``  a backend failed to query, compile or run
 ``ExecutionError``     ``RuntimeError``  running a graph or a worker process failed
+``RenderError``        ``RuntimeError``  a picture could not be drawn (Graphviz missing or failing)
 =====================  ================  =========================================================
 """
 
@@ -69,3 +70,7 @@ class BackendError(ClusterkitError, RuntimeError):
 
 class ExecutionError(ClusterkitError, RuntimeError):
     """Running a (fused) graph, or a task in a worker process, failed."""
+
+
+class RenderError(ClusterkitError, RuntimeError):
+    """A picture could not be drawn: Graphviz's ``dot`` is missing or failed on the graph."""

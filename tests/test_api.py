@@ -22,7 +22,8 @@ BUILTIN = {"ModelLoadError": ValueError, "WriteError": OSError, "GraphError": Va
            "CycleError": ValueError,
            "SelectorError": ValueError, "ConstraintError": ValueError,
            "PartitionError": ValueError, "StrategyError": ValueError,
-           "BackendError": RuntimeError, "ExecutionError": RuntimeError}
+           "BackendError": RuntimeError, "ExecutionError": RuntimeError,
+           "RenderError": RuntimeError}
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))

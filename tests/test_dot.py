@@ -1,20 +1,25 @@
 """DOT output (clusterkit.io.dot), read back by a small DOT reader written here: every node once,
 every edge once, each accelerator cluster a box holding exactly its nodes, one colour per device
-in every picture, names with quotes and backslashes intact."""
+in every picture, names with quotes and backslashes intact; the SVG Graphviz draws from it, read
+back as XML."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from xml.etree import ElementTree
 
 import networkx as nx
 import pydot
 import pytest
 
 import clusterkit as ck
-from clusterkit.io.dot import (affinity_dot, dot_quote, dump_dot, graph_dot, partition_dot,
-                               subgraphs_dot)
+from clusterkit.cli import main as cli_main
+from clusterkit.errors import RenderError
+from clusterkit.io.dot import (affinity_dot, dot_quote, dot_to_svg, dump_dot, graph_dot,
+                               partition_dot, partition_svg, subgraphs_dot)
 
 NODE = re.compile(r'n(\d+) \[label="((?:[^"\\]|\\.)*)"(?:, fillcolor="([^"]*)")?', re.S)
 EDGE = re.compile(r"n(\d+) -> n(\d+)( \[style=bold\])?")
@@ -208,3 +213,61 @@ def _all_nodes(graph) -> list:
     for sub in graph.get_subgraphs():
         nodes += _all_nodes(sub)
     return [n for n in nodes if n.get_name() not in ("node", "edge", "graph")]
+
+
+# ---------------------------------------------------------------------- SVG through Graphviz
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is missing")
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _groups(root, kind: str) -> dict[str, object]:
+    """The ``<g class=kind>`` elements of an SVG tree by their ``<title>`` (the DOT id)."""
+    return {g.find(f"{SVG}title").text: g for g in root.iter(f"{SVG}g") if g.get("class") == kind}
+
+
+@needs_dot
+def test_partition_svg_is_xml_with_one_group_per_node_and_cluster(part):
+    root = ElementTree.fromstring(partition_svg(part))
+    assert root.tag == f"{SVG}svg"
+    nodes = _groups(root, "node")
+    assert set(nodes) == {f"n{v}" for v in range(part.graph.n)}
+    boxes = _groups(root, "cluster")
+    assert set(boxes) == {f"cluster_{c.id}" for c in part.clusters if c.device != "cpu"}
+    edges = _groups(root, "edge")
+    names = {nd.name: v for v, nd in enumerate(part.graph.nodes)}
+    assert set(edges) == {f"n{names[u]}->n{names[v]}" for u, v in _graph().edges}
+    for v, g in nodes.items():       # each label, quotes and backslashes intact
+        nd = part.graph.nodes[int(v[1:])]
+        assert [t.text for t in g.iter(f"{SVG}text")] == [nd.op_type, nd.name]
+
+
+@needs_dot
+def test_cli_partition_svg_writes_the_picture(part, tmp_path):
+    model = tmp_path / f"{part.graph.name}.json"       # the graph's name is the file's
+    model.write_text(json.dumps(nx.node_link_data(_graph(), edges="edges")))
+    out = tmp_path / "p.svg"
+    assert cli_main(["partition", str(model), "--strategy", "singleton", "--selector",
+                     "npu=ops:Conv,Relu,Add", "--selector", "gpu=ops:MatMul,Relu",
+                     "--svg", str(out)]) == 0
+    assert out.read_text() == partition_svg(part)
+
+
+def test_missing_graphviz_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    model = tmp_path / "g.json"
+    model.write_text(json.dumps(nx.node_link_data(_graph(), edges="edges")))
+    monkeypatch.setenv("PATH", str(tmp_path))          # no dot program to be found
+    with pytest.raises(RenderError, match="dot program is not installed"):
+        dot_to_svg("digraph { a -> b }")
+    capsys.readouterr()
+    assert cli_main(["partition", str(model), "--selector", "ops:Conv", "--json",
+                     str(tmp_path / "p.json"), "--svg", str(tmp_path / "p.svg")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("clusterkit: error: cannot draw SVG: Graphviz's dot program is not "
+                   "installed (Debian and Ubuntu: apt-get install graphviz)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json"]   # all outputs or none
+
+
+@needs_dot
+def test_a_graphviz_failure_is_a_render_error():
+    with pytest.raises(RenderError, match="failed"):
+        dot_to_svg("digraph { a -> }")

@@ -28,7 +28,7 @@ def _partition(tmp_path, capsys, *flags, selectors=("coreml",)):
     out = tmp_path / "p.json"
     if out.exists():
         out.unlink()
-    argv = ["partition", RESNET50, "--json", str(out)]
+    argv = ["-q", "partition", RESNET50, "--json", str(out)]   # -q: only the gates' lines
     for s in selectors:
         argv += ["--selector", s]
     code = cli_main(argv + list(flags))
@@ -79,8 +79,8 @@ def test_bad_gate_values_are_errors(flag, value, capsys):
 
 def test_compare_gates_name_the_failing_rows(tmp_path, capsys):
     out = tmp_path / "c.json"
-    argv = ["compare", RESNET50, "--selector", "coreml", "--strategies", "cycles,singleton",
-            "--json", str(out)]
+    argv = ["-q", "compare", RESNET50, "--selector", "coreml", "--strategies",
+            "cycles,singleton", "--json", str(out)]
     assert cli_main(argv + ["--min-offload", "0.9"]) == 0
     assert capsys.readouterr().err == ""
     out.unlink()

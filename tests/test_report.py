@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 
 import networkx as nx
 import pytest
@@ -172,10 +173,26 @@ def test_cli_prints_generic_placement_for_other_strategies(tmp_path, capsys):
     assert cli_main(["partition", str(model), "--strategy", "singleton", "--selector",
                      "acc=ops:A", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "placement:" in text and "acc: 4 nodes in 4 clusters" in text
-    assert "op not supported" in text
     doc = json.loads(out.read_text())
     assert doc["placement"]["fallen_back"]    # every strategy writes its placement block
+    lines = text.splitlines()
+    at = lines.index("placement:")
+    # plain columns (stdout is not a terminal): the header, then one row per device
+    assert re.split(r"\s{2,}", lines[at + 1]) == ["device", "nodes", "folded", "clusters",
+                                                   "op types"]
+    rows = {r[0]: r for r in (re.split(r"\s{2,}", line.strip()) for line in lines[at + 2:at + 4])}
+    acc = [len(c["nodes"]) for c in doc["clusters"] if c["device"] == "acc"]
+    assert rows["acc"] == ["acc", str(sum(acc)), "0", str(len(acc)), f"A {sum(acc)}"]
+    assert rows["cpu (fallback)"][:2] == ["cpu (fallback)", "3"]
+    fell = {e["node"]: e for e in doc["placement"]["fallen_back"]}
+    assert f"fell back: {len(fell)} nodes" in text
+    at = lines.index(next(line for line in lines if line.startswith("node ")))
+    shown = [re.split(r"\s{2,}", line.strip(), maxsplit=4) for line in lines[at + 1:]]
+    assert {r[0] for r in shown} == set(fell)
+    for name, op, index, reason, detail in shown:
+        e = fell[name]
+        assert [op, int(index), reason, detail] == [e["op"], e["index"], e["reason"], e["detail"]]
+    assert "\x1b" not in text
 
 
 _GRAPHS: dict = {}

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence, Union
@@ -25,8 +23,8 @@ from clusterkit.api import make_problem, run_strategy, selector_label
 from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
 from clusterkit.engines import strategy_names
-from clusterkit.errors import ClusterkitError
-from clusterkit.io.dot import partition_dot
+from clusterkit.errors import ClusterkitError, RenderError
+from clusterkit.io.dot import dot_to_svg, partition_dot
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.result import Partition
@@ -290,21 +288,42 @@ COLUMNS = [("strategy", "strategy"), ("partitions", "partitions"), ("largest", "
            ("status", "status")]
 
 
-def format_table(result: dict[str, Any] | Comparison) -> str:
-    """A fixed-width text table of one model's rows."""
+#: the columns of :func:`table_cells` that hold numbers
+NUMERIC_COLUMNS = frozenset(c for c, key in COLUMNS if key not in ("strategy", "status"))
+
+
+def table_cells(result: dict[str, Any] | Comparison) -> tuple[list[str], list[list[str]]]:
+    """The header and the formatted cells of one model's rows (``-`` for the figures of a row
+    that failed)."""
     data = result.to_json() if isinstance(result, Comparison) else result
     header = [c for c, _ in COLUMNS]
-    lines = [[_fmt(key, row.get(key)) if row.get("error") is None or key in ("strategy",
+    cells = [[_fmt(key, row.get(key)) if row.get("error") is None or key in ("strategy",
                                                                               "status")
               else "-" for _, key in COLUMNS] for row in data["rows"]]
+    return header, cells
+
+
+def table_title(result: dict[str, Any] | Comparison) -> str:
+    """``model (N nodes) — selector SPEC``: the line above a model's table."""
+    data = result.to_json() if isinstance(result, Comparison) else result
+    return f"{data['model']} ({data['nodes']} nodes) — selector {data['selector']}"
+
+
+def row_errors(result: dict[str, Any] | Comparison) -> list[str]:
+    """``strategy: error: message`` for every row that failed."""
+    data = result.to_json() if isinstance(result, Comparison) else result
+    return [f"{row['strategy']}: error: {row['error']}" for row in data["rows"]
+            if row.get("error")]
+
+
+def format_table(result: dict[str, Any] | Comparison) -> str:
+    """A fixed-width text table of one model's rows."""
+    header, lines = table_cells(result)
     widths = [max(len(h), *(len(r[i]) for r in lines)) if lines else len(h)
               for i, h in enumerate(header)]
-    out = [f"{data['model']} ({data['nodes']} nodes) — selector {data['selector']}",
-           "  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    out = [table_title(result), "  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in lines]
-    for row in data["rows"]:
-        if row.get("error"):
-            out.append(f"  {row['strategy']}: error: {row['error']}")
+    out += ["  " + line for line in row_errors(result)]
     return "\n".join(out)
 
 
@@ -326,15 +345,15 @@ def write_dots(result: Comparison, folder: str) -> list[str]:
     """One DOT picture per strategy (and SVG when Graphviz's ``dot`` is installed)."""
     os.makedirs(folder, exist_ok=True)
     written = []
-    dot_bin = shutil.which("dot")
     for strategy, part in result.partitions.items():
         path = os.path.join(folder, f"{result.model}_{strategy}.dot")
-        write_atomic(path, partition_dot(part))
+        text = partition_dot(part)
+        write_atomic(path, text)
         written.append(path)
-        if dot_bin:
-            svg = path[:-4] + ".svg"
-            done = subprocess.run([dot_bin, "-Tsvg", path, "-o", svg], capture_output=True,
-                                  timeout=300)
-            if done.returncode == 0:
-                written.append(svg)
+        try:
+            svg = dot_to_svg(text)
+        except RenderError:  # no Graphviz, or it failed on this picture: the DOT is there
+            continue
+        write_atomic(path[:-4] + ".svg", svg)
+        written.append(path[:-4] + ".svg")
     return written

@@ -6,12 +6,14 @@ fallback reasons (``Partition.fallback_reasons``) store it in ``info["placement"
 other partition it infers the reasons from the compiled
 :class:`~clusterkit.constraints.core.Problem`. :func:`get_placement` returns the stored report,
 refreshed if the clusters changed since (coalescing), or the generic one;
-:func:`format_placement` prints it.
+:func:`format_placement` prints it; :func:`device_rows`, :func:`fallback_rows` and
+:func:`reasons_line` give the same report as table rows (the command line's tables, the HTML
+report).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from clusterkit.reasons import current_placement
 from clusterkit.result import Partition
@@ -38,34 +40,84 @@ def format_placement(partition: Partition, max_nodes: int = 10) -> str:
         folded = f" ({e['folded']} folded)" if e.get("folded") else ""
         lines.append(f"  {dev}{tag}: {e['nodes']} nodes{folded} in {e['clusters']} clusters"
                      + (f" — {_ops(e['op_types'])}" if e["op_types"] else ""))
-    if rep.get("folded"):
-        lines.append(f"  folded: {rep['folded']} nodes (constants and static shape values "
-                     "onnxruntime computes before placement; never fallbacks)")
+    folded = folded_line(rep)
+    if folded:
+        lines.append("  " + folded)
+    lines.append("  " + reasons_line(rep))
     if rep["fallen_back"]:
-        parts = [f"{k} {n}" for k, n in rep["reasons"].items()]
-        lines.append(f"  fell back: {len(rep['fallen_back'])} nodes — " + ", ".join(parts))
-        by_reason: dict[str, list[dict]] = {}
-        for e in rep["fallen_back"]:
-            by_reason.setdefault(e["reason"], []).append(e)
-        per = max(1, max_nodes // max(1, len(by_reason)))
-        shown = 0
-        for cat, entries in by_reason.items():
+        shown = shown_fallbacks(rep, max_nodes)
+        for cat, entries in shown.items():
             ops = rep["reasons_by_op"].get(cat)
-            lines.append(f"    {cat}: {_ops(ops) if ops else len(entries)}")
-            for e in entries[:per]:
+            total = sum(1 for e in rep["fallen_back"] if e["reason"] == cat)
+            lines.append(f"    {cat}: {_ops(ops) if ops else total}")
+            for e in entries:
                 lines.append(f"      node {e['node']!r} ({e['op']}, #{e['index']}): "
                              f"{e['detail']}")
-                shown += 1
-        more = len(rep["fallen_back"]) - shown
+        more = len(rep["fallen_back"]) - sum(len(v) for v in shown.values())
         if more > 0:
             lines.append(f"    ... {more} more nodes in the JSON's placement.fallen_back")
-    else:
-        lines.append("  fell back: none")
     return "\n".join(lines)
 
 
-def _ops(counts: Mapping[str, int], limit: int = 8) -> str:
+def reasons_line(rep: Mapping[str, Any]) -> str:
+    """``fell back: 5 nodes — op not supported 1, constraint 4`` (or ``fell back: none``) for a
+    placement report (:func:`get_placement`)."""
+    if not rep["fallen_back"]:
+        return "fell back: none"
+    parts = [f"{k} {n}" for k, n in rep["reasons"].items()]
+    return f"fell back: {len(rep['fallen_back'])} nodes — " + ", ".join(parts)
+
+
+def folded_line(rep: Mapping[str, Any]) -> str | None:
+    """The line on folded nodes of a placement report, or None when none is folded."""
+    if not rep.get("folded"):
+        return None
+    return (f"folded: {rep['folded']} nodes (constants and static shape values onnxruntime "
+            "computes before placement; never fallbacks)")
+
+
+def shown_fallbacks(rep: Mapping[str, Any], max_nodes: int | None = 10
+                    ) -> dict[str, list[dict[str, Any]]]:
+    """The fallen-back entries to show, per reason category in the report's order: an equal
+    share of ``max_nodes`` for every category (at least one each; None: all of them)."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for e in rep["fallen_back"]:
+        by_reason.setdefault(e["reason"], []).append(e)
+    if max_nodes is None:
+        return by_reason
+    per = max(1, max_nodes // max(1, len(by_reason)))
+    return {cat: entries[:per] for cat, entries in by_reason.items()}
+
+
+#: the columns of :func:`device_rows` and :func:`fallback_rows` (True: a number)
+DEVICE_COLUMNS = [("device", False), ("nodes", True), ("folded", True), ("clusters", True),
+                  ("op types", False)]
+FALLBACK_COLUMNS = [("node", False), ("op", False), ("#", True), ("reason", False),
+                    ("detail", False)]
+
+
+def device_rows(rep: Mapping[str, Any], max_ops: int | None = 8) -> list[list[str]]:
+    """One row per device of a placement report: name (``cpu (fallback)``), nodes, folded
+    nodes, clusters, op types with counts (the first ``max_ops``; None: all)."""
+    rows = []
+    for dev, e in rep["devices"].items():
+        tag = " (fallback)" if e.get("fallback") else ""
+        ops = _ops(e["op_types"], max_ops) if e["op_types"] else ""
+        rows.append([f"{dev}{tag}", str(e["nodes"]), str(e.get("folded", 0)),
+                     str(e["clusters"]), ops])
+    return rows
+
+
+def fallback_rows(entries: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """One row per fallen-back entry (of a report's ``fallen_back``): node, op, index, reason,
+    detail."""
+    return [[str(e["node"]), str(e["op"]), str(e["index"]), str(e["reason"]), str(e["detail"])]
+            for e in entries]
+
+
+def _ops(counts: Mapping[str, int], limit: int | None = 8) -> str:
     items = list(counts.items())
+    limit = len(items) if limit is None else limit
     text = ", ".join(f"{op} {k}" for op, k in items[:limit])
     if len(items) > limit:
         text += f", +{len(items) - limit} more op types"

@@ -1,5 +1,6 @@
 """The ``clusterkit`` command line. Each subcommand lives in its own module with
-``add_parser(subparsers)`` and ``main(args) -> int``."""
+``add_parser(subparsers)`` and ``main(args) -> int``; ``-v``/``-q`` (before or after the
+subcommand) set the level of the messages on stderr (:mod:`clusterkit.cli.logs`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import importlib
 import os
 import sys
 
+from clusterkit.cli.logs import add_verbosity_args, configure_logging, verbosity
 from clusterkit.errors import ClusterkitError
 
-COMMANDS = ["partition", "run", "export", "compare", "selectors"]
+COMMANDS = ["partition", "run", "export", "compare", "report", "selectors"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="clusterkit", description="Cluster the operator graph "
                                      "of a neural network into subgraphs an accelerator can run.")
+    add_verbosity_args(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -26,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         p = module.add_parser(sub)
+        add_verbosity_args(p, suffix="_sub")
         p.set_defaults(_main=module.main)
     return parser
 
@@ -34,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script and of ``python -m clusterkit``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging(verbosity(args))
     try:
         return int(args._main(args) or 0)
     except ClusterkitError as exc:

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import logging
 import os
+import time
 from typing import Any, Iterable
 
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
+from clusterkit.engines import get_strategy
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
 from clusterkit.io.loader import load_graph
 from clusterkit.io.optimize import OPTIMIZE_LEVELS
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
+
+log = logging.getLogger(__name__)
 
 #: shipped selectors that model an onnxruntime execution provider (which sees the optimized graph)
 ORT_EP_SELECTORS = frozenset({"nnapi", "coreml", "xnnpack", "qnn", "dnnl", "tensorrt",
@@ -157,8 +163,11 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     """Load the model and compile the constraints with the selectors."""
     if not args.selector:
         raise ConstraintError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
+    start = time.perf_counter()
     graph = load_graph(args.model, dims=dims_from_args(args),
                        optimize=optimize_from_args(args))
+    log.debug("read %s: %d nodes, %d edges in %.3f s", args.model, graph.n, graph.num_edges,
+              time.perf_counter() - start)
     props = parse_selectors(args.selector)
     return constraints_from_args(args).compile(graph, props, fallback=args.fallback)
 
@@ -180,6 +189,16 @@ def strategy_options(args: argparse.Namespace) -> dict[str, Any]:
             raise StrategyError(f"--option takes KEY=VALUE, got {item!r}")
         opts[key.strip().replace("-", "_")] = json_or_text(raw)
     return opts
+
+
+def options_for(strategy: str, shared: dict[str, Any]) -> dict[str, Any]:
+    """The options of ``shared`` (:func:`strategy_options`) that ``strategy`` takes (cpsat:
+    objective, time limit, ...; hetero: affinity), so that one set of flags serves several
+    strategies."""
+    params = inspect.signature(get_strategy(strategy)).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return dict(shared)
+    return {k: v for k, v in shared.items() if k in params}
 
 
 def model_label(path: str) -> str:

@@ -11,19 +11,24 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import logging
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from clusterkit.analysis.compare import (compare, compare_many, default_strategies, failed_models,
-                                         format_table, write_dots)
+from clusterkit.analysis.compare import (NUMERIC_COLUMNS, compare, compare_many,
+                                         default_strategies, failed_models, row_errors,
+                                         table_cells, table_title, write_dots)
 from clusterkit.cli.common import (constraints_from_args, dims_from_args, model_label,
-                                   optimize_from_args, strategy_options)
+                                   optimize_from_args, options_for, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, rows_failures
+from clusterkit.cli.tables import print_table
 from clusterkit.engines import strategy_names
 from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -63,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
             raise StrategyError(f"unknown strategy {s!r} (known: {', '.join(known)})")
     cons = constraints_from_args(args)
     shared = strategy_options(args)
-    options = {s: _options_for(s, shared) for s in strategies}
+    options = {s: options_for(s, shared) for s in strategies}
     failed: list[str] = []
     dims = dims_from_args(args)
     level = optimize_from_args(args)
@@ -77,14 +82,14 @@ def main(args: argparse.Namespace) -> int:
                  else args.model)
         res = compare(model, args.selector, strategies, cons, args.fallback, options,
                       name=model_label(args.model), coalesce_after=args.coalesce)
-        print(format_table(res))
+        print_comparison(res)
         payload = res.to_json()
         if args.dot:
             for path in write_dots(res, args.dot):
-                print(f"wrote {path}")
+                log.info("wrote %s", path)
     if args.json:
         write_atomic(args.json, json.dumps(payload, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        log.info("wrote %s", args.json)
     if failed:
         print(f"clusterkit: error: {len(failed)} of {len(payload['models'])} models failed: "
               f"{', '.join(failed)}", file=sys.stderr)
@@ -111,21 +116,17 @@ def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict,
         results = compare_many(paths, args.selector, strategies, cons, args.fallback, options,
                                **common)
     for res in results:
-        print(format_table(res))
+        print_comparison(res)
         print()
     if args.jsonl:
-        print(f"wrote {args.jsonl}")
+        log.info("wrote %s", args.jsonl)
     return {"models": results}, failed_models(results)
 
 
-def _options_for(strategy: str, shared: dict) -> dict:
-    """Pass each flag only to the strategies that take it (cpsat: objective/time limit/...;
-    hetero: affinity)."""
-    import inspect
-
-    from clusterkit.engines import get_strategy
-
-    params = inspect.signature(get_strategy(strategy)).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return dict(shared)
-    return {k: v for k, v in shared.items() if k in params}
+def print_comparison(result) -> None:
+    """One model's comparison (a :class:`Comparison` or its JSON form) as a table, then one
+    line per strategy that failed."""
+    header, cells = table_cells(result)
+    print_table([(h, h in NUMERIC_COLUMNS) for h in header], cells, title=table_title(result))
+    for line in row_errors(result):
+        print("  " + line)

@@ -1,20 +1,29 @@
-"""``clusterkit partition MODEL --strategy NAME --selector SPEC ... [--json FILE] [--dot FILE]``"""
+"""``clusterkit partition MODEL --strategy NAME --selector SPEC ... [--json FILE] [--dot FILE]
+[--svg FILE]``"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 
+from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, device_rows,
+                                        fallback_rows, folded_line, get_placement, reasons_line,
+                                        shown_fallbacks)
 from clusterkit.api import run_strategy
 from clusterkit.cli.common import (add_problem_args, model_label, optimize_from_args,
                                    problem_from_args, raw_graph_hint, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
+from clusterkit.cli.tables import print_table
 from clusterkit.fusion import source_model
-from clusterkit.io.dot import dump_files, partition_dot
+from clusterkit.io.dot import dump_files, partition_dot, partition_svg
 from clusterkit.io.export import model_bytes, save_model
 from clusterkit.io.files import write_all
 from clusterkit.io.partition_json import optimized_model_path, partition_json_text
+from clusterkit.result import Partition
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -22,6 +31,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_problem_args(p)
     p.add_argument("--json", metavar="FILE", help="write the partition JSON here")
     p.add_argument("--dot", metavar="FILE", help="write a DOT picture of the clusters here")
+    p.add_argument("--svg", metavar="FILE",
+                   help="write the picture of the clusters as SVG here (needs Graphviz's dot)")
     p.add_argument("--dump-dot", metavar="DIR",
                    help="write <model>_affinity.dot and <model>_subgraphs.dot here")
     p.add_argument("--explain", action="store_true",
@@ -34,11 +45,11 @@ def main(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                           coalesce_after=args.coalesce, **strategy_options(args))
+    log.debug("strategy %s: %d clusters in %.3f s", result.strategy, len(result.clusters),
+              result.seconds)
     name = model_label(args.model)
     print(result.summary())
-    report = _optional("clusterkit.analysis.report")
-    if report is not None:
-        print(report.format_placement(result))
+    print_placement(result)
     hint = raw_graph_hint(args, result.problem.properties)
     if hint:
         print(hint)
@@ -53,12 +64,31 @@ def main(args: argparse.Namespace) -> int:
         outputs.extend(_json_outputs(args, result, name))
     if args.dot:
         outputs.append((args.dot, partition_dot(result)))
+    if args.svg:
+        outputs.append((args.svg, partition_svg(result)))
     if args.dump_dot:
         outputs.extend(dump_files(result, args.dump_dot, name))
     write_all(outputs)
     for path, _ in outputs:
-        print(f"wrote {path}")
+        log.info("wrote %s", path)
     return gate_status(metrics_failures(args, result.metrics()))
+
+
+def print_placement(partition: Partition, max_nodes: int = 10) -> None:
+    """The placement report as tables: one row per device, then the reasons and the first
+    ``max_nodes`` fallen-back nodes (an equal share per reason)."""
+    rep = get_placement(partition)
+    print_table(DEVICE_COLUMNS, device_rows(rep), title="placement:")
+    folded = folded_line(rep)
+    if folded:
+        print(folded)
+    print(reasons_line(rep))
+    shown = [e for entries in shown_fallbacks(rep, max_nodes).values() for e in entries]
+    if shown:
+        print_table(FALLBACK_COLUMNS, fallback_rows(shown))
+    more = len(rep["fallen_back"]) - len(shown)
+    if more > 0:
+        print(f"... {more} more nodes in the JSON's placement.fallen_back")
 
 
 def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str, str | bytes]]:
@@ -75,16 +105,7 @@ def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str
     data = model_bytes(model, model_path)
     if data is None:  # too large for one protobuf: written with external data, first
         save_model(model, model_path)
-        print(f"wrote {model_path}")
+        log.info("wrote %s", model_path)
     else:
         outputs.insert(0, (model_path, data))
     return outputs
-
-
-def _optional(module: str):
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name == module:
-            return None
-        raise

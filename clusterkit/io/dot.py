@@ -11,6 +11,8 @@
   where they cross clusters.
 
 Everything is plain DOT (``dot -Tsvg``, ``xdot``); labels go through :func:`dot_quote`.
+:func:`dot_to_svg` draws any of them as SVG with Graphviz (the ``graphviz`` package running
+Graphviz's ``dot`` program), :func:`partition_svg` a partition's picture.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from clusterkit.errors import RenderError
 from clusterkit.io.files import write_all
 
 if TYPE_CHECKING:
@@ -158,3 +161,29 @@ def dump_dot(partition: "Partition", directory: str | os.PathLike, model_name: s
     files = dump_files(partition, directory, model_name)
     write_all(files)
     return [path for path, _ in files]
+
+
+def dot_to_svg(text: str, *, engine: str = "dot") -> str:
+    """The SVG document Graphviz draws from the DOT ``text``. Raises :class:`RenderError` when
+    Graphviz's ``dot`` program is not installed or fails on the picture."""
+    import graphviz
+
+    try:
+        return graphviz.Source(text, engine=engine).pipe(format="svg", encoding="utf-8",
+                                                         quiet=True)
+    except graphviz.ExecutableNotFound as exc:
+        raise RenderError("cannot draw SVG: Graphviz's dot program is not installed (Debian "
+                          "and Ubuntu: apt-get install graphviz)") from exc
+    except graphviz.CalledProcessError as exc:
+        said = exc.stderr or ""
+        if isinstance(said, bytes):
+            said = said.decode("utf-8", "replace")
+        said = said.strip().splitlines()
+        raise RenderError(f"cannot draw SVG: Graphviz's {engine} failed"
+                          + (f": {said[-1]}" if said else f" with status {exc.returncode}")
+                          ) from exc
+
+
+def partition_svg(partition: "Partition") -> str:
+    """The SVG of :func:`partition_dot` (see :func:`dot_to_svg`)."""
+    return dot_to_svg(partition_dot(partition))
