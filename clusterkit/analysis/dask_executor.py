@@ -1,0 +1,57 @@
+"""A Dask cluster as the executor of a sweep (optional extra ``clusterkit[dask]``).
+
+:func:`dask_executor` opens a :class:`distributed.Client` on an existing scheduler, or on a
+:class:`distributed.LocalCluster` it starts (worker processes of one thread each, no dashboard)
+and shuts down afterwards, and yields the client's :class:`concurrent.futures.Executor`, which
+:func:`~clusterkit.analysis.compare.compare_many` takes as its ``executor``. The workers must be
+able to import clusterkit (and read the model files by the paths given).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Executor
+from contextlib import ExitStack, contextmanager
+from typing import Iterator
+
+from clusterkit.errors import ExecutionError
+
+#: how to get the optional dependency, for the error when it is missing
+INSTALL_HINT = "pip install 'clusterkit[dask]'"
+
+
+@contextmanager
+def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
+                  connect_timeout: float = 10.0) -> Iterator[Executor]:
+    """The executor of a Dask cluster: the one whose scheduler listens at ``scheduler`` (e.g.
+    ``tcp://10.0.0.5:8786``), or else a local cluster of ``workers`` processes (default: one per
+    CPU) started here and closed on exit.
+
+    Raises :class:`~clusterkit.errors.ExecutionError` when distributed is not installed or the
+    scheduler does not answer within ``connect_timeout`` seconds."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as err:
+        raise ExecutionError(f"Dask sweeps need the distributed package: {INSTALL_HINT}"
+                             ) from err
+    with ExitStack() as stack:
+        if scheduler is None:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers, processes=True, threads_per_worker=1,
+                dashboard_address=None, silence_logs=logging.ERROR))
+            client = stack.enter_context(Client(cluster))
+        else:
+            client = stack.enter_context(_connect(Client, scheduler, connect_timeout))
+        executor = client.get_executor()
+        yield executor
+        executor.shutdown(wait=True)
+
+
+def _connect(client_class: type, scheduler: str, timeout: float):
+    """A client of the scheduler at ``scheduler``, or one clear error."""
+    try:
+        return client_class(scheduler, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ExecutionError(f"could not reach the Dask scheduler at {scheduler!r} within "
+                             f"{timeout:g} s ({reason})") from err
