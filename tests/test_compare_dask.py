@@ -51,7 +51,8 @@ TRAP = textwrap.dedent(f"""
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=None, silence_logs=50) as local:
+                                  dashboard_address=None, silence_logs=50,
+                                  scheduler_kwargs={"dashboard_address": ":0"}) as local:
         yield local
 
 
@@ -105,8 +106,8 @@ def test_crashed_and_timed_out_models_in_dask_workers_are_error_rows(tmp_path, e
     local = compare_many([str(RESNET)], [str(trap)], ["singleton"])
     assert _without_seconds(crashed[1:]) == _without_seconds(local)
     timed_out = compare_many([str(MOBILE)], [str(trap)], ["singleton"], executor=executor,
-                             timeout=4)
-    assert f"model {str(MOBILE)!r} timed out after 4 s" == timed_out[0]["rows"][0]["error"]
+                             timeout=2)
+    assert f"model {str(MOBILE)!r} timed out after 2 s" == timed_out[0]["rows"][0]["error"]
 
 
 def test_cli_on_a_scheduler_and_on_its_own_cluster_writes_the_local_json(tmp_path, cluster,

@@ -38,7 +38,8 @@ def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
         if scheduler is None:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers, processes=True, threads_per_worker=1,
-                dashboard_address=None, silence_logs=logging.ERROR))
+                dashboard_address=None, silence_logs=logging.ERROR,
+                scheduler_kwargs={"dashboard_address": ":0"}))  # its HTTP routes: a free port
             client = stack.enter_context(Client(cluster))
         else:
             client = stack.enter_context(_connect(Client, scheduler, connect_timeout))
