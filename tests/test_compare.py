@@ -219,3 +219,26 @@ def test_cli_compare_folder_with_a_failing_model_exits_2(tmp_path, capsys):
     assert models["squeezenet1_1"]["rows"][0]["partitions"] > 0
     assert models["corrupt"]["rows"][0]["status"] == "error"
     assert len(log.read_text().splitlines()) == 2
+
+
+
+def _noisy_double(x):
+    print("a call's own output must not mix with its result")
+    return 2 * x
+
+
+def _isolated_in_this_process():
+    import multiprocessing
+
+    from clusterkit.analysis.isolated import run_isolated
+
+    return multiprocessing.current_process().daemon, run_isolated(_noisy_double, (21,))
+
+
+def test_isolated_runs_in_a_daemonic_process_go_through_a_fresh_interpreter():
+    """A daemonic process (a Dask worker is one) may not start multiprocessing children."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        daemon, value = pool.apply(_isolated_in_this_process)
+    assert daemon and value == 42
