@@ -141,6 +141,9 @@ def test_cli_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, capsys):
     assert err.startswith(f"clusterkit: error: could not reach the Dask scheduler at "
                           f"{address!r} within 1 s")
     assert len(err.splitlines()) == 1
+    assert main(["compare", str(folder), "--selector", SELECTOR, "--scheduler", "no-port"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "clusterkit: error: bad Dask scheduler address 'no-port': ")
 
 
 def test_missing_distributed_names_the_extra(tmp_path, monkeypatch, capsys):

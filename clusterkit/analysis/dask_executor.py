@@ -52,7 +52,13 @@ def _connect(client_class: type, scheduler: str, timeout: float):
     """A client of the scheduler at ``scheduler``, or one clear error."""
     try:
         return client_class(scheduler, timeout=timeout)
-    except (OSError, TimeoutError, ValueError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    except ValueError as err:  # a malformed address: no port, an unknown scheme
+        raise ExecutionError(f"bad Dask scheduler address {scheduler!r}: {_first_line(err)}"
+                             ) from err
+    except (OSError, TimeoutError) as err:
         raise ExecutionError(f"could not reach the Dask scheduler at {scheduler!r} within "
-                             f"{timeout:g} s ({reason})") from err
+                             f"{timeout:g} s ({_first_line(err)})") from err
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
