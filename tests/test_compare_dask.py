@@ -15,6 +15,7 @@ from clusterkit.errors import ExecutionError
 from support.models import BUNDLED_MODELS
 
 distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
 
 SELECTOR = "ops:Conv,Relu,Add,MaxPool,BatchNormalization,GlobalAveragePool,Flatten,Gemm"
 SQUEEZE, MOBILE, RESNET = (BUNDLED_MODELS / f"{m}.onnx"
@@ -50,7 +51,9 @@ TRAP = textwrap.dedent(f"""
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+    """Two worker processes, not daemonic (as ``--dask`` starts them): an isolated model's child
+    comes from multiprocessing's forkserver."""
+    with dask.config.set({"distributed.worker.daemon": False}), distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                   dashboard_address=None, silence_logs=50,
                                   scheduler_kwargs={"dashboard_address": ":0"}) as local:
         yield local

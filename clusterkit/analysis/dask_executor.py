@@ -1,10 +1,14 @@
 """A Dask cluster as the executor of a sweep (optional extra ``clusterkit[dask]``).
 
 :func:`dask_executor` opens a :class:`distributed.Client` on an existing scheduler, or on a
-:class:`distributed.LocalCluster` it starts (worker processes of one thread each, no dashboard)
-and shuts down afterwards, and yields the client's :class:`concurrent.futures.Executor`, which
-:func:`~clusterkit.analysis.compare.compare_many` takes as its ``executor``. The workers must be
-able to import clusterkit (and read the model files by the paths given).
+:class:`distributed.LocalCluster` it starts (worker processes of one thread each, not daemonic,
+no dashboard) and shuts down afterwards, and yields the client's
+:class:`concurrent.futures.Executor`, which :func:`~clusterkit.analysis.compare.compare_many`
+takes as its ``executor``. The workers must be able to import clusterkit (and read the model
+files by the paths given). Workers started with ``distributed.worker.daemon`` false (as here, or
+``DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker ...``) start an isolated model's child
+process from a forkserver; daemonic ones need a fresh interpreter per model (see
+:mod:`clusterkit.analysis.isolated`).
 """
 
 from __future__ import annotations
@@ -30,12 +34,16 @@ def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
     Raises :class:`~clusterkit.errors.ExecutionError` when distributed is not installed or the
     scheduler does not answer within ``connect_timeout`` seconds."""
     try:
+        import dask
         from distributed import Client, LocalCluster
     except ImportError as err:
         raise ExecutionError(f"Dask sweeps need the distributed package: {INSTALL_HINT}"
                              ) from err
     with ExitStack() as stack:
         if scheduler is None:
+            # non-daemonic workers may start the child process of an isolated model from
+            # multiprocessing's forkserver (a daemonic one needs a fresh interpreter per model)
+            stack.enter_context(dask.config.set({"distributed.worker.daemon": False}))
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers, processes=True, threads_per_worker=1,
                 dashboard_address=None, silence_logs=logging.ERROR,
@@ -43,7 +51,7 @@ def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
             client = stack.enter_context(Client(cluster))
         else:
             client = stack.enter_context(_connect(Client, scheduler, connect_timeout))
-        executor = client.get_executor()
+        executor = client.get_executor(pure=False)  # a model file may change between sweeps
         yield executor
         executor.shutdown(wait=True)
 

@@ -5,11 +5,19 @@ aborting, ``os._exit``) or runs for ever: the call runs in a child process, its 
 back through a pipe, and a child that dies or outlives ``timeout`` becomes an
 :class:`~clusterkit.errors.ExecutionError` in the parent, which goes on.
 
-The child is a :mod:`multiprocessing` process (the platform's default start method): with
-``fork`` it sees everything registered in the parent; with ``spawn``/``forkserver`` only what it
-imports. A daemonic process may not start such children, and a Dask worker is one: there the
-child is a fresh interpreter instead (``python -c``, the call and its arguments pickled with
-cloudpickle when it is installed), which sees only what it imports.
+Which child depends on the caller:
+
+- from a process's main thread: a :mod:`multiprocessing` process of the platform's default start
+  method (with ``fork`` it sees everything registered in the parent);
+- from another thread (an executor's worker thread, as in a Dask worker), where forking the
+  whole process is unsafe: a child of the ``forkserver`` (the call's module preloaded there, so a
+  child starts in milliseconds), which sees only what it imports;
+- from a daemonic process, which may not start multiprocessing children (a Dask worker is one
+  unless started with ``distributed.worker.daemon`` false): a fresh interpreter (``python -c``),
+  which sees only what it imports.
+
+Except with ``fork``, the call and its arguments are pickled with cloudpickle when it is
+installed (it comes with distributed), so a selector class defined in a script travels too.
 """
 
 from __future__ import annotations
@@ -19,17 +27,39 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 from typing import Any, Callable
 
 from clusterkit.errors import ExecutionError
 
-#: the code a fresh-interpreter child runs (see :func:`_serve`)
-_SERVE = "from clusterkit.analysis.isolated import _serve; _serve()"
+#: what a fresh-interpreter child runs: the call comes in on stdin, its result goes out on the
+#: original stdout, and what the call itself prints goes to stderr
+_SERVE = """\
+import os, pickle, sys
+out = os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)
+func, args = pickle.load(sys.stdin.buffer)
+out.write(pickle.dumps(func(*args)))
+out.close()
+"""
 
 
 def _child(conn: Any, func: Callable[..., Any], args: tuple) -> None:
     conn.send(func(*args))
     conn.close()
+
+
+def _child_pickled(conn: Any, payload: bytes) -> None:
+    func, args = pickle.loads(payload)
+    _child(conn, func, args)
+
+
+def _dumps(obj: Any) -> bytes:
+    try:
+        import cloudpickle as pickler  # pickles what plain pickle cannot (classes of a script)
+    except ImportError:  # pragma: no cover - cloudpickle comes with distributed
+        pickler = pickle
+    return pickler.dumps(obj)
 
 
 def run_isolated(func: Callable[..., Any], args: tuple, timeout: float | None = None,
@@ -41,11 +71,7 @@ def run_isolated(func: Callable[..., Any], args: tuple, timeout: float | None = 
     answered within ``timeout`` seconds (it is then killed)."""
     if multiprocessing.current_process().daemon:
         return _run_interpreter(func, args, timeout, label)
-    ctx = multiprocessing.get_context()
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, func, args), daemon=True)
-    proc.start()
-    send.close()
+    proc, receive = _start(func, args)
     try:
         if not receive.poll(timeout):
             proc.kill()
@@ -63,6 +89,24 @@ def run_isolated(func: Callable[..., Any], args: tuple, timeout: float | None = 
             proc.join()
 
 
+def _start(func: Callable[..., Any], args: tuple) -> tuple[Any, Any]:
+    """The started child process computing ``func(*args)``, and the end its answer comes to."""
+    if (threading.current_thread() is threading.main_thread()
+            or "forkserver" not in multiprocessing.get_all_start_methods()):
+        ctx = multiprocessing.get_context()
+        target, targs = _child, (func, args)
+    else:
+        ctx = multiprocessing.get_context("forkserver")
+        if getattr(func, "__module__", "__main__") != "__main__":
+            ctx.set_forkserver_preload([func.__module__])  # once the server runs, a no-op
+        target, targs = _child_pickled, (_dumps((func, args)),)
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(send, *targs), daemon=True)
+    proc.start()
+    send.close()
+    return proc, receive
+
+
 def _timed_out(label: str, timeout: float | None) -> ExecutionError:
     return ExecutionError(f"{label} timed out after {timeout:g} s")
 
@@ -73,28 +117,13 @@ def _died(label: str, code: int | None) -> ExecutionError:
 
 def _run_interpreter(func: Callable[..., Any], args: tuple, timeout: float | None,
                      label: str) -> Any:
-    """:func:`run_isolated` through a fresh interpreter: the call goes in on its stdin, the
-    result comes back on its stdout (what the call itself prints goes to stderr)."""
-    try:
-        import cloudpickle as pickler  # pickles what plain pickle cannot (lambdas, __main__)
-    except ImportError:  # pragma: no cover - cloudpickle comes with distributed
-        pickler = pickle
+    """:func:`run_isolated` through a fresh interpreter (see ``_SERVE``)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     try:
-        done = subprocess.run([sys.executable, "-c", _SERVE], input=pickler.dumps((func, args)),
+        done = subprocess.run([sys.executable, "-c", _SERVE], input=_dumps((func, args)),
                               stdout=subprocess.PIPE, timeout=timeout, env=env, check=False)
     except subprocess.TimeoutExpired:
         raise _timed_out(label, timeout) from None
     if done.returncode != 0 or not done.stdout:
         raise _died(label, done.returncode)
     return pickle.loads(done.stdout)
-
-
-def _serve() -> None:
-    """The fresh interpreter's side of :func:`_run_interpreter`."""
-    result_fd = os.dup(1)
-    os.dup2(2, 1)  # the call's own prints must not mix with the result
-    func, args = pickle.load(sys.stdin.buffer)
-    data = pickle.dumps(func(*args))
-    with os.fdopen(result_fd, "wb") as out:
-        out.write(data)
