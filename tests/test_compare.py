@@ -219,3 +219,42 @@ def test_cli_compare_folder_with_a_failing_model_exits_2(tmp_path, capsys):
     assert models["squeezenet1_1"]["rows"][0]["partitions"] > 0
     assert models["corrupt"]["rows"][0]["status"] == "error"
     assert len(log.read_text().splitlines()) == 2
+
+
+
+def _noisy_double(x):
+    print("a call's own output must not mix with its result")
+    return 2 * x
+
+
+
+def _isolated_in_this_process():
+    import multiprocessing
+    import os
+    import time
+
+    from clusterkit.analysis.isolated import run_isolated
+    from clusterkit.errors import ExecutionError
+
+    errors = []
+    for func, args, timeout in ((os._exit, (3,), None), (time.sleep, (60,), 1)):
+        try:
+            run_isolated(func, args, timeout=timeout, label=func.__name__)
+        except ExecutionError as exc:
+            errors.append(str(exc))
+    return multiprocessing.current_process().daemon, run_isolated(_noisy_double, (21,)), errors
+
+
+def test_isolated_runs_in_a_daemonic_process_go_through_a_fresh_interpreter():
+    """A daemonic process (a Dask worker started as usual) may not start multiprocessing
+    children: a result (the call's prints kept apart), a crash and a timeout all come back."""
+    import multiprocessing
+    import time
+
+    start = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        daemon, value, errors = pool.apply(_isolated_in_this_process)
+    assert daemon and value == 42
+    assert errors == ["_exit: its worker process died (exit code 3)",
+                      "sleep timed out after 1 s"]
+    assert time.perf_counter() - start < 30

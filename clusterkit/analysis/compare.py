@@ -2,7 +2,8 @@
 
 :func:`compare` runs every strategy on one compiled problem and returns one row per strategy;
 :func:`compare_many` sweeps several models, optionally through a
-:class:`concurrent.futures.Executor` (a thread or process pool). A failure never costs more than
+:class:`concurrent.futures.Executor`: a thread or process pool, or a Dask cluster's
+(:mod:`clusterkit.analysis.dask_executor`). A failure never costs more than
 its own rows: a failing strategy gives an error row, a model that fails to load, crashes its
 worker process or outlives its time limit gives a model error row, and finished models can be
 streamed to a JSON Lines file that a resumed sweep reads back.
@@ -201,7 +202,9 @@ def compare_many(paths: Sequence[str], selectors: Selectors,
                  optimize: str = "none") -> list[dict[str, Any]]:
     """Compare on every model in ``paths``; results (JSON form) in the order of ``paths``.
 
-    With an ``executor`` the models run as its tasks. With ``isolate`` (implied by ``timeout``,
+    With an ``executor`` the models run as its tasks (module-level functions with plain
+    arguments, so a process pool or a Dask client's executor can ship them; the rows are the
+    same as without an executor). With ``isolate`` (implied by ``timeout``,
     in seconds per model) each model runs in a child process of its own: a crash or a timeout
     becomes that model's error row. Any other failure of a model or task (a broken process
     pool included) also becomes an error row; finished rows are never lost. With ``jsonl``

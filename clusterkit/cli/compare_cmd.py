@@ -1,9 +1,12 @@
 """``clusterkit compare MODEL|DIR --selector SPEC [--strategies a,b,...] [--json FILE]
-[--dot DIR] [--jobs N] [--timeout SECONDS] [--jsonl FILE]``
+[--dot DIR] [--jobs N | --dask [--dask-workers N] | --scheduler ADDRESS] [--timeout SECONDS]
+[--jsonl FILE]``
 
 For a folder every model runs in a child process of its own, so a model that crashes or runs
 out of time costs only its own rows; the command then exits with status 2 and says how many
-models failed, after printing and writing the rows of the others.
+models failed, after printing and writing the rows of the others. The models run one after the
+other, on a local process pool (``--jobs``), on a local Dask cluster (``--dask``) or on the
+Dask cluster whose scheduler is at ``--scheduler``; the rows are the same.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import json
 import logging
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Iterator
 
 from clusterkit.analysis.compare import (NUMERIC_COLUMNS, compare, compare_many,
                                          default_strategies, failed_models, row_errors,
@@ -47,6 +52,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--jsonl", metavar="FILE",
                    help="append each model's result here as it finishes (DIR); a rerun with "
                         "the same FILE skips the models already in it")
+    p.add_argument("--dask", action="store_true",
+                   help="sweep the folder on a local Dask cluster started for the run "
+                        "(needs clusterkit[dask])")
+    p.add_argument("--dask-workers", type=int, default=None, metavar="N",
+                   help="worker processes of the --dask cluster (default: one per CPU)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="sweep the folder on the Dask cluster whose scheduler is at ADDRESS "
+                        "(e.g. tcp://10.0.0.5:8786; needs clusterkit[dask])")
+    p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to try to reach --scheduler (default 10)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     from clusterkit.cli.common import add_constraint_args, add_dim_arg, add_optimize_arg
 
@@ -72,6 +87,7 @@ def main(args: argparse.Namespace) -> int:
     failed: list[str] = []
     dims = dims_from_args(args)
     level = optimize_from_args(args)
+    _check_executor_args(args)
     if os.path.isdir(args.model):
         if dims:
             raise ModelLoadError(f"--dim fixes the symbolic dims of one model; give a model, "
@@ -108,13 +124,9 @@ def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict,
     common = dict(isolate=True, timeout=args.timeout, jsonl=args.jsonl,
                   progress=not args.no_progress, coalesce_after=args.coalesce,
                   optimize=optimize)
-    if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            results = compare_many(paths, args.selector, strategies, cons, args.fallback,
-                                   options, executor=pool, **common)
-    else:
+    with _executor(args) as executor:
         results = compare_many(paths, args.selector, strategies, cons, args.fallback, options,
-                               **common)
+                               executor=executor, **common)
     for res in results:
         print_comparison(res)
         print()
@@ -130,3 +142,36 @@ def print_comparison(result) -> None:
     print_table([(h, h in NUMERIC_COLUMNS) for h in header], cells, title=table_title(result))
     for line in row_errors(result):
         print("  " + line)
+
+
+def _check_executor_args(args: argparse.Namespace) -> None:
+    """Refuse executor flags that contradict each other or the model argument."""
+    chosen = [flag for flag, on in (("--jobs", args.jobs > 1), ("--dask", args.dask),
+                                    ("--scheduler", args.scheduler)) if on]
+    if len(chosen) > 1:
+        raise ClusterkitError(f"choose one of {' and '.join(chosen)}: each runs the sweep on "
+                              "its own executor")
+    if args.dask_workers is not None and not args.dask:
+        raise ClusterkitError("--dask-workers sizes the cluster --dask starts; add --dask")
+    if args.dask_workers is not None and args.dask_workers < 1:
+        raise ClusterkitError(f"--dask-workers must be at least 1, not {args.dask_workers}")
+    if (args.dask or args.scheduler) and not os.path.isdir(args.model):
+        raise ClusterkitError(f"--dask and --scheduler sweep a folder of models; "
+                              f"{args.model!r} is not a folder")
+
+
+@contextmanager
+def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
+    """The executor of a sweep: none (one model after the other), a local process pool
+    (``--jobs``) or a Dask cluster's (``--dask``, ``--scheduler``)."""
+    if args.dask or args.scheduler:
+        from clusterkit.analysis.dask_executor import dask_executor
+
+        with dask_executor(args.scheduler, workers=args.dask_workers,
+                           connect_timeout=args.scheduler_timeout) as executor:
+            yield executor
+    elif args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            yield pool
+    else:
+        yield None

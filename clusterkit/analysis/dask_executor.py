@@ -1,0 +1,72 @@
+"""A Dask cluster as the executor of a sweep (optional extra ``clusterkit[dask]``).
+
+:func:`dask_executor` opens a :class:`distributed.Client` on an existing scheduler, or on a
+:class:`distributed.LocalCluster` it starts (worker processes of one thread each, not daemonic,
+no dashboard) and shuts down afterwards, and yields the client's
+:class:`concurrent.futures.Executor`, which :func:`~clusterkit.analysis.compare.compare_many`
+takes as its ``executor``. The workers must be able to import clusterkit (and read the model
+files by the paths given). Workers started with ``distributed.worker.daemon`` false (as here, or
+``DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker ...``) start an isolated model's child
+process from a forkserver; daemonic ones need a fresh interpreter per model (see
+:mod:`clusterkit.analysis.isolated`).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Executor
+from contextlib import ExitStack, contextmanager
+from typing import Iterator
+
+from clusterkit.errors import ExecutionError
+
+#: how to get the optional dependency, for the error when it is missing
+INSTALL_HINT = "pip install 'clusterkit[dask]'"
+
+
+@contextmanager
+def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
+                  connect_timeout: float = 10.0) -> Iterator[Executor]:
+    """The executor of a Dask cluster: the one whose scheduler listens at ``scheduler`` (e.g.
+    ``tcp://10.0.0.5:8786``), or else a local cluster of ``workers`` processes (default: one per
+    CPU) started here and closed on exit.
+
+    Raises :class:`~clusterkit.errors.ExecutionError` when distributed is not installed or the
+    scheduler does not answer within ``connect_timeout`` seconds."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError as err:
+        raise ExecutionError(f"Dask sweeps need the distributed package: {INSTALL_HINT}"
+                             ) from err
+    with ExitStack() as stack:
+        if scheduler is None:
+            # non-daemonic workers may start the child process of an isolated model from
+            # multiprocessing's forkserver (a daemonic one needs a fresh interpreter per model)
+            stack.enter_context(dask.config.set({"distributed.worker.daemon": False}))
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers, processes=True, threads_per_worker=1,
+                dashboard_address=None, silence_logs=logging.ERROR,
+                scheduler_kwargs={"dashboard_address": ":0"}))  # its HTTP routes: a free port
+            client = stack.enter_context(Client(cluster))
+        else:
+            client = stack.enter_context(_connect(Client, scheduler, connect_timeout))
+        executor = client.get_executor(pure=False)  # a model file may change between sweeps
+        yield executor
+        executor.shutdown(wait=True)
+
+
+def _connect(client_class: type, scheduler: str, timeout: float):
+    """A client of the scheduler at ``scheduler``, or one clear error."""
+    try:
+        return client_class(scheduler, timeout=timeout)
+    except ValueError as err:  # a malformed address: no port, an unknown scheme
+        raise ExecutionError(f"bad Dask scheduler address {scheduler!r}: {_first_line(err)}"
+                             ) from err
+    except (OSError, TimeoutError) as err:
+        raise ExecutionError(f"could not reach the Dask scheduler at {scheduler!r} within "
+                             f"{timeout:g} s ({_first_line(err)})") from err
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
