@@ -43,6 +43,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="append each model's result here as it finishes (DIR); a rerun with "
                         "the same FILE skips the models already in it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--devices", choices=("priority", "cost"), default="priority",
+                   help="as for partition")
     from clusterkit.cli.common import add_constraint_args, add_dim_arg, add_optimize_arg
 
     add_dim_arg(p)
@@ -63,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
             raise StrategyError(f"unknown strategy {s!r} (known: {', '.join(known)})")
     cons = constraints_from_args(args)
     shared = strategy_options(args)
-    options = {s: _options_for(s, shared) for s in strategies}
+    options = {s: {**_options_for(s, shared), "devices": args.devices} for s in strategies}
     failed: list[str] = []
     dims = dims_from_args(args)
     level = optimize_from_args(args)
