@@ -2,8 +2,9 @@
 
 Each member strategy runs on the problem and its partition is coalesced (same-device clusters
 merged while valid, which never raises ``cut_bytes`` or the number of partitions, so a coalesced
-member is never worse than the raw one). The result is the member partition that is
-lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
+member is never worse than the raw one), then the clusters a device rejects whole go to the
+fallback (as the front door does after every strategy), so members are ranked by what they
+give. The result is the member partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
 member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
 portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
 
@@ -24,6 +25,7 @@ from typing import Any, Sequence
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce
+from clusterkit.engines.common import reject_subgraphs
 from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
@@ -54,7 +56,7 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     for name, prob in names:
         strategy, options = MEMBERS[name.removesuffix("@cost")]
         start = time.perf_counter()
-        part = widen(coalesce(get_strategy(strategy)(prob, **options)), problem)
+        part = widen(reject_subgraphs(coalesce(get_strategy(strategy)(prob, **options))), problem)
         seconds = time.perf_counter() - start
         m = part.metrics()
         key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))

@@ -158,6 +158,8 @@ def _unit_tensors(problem: Problem, unit_of: np.ndarray) -> list[tuple[int, int,
     prod = np.where(tt.producer >= 0, unit_of[np.maximum(tt.producer, 0)], -1)
     keep = cons != prod[ten]
     ten, cons = ten[keep], cons[keep]
+    if not len(ten):
+        return []
     order = np.lexsort((cons, ten))
     ten, cons = ten[order], cons[order]
     first = np.concatenate(([True], (ten[1:] != ten[:-1]) | (cons[1:] != cons[:-1])))
