@@ -2,11 +2,13 @@
 
 Each member strategy runs on the problem and its partition is coalesced (same-device clusters
 merged while valid, which never raises ``cut_bytes`` or the number of partitions, so a coalesced
-member is never worse than the raw one), then the clusters a device rejects whole go to the
-fallback (as the front door does after every strategy), so members are ranked by what they
-give. The result is the member partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
+member is never worse than the raw one). The result is the member partition that is
+lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
 member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
 portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
+
+Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
+front door does after every strategy), so by what they give.
 
 With ``devices="cost"`` and two or more devices every member also runs on the problem narrowed
 by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``; after the others on
