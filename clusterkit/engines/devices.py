@@ -34,7 +34,7 @@ from ortools.graph.python import max_flow
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.placement import priority_placement
 from clusterkit.errors import StrategyError
-from clusterkit.graph.algorithms import group_labels
+from clusterkit.graph.algorithms import gc_paused, group_labels
 from clusterkit.result import Partition, cut_bytes
 
 #: the device-choice modes
@@ -95,7 +95,8 @@ def device_labels(problem: Problem, mode: str = "cost") -> np.ndarray:
     start = priority_placement(problem)
     if mode == "priority" or len(problem.devices) < 2:
         return start
-    return _Expansion(problem, start).run()
+    with gc_paused():  # many small lists per move
+        return _Expansion(problem, start).run()
 
 
 class _Expansion:
@@ -112,12 +113,22 @@ class _Expansion:
         self.label[self.unit_of] = start
         self.options &= (self.label >= 0)[None, :]
         self.tensors = _unit_tensors(problem, self.unit_of)
+        self.t_prod = np.asarray([p for _, p, _ in self.tensors], dtype=np.int64)
+        self.t_cons = np.asarray([c for _, _, cs in self.tensors for c in cs], dtype=np.int64)
+        self.t_ptr = np.cumsum([0] + [len(cs) for _, _, cs in self.tensors])[:-1]
 
     def node_labels(self) -> np.ndarray:
         return self.label[self.unit_of]
 
     def run(self) -> np.ndarray:
         best = device_cut(self.problem, self.node_labels())
+        if len(self.problem.devices) == 2:  # from priority, one move ranges over every choice
+            moved = self._move(1)
+            if moved is not None:
+                self.label[moved] = 1
+                if device_cut(self.problem, self.node_labels()) >= best:
+                    self.label[moved] = 0
+            return self.node_labels()
         for _ in range(MAX_ROUNDS):
             changed = False
             for alpha in range(len(self.problem.devices)):
@@ -135,6 +146,14 @@ class _Expansion:
                 break
         return self.node_labels()
 
+    def _touched(self, free: np.ndarray) -> np.ndarray:
+        """Tensors with a free producer or consumer: the others cost the same either way."""
+        if not self.tensors:
+            return np.zeros(0, dtype=np.int64)
+        hit = np.logical_or.reduceat(free[self.t_cons], self.t_ptr)
+        hit |= (self.t_prod >= 0) & free[np.maximum(self.t_prod, 0)]
+        return np.flatnonzero(hit)
+
     def _move(self, alpha: int) -> np.ndarray | None:
         """Units that move to ``alpha`` in the best expansion move, or ``None`` when none may
         move or the best move moves none."""
@@ -142,7 +161,9 @@ class _Expansion:
         if not free.any():
             return None
         net = _MoveNetwork(free, self.label, alpha)
-        for w, p, consumers in self.tensors:
+        tensors = self.tensors
+        for k in self._touched(free).tolist():
+            w, p, consumers = tensors[k]
             net.add_tensor(w, p, consumers)
         moved = net.solve()
         return moved if len(moved) else None
