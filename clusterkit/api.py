@@ -91,9 +91,10 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
 
     ``devices="cost"`` (with two or more devices): the strategy also runs on the problem
     narrowed by :func:`clusterkit.engines.devices.choose_devices` (each node on the device that
-    lowers the cut) and the result is the better by (cut_bytes, fallback nodes, partitions), so
-    never a larger cut than ``"priority"``; ``info["devices"]`` says which won. Strategies of
-    :data:`SELF_PLACING` choose devices themselves and are run as they are."""
+    lowers the cut) and the result is the better by (fallback nodes, cut_bytes, partitions), as
+    ``auto`` and cpsat's ``cut`` objective rank them: never more fallback nodes than
+    ``"priority"``, and with as many never a larger cut; ``info["devices"]`` says which won.
+    Strategies of :data:`SELF_PLACING` choose devices themselves and are run as they are."""
     func = get_strategy(strategy)
     check_options(strategy, func, options)
     check_mode(devices)
@@ -133,12 +134,12 @@ def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
 
     def key(part: Partition) -> tuple[int, int, int]:
         m = part.metrics()
-        return int(m["cut_bytes"]), int(m["fallback_nodes"]), int(m["partitions"])
+        return int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"])
 
     kp, kc = key(priority), key(cost)
     best = cost if kc < kp else priority
     best.info["devices"] = {"mode": "cost", "chosen": "cost" if kc < kp else "priority",
-                            "priority_cut_bytes": kp[0], "cost_cut_bytes": kc[0]}
+                            "priority_cut_bytes": kp[1], "cost_cut_bytes": kc[1]}
     return best
 
 

@@ -185,19 +185,17 @@ def fallback_nodes(part: ck.Partition) -> int:
 
 @fast(50)
 @given(seed=st.integers(0, 10**6), devices=st.sampled_from([2, 3]))
-def test_cost_partitions_are_valid_and_never_cut_more_than_priority(seed, devices):
-    """Each heuristic: never a larger cut; ``auto``, which ranks by fallback nodes first, never
-    a worse (fallback nodes, cut)."""
+def test_cost_partitions_are_valid_and_never_worse_than_priority(seed, devices):
+    """Each heuristic and ``auto``: never more fallback nodes, and with as many never a larger
+    cut (the order ``auto`` and cpsat's ``cut`` objective use)."""
     spec = multi_device_spec(seed, 14, devices)
     problem = build_problem(spec)
     for strategy in HEURISTICS:
         by_priority = ck.run_strategy(problem, strategy)
         by_cost = ck.run_strategy(problem, strategy, devices="cost")
         check(spec, by_cost)
-        got, base = spec_cut(spec, partition_units(by_cost)), spec_cut(
-            spec, partition_units(by_priority))
-        if strategy == "auto":
-            got, base = (fallback_nodes(by_cost), got), (fallback_nodes(by_priority), base)
+        got = fallback_nodes(by_cost), spec_cut(spec, partition_units(by_cost))
+        base = fallback_nodes(by_priority), spec_cut(spec, partition_units(by_priority))
         assert got <= base, f"{strategy}: cost {got} > priority {base} on {spec}"
         again = ck.run_strategy(build_problem(spec), strategy, devices="cost")
         assert [c.nodes for c in again.clusters] == [c.nodes for c in by_cost.clusters]
@@ -224,8 +222,8 @@ def test_cost_choice_is_recorded_and_exact_strategies_are_left_alone():
     part = ck.run_strategy(problem, "cycles", devices="cost")
     record = part.info["devices"]
     assert record["chosen"] in ("cost", "priority")
-    assert part.metrics()["cut_bytes"] == min(record["priority_cut_bytes"],
-                                              record["cost_cut_bytes"])
+    assert part.metrics()["cut_bytes"] == record[record["chosen"] + "_cut_bytes"]
+    assert part.metrics()["cut_bytes"] <= ck.run_strategy(problem, "cycles").metrics()["cut_bytes"]
     one = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", SELECTOR_SETS["cnn"])
     assert choose_devices(one, "cost") is one
     assert "devices" not in ck.run_strategy(one, "cycles", devices="cost").info
