@@ -156,15 +156,22 @@ def test_the_narrowed_problem_keeps_one_supporting_device_per_node(seed, devices
 @given(seed=st.integers(0, 10**6), devices=st.sampled_from([2, 2, 2, 3]))
 def test_the_cost_choice_against_brute_force(seed, devices):
     """Two devices: the exact minimum of the device cut; three: between the minimum and the
-    priority choice."""
+    priority choice, and no placement one expansion move away (each node keeps its device or
+    goes to one device ``a``) is better."""
     spec = multi_device_spec(seed, 8 if devices == 2 else 7, devices)
     problem = build_problem(spec)
-    cost = spec_cut(spec, spec_placement(problem, device_labels(problem, "cost")))
+    chosen = spec_placement(problem, device_labels(problem, "cost"))
+    cost = spec_cut(spec, chosen)
     priority = spec_cut(spec, spec_placement(problem, device_labels(problem, "priority")))
-    best = min(spec_cut(spec, p) for p in placements(spec))
+    every = list(placements(spec))
+    best = min(spec_cut(spec, p) for p in every)
     assert best <= cost <= priority
     if devices == 2:
         assert cost == best, f"not the minimum on {spec}"
+    for d in spec.devices:
+        for p in every:
+            if all(p[v] in (chosen[v], d.name) for v in spec.order):
+                assert spec_cut(spec, p) >= cost, f"a move to {d.name} improves on {spec}"
 
 
 def test_priority_choice_is_the_first_device_that_takes_a_node():
