@@ -121,30 +121,33 @@ class _Expansion:
         return self.label[self.unit_of]
 
     def run(self) -> np.ndarray:
+        """Expansion moves until a round over the devices lowers the device cut no more. With
+        two devices, priority leaves every unit the second takes free to move to it, so that one
+        move ranges over every choice and is the whole search."""
         best = device_cut(self.problem, self.node_labels())
-        if len(self.problem.devices) == 2:  # from priority, one move ranges over every choice
-            moved = self._move(1)
-            if moved is not None:
-                self.label[moved] = 1
-                if device_cut(self.problem, self.node_labels()) >= best:
-                    self.label[moved] = 0
-            return self.node_labels()
-        for _ in range(MAX_ROUNDS):
-            changed = False
-            for alpha in range(len(self.problem.devices)):
-                moved = self._move(alpha)
-                if moved is None:
-                    continue
-                old = self.label.copy()
-                self.label[moved] = alpha
-                cost = device_cut(self.problem, self.node_labels())
-                if cost < best:
-                    best, changed = cost, True
-                else:
-                    self.label = old
-            if not changed:
+        nd = len(self.problem.devices)
+        alphas = [1] if nd == 2 else list(range(nd))
+        for _ in range(1 if nd == 2 else MAX_ROUNDS):
+            before = best
+            for alpha in alphas:
+                best = self._try(alpha, best)
+            if best == before:
                 break
         return self.node_labels()
+
+    def _try(self, alpha: int, best: int) -> int:
+        """Make the best move to ``alpha`` when it lowers the device cut below ``best``; return
+        the device cut after it."""
+        moved = self._move(alpha)
+        if moved is None:
+            return best
+        old = self.label[moved].copy()
+        self.label[moved] = alpha
+        cost = device_cut(self.problem, self.node_labels())
+        if cost < best:
+            return cost
+        self.label[moved] = old
+        return best
 
     def _touched(self, free: np.ndarray) -> np.ndarray:
         """Tensors with a free producer or consumer: the others cost the same either way."""
