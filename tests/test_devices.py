@@ -15,7 +15,7 @@ import random
 
 import networkx as nx
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
