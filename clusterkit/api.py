@@ -82,7 +82,7 @@ def check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> 
 
 def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
                  validate: bool = True, coalesce_after: bool = False,
-                 devices: str = "priority", **options: Any) -> Partition:
+                 devices: str | None = None, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
     default) validated. With ``coalesce_after``, clusters of one device are then merged while
     the partition stays valid (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or
@@ -94,16 +94,19 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     lowers the cut) and the result is the better by (fallback nodes, cut_bytes, partitions), as
     ``auto`` and cpsat's ``cut`` objective rank them: never more fallback nodes than
     ``"priority"``, and with as many never a larger cut; ``info["devices"]`` says which won.
-    Strategies of :data:`SELF_PLACING` choose devices themselves and are run as they are."""
+    Strategies of :data:`SELF_PLACING` choose devices themselves and are run as they are. A
+    strategy that declares a ``devices`` option gets the mode instead; ``None`` (the default)
+    leaves it its own default, and means ``"priority"`` for every other strategy."""
     func = get_strategy(strategy)
     check_options(strategy, func, options)
-    check_mode(devices)
+    if devices is not None:
+        check_mode(devices)
     start = time.perf_counter()
-    if "devices" in inspect.signature(func).parameters:
+    if "devices" in inspect.signature(func).parameters and devices is not None:
         options = {**options, "devices": devices}
     result = _finish(func(problem, **options), coalesce_after)
     if (devices == "cost" and len(problem.devices) > 1 and strategy not in SELF_PLACING
-            and "devices" not in options):
+            and "devices" not in inspect.signature(func).parameters):
         result = _cost_choice(problem, func, options, coalesce_after, result)
     result.seconds = time.perf_counter() - start
     result.strategy = strategy
@@ -145,7 +148,7 @@ def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
 
 def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
               /, strategy: str = "auto", *, constraints: Constraints | None = None,
-              fallback: str = "cpu", coalesce_after: bool = False, devices: str = "priority",
+              fallback: str = "cpu", coalesce_after: bool = False, devices: str | None = None,
               **options: Any) -> Partition:
     """Partition ``model`` (path, ModelProto, networkx DiGraph or Graph) for the devices of
     ``selectors`` (specs or properties, one or a list) with ``strategy`` and its ``options``;

@@ -43,7 +43,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="append each model's result here as it finishes (DIR); a rerun with "
                         "the same FILE skips the models already in it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--devices", choices=("priority", "cost"), default="priority",
+    p.add_argument("--devices", choices=("priority", "cost"), default=None,
                    help="as for partition")
     from clusterkit.cli.common import add_constraint_args, add_dim_arg, add_optimize_arg
 

@@ -27,7 +27,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true",
                    help="say why adjacent supported nodes ended in different clusters")
     add_gate_args(p)
-    p.add_argument("--devices", choices=("priority", "cost"), default="priority",
+    p.add_argument("--devices", choices=("priority", "cost"), default=None,
                    help="a node several devices take: the first by priority (default), or the "
                         "one that lowers the cut")
     return p
