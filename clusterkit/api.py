@@ -4,6 +4,11 @@ Strategy options are passed as keywords straight to the strategy. The front door
 parameters are keyword-only and their names (:data:`FRONT_DOOR_PARAMETERS`) are reserved: a
 strategy that declares an option with one of them is refused, so an option can never be taken
 by the front door instead of reaching the strategy.
+
+``devices`` chooses the device of a node that several devices take: ``"priority"`` (the
+default, HETERO's contract: the first device in priority order) or ``"cost"`` (see
+:func:`run_strategy`). A strategy that declares a ``devices`` option itself (``auto``) gets the
+mode and chooses in its own way.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.common import reject_subgraphs
+from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
@@ -26,6 +32,8 @@ from clusterkit.selection.specs import parse_selectors
 #: may use one
 FRONT_DOOR_PARAMETERS = ("strategy", "constraints", "fallback", "selector", "validate",
                          "coalesce_after")
+#: strategies that choose each node's device by their own objective: ``devices`` leaves them be
+SELF_PLACING = ("cpsat", "placement")
 
 
 def make_problem(model: Any, selectors: Iterable[str | SubgraphProperty],
@@ -74,21 +82,32 @@ def check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> 
 
 def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
                  validate: bool = True, coalesce_after: bool = False,
-                 **options: Any) -> Partition:
+                 devices: str | None = None, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
     default) validated. With ``coalesce_after``, clusters of one device are then merged while
     the partition stays valid (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or
     partitions). ``selector`` labels the result. Unknown options are an error naming the
-    strategy."""
+    strategy.
+
+    ``devices="cost"`` (with two or more devices): the strategy also runs on the problem
+    narrowed by :func:`clusterkit.engines.devices.choose_devices` (each node on the device that
+    lowers the cut) and the result is the better by (fallback nodes, cut_bytes, partitions), as
+    ``auto`` and cpsat's ``cut`` objective rank them: never more fallback nodes than
+    ``"priority"``, and with as many never a larger cut; ``info["devices"]`` says which won.
+    Strategies of :data:`SELF_PLACING` choose devices themselves and are run as they are. A
+    strategy that declares a ``devices`` option gets the mode instead; ``None`` (the default)
+    leaves it its own default, and means ``"priority"`` for every other strategy."""
     func = get_strategy(strategy)
     check_options(strategy, func, options)
+    if devices is not None:
+        check_mode(devices)
     start = time.perf_counter()
-    result = func(problem, **options)
-    if coalesce_after:
-        from clusterkit.engines.coalesce import coalesce
-
-        result = coalesce(result)
-    result = reject_subgraphs(result)  # clusters a device refuses whole go to the fallback
+    if "devices" in inspect.signature(func).parameters and devices is not None:
+        options = {**options, "devices": devices}
+    result = _finish(func(problem, **options), coalesce_after)
+    if (devices == "cost" and len(problem.devices) > 1 and strategy not in SELF_PLACING
+            and "devices" not in inspect.signature(func).parameters):
+        result = _cost_choice(problem, func, options, coalesce_after, result)
     result.seconds = time.perf_counter() - start
     result.strategy = strategy
     if selector:
@@ -100,13 +119,41 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     return result
 
 
+def _finish(result: Partition, coalesce_after: bool) -> Partition:
+    """The closing steps of every run: the optional coalescing, the devices' rejections."""
+    if coalesce_after:
+        from clusterkit.engines.coalesce import coalesce
+
+        result = coalesce(result)
+    return reject_subgraphs(result)  # clusters a device refuses whole go to the fallback
+
+
+def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
+                 coalesce_after: bool, priority: Partition) -> Partition:
+    """The better of ``priority`` and the strategy's partition of the cost-narrowed problem
+    (rewrapped onto ``problem``)."""
+    narrowed = choose_devices(problem, "cost")
+    cost = widen(_finish(func(narrowed, **options), coalesce_after), problem)
+
+    def key(part: Partition) -> tuple[int, int, int]:
+        m = part.metrics()
+        return int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"])
+
+    kp, kc = key(priority), key(cost)
+    best = cost if kc < kp else priority
+    best.info["devices"] = {"mode": "cost", "chosen": "cost" if kc < kp else "priority",
+                            "priority_cut_bytes": kp[1], "cost_cut_bytes": kc[1]}
+    return best
+
+
 def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
               /, strategy: str = "auto", *, constraints: Constraints | None = None,
-              fallback: str = "cpu", coalesce_after: bool = False,
+              fallback: str = "cpu", coalesce_after: bool = False, devices: str | None = None,
               **options: Any) -> Partition:
     """Partition ``model`` (path, ModelProto, networkx DiGraph or Graph) for the devices of
     ``selectors`` (specs or properties, one or a list) with ``strategy`` and its ``options``;
-    returns a validated :class:`Partition` (``coalesce_after`` as for :func:`run_strategy`)."""
+    returns a validated :class:`Partition` (``coalesce_after`` and ``devices`` as for
+    :func:`run_strategy`)."""
     problem = make_problem(model, selectors, constraints, fallback)
     return run_strategy(problem, strategy, selector=selector_label(selectors),
-                        coalesce_after=coalesce_after, **options)
+                        coalesce_after=coalesce_after, devices=devices, **options)

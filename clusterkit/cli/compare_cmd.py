@@ -63,6 +63,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="how long to try to reach --scheduler (default 10)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--devices", choices=("priority", "cost"), default=None,
+                   help="as for partition")
     from clusterkit.cli.common import add_constraint_args, add_dim_arg, add_optimize_arg
 
     add_dim_arg(p)
@@ -83,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
             raise StrategyError(f"unknown strategy {s!r} (known: {', '.join(known)})")
     cons = constraints_from_args(args)
     shared = strategy_options(args)
-    options = {s: options_for(s, shared) for s in strategies}
+    options = {s: {**options_for(s, shared), "devices": args.devices} for s in strategies}
     failed: list[str] = []
     dims = dims_from_args(args)
     level = optimize_from_args(args)

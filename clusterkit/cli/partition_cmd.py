@@ -38,13 +38,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true",
                    help="say why adjacent supported nodes ended in different clusters")
     add_gate_args(p)
+    p.add_argument("--devices", choices=("priority", "cost"), default=None,
+                   help="a node several devices take: the first by priority (default), or the "
+                        "one that lowers the cut")
     return p
 
 
 def main(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
-                          coalesce_after=args.coalesce, **strategy_options(args))
+                          coalesce_after=args.coalesce, devices=args.devices,
+                          **strategy_options(args))
     log.debug("strategy %s: %d clusters in %.3f s", result.strategy, len(result.clusters),
               result.seconds)
     name = model_label(args.model)

@@ -7,6 +7,13 @@ lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go t
 member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
 portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
 
+Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
+front door does after every strategy), so by what they give.
+
+With ``devices="cost"`` and two or more devices every member also runs on the problem narrowed
+by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``; after the others on
+ties).
+
 ``info["auto"]`` records the winner and every member's figures (fallback nodes, cut_bytes,
 partitions, seconds).
 """
@@ -20,6 +27,8 @@ from typing import Any, Sequence
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce
+from clusterkit.engines.common import reject_subgraphs
+from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
@@ -35,17 +44,21 @@ GROWTH = ("mxnet", "hetero")
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
-        growth_limit: int = 3000) -> Partition:
+        growth_limit: int = 3000, devices: str = "priority") -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
-    :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes)."""
-    names = _member_names(problem, members, growth_limit)
+    :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
+    ``devices``: ``"priority"`` or ``"cost"``."""
+    names = [(name, problem) for name in _member_names(problem, members, growth_limit)]
+    if check_mode(devices) == "cost" and len(problem.devices) > 1:
+        narrowed = choose_devices(problem, "cost")
+        names += [(name + "@cost", narrowed) for name, _ in names]
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
     figures = []
-    for name in names:
-        strategy, options = MEMBERS[name]
+    for name, prob in names:
+        strategy, options = MEMBERS[name.removesuffix("@cost")]
         start = time.perf_counter()
-        part = coalesce(get_strategy(strategy)(problem, **options))
+        part = widen(reject_subgraphs(coalesce(get_strategy(strategy)(prob, **options))), problem)
         seconds = time.perf_counter() - start
         m = part.metrics()
         key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
