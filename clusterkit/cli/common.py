@@ -42,6 +42,13 @@ def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = 
     add_constraint_args(p)
 
 
+def add_devices_arg(p: argparse.ArgumentParser) -> None:
+    """--devices MODE: how a node that several devices take gets its device."""
+    p.add_argument("--devices", choices=("priority", "cost"), default=None,
+                   help="a node several devices take: the first by priority (default), or the "
+                        "one that lowers the cut")
+
+
 def add_optimize_arg(p: argparse.ArgumentParser) -> None:
     """--optimize LEVEL: partition the graph onnxruntime's optimizations of LEVEL produce."""
     p.add_argument("--optimize", default=None, metavar="LEVEL",

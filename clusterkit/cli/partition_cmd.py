@@ -12,8 +12,9 @@ from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, device
                                         fallback_rows, folded_line, get_placement, reasons_line,
                                         shown_fallbacks)
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, model_label, optimize_from_args,
-                                   problem_from_args, raw_graph_hint, strategy_options)
+from clusterkit.cli.common import (add_devices_arg, add_problem_args, model_label,
+                                   optimize_from_args, problem_from_args, raw_graph_hint,
+                                   strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.fusion import source_model
@@ -38,9 +39,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true",
                    help="say why adjacent supported nodes ended in different clusters")
     add_gate_args(p)
-    p.add_argument("--devices", choices=("priority", "cost"), default=None,
-                   help="a node several devices take: the first by priority (default), or the "
-                        "one that lowers the cut")
+    add_devices_arg(p)
     return p
 
 

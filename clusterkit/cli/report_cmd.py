@@ -13,8 +13,8 @@ from clusterkit.analysis.compare import compare, default_strategies
 from clusterkit.analysis.explain import explain
 from clusterkit.analysis.html_page import draw_partition, report_page
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, constraints_from_args, model_label,
-                                   options_for, problem_from_args, strategy_options)
+from clusterkit.cli.common import (add_devices_arg, add_problem_args, constraints_from_args,
+                                   model_label, options_for, problem_from_args, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.engines import strategy_names
 from clusterkit.errors import StrategyError
@@ -36,6 +36,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--explain-limit", type=int, default=200, metavar="N",
                    help="list at most N split node pairs and their reasons (default: 200)")
     add_gate_args(p)
+    add_devices_arg(p)
     return p
 
 
@@ -43,9 +44,9 @@ def main(args: argparse.Namespace) -> int:
     strategies = _strategies(args.strategies)
     problem = problem_from_args(args)
     shared = strategy_options(args)
-    compared = {s: options_for(s, shared) for s in strategies}
+    compared = {s: {**options_for(s, shared), "devices": args.devices} for s in strategies}
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
-                          coalesce_after=args.coalesce,
+                          coalesce_after=args.coalesce, devices=args.devices,
                           **_main_options(args.strategy, shared, compared))
     print(result.summary())
     name = model_label(args.model)
