@@ -29,8 +29,7 @@ except ImportError as _err:
 
 from clusterkit.torch.partitioner import CapabilityBasedPartitioner, Partition  # noqa: E402
 from clusterkit.torch.reader import op_name, read_fx  # noqa: E402
-from clusterkit.torch.support import (FxSupportProperty, OpsSupport,  # noqa: E402
-                                      SelectorSupport)
+from clusterkit.torch.support import FxSupportProperty, OpsSupport, SelectorSupport  # noqa: E402
 
 __all__ = ["CapabilityBasedPartitioner", "FxSupportProperty", "OpsSupport", "Partition",
            "SelectorSupport", "TorchMissingError", "op_name", "read_fx"]
