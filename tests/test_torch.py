@@ -224,3 +224,7 @@ def test_refuses_what_is_not_a_graph_module():
         FxSupportProperty(object(), torch.fx.symbolic_trace(FanOut()))
     assert OpsSupport(["torch.relu"]).is_node_supported({}, next(iter(
         torch.fx.symbolic_trace(FanOut()).graph.nodes))) is False
+    gm = torch.fx.symbolic_trace(FanOut())
+    with pytest.raises(ck.errors.StrategyError, match="nope"):
+        CapabilityBasedPartitioner(gm, OpsSupport(["torch.relu"]), strategy="nope"
+                                   ).propose_partitions()
