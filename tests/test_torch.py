@@ -217,6 +217,21 @@ def test_synthetic_long_edge_dag_partitions_valid_and_runnable():
     torch.testing.assert_close(ours.fuse_partitions(parts)(x), expected)
 
 
+def test_skip_horizontal_fusion_graph_where_torch_proposes_a_cycle():
+    """long_edge_dag(60, seed=46): torch 2.13's partitioner with skip_horizontal_fusion=True
+    proposes partitions that depend on each other (its fuser then refuses them); the drop-in
+    accepts the flag and its partitions stay acyclic and fuse into a module that computes the
+    same outputs."""
+    support = synthetic_support(LONG_EDGE_SUPPORTED)
+    gm = graph_module_from_dag(long_edge_dag(60, seed=46))
+    x = torch.randn(2)
+    expected = gm(x)
+    ours = CapabilityBasedPartitioner(gm, support, skip_horizontal_fusion=True)
+    parts = ours.propose_partitions()
+    assert parts and is_acyclic(gm, parts)
+    torch.testing.assert_close(ours.fuse_partitions(parts)(x), expected)
+
+
 def test_refuses_what_is_not_a_graph_module():
     with pytest.raises(ck.errors.GraphError, match="GraphModule"):
         read_fx(nn.Linear(2, 2))
