@@ -1,1 +1,35 @@
-"""PyTorch graphs (optional extra ``clusterkit[torch]``): placeholder, filled by the torch work."""
+"""PyTorch graphs (the optional extra ``clusterkit[torch]``).
+
+Read a ``torch.fx.GraphModule`` or a ``torch.export.ExportedProgram`` into a clusterkit Graph
+(:func:`read_fx`), use any fx ``OperatorSupportBase`` as a clusterkit device
+(:class:`FxSupportProperty`) or a clusterkit selector as an fx predicate
+(:class:`SelectorSupport`, :class:`OpsSupport`), and partition with
+:class:`CapabilityBasedPartitioner`, a drop-in for torch.fx's. Without torch installed, importing
+this package raises :class:`TorchMissingError` (an ``ImportError``) naming the extra; the rest of
+clusterkit never needs torch.
+"""
+
+from __future__ import annotations
+
+from clusterkit.errors import ClusterkitError
+
+
+class TorchMissingError(ClusterkitError, ImportError):
+    """PyTorch is not installed; clusterkit.torch needs the extra ``clusterkit[torch]``."""
+
+
+try:
+    import torch  # noqa: F401
+    import torch.fx  # noqa: F401
+except ImportError as _err:
+    raise TorchMissingError(
+        "clusterkit.torch needs PyTorch, which is not installed: install the CPU build "
+        "(pip install torch --index-url https://download.pytorch.org/whl/cpu) and then "
+        f"pip install 'clusterkit[torch]' ({_err})") from _err
+
+from clusterkit.torch.partitioner import CapabilityBasedPartitioner, Partition  # noqa: E402
+from clusterkit.torch.reader import op_name, read_fx  # noqa: E402
+from clusterkit.torch.support import FxSupportProperty, OpsSupport, SelectorSupport  # noqa: E402
+
+__all__ = ["CapabilityBasedPartitioner", "FxSupportProperty", "OpsSupport", "Partition",
+           "SelectorSupport", "TorchMissingError", "op_name", "read_fx"]

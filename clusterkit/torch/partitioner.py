@@ -1,0 +1,170 @@
+"""A drop-in for torch.fx's ``CapabilityBasedPartitioner`` that clusters with clusterkit.
+
+Same constructor, same ``propose_partitions()`` (a list of torch's own
+``torch.fx.passes.infra.partitioner.Partition``), ``fuse_partitions()`` and
+``partition_and_fuse()``; changing the import switches a project over. The fx rules are kept
+where they decide the result: unsupported nodes stay outside; ``getitem`` users of a node whose
+users are all ``getitem`` follow their producer (one together group); without
+``allows_single_node_partition`` a partition with at most one compute node (a ``call_function``
+outside ``non_compute_ops``, counting twice when in ``allowed_single_node_partition_ops``) is
+dropped. The clusters come from a clusterkit strategy (``auto`` by default), whose partitions are
+validated acyclic; dropping a partition turns its nodes into singletons outside, which keeps the
+quotient acyclic, so the result is always valid, and deterministic.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+from torch.fx import GraphModule
+from torch.fx import Node as FxNode
+from torch.fx.node import _get_qualified_name
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as _TorchPartitioner
+from torch.fx.passes.infra.partitioner import Partition
+from torch.fx.passes.operator_support import OperatorSupportBase
+from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+from clusterkit.api import run_strategy
+from clusterkit.constraints.core import Constraints
+from clusterkit.graph.algorithms import UnionFind
+from clusterkit.graph.core import Graph, Node
+from clusterkit.result import Partition as ClusterkitPartition
+from clusterkit.selection.protocol import SubgraphProperty, SubgraphSelector
+from clusterkit.torch.reader import read_fx
+from clusterkit.torch.support import FxSupportProperty
+
+__all__ = ["CapabilityBasedPartitioner", "Partition", "DEFAULT_NON_COMPUTE_OPS"]
+
+#: torch's own default non-compute ops of the single-node rule
+DEFAULT_NON_COMPUTE_OPS = frozenset({"torch.ops.aten.view", "_operator.getitem"})
+
+
+class _MaskSelector(SubgraphSelector):
+    def __init__(self, mask: np.ndarray):
+        self.mask = mask
+
+    def select(self, node: Node) -> bool:
+        return bool(self.mask[node.index])
+
+    def supported_mask(self, graph: Graph) -> np.ndarray:
+        return self.mask
+
+
+class _MaskProperty(SubgraphProperty):
+    """The fx predicate's answers after the getitem rule, as a device."""
+
+    name = "fx"
+
+    def __init__(self, mask: np.ndarray, device: str):
+        super().__init__(device)
+        self.mask = mask
+
+    def create_subgraph_selector(self) -> SubgraphSelector:
+        return _MaskSelector(self.mask)
+
+
+class CapabilityBasedPartitioner(_TorchPartitioner):
+    """torch.fx's partitioner interface over clusterkit's strategies (see the module docstring).
+
+    ``skip_horizontal_fusion`` is accepted for compatibility and changes nothing: the partitions
+    are acyclic either way. ``strategy`` names a clusterkit strategy and ``options`` are its
+    keyword options."""
+
+    def __init__(self, graph_module: GraphModule, operator_support: OperatorSupportBase,
+                 allows_single_node_partition: bool = False,
+                 non_compute_ops: Sequence[str] | None = None,
+                 allowed_single_node_partition_ops: Sequence[str] | None = None,
+                 skip_horizontal_fusion: bool = False, *, strategy: str = "auto",
+                 options: dict[str, Any] | None = None) -> None:
+        # torch's __init__ is not called: it precomputes every node's downstream set
+        self.graph_module = graph_module
+        self.operator_support = operator_support
+        self.allows_single_node_partition = allows_single_node_partition
+        self.non_compute_ops = list(non_compute_ops) if non_compute_ops is not None else []
+        self.allowed_single_node_partition_ops = (
+            list(allowed_single_node_partition_ops)
+            if allowed_single_node_partition_ops is not None else [])
+        self.skip_horizontal_fusion = skip_horizontal_fusion
+        self.strategy = strategy
+        self.options = dict(options or {})
+        #: the clusterkit partition behind the last :meth:`propose_partitions`
+        self.last_partition: ClusterkitPartition | None = None
+
+    def propose_partitions(self) -> list[Partition]:
+        """Partitions of the supported nodes, each a torch ``Partition`` whose nodes are in
+        graph order (ids in order of their first node)."""
+        graph = read_fx(self.graph_module)
+        fx_nodes = {nd.name: nd for nd in self.graph_module.graph.nodes}
+        prop = FxSupportProperty(self.operator_support, self.graph_module, device="fx")
+        supported = prop.create_subgraph_selector().supported_mask(graph)
+        supported, groups = _getitem_rule(graph, fx_nodes, supported)
+        problem = Constraints(together=groups).compile(graph, [_MaskProperty(supported, "fx")])
+        part = run_strategy(problem, self.strategy, **self.options)
+        self.last_partition = part
+        order = {nd: k for k, nd in enumerate(reversed(self.graph_module.graph.nodes))}
+        out = []
+        for cluster in part.accelerator_clusters():
+            members = [fx_nodes[graph.nodes[v].name] for v in cluster.nodes]
+            if not self.allows_single_node_partition and self._compute_count(members) <= 1:
+                continue
+            members.sort(key=order.__getitem__, reverse=True)
+            out.append(Partition(id=len(out), nodes=members,
+                                 node_orders=[order[nd] for nd in members]))
+        return out
+
+    def _compute_count(self, members: list[FxNode]) -> int:
+        """torch's count of compute nodes for the single-node rule."""
+        non_compute = DEFAULT_NON_COMPUTE_OPS | set(self.non_compute_ops)
+        allowed = set(self.allowed_single_node_partition_ops)
+        count = 0
+        for nd in members:
+            if nd.op != "call_function":
+                continue
+            qualified = _get_qualified_name(nd.target)
+            count += (qualified not in non_compute) + (qualified in allowed)
+        return count
+
+    def fuse_partitions(self, partitions: list[Partition], prefix: str = "fused_"
+                        ) -> GraphModule:
+        """Replace each partition by a call to a submodule ``<prefix><k>`` (torch's fuser)."""
+        return fuse_by_partitions(self.graph_module, [p.nodes for p in partitions],
+                                  prefix=prefix)
+
+    def partition_and_fuse(self, prefix: str = "fused_") -> GraphModule:
+        """:meth:`propose_partitions` then :meth:`fuse_partitions`."""
+        return self.fuse_partitions(self.propose_partitions(), prefix=prefix)
+
+
+def _getitem_rule(graph: Graph, fx_nodes: dict[str, FxNode], supported: np.ndarray
+                  ) -> tuple[np.ndarray, list[list[int]]]:
+    """torch's getitem rule: the ``getitem`` users of a node whose users are all ``getitem``
+    go where the node goes. Returns the support after the rule and the together groups (a
+    supported producer with its getitems; chains of getitems joined)."""
+    supported = supported.copy()
+    index = graph.name_to_index
+    uf = UnionFind(graph.n)
+    follows = False
+    for nd in graph.nodes:  # topological: a producer is decided before its getitems
+        users = list(fx_nodes[nd.name].users)
+        if not users or not all(_is_getitem(u) for u in users):
+            continue
+        for user in users:
+            u = index.get(user.name)
+            if u is None:
+                continue
+            supported[u] = supported[nd.index]
+            if supported[nd.index]:
+                uf.union(nd.index, u)
+                follows = True
+    if not follows:
+        return supported, []
+    members: dict[int, list[int]] = {}
+    for v in range(graph.n):
+        members.setdefault(uf.find(v), []).append(v)
+    return supported, [g for g in members.values() if len(g) > 1]
+
+
+def _is_getitem(node: FxNode) -> bool:
+    return node.op == "call_function" and node.target is operator.getitem
