@@ -27,6 +27,7 @@ from clusterkit.result import Partition
 MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
     "cycles": ("cycles", {}),
     "cycles+merge_non_adjacent": ("cycles", {"merge_non_adjacent": True}),
+    "cycles+levels": ("cycles", {"levels": True}),
     "longest-path": ("longest-path", {}),
     "mxnet": ("mxnet", {}),
     "hetero": ("hetero", {}),

@@ -21,14 +21,41 @@ from __future__ import annotations
 
 import numpy as np
 
+from clusterkit.engines.horizontal import merge_levels
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
 
-def coalesce(partition: Partition, window: int = 64) -> Partition:
+def coalesce(partition: Partition, window: int = 64, levels: bool = True) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
-    ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster."""
+    ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
+    ``levels`` also tries the level merging of :mod:`clusterkit.engines.horizontal` before and
+    after the pair merges (each followed by pair merges) and keeps the best of the three by
+    (cut_bytes, partitions)."""
+    if len(partition.clusters) < 2:
+        return partition
+    out = _pairs(partition, window)
+    if not levels:
+        return out
+    best, best_key = out, _key(out)
+    for start in (partition, out):  # level merging first keeps the levels of the strategy
+        cand = _pairs(merge_levels(start), window)
+        key = _key(cand)
+        if key < best_key:
+            best, best_key = cand, key
+    best.info.pop("level_merges", None)
+    best.info["coalesced_merges"] = len(partition.clusters) - len(best.clusters)
+    return best
+
+
+def _key(part: Partition) -> tuple[int, int]:
+    m = part.metrics()
+    return int(m["cut_bytes"]), int(m["partitions"])
+
+
+def _pairs(partition: Partition, window: int) -> Partition:
+    """Adjacent pairs, then independent pairs (see the module docstring)."""
     if len(partition.clusters) < 2:
         return partition
     merger = _Merger(partition)
