@@ -1,8 +1,10 @@
 """Strategy ``auto``: a portfolio of the heuristics, each coalesced, and the best of them.
 
 Each member strategy runs on the problem and its partition is coalesced (same-device clusters
-merged while valid, which never raises ``cut_bytes`` or the number of partitions, so a coalesced
-member is never worse than the raw one). The result is the member partition that is
+merged while valid, pairs and whole levels, which never raises ``cut_bytes`` or the number of
+partitions, so a coalesced member is never worse than the raw one; members that found the same
+clusters are coalesced once). The member ``cycles+levels`` contracts only while the fewest
+partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member partition that is
 lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
 member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
 portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
@@ -16,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from typing import Any, Sequence
+
+import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
@@ -43,10 +47,14 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
     figures = []
+    done: dict[bytes, Partition] = {}  # raw partition -> its coalesced one
     for name in names:
         strategy, options = MEMBERS[name]
         start = time.perf_counter()
-        part = coalesce(get_strategy(strategy)(problem, **options))
+        raw = get_strategy(strategy)(problem, **options)
+        fingerprint = _fingerprint(raw)
+        part = done.get(fingerprint) or coalesce(raw)
+        done[fingerprint] = part
         seconds = time.perf_counter() - start
         m = part.metrics()
         key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
@@ -58,6 +66,17 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     info = dict(best.info)
     info["auto"] = {"winner": winner, "members": figures}
     return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _fingerprint(part: Partition) -> bytes:
+    """The partition's clusters as bytes: equal for two members that found the same clusters
+    (which are then coalesced once)."""
+    labels = np.full(part.problem.n, -1, dtype=np.int64)
+    devices = {}
+    for k, c in enumerate(part.clusters):
+        labels[c.nodes] = k
+        devices[k] = c.device
+    return labels.tobytes() + repr(sorted(devices.items())).encode()
 
 
 def _member_names(problem: Problem, members: Sequence[str] | None,

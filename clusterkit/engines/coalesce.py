@@ -30,17 +30,20 @@ from clusterkit.result import Partition, cluster_const_bytes
 def coalesce(partition: Partition, window: int = 64, levels: bool = True) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
-    ``levels`` also tries the level merging of :mod:`clusterkit.engines.horizontal` before and
-    after the pair merges (each followed by pair merges) and keeps the best of the three by
-    (cut_bytes, partitions)."""
+    ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
+    clusters after the pair merges, it is also tried there and on ``partition`` itself (each
+    followed by pair merges), and the best of the three by (cut_bytes, partitions) is kept."""
     if len(partition.clusters) < 2:
         return partition
     out = _pairs(partition, window)
     if not levels:
         return out
+    merged = merge_levels(out)
+    if merged is out:  # the pair merges left no level to merge
+        return out
     best, best_key = out, _key(out)
-    for start in (partition, out):  # level merging first keeps the levels of the strategy
-        cand = _pairs(merge_levels(start), window)
+    for cand in (merged, merge_levels(partition)):  # the strategy's own levels, too
+        cand = _pairs(cand, window)
         key = _key(cand)
         if key < best_key:
             best, best_key = cand, key
