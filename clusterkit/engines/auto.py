@@ -4,9 +4,9 @@ Each member strategy runs on the problem and its partition is coalesced (same-de
 merged while valid, pairs and whole levels, which never raises ``cut_bytes`` or the number of
 partitions, so a coalesced member is never worse than the raw one; members that found the same
 clusters are coalesced once). The member ``cycles+levels`` contracts only while the fewest
-partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member partition that is
-lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
-member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
+partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member
+partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go
+to the earlier member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
 portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
 
 ``info["auto"]`` records the winner and every member's figures (fallback nodes, cut_bytes,
