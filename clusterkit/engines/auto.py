@@ -6,8 +6,9 @@ partitions, so a coalesced member is never worse than the raw one; members that 
 clusters are coalesced once). The member ``cycles+levels`` contracts only while the fewest
 partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member
 partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go
-to the earlier member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
-portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
+to the earlier member, so the answer is deterministic. The growth strategies (``mxnet``,
+``hetero``) join the portfolio on graphs of at most ``growth_limit`` nodes, where their cost
+stays small.
 
 ``info["auto"]`` records the winner and every member's figures (fallback nodes, cut_bytes,
 partitions, seconds).
