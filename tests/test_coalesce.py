@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from clusterkit import Partition, make_problem, run_strategy
@@ -54,8 +54,9 @@ def test_coalesce_on_real_models_lowers_partitions_at_equal_or_lower_cut():
 
 @settings(max_examples=80, deadline=None, database=None)
 @given(st.integers(2, 9).flatmap(lambda n: st.tuples(
-    st.just(n), st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))),
-    st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=6))))
+    st.just(n), st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n),
+    st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=12))))
+@example((6, {(1, 2), (4, 5)}, [(2, 4)]))  # 1 -> 2, 4 -> 5: merging 2 and 4 joins 1 to 5
 def test_reach_bits_follow_merges_like_networkx(case):
     n, pairs, merges = case
     edges = sorted((a, b) for a, b in pairs if a < b)
