@@ -3,11 +3,14 @@ of one device that could still be merged (checked with Partition.validate as the
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+import networkx as nx
+import numpy as np
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from clusterkit import Partition, make_problem, run_strategy
-from clusterkit.engines.coalesce import coalesce
+from clusterkit.engines.coalesce import _Reach, coalesce
+from clusterkit.graph.graphcycles import GraphCycles
 from support.models import BUNDLED_MODELS
 from support.problems import problems
 
@@ -47,3 +50,37 @@ def test_coalesce_on_real_models_lowers_partitions_at_equal_or_lower_cut():
         out = run_strategy(problem, "singleton", coalesce_after=True)
         assert out.metrics()["partitions"] < base.metrics()["partitions"]
         assert out.metrics()["cut_bytes"] <= base.metrics()["cut_bytes"]
+
+
+@settings(max_examples=80, deadline=None, database=None)
+@given(st.integers(2, 9).flatmap(lambda n: st.tuples(
+    st.just(n), st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n),
+    st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=12))))
+@example((6, {(1, 2), (4, 5)}, [(2, 4)]))  # 1 -> 2, 4 -> 5: merging 2 and 4 joins 1 to 5
+def test_reach_bits_follow_merges_like_networkx(case):
+    n, pairs, merges = case
+    edges = sorted((a, b) for a, b in pairs if a < b)
+    gc = GraphCycles.from_edges(n, np.array([a for a, _ in edges], dtype=np.int64),
+                                np.array([b for _, b in edges], dtype=np.int64))
+    acc = [v for v in range(n) if v % 3]  # every third node plays a fallback cluster
+    reach = _Reach(gc, acc)
+    ref = nx.DiGraph(edges)
+    ref.add_nodes_from(range(n))
+    alive = set(acc)
+    for x, y in merges:
+        if x not in alive or y not in alive or x == y:
+            continue
+        related = nx.has_path(ref, x, y) or nx.has_path(ref, y, x)
+        assert reach.related(x, y) == related
+        if related:
+            continue
+        s = gc.merge(x, y)
+        assert s is not None
+        reach.merged(s, x, y)
+        gone = y if s == x else x
+        ref = nx.contracted_nodes(ref, s, gone, self_loops=False)
+        alive.discard(gone)
+    for x in alive:
+        for y in alive:
+            if x != y:
+                assert reach.related(x, y) == (nx.has_path(ref, x, y) or nx.has_path(ref, y, x))

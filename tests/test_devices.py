@@ -198,7 +198,7 @@ def test_cost_partitions_are_valid_and_never_worse_than_priority(seed, devices):
     spec = multi_device_spec(seed, 14, devices)
     problem = build_problem(spec)
     for strategy in HEURISTICS:
-        by_priority = ck.run_strategy(problem, strategy)
+        by_priority = ck.run_strategy(problem, strategy, devices="priority")
         by_cost = ck.run_strategy(problem, strategy, devices="cost")
         check(spec, by_cost)
         got = fallback_nodes(by_cost), spec_cut(spec, partition_units(by_cost))
@@ -211,7 +211,7 @@ def test_cost_partitions_are_valid_and_never_worse_than_priority(seed, devices):
 def test_bert_base_with_two_devices_cost_beats_priority():
     problem = ck.make_problem(BUNDLED_MODELS / "bert_base.onnx", SELECTOR_SETS["two"])
     for strategy in ("cycles", "auto"):
-        by_priority = ck.run_strategy(problem, strategy)
+        by_priority = ck.run_strategy(problem, strategy, devices="priority")
         by_cost = ck.run_strategy(problem, strategy, devices="cost")
         p, c = by_priority.metrics(), by_cost.metrics()
         assert c["fallback_nodes"] == p["fallback_nodes"]

@@ -1,16 +1,19 @@
 """Strategy ``auto``: a portfolio of the heuristics, each coalesced, and the best of them.
 
 Each member strategy runs on the problem and its partition is coalesced (same-device clusters
-merged while valid, which never raises ``cut_bytes`` or the number of partitions, so a coalesced
-member is never worse than the raw one). The result is the member partition that is
-lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go to the earlier
-member, so the answer is deterministic. The growth strategies (``mxnet``, ``hetero``) join the
-portfolio on graphs of at most ``growth_limit`` nodes, where their cost stays small.
+merged while valid, pairs and whole levels, which never raises ``cut_bytes`` or the number of
+partitions, so a coalesced member is never worse than the raw one; members that found the same
+clusters are coalesced once). The member ``cycles+levels`` contracts only while the fewest
+partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member
+partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go
+to the earlier member, so the answer is deterministic. The growth strategies (``mxnet``,
+``hetero``) join the portfolio on graphs of at most ``growth_limit`` nodes, where their cost
+stays small.
 
 Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
 front door does after every strategy), so by what they give.
 
-With ``devices="cost"`` and two or more devices every member also runs on the problem narrowed
+With ``devices="cost"`` (the default) and two or more devices every member also runs on the problem narrowed
 by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``; after the others on
 ties).
 
@@ -24,6 +27,8 @@ import dataclasses
 import time
 from typing import Any, Sequence
 
+import numpy as np
+
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce
@@ -36,6 +41,7 @@ from clusterkit.result import Partition
 MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
     "cycles": ("cycles", {}),
     "cycles+merge_non_adjacent": ("cycles", {"merge_non_adjacent": True}),
+    "cycles+levels": ("cycles", {"levels": True}),
     "longest-path": ("longest-path", {}),
     "mxnet": ("mxnet", {}),
     "hetero": ("hetero", {}),
@@ -44,10 +50,11 @@ GROWTH = ("mxnet", "hetero")
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
-        growth_limit: int = 3000, devices: str = "priority") -> Partition:
+        growth_limit: int = 3000, devices: str = "cost") -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
-    ``devices``: ``"priority"`` or ``"cost"``."""
+    ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
+    ``"priority"`` (each node on its first supporting device)."""
     names = [(name, problem) for name in _member_names(problem, members, growth_limit)]
     if check_mode(devices) == "cost" and len(problem.devices) > 1:
         narrowed = choose_devices(problem, "cost")
@@ -55,10 +62,15 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
     figures = []
+    done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
     for name, prob in names:
         strategy, options = MEMBERS[name.removesuffix("@cost")]
         start = time.perf_counter()
-        part = widen(reject_subgraphs(coalesce(get_strategy(strategy)(prob, **options))), problem)
+        raw = get_strategy(strategy)(prob, **options)
+        fingerprint = (prob is not problem, _fingerprint(raw))
+        coalesced = done.get(fingerprint) or coalesce(raw)
+        done[fingerprint] = coalesced
+        part = widen(reject_subgraphs(coalesced), problem)
         seconds = time.perf_counter() - start
         m = part.metrics()
         key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
@@ -70,6 +82,17 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     info = dict(best.info)
     info["auto"] = {"winner": winner, "members": figures}
     return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _fingerprint(part: Partition) -> bytes:
+    """The partition's clusters as bytes: equal for two members that found the same clusters
+    (which are then coalesced once)."""
+    labels = np.full(part.problem.n, -1, dtype=np.int64)
+    devices = {}
+    for k, c in enumerate(part.clusters):
+        labels[c.nodes] = k
+        devices[k] = c.device
+    return labels.tobytes() + repr(sorted(devices.items())).encode()
 
 
 def _member_names(problem: Problem, members: Sequence[str] | None,

@@ -21,14 +21,44 @@ from __future__ import annotations
 
 import numpy as np
 
+from clusterkit.engines.horizontal import merge_levels
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
 
-def coalesce(partition: Partition, window: int = 64) -> Partition:
+def coalesce(partition: Partition, window: int = 64, levels: bool = True) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
-    ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster."""
+    ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
+    ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
+    clusters after the pair merges, it is also tried there and on ``partition`` itself (each
+    followed by pair merges), and the best of the three by (cut_bytes, partitions) is kept."""
+    if len(partition.clusters) < 2:
+        return partition
+    out = _pairs(partition, window)
+    if not levels:
+        return out
+    merged = merge_levels(out)
+    if merged is out:  # the pair merges left no level to merge
+        return out
+    best, best_key = out, _key(out)
+    for cand in (merged, merge_levels(partition)):  # the strategy's own levels, too
+        cand = _pairs(cand, window)
+        key = _key(cand)
+        if key < best_key:
+            best, best_key = cand, key
+    best.info.pop("level_merges", None)
+    best.info["coalesced_merges"] = len(partition.clusters) - len(best.clusters)
+    return best
+
+
+def _key(part: Partition) -> tuple[int, int]:
+    m = part.metrics()
+    return int(m["cut_bytes"]), int(m["partitions"])
+
+
+def _pairs(partition: Partition, window: int) -> Partition:
+    """Adjacent pairs, then independent pairs (see the module docstring)."""
     if len(partition.clusters) < 2:
         return partition
     merger = _Merger(partition)
@@ -126,6 +156,8 @@ class _Merger:
     def merge_independent(self, window: int) -> None:
         """Non-adjacent pairs of one device, in topological order of the clusters."""
         find, dev = self.uf.find, self.dev
+        self.reach = _Reach(self.gc, [self.node_of[c] for c in range(self.k)
+                                      if dev[c] >= 0 and find(c) == c])
         for d in sorted({v for v in dev if v >= 0}):
             seen: list[int] = []  # earlier clusters of device d (stale entries resolve via find)
             for c in range(self.k):
@@ -137,9 +169,8 @@ class _Merger:
         """Merge cluster ``x`` with each of the ``earlier`` clusters (latest first) that it may
         join; returns what ``x`` became. The clusters that a path joins to ``x`` come from one
         search (:meth:`GraphCycles.related`), made again after every merge."""
-        find, gc_ = self.uf.find, self.gc
+        find, gc_, reach = self.uf.find, self.gc, self.reach
         tried: set[int] = set()
-        blocked: set[int] | None = None
         for y0 in reversed(earlier):
             y = find(y0)
             if y == x or y in tried or not self.fits(x, y):
@@ -151,18 +182,12 @@ class _Merger:
             elif gc_.has_edge(ny_, nx_):
                 survivor = gc_.contract_edge(ny_, nx_)
             else:
-                if blocked is None:
-                    blocked = self._related(nx_, earlier)
-                survivor = None if ny_ in blocked else gc_.merge(nx_, ny_)
+                survivor = None if reach.related(nx_, ny_) else gc_.merge(nx_, ny_)
             if survivor is not None:
+                reach.merged(survivor, nx_, ny_)
                 self.join(x, y, survivor)
-                x, blocked = find(x), None
+                x = find(x)
         return x
-
-    def _related(self, node: int, earlier: list[int]) -> set[int]:
-        """Graph nodes joined to ``node`` by a path, within the ranks of ``earlier``'s nodes."""
-        ranks = [self.gc.rank(self.node_of[self.uf.find(y)]) for y in earlier]
-        return self.gc.related(node, min(ranks), max(ranks)) if ranks else set()
 
     def result(self) -> Partition:
         part, g = self.partition, self.g
@@ -178,3 +203,39 @@ class _Merger:
         k = self.k
         out.info["coalesced_merges"] = k - len(out.clusters) if k > len(out.clusters) else 0
         return out
+
+
+class _Reach:
+    """Which accelerator clusters each accelerator cluster reaches: one bit set (a Python int)
+    per GraphCycles node, computed once over the whole cluster graph (paths through fallback
+    clusters included) and kept up to date through merges, so that testing a pair costs two
+    bit tests instead of a search."""
+
+    def __init__(self, gc: GraphCycles, acc: list[int]):
+        self.bit = {x: 1 << i for i, x in enumerate(acc)}
+        bit = self.bit
+        desc: dict[int, int] = {}
+        for v in reversed(gc.topological_order()):
+            d = 0
+            for w in gc.successors(v):
+                d |= desc[w] | bit.get(w, 0)
+            desc[v] = d
+        self.desc = {x: desc[x] for x in acc}
+
+    def related(self, x: int, y: int) -> bool:
+        """Whether a path joins nodes ``x`` and ``y`` (either way)."""
+        return bool(self.desc[x] & self.bit[y] or self.desc[y] & self.bit[x])
+
+    def merged(self, survivor: int, x: int, y: int) -> None:
+        """``x`` and ``y`` became ``survivor``: it reaches what either reached, and whatever
+        reached either now reaches it and all of that."""
+        desc, bit = self.desc, self.bit
+        both = bit[x] | bit[y]
+        gone = x if survivor == y else y
+        mine = (desc.pop(gone) | desc[survivor]) & ~both
+        desc[survivor] = mine
+        keep = bit[survivor]
+        del bit[gone]
+        for a, d in desc.items():
+            if d & both:
+                desc[a] = (d & ~both) | keep | mine

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.engines.level_bound import LevelBound
 from clusterkit.engines.longest_path import finish, plan, selector_pass
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import UnionFind, gc_paused
@@ -55,17 +56,21 @@ from clusterkit.selection.protocol import (SubgraphSelector, call_select, call_s
 
 
 def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | None = 1024,
-        far_span: int | None = 1024, far_budget: int = 16, passes: int = 1) -> Partition:
+        far_span: int | None = 1024, far_budget: int = 16, passes: int = 1,
+        levels: bool = False) -> Partition:
     """GraphCycles edge contraction (see the module docstring).
 
     ``info`` records ``contractions``, ``refused_contractions`` and its parts
     (``refused_cycle``, ``refused_size``, ``refused_const_bytes``, ``refused_never``,
     ``refused_selector``, ``refused_budget``), ``far_edges``, ``dummy_nodes``, ``passes``,
-    ``non_adjacent_merges``, ``filtered_nodes`` and ``min_size_fallback_nodes``."""
+    ``non_adjacent_merges``, ``filtered_nodes`` and ``min_size_fallback_nodes``; with
+    ``levels``, also ``refused_levels`` and ``level_bound``."""
     _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
     with gc_paused():  # the contraction allocates millions of small sets and lists
         engine = _Contraction(problem, window, far_span, far_budget)
         engine.merge_groups()
+        if levels:
+            engine.bound_levels()
         engine.contract(passes)
         if merge_non_adjacent:
             engine.merge_independent()
@@ -136,6 +141,28 @@ class _Contraction:
         self.in_group = np.zeros(n, dtype=bool)
         for grp in p.groups:
             self.in_group[grp] = True
+        self.levels: LevelBound | None = None
+
+    def bound_levels(self) -> None:
+        """Refuse from now on every merge that would raise the number of levels
+        (:mod:`clusterkit.engines.level_bound`); dummies are barriers."""
+        ndev = len(self.problem.devices)
+        cls = np.full(self.gc.num_nodes, ndev, dtype=np.int64)
+        dev = np.where(self.dev >= 0, self.dev, ndev)
+        cls[np.arange(self.n) if self.gid is None else np.asarray(self.gid)] = dev
+        self.levels = LevelBound(self.gc, cls.tolist(), ndev)
+        self.info.update(refused_levels=0, level_bound=self.levels.bound)
+
+    def _level_ok(self, x: int, y: int) -> bool:
+        """The level bound allows merging GraphCycles nodes ``x`` and ``y`` (counts refusals)."""
+        if self.levels is None or self.levels.allows(x, y):
+            return True
+        self.info["refused_levels"] += 1
+        return False
+
+    def _level_merged(self, s: int | None, x: int, y: int) -> None:
+        if self.levels is not None and s is not None:
+            self.levels.merged(s, x, y)
 
     # ------------------------------------------------------------------ id translation
     def to_gc(self, v: int) -> int:
@@ -263,9 +290,9 @@ class _Contraction:
             keep = np.asarray(retry, dtype=np.int64)
             first_far = int(np.searchsorted(keep, first_far))
             edges = edges[keep]
-        info["refused_contractions"] = sum(info[k] for k in (
+        info["refused_contractions"] = sum(info.get(k, 0) for k in (
             "refused_cycle", "refused_size", "refused_const_bytes", "refused_never",
-            "refused_selector", "refused_budget"))
+            "refused_selector", "refused_budget", "refused_levels"))
 
     def _plain(self) -> bool:
         """No size limits, never-together pairs or edge-sensitive selectors: every refusal
@@ -280,16 +307,22 @@ class _Contraction:
         find, link = self.uf.find, self.uf.link
         contract = self.gc.contract_edge
         gid, orig = self.gid, self.orig
+        lb = self.levels
         refused: list[int] = []
         done = 0
         for i, (a, b) in enumerate(zip(us, vs)):
             a, b = find(a), find(b)
             if a == b:
                 continue
-            s = contract(a, b) if gid is None else contract(gid[a], gid[b])
+            ga, gb = (a, b) if gid is None else (gid[a], gid[b])
+            if lb is not None and not self._level_ok(ga, gb):
+                continue
+            s = contract(ga, gb)
             if s is None:
                 refused.append(i)
                 continue
+            if lb is not None:
+                lb.merged(s, ga, gb)
             if orig is not None:
                 s = orig[s]
             link(s, b if s == a else a)
@@ -310,6 +343,8 @@ class _Contraction:
             info[why] += 1
             return why
         gcy = self.gc
+        if not self._level_ok(self.to_gc(a), self.to_gc(b)):
+            return "refused_levels"
         if far:
             verdict = _bounded_search(gcy, self.to_gc(a), self.to_gc(b), self.far_budget)
             if verdict != "none":
@@ -319,12 +354,13 @@ class _Contraction:
         d = int(self.dev[u])
         if self.edge_sensitive[d]:
             return self._try_selector(u, v, a, b, d)
-        gid = self.gid
-        s = gcy.contract_edge(a, b) if gid is None else \
-            self.from_gc(gcy.contract_edge(gid[a], gid[b]))
+        ga, gb = self.to_gc(a), self.to_gc(b)
+        sg = gcy.contract_edge(ga, gb)
+        s = self.from_gc(sg)
         if s is None:
             info["refused_cycle"] += 1
             return "refused_cycle"
+        self._level_merged(sg, ga, gb)
         self._absorbed(s, b if s == a else a)
         info["contractions"] += 1
         return None
@@ -366,10 +402,13 @@ class _Contraction:
         if not ok:
             info["refused_selector"] += 1
             return "refused_selector"
-        s = self.from_gc(gcy.contract_edge(self.to_gc(a), self.to_gc(b)))
+        ga, gb = self.to_gc(a), self.to_gc(b)
+        sg = gcy.contract_edge(ga, gb)
+        s = self.from_gc(sg)
         if s is None:  # pragma: no cover - can_contract_edge said yes just before
             info["refused_cycle"] += 1
             return "refused_cycle"
+        self._level_merged(sg, ga, gb)
         other = b if grower == a else a
         self.sel.pop(other, None)
         grown = self.sel.pop(grower)
@@ -389,10 +428,13 @@ class _Contraction:
         ok_dev = [not es for es in self.edge_sensitive]
 
         def attempt(o: int, c: int) -> int | None:
-            if o == c or self._fits(o, c) is not None or \
-                    not gcy.can_merge(self.to_gc(o), self.to_gc(c)):
+            go, gc_ = self.to_gc(o), self.to_gc(c)
+            if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_) or \
+                    not gcy.can_merge(go, gc_):
                 return None
-            s = self.from_gc(gcy.merge(self.to_gc(o), self.to_gc(c)))
+            sg = gcy.merge(go, gc_)
+            self._level_merged(sg, go, gc_)
+            s = self.from_gc(sg)
             self._absorbed(s, c if s == o else o)
             self.info["non_adjacent_merges"] += 1
             return s

@@ -2,12 +2,15 @@
 
 The idea (TVM's clustering by longest path): an edge weighs 0 when its two
 ends may share a cluster (same device, the device's selector follows it, no constraint cuts it)
-and 1 when it must be cut. The level of a node is the longest weighted path from a source; a
-cluster is the nodes of one level and one device, split into connected pieces (option
-``split_components``). Acyclic by construction: along any path levels never decrease, and an edge
-that stays on one level weighs 0, so it joins two nodes of one piece. Every edge between two
-clusters therefore climbs a level (or, for the chunks of an oversized piece, moves forward in a
-topological order of that piece), and the graph of clusters has no cycle.
+and 1 when it must be cut, except that an edge into a later class (a later device by priority,
+or the fallback) and an edge between two fallback nodes weigh 0 too: they need not climb a level.
+The level of a node is the longest weighted path from a source; a cluster is the nodes of one
+level and one device, split into connected pieces (option ``split_components``). Acyclic by
+construction: along any path levels never decrease, and a same-level edge weighs 0, so it either
+joins two nodes of one piece or goes to a later class. Ordering the clusters by (level, class,
+fallback nodes in topological order) therefore orders every edge between two clusters forward
+(the chunks of an oversized piece follow a topological order of that piece), and the graph of
+clusters has no cycle.
 
 Constraints:
 
@@ -384,7 +387,17 @@ class _LevelProblem:
         self.pos = np.asarray(units.rank, dtype=np.int64)
         self.by_dst = np.lexsort((self.pos[self.us], self.pos[self.ud]))  # targets in order
         self.dev = pl.dev[units.first]  # device per unit
+        self.w = self._class_weights(self.w)
         self.virtual: list[tuple[int, int]] = []
+
+    def _class_weights(self, w: np.ndarray) -> np.ndarray:
+        """An edge that leaves a device for a later class (a later device, the fallback) or
+        joins two fallback units weighs 0: ordering clusters by (level, device, fallback last)
+        keeps it forward, and the levels need not climb for it."""
+        ndev = int(self.dev.max()) + 1 if self.n else 0
+        cls = np.where(self.dev >= 0, self.dev, ndev)
+        cs, cd = cls[self.us], cls[self.ud]
+        return np.where((cs < cd) | ((cs == ndev) & (cd == ndev)), 0, w).astype(np.int64)
 
     def position(self, u: int) -> int:
         return int(self.pos[u])
@@ -433,7 +446,8 @@ class _LevelProblem:
         lv = np.asarray(level, dtype=np.int64)
         dev = self.dev
         if split:
-            same = (self.w == 0) & (lv[self.us] == lv[self.ud])
+            same = (self.w == 0) & (lv[self.us] == lv[self.ud]) & \
+                (dev[self.us] == dev[self.ud])
             a, b = self.us[same], self.ud[same]
             if siblings:
                 sa, sb = self._siblings(lv)

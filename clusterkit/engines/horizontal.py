@@ -1,0 +1,162 @@
+"""Horizontal merging by levels: the fewest partitions a set of clusters allows.
+
+Every cluster gets a class, its device's index (the fallback, and any barrier, after all
+devices), and every edge of the cluster graph a weight: 1 when it goes from a later class into an
+accelerator cluster of an earlier one, or joins two clusters of one device that may never share a
+cluster (a cut or refused edge between them), else 0. A cluster's level is the heaviest path
+ending at it (``asap``) or, read backwards, the heaviest one starting at it (``alap``). All the
+accelerator clusters of one device and one level form one partition: ordering the partitions and
+the fallback clusters by (level, class, topological position) orders every edge forward, so the
+result is acyclic. For one device and no size limits this is the fewest partitions the clusters
+allow: along a path, accelerator runs separated by fallback clusters must lie in different
+partitions.
+
+Merging clusters never raises ``cut_bytes`` (see :mod:`clusterkit.engines.coalesce`). Limits
+(``max_size``, ``max_const_bytes``, never-together pairs) split a level's clusters, taken in
+topological order, into consecutive runs, which keeps the order argument. Both level readings are
+built and the one with (lower cut_bytes, fewer partitions) kept; ties go to ``asap``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clusterkit.graph.algorithms import positions, quotient_edges, topological_order
+from clusterkit.result import Partition, cluster_const_bytes
+
+
+def merge_levels(partition: Partition) -> Partition:
+    """``partition`` with the clusters of each (device, level) merged (module docstring); a new
+    object, or ``partition`` itself when no merge is possible."""
+    if len(partition.clusters) < 2:
+        return partition
+    lv = _Levels(partition)
+    best, best_key = partition, _key(partition)
+    for levels in (lv.asap(), lv.alap()):
+        labels = lv.bins(levels)
+        if len(set(labels)) == len(labels):
+            continue
+        cand = lv.build(labels)
+        key = _key(cand)
+        if key < best_key:
+            best, best_key = cand, key
+    return best
+
+
+def _key(part: Partition) -> tuple[int, int]:
+    m = part.metrics()
+    return int(m["cut_bytes"]), int(m["partitions"])
+
+
+class _Levels:
+    """The cluster graph of a partition with edge weights and the merge limits."""
+
+    def __init__(self, partition: Partition):
+        self.partition = part = partition
+        self.p = p = part.problem
+        g = p.graph
+        self.k = k = len(part.clusters)
+        self.a = a = part.assignment()
+        ndev = len(p.devices)
+        self.dev = dev = [p.device_index(c.device) if c.device != p.fallback else -1
+                          for c in part.clusters]
+        self.cls = cls = [d if d >= 0 else ndev for d in dev]
+        src, dst = quotient_edges(a, g.edge_src, g.edge_dst)
+        self.order = topological_order(k, src, dst)
+        self.pos = positions(self.order)
+        blocked = _blocked_edges(part, a, dev)
+        self.succ: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        self.pred: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        for x, y in zip(src.tolist(), dst.tolist()):
+            w = int(cls[x] > cls[y] and dev[y] >= 0) or int((x, y) in blocked)
+            self.succ[x].append((y, w))
+            self.pred[y].append((x, w))
+        self.never = _never_partners(part, a)
+
+    def asap(self) -> list[int]:
+        """Heaviest path ending at each cluster."""
+        lv = [0] * self.k
+        for v in self.order:
+            for u, w in self.pred[v]:
+                if lv[u] + w > lv[v]:
+                    lv[v] = lv[u] + w
+        return lv
+
+    def alap(self) -> list[int]:
+        """Minus the heaviest path starting at each cluster."""
+        tail = [0] * self.k
+        for v in reversed(self.order):
+            for y, w in self.succ[v]:
+                if tail[y] + w > tail[v]:
+                    tail[v] = tail[y] + w
+        return [-t for t in tail]
+
+    def bins(self, levels: list[int]) -> list[int]:
+        """A label per cluster: one per (device, level), split into consecutive runs (in
+        topological order) where a limit forbids a merge; fallback clusters keep their own."""
+        p, dev = self.p, self.dev
+        labels = list(range(self.k))
+        open_: dict[tuple[int, int], list[int]] = {}  # (device, level) -> members of the run
+        size = [len(c.nodes) for c in self.partition.clusters]
+        for c in self.order:
+            if dev[c] < 0:
+                continue
+            run = open_.get((dev[c], levels[c]))
+            if run is not None and self._fits(run, c, size):
+                labels[c] = labels[run[0]]
+                run.append(c)
+                size[run[0]] += size[c]
+            else:
+                open_[(dev[c], levels[c])] = [c]
+        return labels
+
+    def _fits(self, run: list[int], c: int, size: list[int]) -> bool:
+        p = self.p
+        if p.max_size is not None and size[run[0]] + size[c] > p.max_size:
+            return False
+        never = self.never.get(c)
+        if never and any(r in never for r in run):
+            return False
+        if p.max_const_bytes is not None:
+            clusters = self.partition.clusters
+            nodes = [v for r in run + [c] for v in clusters[r].nodes]
+            if cluster_const_bytes(p.graph, nodes) > p.max_const_bytes:
+                return False
+        return True
+
+    def build(self, labels: list[int]) -> Partition:
+        part = self.partition
+        lab = np.asarray(labels, dtype=np.int64)[self.a]
+        devices = np.asarray(self.dev, dtype=np.int64)[self.a]
+        out = Partition.from_assignment(self.p, lab, devices, strategy=part.strategy,
+                                        selector=part.selector, seconds=part.seconds,
+                                        info=dict(part.info),
+                                        fallback_reasons=dict(part.fallback_reasons))
+        out.info["level_merges"] = len(part.clusters) - len(out.clusters)
+        return out
+
+
+def _blocked_edges(part: Partition, a: np.ndarray, dev: list[int]) -> set[tuple[int, int]]:
+    """Cluster pairs joined by an edge that may not lie inside one cluster (a cut edge, or one
+    the device's selector refuses)."""
+    p, g = part.problem, part.problem.graph
+    ca, cb = a[g.edge_src], a[g.edge_dst]
+    between = ca != cb
+    bad = between & p.must_cut
+    if len(p.devices):
+        d_src = np.asarray(dev, dtype=np.int64)[ca]
+        ok = np.ones(len(ca), dtype=bool)
+        idx = np.flatnonzero(between & (d_src >= 0))
+        ok[idx] = p.edge_ok[d_src[idx], idx]
+        bad |= between & ~ok
+    return set(zip(ca[bad].tolist(), cb[bad].tolist()))
+
+
+def _never_partners(part: Partition, a: np.ndarray) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = {}
+    for u, v in part.problem.never_pairs.tolist():
+        x, y = int(a[u]), int(a[v])
+        if x != y:
+            out.setdefault(x, set()).add(y)
+            out.setdefault(y, set()).add(x)
+    return out
