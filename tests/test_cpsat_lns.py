@@ -69,8 +69,8 @@ def assignment(problem, part):
     return a, [devs[int(x)] for x in a]
 
 
-def checked_lns(problem, objective, **kw):
-    res = solve(problem, objective, time_limit=2, workers=1, method="lns", **kw)
+def checked_lns(problem, objective, time_limit=2.0, **kw):
+    res = solve(problem, objective, time_limit=time_limit, workers=1, method="lns", **kw)
     assert res.info["method"] == "lns"
     assert res.status in ("OPTIMAL", "FEASIBLE"), res.info
     check_valid(problem, res.partition)
@@ -125,16 +125,17 @@ def synthetic_problem(n: int, seed: int, **cons):
                                             ({"cut": 1, "partitions": 10 ** 6}, {})],
                          ids=["partitions", "cut-max-size", "weighted"])
 def test_lns_improves_a_poor_start_on_a_synthetic_graph(objective, cons):
-    problem = synthetic_problem(120, 3, **cons)
-    res = checked_lns(problem, objective, warm_start="singleton", window=12)
+    problem = synthetic_problem(50, 3, **cons)
+    res = checked_lns(problem, objective, 0.3, warm_start="singleton", window=8)
     warm = res.info["warm_start"]
     assert res.objective < warm["objective"]
     assert res.info["lns"]["improved"] + res.info["lns"]["merged"] > 0
 
 
 def test_lns_is_deterministic():
-    problem = synthetic_problem(150, 5, max_size=8)
-    runs = [solve(problem, "partitions", time_limit=1, method="lns", window=10, seed=3)
+    problem = synthetic_problem(60, 5, max_size=8)
+    runs = [solve(problem, "partitions", time_limit=0.3, method="lns", window=8, seed=3,
+                  warm_start="cycles")
             for _ in range(2)]
     names = [sorted(sorted(c.nodes) for c in r.partition.clusters) for r in runs]
     assert names[0] == names[1]
@@ -142,17 +143,17 @@ def test_lns_is_deterministic():
 
 
 def test_auto_method_full_when_small_lns_beyond(monkeypatch):
-    problem = synthetic_problem(60, 2)
+    problem = synthetic_problem(30, 2)
     small = solve(problem, "partitions", time_limit=2, warm_start="cycles")
     assert small.info["method"] == "full"
     assert "lns" not in small.info
     monkeypatch.setattr(lns, "PAIR_LIMIT", 5)
-    big = solve(problem, "partitions", time_limit=2, warm_start="cycles")
+    big = solve(problem, "partitions", time_limit=0.3, warm_start="cycles")
     assert big.info["method"] == "lns"
     check_valid(problem, big.partition)
     assert big.bound <= small.objective + 1e-9  # the proven optimum bounds every bound
     assert big.objective >= small.objective
-    forced = solve(problem, "partitions", time_limit=2, warm_start="cycles", method="full")
+    forced = solve(problem, "partitions", time_limit=0.3, warm_start="cycles", method="full")
     assert forced.info["method"] == "full"
 
 

@@ -18,12 +18,20 @@ edge *strict* when no device both ends may share follows it (it is cut in every 
   each is a distinct consuming unit other than the producer's.
 
 The weighted bound is the weighted sum (the minimum of a sum is at least the sum of minima).
+
+*Cut relaxation* (:func:`cut_relaxation`): the same problem without ``max_size`` and
+``max_const_bytes`` has more valid partitions, so its least cut bounds the cut of ours - among
+partitions with the same fewest fallback nodes, which holds when ``min_size`` is 1 and there
+is no together group (then the fallback set is the nodes no device takes, with or without the
+limits: every other node can be offloaded alone).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from clusterkit.constraints.core import Problem
 from clusterkit.engines.cpsat.reduce import SuperGraph, mergeable, reachability
 
 
@@ -38,6 +46,14 @@ def lower_bound(sg: SuperGraph, w_cut: int, w_parts: int, full: list[int] | None
             full, blocked = reachability(sg)
         total += w_cut * cut_bound(sg, full, blocked)
     return total
+
+
+def cut_relaxation(problem: Problem) -> Problem | None:
+    """The problem without its size and constant-byte limits, when its least cut bounds ours
+    (see the module docstring; None otherwise)."""
+    if problem.min_size > 1 or len(problem.groups):
+        return None
+    return dataclasses.replace(problem, max_size=None, max_const_bytes=None)
 
 
 def _always_acc(sg: SuperGraph, s: int) -> bool:

@@ -30,6 +30,7 @@ from clusterkit.engines.cpsat.lns import METHODS, choose_method, lns_reductions,
 from clusterkit.engines.cpsat.read import (CpsatResult, PartsOutcome, SolveReport,
                                            infeasible_result, read_result)
 from clusterkit.engines.cpsat.reduce import REDUCTIONS, Reduction, reduce_problem
+from clusterkit.engines.cpsat.relax import cut_relaxation, partitions_bound
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, unsolved_part
 from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
@@ -94,9 +95,8 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
     ic, ip, scale = integer_weights(obj.w_cut, obj.w_parts)
     info["method"] = choose_method(method, problem, red, ip)
     if info["method"] == "lns":
-        red = reduce_problem(problem, w_parts=obj.w_parts, enable=lns_reductions(reduce),
-                             require_offload=require_offload)
-        outcome, info["lns"] = solve_lns(problem, red, ic, ip, warm, settings, clock, window)
+        red, outcome, info["lns"] = _run_lns(problem, (ic, ip), warm, settings, clock, window,
+                                             reduce, require_offload)
     else:
         outcome = solve_parts(red, ic, ip, hint_assignment(red.graph, warm), settings, clock)
     info["reductions"] = red.stats
@@ -145,6 +145,36 @@ def solve_parts(red: Reduction, w_cut: int, w_parts: int, src: WarmHint | None,
         if sol.status == "UNKNOWN":
             break
     return outcome
+
+
+#: Share of the time limit LNS runs for when the cut relaxation can bound the objective (the
+#: relaxation gets the rest).
+LNS_SHARE = 0.7
+
+
+def _run_lns(problem: Problem, weights: tuple[int, int], warm: Partition | None,
+             settings: SolverSettings, clock: Clock, window: int | None,
+             reduce: bool | tuple[str, ...], require_offload: bool
+             ) -> tuple[Reduction, PartsOutcome, dict[str, Any]]:
+    """LNS from the warm start (:mod:`clusterkit.engines.cpsat.lns`), then the bound: the
+    larger of the relaxation of :mod:`clusterkit.engines.cpsat.relax` and, when it applies,
+    the cut relaxation solved by the full model in the time left."""
+    ic, ip = weights
+    red = reduce_problem(problem, w_parts=ip, enable=lns_reductions(reduce),
+                         require_offload=require_offload)
+    relaxed = cut_relaxation(problem) if ic else None
+    share = LNS_SHARE if relaxed is not None else 1.0
+    sub = Clock(clock.limit * share, settings.deterministic)
+    outcome, stats = solve_lns(problem, red, ic, ip, warm, settings, sub, window)
+    clock.charge_overhead(sub.used())
+    if relaxed is not None and clock.left() > 0:
+        rred = reduce_problem(relaxed, w_parts=0, enable=reduce, require_offload=require_offload)
+        cut = solve_parts(rred, 1, 0, None, settings, clock)
+        if not cut.failed and (rred.fixed_offload or cut.phase1.get("status") == "OPTIMAL"):
+            value = cut.const + cut.bound
+            stats["cut_relaxation_bound"] = value
+            outcome.bound = max(outcome.bound, ic * value + ip * partitions_bound(red.graph))
+    return red, outcome, stats
 
 
 def _check_method(method: Any, window: Any) -> None:
