@@ -90,7 +90,7 @@ def checked_lns(problem, objective, time_limit=2.0, **kw):
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES, ids=["cut", "partitions", "weighted"])
-@settings(FAST, max_examples=20)
+@settings(FAST, max_examples=12)
 @given(problem=problems(2, 7, 2, sizes=True), window=st.integers(2, 5),
        warm=st.sampled_from([True, "singleton", False]))
 def test_lns_is_valid_honest_and_optimal_only_at_the_optimum(objective, problem, window, warm):
@@ -104,7 +104,7 @@ def test_lns_is_valid_honest_and_optimal_only_at_the_optimum(objective, problem,
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES, ids=["cut", "partitions", "weighted"])
-@settings(FAST, max_examples=25)
+@settings(FAST, max_examples=20)
 @given(problem=problems(1, 8, 2, sizes=True))
 def test_relaxation_bound_never_exceeds_the_brute_force_optimum(objective, problem):
     ex = exhaustive_optimum(problem, objective)

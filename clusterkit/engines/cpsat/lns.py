@@ -58,7 +58,7 @@ WINDOW_CUT = 120
 WINDOW_SECONDS = 0.1
 #: Deterministic seconds charged per window for building its model and starting the solver
 #: (CP-SAT's deterministic time counts neither), so the time limit bounds the windows too.
-WINDOW_OVERHEAD = 0.01
+WINDOW_OVERHEAD = 0.05
 #: A round without improvement doubles the window, at most this factor over the first.
 MAX_GROWTH = 4
 #: Reductions LNS keeps: those that merge no node (the warm start fits their super-nodes).
