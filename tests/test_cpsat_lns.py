@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 from clusterkit import Constraints, StrategyError, make_problem
 from clusterkit.constraints.objectives import integer_weights, objective_weights
 from clusterkit.engines.cpsat import lns
-from clusterkit.engines.cpsat.reduce import reduce_problem
+from clusterkit.engines.cpsat.hints import topological_ranks
+from clusterkit.engines.cpsat.reduce import reachability, reduce_problem
 from clusterkit.engines.cpsat.relax import lower_bound
 from clusterkit.engines.cpsat.strategy import optimize as solve
 from clusterkit.graph.fast import graph_from_dag
 from clusterkit.result import cluster_const_bytes
-from clusterkit.testing.exhaustive import exhaustive_optimum, partition_objective
+from clusterkit.testing.exhaustive import (enumerate_valid, exhaustive_optimum,
+                                           partition_objective)
 from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
 from support.problems import problems
 
@@ -113,6 +115,54 @@ def test_relaxation_bound_never_exceeds_the_brute_force_optimum(objective, probl
     for reduce in (True, ("fix", "constants", "host")):
         red = reduce_problem(problem, w_parts=w_parts, enable=reduce)
         assert lower_bound(red.graph, ic, ip) / scale <= ex.value + 1e-9
+
+
+def _same_outside(problem, ref, other, inside: set[int]) -> bool:
+    """Does ``other`` equal ``ref`` outside ``inside``, with no cluster crossing its border?"""
+    (la, da), (lb, db) = ref, other
+    out = [v for v in range(problem.n) if v not in inside]
+    if any(da[v] != db[v] for v in out):
+        return False
+    if any(lb[u] == lb[v] for u in inside for v in out):
+        return False
+    return all((la[u] == la[v]) == (lb[u] == lb[v]) for u in out for v in out)
+
+
+@settings(FAST, max_examples=20)
+@given(problem=problems(3, 7, 2), data=st.data())
+def test_window_model_charges_exactly_what_the_window_changes(problem, data):
+    """For every valid partition that differs from a reference one only inside a window (a
+    run of whole clusters in a topological order), the true objective and fallback count
+    minus the window model's are one constant: the model ranks the window's choices exactly."""
+    red = reduce_problem(problem, w_parts=1, enable=())  # the fallback set is free
+    sg = red.graph
+    every = list(enumerate_valid(problem))
+    labels, devices = every[data.draw(st.integers(0, len(every) - 1))]
+    first = [sg.members[s][0] for s in range(sg.size)]
+    state = lns.State([int(labels[v]) for v in first], [int(devices[v]) for v in first],
+                      problem.n + 1)
+    clusters = lns.cluster_order(sg, state)
+    i = data.draw(st.integers(0, len(clusters) - 1))
+    j = data.draw(st.integers(i, len(clusters) - 1))
+    part = sorted(s for c in clusters[i:j + 1] for s in c)
+    inside = {v for s in part for v in sg.members[s]}
+    model = lns.window_model(sg, reachability(sg), lns.terms_by_super_node(sg), state, part,
+                             (1, 1000))
+    diffs = set()
+    for lab, dev in every:
+        if not _same_outside(problem, (labels, devices), (lab, dev), inside):
+            continue
+        cluster = {s: int(lab[sg.members[s][0]]) if dev[sg.members[s][0]] >= 0 else -1 - s
+                   for s in part}
+        rank = topological_ranks(model, cluster)
+        device = {s: int(dev[sg.members[s][0]]) for s in part}
+        assert rank is not None and model.in_domain(rank, device)
+        vals = model.evaluate(rank, device) if not model.trivial else {}
+        value = model.value(vals) if vals else 0
+        offload = model.value(vals, "offload") if vals else 0
+        true = partition_objective(problem, lab, dev, 1, 1000)
+        diffs.add((int((dev < 0).sum()) - offload, true - value - model.const))
+    assert len(diffs) == 1
 
 
 def synthetic_problem(n: int, seed: int, **cons):

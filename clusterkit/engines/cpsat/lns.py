@@ -137,7 +137,7 @@ def solve_lns(problem: Problem, red: Reduction, w_cut: int, w_parts: int,
                 stop = "converged"
                 break
             size *= 2
-    bound = lower_bound(sg, w_cut, w_parts)
+    bound = lower_bound(sg, w_cut, w_parts, full, blocked)
     outcome = PartsOutcome()
     outcome.rank = {s: state.label[s] for s in range(sg.size)}
     outcome.device = {s: state.device[s] for s in range(sg.size)}
@@ -219,7 +219,7 @@ def sweep(search: Search, sg: SuperGraph, full: list[int], blocked: list[int], s
           size: int, counter: str, gains: str) -> int:
     """Solve every window of one pass (from a seeded offset); the number of improvements."""
     clusters = cluster_order(sg, state)
-    touching = _terms_by_super_node(sg)
+    touching = terms_by_super_node(sg)
     start = search.rng.randrange(max(1, min(len(clusters), size // 2)))
     gained = 0
     while start < len(clusters) and search.clock.left() > 0:
@@ -239,18 +239,9 @@ def sweep(search: Search, sg: SuperGraph, full: list[int], blocked: list[int], s
 def solve_window(search: Search, sg: SuperGraph, full: list[int], blocked: list[int],
                  touching: list[list[int]], state: State, part: list[int]) -> bool:
     """Re-solve one window with the rest fixed; True when its solution replaced the state's."""
-    inside = set(part)
-    term_ids = sorted({i for s in part for i in touching[s]})
-    terms = [sg.terms[i] for i in term_ids]
-    outside = {}
-    for t in terms:
-        for s in ((t.producer,) if t.producer >= 0 else ()) + t.consumers:
-            if s not in inside:
-                outside[s] = state.device[s]
-    never = [(a, b) for a, b in sg.never if a in inside and b in inside]
     search.clock.charge_overhead(WINDOW_OVERHEAD)
-    model = ClusterModel(sg, part, search.w_cut, search.w_parts, full, blocked, terms, never,
-                         outside)
+    model = window_model(sg, (full, blocked), touching, state, part,
+                         (search.w_cut, search.w_parts))
     if model.trivial:
         return False
     cluster = {s: state.label[s] if state.device[s] >= 0 else -1 - s for s in part}
@@ -275,12 +266,29 @@ def solve_window(search: Search, sg: SuperGraph, full: list[int], blocked: list[
     return True
 
 
+def window_model(sg: SuperGraph, reach: tuple[list[int], list[int]],
+                 touching: list[list[int]], state: State, part: list[int],
+                 weights: tuple[int, int]) -> ClusterModel:
+    """The exact model of a window (a run of whole clusters) with everything outside fixed as
+    in ``state``: its objective is the full objective minus terms the window cannot change."""
+    inside = set(part)
+    terms = [sg.terms[i] for i in sorted({i for s in part for i in touching[s]})]
+    outside = {}
+    for t in terms:
+        for s in ((t.producer,) if t.producer >= 0 else ()) + t.consumers:
+            if s not in inside:
+                outside[s] = state.device[s]
+    never = [(a, b) for a, b in sg.never if a in inside and b in inside]
+    return ClusterModel(sg, part, weights[0], weights[1], reach[0], reach[1], terms, never,
+                        outside)
+
+
 def _key(model: ClusterModel, rank: dict[int, int], device: dict[int, int]) -> tuple[int, int]:
     vals = model.evaluate(rank, device)
     return model.value(vals, "offload"), model.value(vals)
 
 
-def _terms_by_super_node(sg: SuperGraph) -> list[list[int]]:
+def terms_by_super_node(sg: SuperGraph) -> list[list[int]]:
     """Indices of the tensor terms each super-node produces or consumes."""
     out: list[list[int]] = [[] for _ in range(sg.size)]
     for i, t in enumerate(sg.terms):
