@@ -1,7 +1,8 @@
 """cpsat's large-neighbourhood search (``method="lns"``) and its relaxation bound: valid
 partitions under every objective and size limit (an independent checker), never worse than
 the warm start, bounds never above the brute-force optimum, OPTIMAL only when it is the
-optimum, the automatic choice of method, determinism."""
+optimum, the window model charging exactly what a window changes, the automatic choice of
+method, determinism."""
 
 from __future__ import annotations
 
