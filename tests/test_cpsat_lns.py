@@ -107,8 +107,8 @@ def test_lns_is_valid_honest_and_optimal_only_at_the_optimum(objective, problem,
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES, ids=["cut", "partitions", "weighted"])
-@settings(FAST, max_examples=20)
-@given(problem=problems(1, 8, 2, sizes=True))
+@settings(FAST, max_examples=15)
+@given(problem=problems(1, 7, 2, sizes=True))
 def test_relaxation_bound_never_exceeds_the_brute_force_optimum(objective, problem):
     ex = exhaustive_optimum(problem, objective)
     w_cut, w_parts = objective_weights(objective)
