@@ -51,7 +51,7 @@ METHODS = ("auto", "full", "lns")
 #: (pair terms: the ``partitions`` weight, size or constant-byte limits) ...
 PAIR_LIMIT = 250
 #: ... or this many (the cut alone).
-CUT_LIMIT = 4000
+CUT_LIMIT = 20000
 #: First window (super-nodes) with and without pair terms; deterministic seconds per window.
 WINDOW_PAIRS = 40
 WINDOW_CUT = 120

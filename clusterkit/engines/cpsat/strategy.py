@@ -6,14 +6,18 @@ through fixed phases of the ``clusterkit.engines.cpsat`` package, one module eac
 start (``warmstart``: the best heuristic by the same objective), the reductions (``reduce``:
 independent parts of super-nodes), the models (``build``), solving part by part (``solve``:
 phase 1 minimizes the fallback nodes unless reduction R1 proves that set, phase 2 the
-objective) and reading the result (``read``).
+objective) and reading the result (``read``). Beyond a few hundred super-nodes with pair terms
+(``method="auto"``), a large-neighbourhood search (``lns``) improves the warm start window by
+window instead, with the bound of ``relax``.
 
 The result is never worse than the warm start and carries in ``Partition.info``: ``status``
 (``OPTIMAL``, ``FEASIBLE``, ``UNKNOWN`` - no solution in time, the warm start is returned - or,
 for ``require_offload=True`` only, ``INFEASIBLE`` with a ``reason``), ``objective``, ``bound`` (a
 proven lower bound of the objective among partitions with the optimal fallback count),
-``fallback_nodes``, ``limit`` (the limit that stopped the search, if any), ``warm_start`` and
-``reductions``; the same figures, typed, as ``Partition.solve_report``.
+``fallback_nodes``, ``limit`` (the limit that stopped the search, if any), ``warm_start``,
+``reductions``, ``method`` (``full`` or ``lns``) and with LNS ``lns`` (windows solved and
+improved, rounds, why it stopped, the bounds); the same figures, typed, as
+``Partition.solve_report``.
 """
 
 from __future__ import annotations
