@@ -19,7 +19,8 @@ few hundred super-nodes the search starts from the warm start and improves it wi
 - A window's solve is the exact two-phase solve (fewest fallback nodes, then the objective) with
   the current state as hint; its solution replaces the window when it is lexicographically
   better. Rounds alternate the two levels; a round without improvement doubles the window, up to
-  :data:`MAX_GROWTH` times the first (then the search stops: ``converged``).
+  :data:`MAX_GROWTH` times the first (then the search stops: ``converged``). With the fallback
+  set fixed by the reductions, a round starts only while the objective is above the bound.
 
 The bound is :mod:`clusterkit.engines.cpsat.relax`'s; the status is FEASIBLE unless the bound
 meets the objective (then OPTIMAL, proven by the bound alone).
@@ -126,8 +127,12 @@ def solve_lns(problem: Problem, red: Reduction, w_cut: int, w_parts: int,
     first = window or (WINDOW_PAIRS if has_pair_terms(problem, w_parts) else WINDOW_CUT)
     size = first
     full, blocked = reachability(sg)
+    bound = lower_bound(sg, w_cut, w_parts, full, blocked)
     stop = "time limit"
     while clock.left() > 0:
+        if red.fixed_offload and state_value(problem, red, state, w_cut, w_parts) <= bound:
+            stop = "bound reached"
+            break
         search.stats["rounds"] += 1
         gained = sweep(search, sg, full, blocked, state, size, "windows", "improved")
         if clock.left() > 0 and len(set(state.label)) > 1:
@@ -137,7 +142,6 @@ def solve_lns(problem: Problem, red: Reduction, w_cut: int, w_parts: int,
                 stop = "converged"
                 break
             size *= 2
-    bound = lower_bound(sg, w_cut, w_parts, full, blocked)
     outcome = PartsOutcome()
     outcome.rank = {s: state.label[s] for s in range(sg.size)}
     outcome.device = {s: state.device[s] for s in range(sg.size)}
@@ -180,6 +184,14 @@ def valid_state(problem: Problem, red: Reduction, state: State) -> bool:
     except ClusterkitError:
         return False
     return True
+
+
+def state_value(problem: Problem, red: Reduction, state: State, w_cut: int, w_parts: int
+                ) -> int:
+    """The objective of the state's partition (integer weights)."""
+    part = assemble(problem, red, dict(enumerate(state.label)), dict(enumerate(state.device)))
+    m = part.metrics()
+    return w_cut * int(m["cut_bytes"]) + w_parts * int(m["partitions"])
 
 
 def cluster_order(sg: SuperGraph, state: State) -> list[list[int]]:

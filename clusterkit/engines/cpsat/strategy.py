@@ -171,7 +171,7 @@ def _run_lns(problem: Problem, weights: tuple[int, int], warm: Partition | None,
     sub = Clock(clock.limit * share, settings.deterministic)
     outcome, stats = solve_lns(problem, red, ic, ip, warm, settings, sub, window)
     clock.charge_overhead(sub.used())
-    if relaxed is not None and clock.left() > 0:
+    if relaxed is not None and clock.left() > 0 and stats.get("stop") != "bound reached":
         rred = reduce_problem(relaxed, w_parts=0, enable=reduce, require_offload=require_offload)
         cut = solve_parts(rred, 1, 0, None, settings, clock)
         if not cut.failed and (rred.fixed_offload or cut.phase1.get("status") == "OPTIMAL"):
