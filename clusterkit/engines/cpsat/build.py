@@ -54,12 +54,16 @@ class ClusterModel:
     :meth:`offload_expr` (fallback nodes) or :meth:`objective_expr` (the objective, without the
     constant :attr:`const`). ``full``/``blocked`` come from
     :func:`~clusterkit.engines.cpsat.reduce.reachability` and ``terms``/``never`` restrict the
-    tensors and never-together pairs to this part's (all when not given)."""
+    tensors and never-together pairs to this part's (all when not given). ``outside``: the
+    fixed device (-1: the fallback) of super-nodes outside the part that share a tensor with
+    it, when the rest of the graph is fixed rather than independent (a window of the
+    large-neighbourhood search); the host unit is then charged exactly."""
 
     def __init__(self, sg: SuperGraph, part: Sequence[int], w_cut: int, w_parts: int,
                  full: list[int] | None = None, blocked: list[int] | None = None,
                  terms: Sequence[TensorTerm] | None = None,
-                 never: Sequence[tuple[int, int]] | None = None):
+                 never: Sequence[tuple[int, int]] | None = None,
+                 outside: dict[int, int] | None = None):
         self.sg = sg
         self.part = list(part)
         self.inside = set(self.part)
@@ -72,6 +76,7 @@ class ClusterModel:
             full, blocked = reachability(sg)
         self.full, self.blocked = full, blocked
         self.never = set(sg.never)
+        self.outside = outside
         # the tensors and never-together pairs that touch this part (all when not given)
         self.part_terms = list(sg.terms if terms is None else terms)
         self.part_never = [(a, b) for a, b in (sg.never if never is None else never)
@@ -295,9 +300,7 @@ class ClusterModel:
                 if term.is_output:
                     self._add_term(b, pa)
                 host_cons = [c for c in term.consumers if c in self.inside and sg.may_fb[c]]
-                outside_host = [c for c in term.consumers
-                                if c not in self.inside and not sg.may_acc[c]]
-                fixed_host = bool(outside_host) or term.host_consumer
+                fixed_host = self._host_outside(term)
                 if pa is not False and (host_cons or fixed_host):
                     if pa is True and (fixed_host or any(self.acc[c] is False
                                                          for c in host_cons)):
@@ -310,6 +313,8 @@ class ClusterModel:
                             self.clause([h, self.neg(pa)])
                         self._hosts.append((h, p, host_cons, fixed_host))
                         self.terms.append((b, h))
+            elif self.outside is not None and p >= 0 and self.outside.get(p, -1) >= 0:
+                self._host_unit_of_outside(term, b)
             # accelerator consuming units
             done: list[int] = []
             for c in cons:
@@ -332,6 +337,33 @@ class ClusterModel:
                 pay = self._charge_unless(b, ac, avoid, f"pay{term.tensor}_{c}")
                 if pay is not None:
                     self._pays.append((pay, c, sem, True))
+
+    def _host_outside(self, term: TensorTerm) -> bool:
+        """Does the host consume ``term`` outside the part (a fixed host node, a node out of the
+        model, or with ``outside``, a node fixed on the fallback)?"""
+        if term.host_consumer:
+            return True
+        out = self.outside
+        return any(c not in self.inside and (not self.sg.may_acc[c]
+                                             or (out is not None and out.get(c, 0) < 0))
+                   for c in term.consumers)
+
+    def _host_unit_of_outside(self, term: TensorTerm, coef: int) -> None:
+        """A tensor produced off the host outside the part: the host unit pays once when a
+        consumer of the part is on the fallback, unless one outside already is."""
+        if self._host_outside(term):
+            return
+        if any(self.acc[c] is False for c in term.consumers if c in self.inside):
+            self.const += coef
+            return
+        host_cons = [c for c in term.consumers if c in self.inside and self.sg.may_fb[c]]
+        if not host_cons:
+            return
+        h = self.m.NewBoolVar(f"h{term.tensor}")
+        for c in host_cons:
+            self.clause([h, self.acc[c]])
+        self._hosts.append((h, -1, host_cons, True))
+        self.terms.append((coef, h))
 
     def _add_term(self, coef: int, lit: Lit) -> None:
         if lit is True:
@@ -455,8 +487,9 @@ class ClusterModel:
             vals[e] = int(rank[a] == rank[b])
         for pay, c, sem, _ in self._pays:
             vals[pay] = int(device[c] >= 0 and not any(same(a, b) for a, b in sem))
-        for h, p, cons, fixed in self._hosts:
-            vals[h] = int(device[p] >= 0 and (any(device[c] < 0 for c in cons) or fixed))
+        for h, p, cons, fixed in self._hosts:  # p = -1: produced off the host outside
+            vals[h] = int((p < 0 or device[p] >= 0)
+                          and (any(device[c] < 0 for c in cons) or (fixed and p >= 0)))
         for lead, s, sem in self._leads:
             vals[lead] = int(device[s] >= 0 and not any(same(t, s) for t in sem))
         for has, s, others in self._has:

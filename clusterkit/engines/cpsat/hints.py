@@ -44,7 +44,7 @@ def part_hint(model: ClusterModel, src: WarmHint | None) -> Assignment | None:
     warm_dev = _devices_from(model, src[1] if src is not None else None)
     if src is not None:
         cluster = {s: (src[0][s] if warm_dev[s] >= 0 else -1 - s) for s in part}
-        rank = _topological_ranks(model, cluster)
+        rank = topological_ranks(model, cluster)
         if rank is not None and model.in_domain(rank, warm_dev):
             cands.append((rank, warm_dev))
     for devs in (warm_dev, _affinity_devices(model), _devices_from(model, None)):
@@ -129,7 +129,7 @@ def _longest_path_ranks(model: ClusterModel, device: dict[int, int]) -> dict[int
     return rank
 
 
-def _topological_ranks(model: ClusterModel, cluster: dict[int, int]) -> dict[int, int] | None:
+def topological_ranks(model: ClusterModel, cluster: dict[int, int]) -> dict[int, int] | None:
     """Position of each super-node's cluster in a topological order of the part's clusters
     (the cluster of the smallest super-node first among the ready ones); None when the clusters
     form a cycle."""

@@ -110,6 +110,11 @@ class Clock:
         if self.deterministic:
             self.spent += _deterministic_seconds(solver)
 
+    def charge_overhead(self, seconds: float) -> None:
+        """Account for work outside the solver (deterministic seconds, counted as given)."""
+        if self.deterministic:
+            self.spent += seconds
+
     @property
     def kind(self) -> str:
         """The limit that stops a search now: ``deterministic_time`` or ``wall_time``."""

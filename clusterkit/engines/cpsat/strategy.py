@@ -6,14 +6,18 @@ through fixed phases of the ``clusterkit.engines.cpsat`` package, one module eac
 start (``warmstart``: the best heuristic by the same objective), the reductions (``reduce``:
 independent parts of super-nodes), the models (``build``), solving part by part (``solve``:
 phase 1 minimizes the fallback nodes unless reduction R1 proves that set, phase 2 the
-objective) and reading the result (``read``).
+objective) and reading the result (``read``). Beyond a few hundred super-nodes with pair terms
+(``method="auto"``), a large-neighbourhood search (``lns``) improves the warm start window by
+window instead, with the bound of ``relax``.
 
 The result is never worse than the warm start and carries in ``Partition.info``: ``status``
 (``OPTIMAL``, ``FEASIBLE``, ``UNKNOWN`` - no solution in time, the warm start is returned - or,
 for ``require_offload=True`` only, ``INFEASIBLE`` with a ``reason``), ``objective``, ``bound`` (a
 proven lower bound of the objective among partitions with the optimal fallback count),
-``fallback_nodes``, ``limit`` (the limit that stopped the search, if any), ``warm_start`` and
-``reductions``; the same figures, typed, as ``Partition.solve_report``.
+``fallback_nodes``, ``limit`` (the limit that stopped the search, if any), ``warm_start``,
+``reductions``, ``method`` (``full`` or ``lns``) and with LNS ``lns`` (windows solved and
+improved, rounds, why it stopped, the bounds); the same figures, typed, as
+``Partition.solve_report``.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from clusterkit.constraints.objectives import ObjectiveSpec, integer_weights, pa
 from clusterkit.engines.cpsat.build import build_models
 from clusterkit.engines.cpsat.diagnose import explain_infeasible, offload_contradiction
 from clusterkit.engines.cpsat.hints import WarmHint, hint_assignment
+from clusterkit.engines.cpsat.lns import METHODS, choose_method, lns_reductions, solve_lns
 from clusterkit.engines.cpsat.read import (CpsatResult, PartsOutcome, SolveReport,
                                            infeasible_result, read_result)
 from clusterkit.engines.cpsat.reduce import REDUCTIONS, Reduction, reduce_problem
+from clusterkit.engines.cpsat.relax import cut_relaxation, partitions_bound
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, unsolved_part
 from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
@@ -41,7 +47,8 @@ __all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_parts"]
 def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float = 60.0,
         workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
         reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
-        deterministic: bool = True, log: bool = False, coalesce: bool = True) -> Partition:
+        deterministic: bool = True, log: bool = False, coalesce: bool = True,
+        method: str = "auto", window: int | None = None) -> Partition:
     """Optimal partition (see the module docstring). ``time_limit``: seconds for the search
     (CP-SAT's deterministic seconds with ``deterministic``, wall-clock ones otherwise; the
     result's ``limit`` says which limit stopped it, if any); ``warm_start``: True (best heuristic),
@@ -51,11 +58,16 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     time so that the same input gives the same partition (False: let them race against the
     wall clock, sometimes faster); ``coalesce``: merge clusters of one device while valid after
     solving (never raises the objective: see :mod:`clusterkit.engines.coalesce`; it breaks
-    ties of equal cut towards fewer partitions). Raises :class:`StrategyError` (with
-    ``status``/``reason`` attributes) when infeasible."""
+    ties of equal cut towards fewer partitions); ``method``: ``full`` (one exact model per
+    part), ``lns`` (large-neighbourhood search from the warm start, see
+    :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound
+    meets the objective) or ``auto`` (the full model when its largest part is small enough to
+    prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default).
+    Raises :class:`StrategyError` (with ``status``/``reason`` attributes) when infeasible."""
     res = optimize(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
                    warm_start=warm_start, reduce=reduce, require_offload=require_offload,
-                   deterministic=deterministic, log=log, coalesce=coalesce)
+                   deterministic=deterministic, log=log, coalesce=coalesce, method=method,
+                   window=window)
     if res.partition is None:
         err = StrategyError(f"cpsat: {res.status}: {res.reason}")
         err.report = res.report  # type: ignore[attr-defined]
@@ -68,12 +80,13 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
 def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: float = 60.0,
              workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
              reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
-             deterministic: bool = True, log: bool = False, coalesce: bool = True
-             ) -> CpsatResult:
+             deterministic: bool = True, log: bool = False, coalesce: bool = True,
+             method: str = "auto", window: int | None = None) -> CpsatResult:
     """Solve (options as :func:`run`); never raises for infeasibility (the status says it)."""
     start = time.perf_counter()
     obj = parse_objective(objective)
     settings = _check_options(time_limit, workers, seed, reduce, deterministic, log)
+    _check_method(method, window)
     clock = Clock(float(time_limit), settings.deterministic)
     warm, warm_info = warm_start_partition(problem, warm_start, obj)
     info: dict[str, Any] = {"warm_start": warm_info}
@@ -84,7 +97,12 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
     red = reduce_problem(problem, w_parts=obj.w_parts, enable=reduce,
                          require_offload=require_offload)
     ic, ip, scale = integer_weights(obj.w_cut, obj.w_parts)
-    outcome = solve_parts(red, ic, ip, hint_assignment(red.graph, warm), settings, clock)
+    info["method"] = choose_method(method, problem, red, ip)
+    if info["method"] == "lns":
+        red, outcome, info["lns"] = _run_lns(problem, (ic, ip), warm, settings, clock, window,
+                                             reduce, require_offload)
+    else:
+        outcome = solve_parts(red, ic, ip, hint_assignment(red.graph, warm), settings, clock)
     info["reductions"] = red.stats
     if outcome.failed:
         why = explain_infeasible(problem, red) if require_offload else ""
@@ -92,7 +110,10 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
     info.update({"weights": {"cut": obj.w_cut, "partitions": obj.w_parts},
                  "time_limit": float(time_limit), "workers": settings.workers,
                  "seed": settings.seed})
-    return read_result(problem, red, outcome, obj, scale, warm, info, coalesce, start)
+    res = read_result(problem, red, outcome, obj, scale, warm, info, coalesce, start)
+    if info["method"] == "lns":  # LNS never builds the whole model
+        info.pop("model_objective", None)
+    return res
 
 
 def solve_parts(red: Reduction, w_cut: int, w_parts: int, src: WarmHint | None,
@@ -128,6 +149,46 @@ def solve_parts(red: Reduction, w_cut: int, w_parts: int, src: WarmHint | None,
         if sol.status == "UNKNOWN":
             break
     return outcome
+
+
+#: Share of the time limit LNS runs for when the cut relaxation can bound the objective (the
+#: relaxation gets the rest).
+LNS_SHARE = 0.7
+
+
+def _run_lns(problem: Problem, weights: tuple[int, int], warm: Partition | None,
+             settings: SolverSettings, clock: Clock, window: int | None,
+             reduce: bool | tuple[str, ...], require_offload: bool
+             ) -> tuple[Reduction, PartsOutcome, dict[str, Any]]:
+    """LNS from the warm start (:mod:`clusterkit.engines.cpsat.lns`), then the bound: the
+    larger of the relaxation of :mod:`clusterkit.engines.cpsat.relax` and, when it applies,
+    the cut relaxation solved by the full model in the time left."""
+    ic, ip = weights
+    red = reduce_problem(problem, w_parts=ip, enable=lns_reductions(reduce),
+                         require_offload=require_offload)
+    relaxed = cut_relaxation(problem) if ic else None
+    share = LNS_SHARE if relaxed is not None else 1.0
+    sub = Clock(clock.limit * share, settings.deterministic)
+    outcome, stats = solve_lns(problem, red, ic, ip, warm, settings, sub, window)
+    clock.charge_overhead(sub.used())
+    if relaxed is not None and clock.left() > 0 and stats.get("stop") != "bound reached":
+        rred = reduce_problem(relaxed, w_parts=0, enable=reduce, require_offload=require_offload)
+        cut = solve_parts(rred, 1, 0, None, settings, clock)
+        if not cut.failed and (rred.fixed_offload or cut.phase1.get("status") == "OPTIMAL"):
+            value = cut.const + cut.bound
+            stats["cut_relaxation_bound"] = value
+            outcome.bound = max(outcome.bound, ic * value + ip * partitions_bound(red.graph))
+    return red, outcome, stats
+
+
+def _check_method(method: Any, window: Any) -> None:
+    """A bad ``method`` or ``window`` is a :class:`StrategyError` naming it."""
+    if method not in METHODS:
+        raise StrategyError(f"cpsat: option method must be one of {', '.join(METHODS)}, got "
+                            f"{method!r}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                               or window < 2):
+        raise StrategyError(f"cpsat: option window must be an integer >= 2, got {window!r}")
 
 
 def _check_options(time_limit: Any, workers: Any, seed: Any, reduce: Any, deterministic: bool,
