@@ -17,7 +17,7 @@ from clusterkit.errors import BackendError
 from clusterkit.fusion import StaticInfo, root_of, source_model, subgraph_model
 from clusterkit.graph.core import Graph, Node
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.runtime.backends.base import Backend, CompiledSubgraph
+from clusterkit.runtime.backends.base import Backend, CompiledSubgraph, ValueKind
 
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
            "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
@@ -46,6 +46,41 @@ def _function_op(domain: str, op_type: str) -> bool:
     except Exception:
         return False
     return bool(schema.has_function or schema.has_context_dependent_function)
+
+
+def _ortvalue_from_numpy(array: Any):
+    from onnxruntime import OrtValue
+
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:
+        array = array.copy()
+    return OrtValue.ortvalue_from_numpy(array)
+
+
+#: ``onnxruntime.OrtValue`` tensors on the CPU: made from numpy arrays and turned back into numpy
+#: arrays without copying (the array views the OrtValue's buffer)
+ORT_VALUES = ValueKind("onnxruntime.OrtValue", lambda value: value.numpy(), _ortvalue_from_numpy,
+                       lambda value: int(value.tensor_size_in_bytes()))
+
+
+def _plain_tensor(type_name: str) -> bool:
+    return type_name.startswith("tensor(") and type_name != "tensor(string)"
+
+
+def _ortvalue_runner(sess, inputs: list[str], outputs: list[str]):
+    """The positional fast path of a session (OrtValues in, OrtValues out), or ``None`` when
+    one of its inputs or outputs is not a numeric tensor (strings, sequences, maps)."""
+    metas = list(sess.get_inputs()) + list(sess.get_outputs())
+    if not all(_plain_tensor(m.type) for m in metas):
+        return None
+    run = sess.run_with_ort_values
+    names = list(inputs)
+    fetch = list(outputs)
+
+    def run_values(values):
+        return run(fetch, dict(zip(names, values)))
+
+    return run_values
 
 
 class OnnxRuntimeBackend(Backend):
@@ -142,10 +177,13 @@ class OnnxRuntimeBackend(Backend):
                 sess = state["session"]
             return sess.run(outputs, feeds)
 
+        fast = None
         if not unknown:
             build()
+            fast = _ortvalue_runner(state["session"], inputs, outputs)
         return CompiledSubgraph(name, self, list(inputs), list(outputs), run,
-                                node_timings=lambda: self._node_timings(state))
+                                node_timings=lambda: self._node_timings(state),
+                                run_values=fast, value_kind=ORT_VALUES)
 
     def _session(self, model, name: str):
         import onnxruntime as ort
