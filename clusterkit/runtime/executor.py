@@ -2,17 +2,19 @@
 
 Every fused node is one *unit* compiled by its device's backend (default ``onnxruntime``,
 restricted to the op set of the device's selector). The ordinary (fallback) nodes run on the host
-backend, grouped into as few units as possible: the nodes are scheduled in a topological order that
-keeps taking ready host nodes before the next fused node, and every maximal run of host nodes in
-that order (a convex set) becomes one unit. Constant nodes (weight stubs and what is computed from
-them) are never scheduled: each unit computes the constants it reads itself, once, when it is
-compiled. When the graph inputs have static shapes, the values those shapes fix (a Reshape's
-target computed with Shape/Gather/Concat, masks built from shapes) are found once, the way
-onnxruntime folds them in a whole model, and handed to the units as constants; nodes that only
-compute such values never run, and units nobody reads are dropped. The executor moves the tensors
-between units, frees them after their last reader, and keeps per-unit timings and (with the
-backends' ``perf_counts``) per-node counters. A unit whose compile fails on its device falls back
-to the host and is reported in :attr:`Executor.fallbacks`.
+backend, grouped into as few units as possible: the nodes are scheduled in a topological order
+that switches between host nodes and fused nodes as rarely as it can (:func:`phase_order`), and
+every maximal run of host nodes in that order becomes one unit. Constant nodes (weight stubs and
+what is computed from them) are never scheduled: each unit computes the constants it reads
+itself, once, when it is compiled. When the graph inputs have static shapes, the values those
+shapes fix (a Reshape's target computed with Shape/Gather/Concat, masks built from shapes) are
+found once, the way onnxruntime folds them in a whole model, and handed to the units as
+constants; nodes that only compute such values never run, units nobody reads are dropped, and a
+unit left without inputs runs once, at the first run. The executor moves the tensors between
+units in the backends' own form (``onnxruntime.OrtValue`` from session to session: no numpy
+conversion, no copy), frees them after their last reader, and keeps per-unit timings and (with
+the backends' ``perf_counts``) per-node counters. A unit whose compile fails on its device falls
+back to the host and is reported in :attr:`Executor.fallbacks`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Mapping
 
 import numpy as np
@@ -27,6 +30,7 @@ import numpy as np
 from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
 from clusterkit.fusion import (FusedGraph, StaticInfo, initializer_map, required_inputs, root_of,
                                runtime_outputs, source_model)
+from clusterkit.graph.core import _NONDETERMINISTIC as _RANDOM_OPS
 from clusterkit.graph.core import Graph
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.runtime.backends import Backend, CompiledSubgraph, backend_names, get_backend
@@ -65,6 +69,20 @@ def phase_order(preds: list[list[int]], succs: list[list[int]], live: list[bool]
                 if indeg[w] == 0:
                     heapq.heappush(queues[host[w]], w)
     return order
+
+
+def _copy_of(to_numpy, value) -> np.ndarray:
+    return np.array(to_numpy(value), copy=True)
+
+
+#: ops whose outputs may differ from run to run, and ops with bodies (not looked into)
+NONDETERMINISTIC = frozenset(_RANDOM_OPS | {"Dropout", "If", "Loop", "Scan"})
+
+
+def deterministic(root: Graph, unit: "Unit") -> bool:
+    """Does ``unit`` compute the same outputs from the same inputs at every run?"""
+    nodes = [root.nodes[v] for v in unit.subgraph.nodes]
+    return not any(nd.op_type in NONDETERMINISTIC or nd.implicit_inputs for nd in nodes)
 
 
 def host_runs(order: list[int], host: list[bool]) -> int:
@@ -296,8 +314,22 @@ class Executor:
                 u.out_slots.append(slot[t])
             u.free_slots = [slot[t] for t in u.release]
         self._n_slots = len(slot)
-        self._fetch = [(t, slot[t], kind[t].to_numpy) if t in slot else (t, -1, None)
-                       for t in self.graph.outputs]
+        # a unit without inputs computes the same values at every run: run it once, keep them
+        self._once = [u for u in self.units if not u.inputs and deterministic(self.root, u)]
+        self._loop = [u for u in self.units if u.inputs or u not in self._once]
+        self._fixed: list[tuple[int, Any]] | None = None
+        kept = {k for u in self._once for k in u.out_slots}
+        for u in self._loop:
+            u.free_slots = [k for k in u.free_slots if k not in kept]
+        self._fetch = []
+        for t in self.graph.outputs:
+            if t not in slot:
+                self._fetch.append((t, -1, None))
+                continue
+            to_numpy = kind[t].to_numpy
+            if slot[t] in kept:  # the caller may write into what it gets: not into ours
+                to_numpy = partial(_copy_of, to_numpy)
+            self._fetch.append((t, slot[t], to_numpy))
 
     # ------------------------------------------------------------------ running
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -309,7 +341,13 @@ class Executor:
         slots: list[Any] = [None] * self._n_slots
         for k, t in enumerate(g.inputs):
             slots[k] = np.asarray(feeds[t])
-        for u in self.units:
+        if self._fixed is None:
+            for u in self._once:
+                self._run_unit(u, slots)
+            self._fixed = [(k, slots[k]) for u in self._once for k in u.out_slots]
+        for k, value in self._fixed:
+            slots[k] = value
+        for u in self._loop:
             self._run_unit(u, slots)
         out = {}
         for t, k, to_numpy in self._fetch:

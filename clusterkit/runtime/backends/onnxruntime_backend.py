@@ -54,12 +54,17 @@ def _ortvalue_from_numpy(array: Any):
     array = np.asarray(array)
     if not array.flags.c_contiguous:
         array = array.copy()
-    return OrtValue.ortvalue_from_numpy(array)
+    return OrtValue.ortvalue_from_numpy(array)  # holds the array it views
 
 
-#: ``onnxruntime.OrtValue`` tensors on the CPU: made from numpy arrays and turned back into numpy
-#: arrays without copying (the array views the OrtValue's buffer)
-ORT_VALUES = ValueKind("onnxruntime.OrtValue", lambda value: value.numpy(), _ortvalue_from_numpy,
+def _ortvalue_to_numpy(value: Any) -> np.ndarray:
+    held = getattr(value, "_numpy_obj", None)  # an OrtValue made from an array: that array
+    return held if held is not None else value.numpy()  # a view that keeps the buffer alive
+
+
+#: ``onnxruntime.OrtValue`` tensors on the CPU (or the binding's own OrtValues that sessions
+#: return): made from numpy arrays and turned back into numpy arrays without copying
+ORT_VALUES = ValueKind("onnxruntime.OrtValue", _ortvalue_to_numpy, _ortvalue_from_numpy,
                        lambda value: int(value.tensor_size_in_bytes()))
 
 
@@ -69,16 +74,31 @@ def _plain_tensor(type_name: str) -> bool:
 
 def _ortvalue_runner(sess, inputs: list[str], outputs: list[str]):
     """The positional fast path of a session (OrtValues in, OrtValues out), or ``None`` when
-    one of its inputs or outputs is not a numeric tensor (strings, sequences, maps)."""
+    one of its inputs or outputs is not a numeric tensor (strings, sequences, maps).
+
+    It calls the binding's ``run_with_ort_values`` directly: the public
+    ``InferenceSession.run_with_ort_values`` checks every value's session compatibility in
+    Python, which costs ~10x a small session's run."""
+    from onnxruntime import OrtValue
+
     metas = list(sess.get_inputs()) + list(sess.get_outputs())
     if not all(_plain_tensor(m.type) for m in metas):
         return None
-    run = sess.run_with_ort_values
     names = list(inputs)
     fetch = list(outputs)
+    binding = getattr(sess, "_sess", None)
+    if binding is None or not hasattr(binding, "run_with_ort_values"):  # pragma: no cover
+        def run_public(values):
+            return sess.run_with_ort_values(fetch, {
+                n: v if isinstance(v, OrtValue) else OrtValue(v) for n, v in zip(names, values)})
+
+        return run_public
+    run = binding.run_with_ort_values
 
     def run_values(values):
-        return run(fetch, dict(zip(names, values)))
+        feeds = {n: v._get_c_value() if isinstance(v, OrtValue) else v
+                 for n, v in zip(names, values)}
+        return list(run(feeds, fetch, None))
 
     return run_values
 
