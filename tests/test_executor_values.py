@@ -194,3 +194,20 @@ def test_units_without_inputs_run_once_unless_random():
     assert not np.array_equal(first["r"], second["r"])  # random: computed at every run
     runs = {u.outputs[0]: u.runs for u in ex.units}
     assert runs == {"c": 1, "r": 2, "y": 2}
+
+
+def test_sessions_share_the_environment_allocator_unless_told_not_to():
+    from clusterkit.runtime.backends import OnnxRuntimeBackend
+
+    key = "session.use_env_allocators"
+    assert OnnxRuntimeBackend().session_options().get_session_config_entry(key) == "1"
+    off = OnnxRuntimeBackend(config={"shared_allocator": "false"}).session_options()
+    with pytest.raises(Exception, match="does not have configuration"):
+        off.get_session_config_entry(key)
+    graph = ck.load_graph(_two_branch_model())
+    part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Relu,Sigmoid"]), "singleton")
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    outs = [Executor(fuse(part), backend_config={"onnxruntime": {"shared_allocator": flag}})
+            .run({"x": x}) for flag in (True, False)]
+    for out in outs:
+        np.testing.assert_allclose(out["y"], -np.maximum(x, 0), rtol=1e-6)

@@ -68,6 +68,22 @@ ORT_VALUES = ValueKind("onnxruntime.OrtValue", _ortvalue_to_numpy, _ortvalue_fro
                        lambda value: int(value.tensor_size_in_bytes()))
 
 
+@lru_cache(maxsize=1)
+def _env_allocator() -> bool:
+    """Register one CPU arena allocator with the onnxruntime environment (once per process);
+    sessions that ask for the environment's allocators share it. False if onnxruntime
+    refuses (then every session keeps its own arena)."""
+    import onnxruntime as ort
+
+    info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                             ort.OrtMemType.DEFAULT)
+    try:
+        ort.create_and_register_allocator(info, None)
+    except Exception:  # pragma: no cover - a build without environment allocators
+        return False
+    return True
+
+
 def _plain_tensor(type_name: str) -> bool:
     return type_name.startswith("tensor(") and type_name != "tensor(string)"
 
@@ -112,13 +128,16 @@ class OnnxRuntimeBackend(Backend):
     providers, default CPU), ``allow_spinning`` (let idle pool threads spin-wait; off by
     default: the executor runs many sessions one after another and spinning pools of idle
     sessions steal the cores of the running one, 20x slower on resnet18 singleton clusters),
-    ``declare_shapes`` (declare the parent's shapes on the subgraph inputs)."""
+    ``declare_shapes`` (declare the parent's shapes on the subgraph inputs),
+    ``shared_allocator`` (on by default: CPU sessions take their memory from one arena
+    registered with the onnxruntime environment, so a buffer one unit frees is reused, still in
+    cache, by the next unit instead of each session keeping its own arena)."""
 
     name = "onnxruntime"
     CONFIG_DEFAULTS = {"perf_counts": False, "intra_op_num_threads": 0,
                        "inter_op_num_threads": 0, "graph_optimization_level": "all",
                        "providers": ("CPUExecutionProvider",), "allow_spinning": False,
-                       "declare_shapes": True}
+                       "declare_shapes": True, "shared_allocator": True}
 
     def _convert(self, key: str, value: Any) -> Any:
         if key in ("intra_op_num_threads", "inter_op_num_threads"):
@@ -140,7 +159,7 @@ class OnnxRuntimeBackend(Backend):
                 raise BackendError(f"backend {self.name!r}: provider {bad[0] if bad else None!r} is"
                                    f" not available (available: {', '.join(known)})")
             return provs
-        if key in ("allow_spinning", "declare_shapes"):
+        if key in ("allow_spinning", "declare_shapes", "shared_allocator"):
             from clusterkit.runtime.backends.base import _as_bool
 
             return _as_bool(value, key, self)
@@ -178,6 +197,9 @@ class OnnxRuntimeBackend(Backend):
         if not self._config["allow_spinning"]:
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
             so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        if self._config["shared_allocator"] and "CPUExecutionProvider" in self._config["providers"]:
+            if _env_allocator():
+                so.add_session_config_entry("session.use_env_allocators", "1")
         return so
 
     def _compile(self, sub: Subgraph, inputs: list[str], outputs: list[str], name: str,
