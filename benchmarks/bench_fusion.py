@@ -14,7 +14,8 @@ across a device boundary there either, so it runs the fused run's kernels withou
 (what is left is the executor's and the sessions' own cost). ``in_sessions`` is the share of the
 fused run's time spent inside the units' sessions (the rest is the executor's own work).
 
-Run: ``python benchmarks/bench_fusion.py [--quick]`` (or through ``benchmarks/run.py``).
+Run: ``python benchmarks/bench_fusion.py [--quick] [--threads=N]`` (or through
+``benchmarks/run.py``); ``--threads=1`` gives steadier figures on a busy machine.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _cut_model(graph, executor):
     return model.SerializeToString()
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, threads: int = 0) -> dict:
     import onnxruntime as ort
 
     import clusterkit as ck
@@ -99,13 +100,14 @@ def run(quick: bool = False) -> dict:
         # alone: its spinning pool threads would slow down whatever runs next
         single_default, = _median_seconds([partial(sess.run, names, feeds)], runs, warmup)
         sess = None  # its threads go away before the next timings
-        options = OnnxRuntimeBackend().session_options()
+        config = {"intra_op_num_threads": threads}
+        options = OnnxRuntimeBackend(config=config).session_options()
         same = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         for label, take in (("every op", ops), ("partial", [o for o in ops
                                                           if o not in HOST_ONLY])):
             problem = ck.make_problem(graph, ["acc=ops:" + ",".join(take)])
             part = ck.run_strategy(problem, strategy)
-            executor = Executor(fuse(part))
+            executor = Executor(fuse(part), backend_config={"onnxruntime": config})
             check = compare_outputs(expected, executor.run(feeds))
             cut = ort.InferenceSession(_cut_model(graph, executor), options,
                                        providers=["CPUExecutionProvider"])
@@ -143,7 +145,8 @@ def run(quick: bool = False) -> dict:
         "notes": [
             f"{runs} rounds after {warmup} warm-up rounds, same process, same inputs; a round "
             "runs the whole-model session with the executor's options (allow_spinning off, "
-            "default threads, optimization level all) and the fused run, alternating which goes "
+            f"intra-op threads {threads or 'default'}, optimization level all, shared "
+            "allocator) and the fused run, alternating which goes "
             "first; ratio = median over the rounds of fused / single; single_default = the "
             "whole model on onnxruntime's default options, timed alone (ratio_vs_default = "
             "median fused / its median); fused = clusterkit Executor (every unit an "
@@ -163,7 +166,8 @@ def run(quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    result = run(quick="--quick" in sys.argv)
+    threads = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--threads=")), 0)
+    result = run(quick="--quick" in sys.argv, threads=threads)
     print(result["title"])
     print(" | ".join(result["columns"]))
     for row in result["rows"]:

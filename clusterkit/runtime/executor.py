@@ -46,8 +46,9 @@ def phase_order(preds: list[list[int]], succs: list[list[int]], live: list[bool]
                 host: list[bool], start_host: bool = True) -> list[int]:
     """A topological order of the ``live`` nodes that switches between host nodes and the others
     as rarely as it can: it takes ready nodes of the current kind (lowest index first) until none
-    is ready, then switches kind. Starting with the kind ``start_host`` says, no order of the
-    same start has fewer host runs (each run is a set the greedy one contains)."""
+    is ready, then switches kind, starting with host nodes when ``start_host``. No order that
+    starts with the same kind has fewer runs of host nodes: after k runs, the greedy order has
+    taken every node any such order has taken after k runs."""
     n = len(live)
     indeg = [sum(1 for u in preds[v] if live[u]) if live[v] else 0 for v in range(n)]
     queues: dict[bool, list[int]] = {True: [], False: []}
