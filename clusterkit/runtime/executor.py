@@ -470,10 +470,7 @@ def random_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = 
     return out
 
 
-def run_model(model: Any, feeds: Mapping[str, np.ndarray],
-              config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
-    """Run a whole ONNX model (ModelProto or path) in one onnxruntime session built with the
-    onnxruntime backend's ``config``; outputs by name."""
+def _whole_session(model: Any, config: Mapping[str, Any] | None):
     import onnx
     import onnxruntime as ort
 
@@ -481,10 +478,31 @@ def run_model(model: Any, feeds: Mapping[str, np.ndarray],
 
     backend = OnnxRuntimeBackend(device="reference_run", config=config)
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    sess = ort.InferenceSession(data, backend.session_options(),
+    return ort.InferenceSession(data, backend.session_options(),
                                 providers=list(backend.get_config("providers")))
+
+
+def run_model(model: Any, feeds: Mapping[str, np.ndarray],
+              config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Run a whole ONNX model (ModelProto or path) in one onnxruntime session built with the
+    onnxruntime backend's ``config``; outputs by name."""
+    sess = _whole_session(model, config)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, dict(feeds))))
+
+
+def time_model(model: Any, feeds: Mapping[str, np.ndarray],
+               config: Mapping[str, Any] | None = None, runs: int = 1) -> float:
+    """Mean seconds of a run of the whole model in one onnxruntime session built with the
+    onnxruntime backend's ``config`` (after one warm-up run)."""
+    sess = _whole_session(model, config)
+    names = [o.name for o in sess.get_outputs()]
+    feeds = dict(feeds)
+    sess.run(names, feeds)
+    start = time.perf_counter()
+    for _ in range(max(1, runs)):
+        sess.run(names, feeds)
+    return (time.perf_counter() - start) / max(1, runs)
 
 
 def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
