@@ -94,7 +94,7 @@ def _ortvalue_runner(sess, inputs: list[str], outputs: list[str]):
 
     It calls the binding's ``run_with_ort_values`` directly: the public
     ``InferenceSession.run_with_ort_values`` checks every value's session compatibility in
-    Python, which costs ~10x a small session's run."""
+    Python, which costs more than a small session's whole run."""
     from onnxruntime import OrtValue
 
     metas = list(sess.get_inputs()) + list(sess.get_outputs())
