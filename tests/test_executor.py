@@ -348,6 +348,10 @@ def test_cli_run_checks_and_writes_json(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["outputs_match"] is True and data["max_abs_diff"] <= ATOL
     assert len(data["subgraphs"]) >= 2 and all(s["runs"] == 2 for s in data["subgraphs"])
+    single = data["single_session_mean_seconds"]
+    assert single > 0 and data["ratio_to_single_session"] == pytest.approx(
+        data["mean_run_seconds"] / single)
+    assert "fused / one session = " in text
     assert {s["device"] for s in data["subgraphs"]} == {"acc", "cpu"}
     # re-use a saved partition without partitioning
     plan = tmp_path / "plan.json"

@@ -2,8 +2,9 @@
 
 Partition (or apply a saved plan), fuse, compile every cluster on its device's backend and run
 the model on random inputs; print per-subgraph timings. ``--check`` also runs onnxruntime on the
-unpartitioned model with the same inputs and reports the largest absolute difference; with
-``--optimize`` that is the original model, before onnxruntime's optimizations.
+unpartitioned model with the same inputs and reports the largest absolute difference and the
+mean run of that one session (``--repeat`` runs, same session options) against the fused run's;
+with ``--optimize`` that is the original model, before onnxruntime's optimizations.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from clusterkit.io.optimize import optimize_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
 from clusterkit.result import Partition
 from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
-                                         run_model)
+                                         run_model, time_model)
 
 if TYPE_CHECKING:
     import onnx
@@ -180,6 +181,11 @@ def main(args: argparse.Namespace) -> int:
         verdict = "match" if cmp["outputs_match"] else "DO NOT match"
         print(f"outputs {verdict} onnxruntime on the unpartitioned model: max |diff| = "
               f"{cmp['max_abs_diff']:.3g} (rtol {args.rtol:g}, atol {args.atol:g})")
+        single = time_model(reference, feeds, config.get("onnxruntime"), runs)
+        report["single_session_mean_seconds"] = single
+        report["ratio_to_single_session"] = total / runs / single
+        print(f"one onnxruntime session of that model: mean run {single * 1e3:.2f} ms; fused / "
+              f"one session = {total / runs / single:.3f} (same session options)")
         code = 0 if cmp["outputs_match"] else 1
     if args.json:
         write_atomic(args.json, json.dumps(report, indent=1) + "\n")

@@ -2,17 +2,19 @@
 
 Every fused node is one *unit* compiled by its device's backend (default ``onnxruntime``,
 restricted to the op set of the device's selector). The ordinary (fallback) nodes run on the host
-backend, grouped into as few units as possible: the nodes are scheduled in a topological order that
-keeps taking ready host nodes before the next fused node, and every maximal run of host nodes in
-that order (a convex set) becomes one unit. Constant nodes (weight stubs and what is computed from
-them) are never scheduled: each unit computes the constants it reads itself, once, when it is
-compiled. When the graph inputs have static shapes, the values those shapes fix (a Reshape's
-target computed with Shape/Gather/Concat, masks built from shapes) are found once, the way
-onnxruntime folds them in a whole model, and handed to the units as constants; nodes that only
-compute such values never run, and units nobody reads are dropped. The executor moves the tensors
-between units, frees them after their last reader, and keeps per-unit timings and (with the
-backends' ``perf_counts``) per-node counters. A unit whose compile fails on its device falls back
-to the host and is reported in :attr:`Executor.fallbacks`.
+backend, grouped into as few units as possible: the nodes are scheduled in a topological order
+that switches between host nodes and fused nodes as rarely as it can (:func:`phase_order`), and
+every maximal run of host nodes in that order becomes one unit. Constant nodes (weight stubs and
+what is computed from them) are never scheduled: each unit computes the constants it reads
+itself, once, when it is compiled. When the graph inputs have static shapes, the values those
+shapes fix (a Reshape's target computed with Shape/Gather/Concat, masks built from shapes) are
+found once, the way onnxruntime folds them in a whole model, and handed to the units as
+constants; nodes that only compute such values never run, units nobody reads are dropped, and a
+unit left without inputs runs once, at the first run. The executor moves the tensors between
+units in the backends' own form (``onnxruntime.OrtValue`` from session to session: no numpy
+conversion, no copy), frees them after their last reader, and keeps per-unit timings and (with
+the backends' ``perf_counts``) per-node counters. A unit whose compile fails on its device falls
+back to the host and is reported in :attr:`Executor.fallbacks`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Mapping
 
 import numpy as np
@@ -27,14 +30,65 @@ import numpy as np
 from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
 from clusterkit.fusion import (FusedGraph, StaticInfo, initializer_map, required_inputs, root_of,
                                runtime_outputs, source_model)
+from clusterkit.graph.core import _NONDETERMINISTIC as _RANDOM_OPS
 from clusterkit.graph.core import Graph
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.runtime.backends import Backend, CompiledSubgraph, backend_names, get_backend
+from clusterkit.runtime.backends.base import NUMPY_VALUES, ValueKind
 
 #: size given to a symbolic (dynamic) dimension of a graph input that is not a batch dimension
 DEFAULT_DIM = 16
 #: integer inputs (ids) are drawn from ``range(INT_HIGH)``; masks are ones, type ids zeros
 INT_HIGH = 100
+
+
+def phase_order(preds: list[list[int]], succs: list[list[int]], live: list[bool],
+                host: list[bool], start_host: bool = True) -> list[int]:
+    """A topological order of the ``live`` nodes that switches between host nodes and the others
+    as rarely as it can: it takes ready nodes of the current kind (lowest index first) until none
+    is ready, then switches kind, starting with host nodes when ``start_host``. No order that
+    starts with the same kind has fewer runs of host nodes: after k runs, the greedy order has
+    taken every node any such order has taken after k runs."""
+    n = len(live)
+    indeg = [sum(1 for u in preds[v] if live[u]) if live[v] else 0 for v in range(n)]
+    queues: dict[bool, list[int]] = {True: [], False: []}
+    for v in range(n):
+        if live[v] and indeg[v] == 0:
+            queues[host[v]].append(v)
+    for q in queues.values():
+        heapq.heapify(q)
+    order: list[int] = []
+    phase = start_host
+    while queues[True] or queues[False]:
+        if not queues[phase]:
+            phase = not phase
+        v = heapq.heappop(queues[phase])
+        order.append(v)
+        for w in succs[v]:
+            if live[w]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    heapq.heappush(queues[host[w]], w)
+    return order
+
+
+def _copy_of(to_numpy, value) -> np.ndarray:
+    return np.array(to_numpy(value), copy=True)
+
+
+#: ops whose outputs may differ from run to run, and ops with bodies (not looked into)
+NONDETERMINISTIC = frozenset(_RANDOM_OPS | {"Dropout", "If", "Loop", "Scan"})
+
+
+def deterministic(root: Graph, unit: "Unit") -> bool:
+    """Does ``unit`` compute the same outputs from the same inputs at every run?"""
+    nodes = [root.nodes[v] for v in unit.subgraph.nodes]
+    return not any(nd.op_type in NONDETERMINISTIC or nd.implicit_inputs for nd in nodes)
+
+
+def host_runs(order: list[int], host: list[bool]) -> int:
+    """How many maximal runs of host nodes ``order`` has."""
+    return sum(1 for k, v in enumerate(order) if host[v] and (k == 0 or not host[order[k - 1]]))
 
 
 @dataclass
@@ -57,6 +111,12 @@ class Unit:
     bytes_in: int = 0
     bytes_out: int = 0
     release: list[str] = field(default_factory=list)
+    # wiring of the run loop (set once the units are compiled): value slots of the inputs and
+    # outputs, converters between value kinds (None: the producer's kind), slots to free
+    in_slots: list[int] = field(default_factory=list, repr=False)
+    out_slots: list[int] = field(default_factory=list, repr=False)
+    converters: list[Any] = field(default_factory=list, repr=False)
+    free_slots: list[int] = field(default_factory=list, repr=False)
 
     def timing(self) -> dict[str, Any]:
         """Per-unit counters (JSON-ready)."""
@@ -121,6 +181,7 @@ class Executor:
         self.units: list[Unit] = self._plan(fused)
         self.constant_outputs: dict[str, np.ndarray] = {}
         self._compile_all()
+        self._wire()
         self.last_run_seconds = 0.0
 
     # ------------------------------------------------------------------ setup
@@ -132,30 +193,16 @@ class Executor:
 
     def _plan(self, fused: list) -> list[Unit]:
         g, root = self.graph, self.root
-        n = g.n
         fixed = {t for t, ten in root.tensors.items() if ten.is_constant}
         if self.static is not None:
             fixed.update(self.static.values)
         live = [any(o and o not in fixed for o in nd.outputs) for nd in g.nodes]
-        preds, succs = g.pred_lists, g.succ_lists
-        indeg = [sum(1 for u in preds[v] if live[u]) if live[v] else 0 for v in range(n)]
-        host_q = [v for v in range(n) if live[v] and indeg[v] == 0 and fused[v] is None]
-        fused_q = [v for v in range(n) if live[v] and indeg[v] == 0 and fused[v] is not None]
-        heapq.heapify(host_q)
-        heapq.heapify(fused_q)
-        order: list[int] = []
-        while host_q or fused_q:
-            v = heapq.heappop(host_q) if host_q else heapq.heappop(fused_q)
-            order.append(v)
-            for w in succs[v]:
-                if not live[w]:
-                    continue
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    heapq.heappush(host_q if fused[w] is None else fused_q, w)
+        host = [f is None for f in fused]
+        order = min((phase_order(g.pred_lists, g.succ_lists, live, host, start)
+                     for start in (True, False)), key=lambda o: host_runs(o, host))
         if len(order) != sum(live):  # pragma: no cover - the graph is a DAG
             raise ExecutionError("internal: could not schedule every node")
-        members = g.members if isinstance(g, FusedGraph) else [[v] for v in range(n)]
+        members = g.members if isinstance(g, FusedGraph) else [[v] for v in range(g.n)]
         units: list[Unit] = []
         segment: list[int] = []
 
@@ -177,7 +224,22 @@ class Executor:
             units.append(Unit(g.nodes[v].name, "subgraph", dev, self.backends[dev].name, sub,
                               *self._io(sub)))
         close_segment()
-        # keep the outputs someone reads; drop units nobody needs (dead code, static values)
+        units = self._prune(units)
+        # release each tensor after its last reader
+        last: dict[str, int] = {}
+        for k, u in enumerate(units):
+            for t in u.inputs:
+                last[t] = k
+        keep = set(g.outputs)
+        for t, k in last.items():
+            if t not in keep:
+                units[k].release.append(t)
+        return units
+
+    def _prune(self, units: list[Unit]) -> list[Unit]:
+        """Keep the outputs someone reads and drop the units nobody needs (dead code, static
+        values); add a unit computing the graph outputs fixed before any run."""
+        g = self.graph
         needed = set(g.outputs)
         kept: list[Unit] = []
         for u in reversed(units):
@@ -189,23 +251,14 @@ class Executor:
             kept.append(u)
         units = kept[::-1]
         produced = {t for u in units for t in u.outputs} | set(g.inputs)
-        inits = initializer_map(root)
+        inits = initializer_map(self.root)
         known = self.static.values if self.static is not None else {}
         missing = [t for t in g.outputs if t not in produced and t not in inits and t not in known]
         if missing:  # graph outputs fixed before any run: computed by their closure
-            sub = Subgraph(root, [], self.host_device, len(units), [], list(missing),
+            sub = Subgraph(self.root, [], self.host_device, len(units), [], list(missing),
                            list(missing))
             units.append(Unit(f"{self.host_device}_constants", "constants", self.host_device,
                               self.host.name, sub, [], list(missing)))
-        # release each tensor after its last reader
-        last: dict[str, int] = {}
-        for k, u in enumerate(units):
-            for t in u.inputs:
-                last[t] = k
-        keep = set(g.outputs)
-        for t, k in last.items():
-            if t not in keep:
-                units[k].release.append(t)
         return units
 
     def _io(self, sub: Subgraph) -> tuple[list[str], list[str]]:
@@ -244,10 +297,66 @@ class Executor:
                 self.constant_outputs[t] = numpy_helper.to_array(inits[t] if t in inits
                                                                 else known[t])
 
+    def _wire(self) -> None:
+        """Number the tensors that move between units (value slots) and give each unit the
+        slots it reads, writes and frees, and the converters its inputs need: a tensor stays in
+        the value kind of the unit that made it (an OrtValue between onnxruntime sessions) and
+        is converted only for a reader of another kind."""
+        slot: dict[str, int] = {t: k for k, t in enumerate(self.graph.inputs)}
+        kind: dict[str, ValueKind] = {t: NUMPY_VALUES for t in self.graph.inputs}
+        for u in self.units:
+            vk = u.compiled.value_kind
+            u.in_slots = [slot[t] for t in u.inputs]
+            u.converters = [kind[t].converter(vk) for t in u.inputs]
+            u.out_slots = []
+            for t in u.outputs:
+                slot[t] = len(slot)
+                kind[t] = vk
+                u.out_slots.append(slot[t])
+            u.free_slots = [slot[t] for t in u.release]
+        self._n_slots = len(slot)
+        # a unit without inputs computes the same values at every run: run it once, keep them
+        self._once = [u for u in self.units if not u.inputs and deterministic(self.root, u)]
+        self._loop = [u for u in self.units if u.inputs or u not in self._once]
+        self._fixed: list[tuple[int, Any]] | None = None
+        kept = {k for u in self._once for k in u.out_slots}
+        for u in self._loop:
+            u.free_slots = [k for k in u.free_slots if k not in kept]
+        self._fetch = []
+        for t in self.graph.outputs:
+            if t not in slot:
+                self._fetch.append((t, -1, None))
+                continue
+            to_numpy = kind[t].to_numpy
+            if slot[t] in kept:  # the caller may write into what it gets: not into ours
+                to_numpy = partial(_copy_of, to_numpy)
+            self._fetch.append((t, slot[t], to_numpy))
+
     # ------------------------------------------------------------------ running
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run once; returns the graph outputs by name."""
         start = time.perf_counter()
+        g = self.graph
+        if len(feeds) != len(g.inputs) or any(t not in feeds for t in g.inputs):
+            self._check_feeds(feeds)
+        slots: list[Any] = [None] * self._n_slots
+        for k, t in enumerate(g.inputs):
+            slots[k] = np.asarray(feeds[t])
+        if self._fixed is None:
+            for u in self._once:
+                self._run_unit(u, slots)
+            self._fixed = [(k, slots[k]) for u in self._once for k in u.out_slots]
+        for k, value in self._fixed:
+            slots[k] = value
+        for u in self._loop:
+            self._run_unit(u, slots)
+        out = {}
+        for t, k, to_numpy in self._fetch:
+            out[t] = to_numpy(slots[k]) if k >= 0 else self.constant_outputs[t]
+        self.last_run_seconds = time.perf_counter() - start
+        return out
+
+    def _check_feeds(self, feeds: Mapping[str, Any]) -> None:
         g = self.graph
         missing = [t for t in g.inputs if t not in feeds]
         if missing:
@@ -257,29 +366,28 @@ class Executor:
         if unknown:
             raise ExecutionError(f"{unknown[0]!r} is not a graph input (inputs: "
                                  f"{', '.join(g.inputs)})")
-        values: dict[str, Any] = {t: np.asarray(v) for t, v in feeds.items()}
-        for u in self.units:
-            ins = {t: values[t] for t in u.inputs}
-            t0 = time.perf_counter()
-            try:
-                outs = u.compiled(ins)
-            except ClusterkitError as exc:
-                raise ExecutionError(f"unit {u.name!r} ({u.kind} on {u.device}, backend "
-                                     f"{u.backend}) failed: {exc}") from exc
-            dt = time.perf_counter() - t0
-            u.runs += 1
-            u.total_seconds += dt
-            u.last_seconds = dt
-            u.bytes_in = sum(int(getattr(a, "nbytes", 0)) for a in ins.values())
-            u.bytes_out = sum(int(getattr(a, "nbytes", 0)) for a in outs.values())
-            values.update(outs)
-            for t in u.release:
-                values.pop(t, None)
-        out = {}
-        for t in g.outputs:
-            out[t] = values[t] if t in values else self.constant_outputs[t]
-        self.last_run_seconds = time.perf_counter() - start
-        return out
+
+    @staticmethod
+    def _run_unit(u: Unit, slots: list[Any]) -> None:
+        """Run one unit on the values in ``slots``; store its outputs, free what it read last."""
+        ins = [slots[k] if c is None else c(slots[k]) for k, c in zip(u.in_slots, u.converters)]
+        t0 = time.perf_counter()
+        try:
+            outs = u.compiled.run_values(ins)
+        except ClusterkitError as exc:
+            raise ExecutionError(f"unit {u.name!r} ({u.kind} on {u.device}, backend "
+                                 f"{u.backend}) failed: {exc}") from exc
+        dt = time.perf_counter() - t0
+        u.runs += 1
+        u.total_seconds += dt
+        u.last_seconds = dt
+        nbytes = u.compiled.value_kind.nbytes
+        u.bytes_in = sum(map(nbytes, ins))
+        u.bytes_out = sum(map(nbytes, outs))
+        for k, value in zip(u.out_slots, outs):
+            slots[k] = value
+        for k in u.free_slots:
+            slots[k] = None
 
     __call__ = run
 
@@ -362,10 +470,7 @@ def random_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = 
     return out
 
 
-def run_model(model: Any, feeds: Mapping[str, np.ndarray],
-              config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
-    """Run a whole ONNX model (ModelProto or path) in one onnxruntime session built with the
-    onnxruntime backend's ``config``; outputs by name."""
+def _whole_session(model: Any, config: Mapping[str, Any] | None):
     import onnx
     import onnxruntime as ort
 
@@ -373,10 +478,31 @@ def run_model(model: Any, feeds: Mapping[str, np.ndarray],
 
     backend = OnnxRuntimeBackend(device="reference_run", config=config)
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    sess = ort.InferenceSession(data, backend.session_options(),
+    return ort.InferenceSession(data, backend.session_options(),
                                 providers=list(backend.get_config("providers")))
+
+
+def run_model(model: Any, feeds: Mapping[str, np.ndarray],
+              config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Run a whole ONNX model (ModelProto or path) in one onnxruntime session built with the
+    onnxruntime backend's ``config``; outputs by name."""
+    sess = _whole_session(model, config)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, dict(feeds))))
+
+
+def time_model(model: Any, feeds: Mapping[str, np.ndarray],
+               config: Mapping[str, Any] | None = None, runs: int = 1) -> float:
+    """Mean seconds of a run of the whole model in one onnxruntime session built with the
+    onnxruntime backend's ``config`` (after one warm-up run)."""
+    sess = _whole_session(model, config)
+    names = [o.name for o in sess.get_outputs()]
+    feeds = dict(feeds)
+    sess.run(names, feeds)
+    start = time.perf_counter()
+    for _ in range(max(1, runs)):
+        sess.run(names, feeds)
+    return (time.perf_counter() - start) / max(1, runs)
 
 
 def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],

@@ -7,6 +7,11 @@ read and written with :meth:`Backend.get_config` / :meth:`Backend.set_config` (a
 :class:`BackendError` naming the key and the backend); :meth:`Backend.get_metric` reports static
 facts (device name, supported ops, config keys...).
 
+Besides the call with named numpy arrays, a compiled subgraph has a positional fast path,
+:meth:`CompiledSubgraph.run_values`, on the backend's own tensor values (its
+:class:`ValueKind`): the onnxruntime backend passes ``onnxruntime.OrtValue`` objects from session
+to session without converting them to numpy or copying them.
+
 A backend instance serves one device. ``restrict`` (a :class:`SubgraphProperty`) narrows it to the
 op set of the device a selector defines: ``query`` is then the backend's own support *and* the
 property's, and ``compile`` refuses a subgraph holding a node outside it.
@@ -30,17 +35,52 @@ METRICS = ("FULL_DEVICE_NAME", "DEVICE", "BACKEND", "SUPPORTED_OPS", "SUPPORTED_
            "SUPPORTED_METRICS")
 
 
+class ValueKind:
+    """How a backend holds the tensors of :meth:`CompiledSubgraph.run_values`: ``to_numpy`` and
+    ``from_numpy`` convert one value (without copying when they can), ``nbytes`` is its size."""
+
+    def __init__(self, name: str, to_numpy: Callable[[Any], np.ndarray],
+                 from_numpy: Callable[[np.ndarray], Any], nbytes: Callable[[Any], int]):
+        self.name = name
+        self.to_numpy = to_numpy
+        self.from_numpy = from_numpy
+        self.nbytes = nbytes
+
+    def converter(self, target: "ValueKind") -> Callable[[Any], Any] | None:
+        """A function turning this kind's values into ``target``'s (``None``: same kind)."""
+        if target is self:
+            return None
+        if target is NUMPY_VALUES:
+            return self.to_numpy
+        if self is NUMPY_VALUES:
+            return target.from_numpy
+        to_numpy, from_numpy = self.to_numpy, target.from_numpy
+        return lambda value: from_numpy(to_numpy(value))
+
+    def __repr__(self) -> str:
+        return f"ValueKind({self.name!r})"
+
+
+#: plain numpy arrays (what :meth:`CompiledSubgraph.__call__` takes and gives)
+NUMPY_VALUES = ValueKind("numpy", np.asarray, np.asarray,
+                         lambda a: int(getattr(a, "nbytes", 0)))
+
+
 class CompiledSubgraph:
     """A compiled subgraph: call it with ``{input name: array}``, get ``{output name: array}``.
 
     ``inputs``/``outputs`` are the boundary tensor names (runtime inputs, runtime outputs);
     ``compile_seconds`` is how long compiling took; :meth:`node_timings` gives per-node
-    performance counters when the backend collected them (config ``perf_counts``)."""
+    performance counters when the backend collected them (config ``perf_counts``).
+    ``run_values`` (optional) is the backend's positional fast path on values of
+    ``value_kind``; without it :meth:`run_values` calls ``run`` with numpy arrays."""
 
     def __init__(self, name: str, backend: "Backend", inputs: list[str], outputs: list[str],
                  run: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
                  compile_seconds: float = 0.0,
-                 node_timings: Callable[[], list[dict[str, Any]]] | None = None):
+                 node_timings: Callable[[], list[dict[str, Any]]] | None = None,
+                 run_values: Callable[[Sequence[Any]], list[Any]] | None = None,
+                 value_kind: ValueKind | None = None):
         self.name = name
         self.backend = backend
         self.inputs = inputs
@@ -48,6 +88,8 @@ class CompiledSubgraph:
         self._run = run
         self.compile_seconds = compile_seconds
         self._node_timings = node_timings
+        self._run_values = run_values
+        self.value_kind = value_kind if run_values is not None and value_kind else NUMPY_VALUES
 
     def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         missing = [t for t in self.inputs if t not in feeds]
@@ -59,9 +101,24 @@ class CompiledSubgraph:
         except ClusterkitError:
             raise
         except Exception as exc:
-            raise BackendError(f"subgraph {self.name!r} failed on backend {self.backend.name!r} "
-                               f"(device {self.backend.device!r}): {exc}") from exc
+            raise self._failed(exc) from exc
         return dict(zip(self.outputs, values))
+
+    def run_values(self, values: Sequence[Any]) -> list[Any]:
+        """The fast path: the values of :attr:`inputs` in order, as :attr:`value_kind` values;
+        returns the values of :attr:`outputs` in order, of the same kind."""
+        try:
+            if self._run_values is None:
+                return list(self._run(dict(zip(self.inputs, values))))
+            return self._run_values(values)
+        except ClusterkitError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: Exception) -> BackendError:
+        return BackendError(f"subgraph {self.name!r} failed on backend {self.backend.name!r} "
+                            f"(device {self.backend.device!r}): {exc}")
 
     def node_timings(self) -> list[dict[str, Any]]:
         """Per-node counters ``{"node", "op_type", "calls", "seconds"}`` (empty when not

@@ -17,7 +17,7 @@ from clusterkit.errors import BackendError
 from clusterkit.fusion import StaticInfo, root_of, source_model, subgraph_model
 from clusterkit.graph.core import Graph, Node
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.runtime.backends.base import Backend, CompiledSubgraph
+from clusterkit.runtime.backends.base import Backend, CompiledSubgraph, ValueKind
 
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
            "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
@@ -48,6 +48,77 @@ def _function_op(domain: str, op_type: str) -> bool:
     return bool(schema.has_function or schema.has_context_dependent_function)
 
 
+def _ortvalue_from_numpy(array: Any):
+    from onnxruntime import OrtValue
+
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:
+        array = array.copy()
+    return OrtValue.ortvalue_from_numpy(array)  # holds the array it views
+
+
+def _ortvalue_to_numpy(value: Any) -> np.ndarray:
+    held = getattr(value, "_numpy_obj", None)  # an OrtValue made from an array: that array
+    return held if held is not None else value.numpy()  # a view that keeps the buffer alive
+
+
+#: ``onnxruntime.OrtValue`` tensors on the CPU (or the binding's own OrtValues that sessions
+#: return): made from numpy arrays and turned back into numpy arrays without copying
+ORT_VALUES = ValueKind("onnxruntime.OrtValue", _ortvalue_to_numpy, _ortvalue_from_numpy,
+                       lambda value: int(value.tensor_size_in_bytes()))
+
+
+@lru_cache(maxsize=1)
+def _env_allocator() -> bool:
+    """Register one CPU arena allocator with the onnxruntime environment (once per process);
+    sessions that ask for the environment's allocators share it. False if onnxruntime
+    refuses (then every session keeps its own arena)."""
+    import onnxruntime as ort
+
+    info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                             ort.OrtMemType.DEFAULT)
+    try:
+        ort.create_and_register_allocator(info, None)
+    except Exception:  # pragma: no cover - a build without environment allocators
+        return False
+    return True
+
+
+def _plain_tensor(type_name: str) -> bool:
+    return type_name.startswith("tensor(") and type_name != "tensor(string)"
+
+
+def _ortvalue_runner(sess, inputs: list[str], outputs: list[str]):
+    """The positional fast path of a session (OrtValues in, OrtValues out), or ``None`` when
+    one of its inputs or outputs is not a numeric tensor (strings, sequences, maps).
+
+    It calls the binding's ``run_with_ort_values`` directly: the public
+    ``InferenceSession.run_with_ort_values`` checks every value's session compatibility in
+    Python, which costs more than a small session's whole run."""
+    from onnxruntime import OrtValue
+
+    metas = list(sess.get_inputs()) + list(sess.get_outputs())
+    if not all(_plain_tensor(m.type) for m in metas):
+        return None
+    names = list(inputs)
+    fetch = list(outputs)
+    binding = getattr(sess, "_sess", None)
+    if binding is None or not hasattr(binding, "run_with_ort_values"):  # pragma: no cover
+        def run_public(values):
+            return sess.run_with_ort_values(fetch, {
+                n: v if isinstance(v, OrtValue) else OrtValue(v) for n, v in zip(names, values)})
+
+        return run_public
+    run = binding.run_with_ort_values
+
+    def run_values(values):
+        feeds = {n: v._get_c_value() if isinstance(v, OrtValue) else v
+                 for n, v in zip(names, values)}
+        return list(run(feeds, fetch, None))
+
+    return run_values
+
+
 class OnnxRuntimeBackend(Backend):
     """Compiles subgraphs into onnxruntime sessions.
 
@@ -57,13 +128,16 @@ class OnnxRuntimeBackend(Backend):
     providers, default CPU), ``allow_spinning`` (let idle pool threads spin-wait; off by
     default: the executor runs many sessions one after another and spinning pools of idle
     sessions steal the cores of the running one, 20x slower on resnet18 singleton clusters),
-    ``declare_shapes`` (declare the parent's shapes on the subgraph inputs)."""
+    ``declare_shapes`` (declare the parent's shapes on the subgraph inputs),
+    ``shared_allocator`` (on by default: CPU sessions take their memory from one arena
+    registered with the onnxruntime environment, so a buffer one unit frees is reused, still in
+    cache, by the next unit instead of each session keeping its own arena)."""
 
     name = "onnxruntime"
     CONFIG_DEFAULTS = {"perf_counts": False, "intra_op_num_threads": 0,
                        "inter_op_num_threads": 0, "graph_optimization_level": "all",
                        "providers": ("CPUExecutionProvider",), "allow_spinning": False,
-                       "declare_shapes": True}
+                       "declare_shapes": True, "shared_allocator": True}
 
     def _convert(self, key: str, value: Any) -> Any:
         if key in ("intra_op_num_threads", "inter_op_num_threads"):
@@ -85,7 +159,7 @@ class OnnxRuntimeBackend(Backend):
                 raise BackendError(f"backend {self.name!r}: provider {bad[0] if bad else None!r} is"
                                    f" not available (available: {', '.join(known)})")
             return provs
-        if key in ("allow_spinning", "declare_shapes"):
+        if key in ("allow_spinning", "declare_shapes", "shared_allocator"):
             from clusterkit.runtime.backends.base import _as_bool
 
             return _as_bool(value, key, self)
@@ -123,6 +197,9 @@ class OnnxRuntimeBackend(Backend):
         if not self._config["allow_spinning"]:
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
             so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        if self._config["shared_allocator"] and "CPUExecutionProvider" in self._config["providers"]:
+            if _env_allocator():
+                so.add_session_config_entry("session.use_env_allocators", "1")
         return so
 
     def _compile(self, sub: Subgraph, inputs: list[str], outputs: list[str], name: str,
@@ -142,10 +219,13 @@ class OnnxRuntimeBackend(Backend):
                 sess = state["session"]
             return sess.run(outputs, feeds)
 
+        fast = None
         if not unknown:
             build()
+            fast = _ortvalue_runner(state["session"], inputs, outputs)
         return CompiledSubgraph(name, self, list(inputs), list(outputs), run,
-                                node_timings=lambda: self._node_timings(state))
+                                node_timings=lambda: self._node_timings(state),
+                                run_values=fast, value_kind=ORT_VALUES)
 
     def _session(self, model, name: str):
         import onnxruntime as ort
