@@ -87,3 +87,32 @@ def test_unit_graph_matches_a_networkx_contraction(seed):
             assert ug.edge_of[e] == -1
         else:
             assert (ug.esrc[ug.edge_of[e]], ug.edst[ug.edge_of[e]]) == (a, b)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_landmarks_and_numberings_match_networkx_reachability(seed, monkeypatch):
+    """Landmark bitsets are exact for the landmarks (so ``lout[a] & lin[b]`` only ever proves a
+    real path), and every numbering of ``orders`` grows along every path; few landmarks, so
+    that most units are not one."""
+    import clusterkit.engines.units as units
+
+    monkeypatch.setattr(units, "LANDMARKS", 3)
+    g, groups = random_case(seed)
+    problem = ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups))
+    ug = UnitGraph(problem)
+    q = nx.DiGraph()
+    q.add_nodes_from(range(ug.n))
+    q.add_edges_from(zip(ug.esrc.tolist(), ug.edst.tolist()))
+    own, lin, lout = ug.landmarks
+    marks = [u for u in range(ug.n) if own[u]]
+    assert len(marks) == min(ug.n, 3) and len({own[u] for u in marks}) == len(marks)
+    for u in range(ug.n):
+        down, up = nx.descendants(q, u) | {u}, nx.ancestors(q, u) | {u}
+        assert lout[u] == sum(own[h] for h in marks if h in down)
+        assert lin[u] == sum(own[h] for h in marks if h in up)
+        for w in nx.descendants(q, u):
+            assert all(o[u] < o[w] for o in ug.orders)
+    for a in range(ug.n):
+        for b in range(ug.n):
+            if a != b and lout[a] & lin[b]:
+                assert nx.has_path(q, a, b)

@@ -7,9 +7,12 @@ in, first out; :class:`GrowthState` keeps the size, never-together and constant-
 of the same growth. Both work on a :class:`~clusterkit.engines.units.UnitGraph`.
 
 Pruning, computed once per graph and never per pair: a path ``u ~> v`` only passes units that lie
-between ``u`` and ``v`` in *every* topological order (:attr:`UnitGraph.orders` keeps three), and
-only if ``v``'s GRAIL interval lies inside ``u``'s in each labelling
-(:attr:`UnitGraph.intervals`).
+between ``u`` and ``v`` in *every* topological numbering (:attr:`UnitGraph.orders` keeps three:
+rank, depth and height, so that long edges and a scrambled rank do not widen the window of a
+local growth), and only if ``v``'s GRAIL interval lies inside ``u``'s in each labelling
+(:attr:`UnitGraph.intervals`). Proof the other way round comes from landmarks
+(:attr:`UnitGraph.landmarks`): ``u`` reaches a landmark that reaches ``v``, one AND of two
+integer bitsets, so most positive answers need no search.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class GrowthTracker:
         self.succ, self.pred = ug.succ, ug.pred
         self.o0, self.o1, self.o2 = ug.orders
         self._grail = [lab for pair in ug.intervals for lab in pair]
+        self.own, self.lin, self.lout = ug.landmarks
+        self._marks = [u for u, b in enumerate(self.own) if b]
         self.mem = [0] * n
         self.mtime = [0] * n
         self.rej = [0] * n
@@ -86,6 +91,11 @@ class GrowthTracker:
         self.suspects: dict[int, tuple[int, int] | None] = {}
         self._cache: dict[int, tuple[int, int, int | None]] = {}
         self.violated = False
+        # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
+        # rejected or blocked landmarks: s_in & s_out & bad proves the condition fails
+        self.s_in, self.s_out = [0], [0]
+        own = self.own
+        self.bad = 0 if blocked is None else sum(own[u] for u in self._marks if blocked[u])
 
     @property
     def total(self) -> int:
@@ -115,8 +125,12 @@ class GrowthTracker:
                 hi[i] = r
             if r < lo[i]:
                 lo[i] = r
+        s_in = self.s_in[-1] | self.lin[x]
+        s_out = self.s_out[-1] | self.lout[x]
+        self.s_in.append(s_in)
+        self.s_out.append(s_out)
         if (self.rejected or self.blocked is not None) and len(self.members) > 1 \
-                and self._through(x):
+                and (s_in & s_out & self.bad or self._through(x)):
             self.violated = True
             self.suspects = {}
 
@@ -124,6 +138,7 @@ class GrowthTracker:
         """Put ``x`` on the rejected list and check the condition."""
         self.rej[x] = self.gid
         self.rejected.append(x)
+        self.bad |= self.own[x]
         w = self._witness(x)
         if w is not None:
             self.suspects[x] = w
@@ -151,6 +166,9 @@ class GrowthTracker:
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
+        self.s_in.pop()
+        self.s_out.pop()
+        self.bad |= self.own[x]
         return x
 
     def _batch_rollback(self) -> list[int]:
@@ -254,6 +272,8 @@ class GrowthTracker:
         :meth:`_may` inlined)."""
         if not self._may(a, b):
             return False
+        if self.lout[a] & self.lin[b]:
+            return True
         succ = self.succ
         o0, o1, o2 = self.o0, self.o1, self.o2
         g0, g1, g2, g3, g4, g5 = self._grail
@@ -346,19 +366,25 @@ class GrowthTracker:
             g0, g1, g2, g3, g4, g5 = self._grail
             x0, x1, x2 = o0[x], o1[x], o2[x]
             y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
+            lin, lout = self.lin, self.lout
+            s_in, s_out, x_in, x_out = self.s_in[-1], self.s_out[-1], lin[x], lout[x]
+            l0, l1, l2 = self.lo
+            h0, h1, h2 = self.hi
             for r in self.rejected:
                 if mem[r] == gid:
                     continue
-                r0 = o0[r]
+                if (s_out & lin[r] and lout[r] & x_in) or (x_out & lin[r] and lout[r] & s_in):
+                    return True    # landmarks prove S ~> r ~> x or x ~> r ~> S
+                r0, r1, r2 = o0[r], o1[r], o2[r]
                 if r0 < x0:        # may r ~> x, with a member before r?
-                    if side <= 0 and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
+                    if side <= 0 and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
+                            and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
                             and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r] \
-                            and o1[r] < x1 and o2[r] < x2 \
                             and self._find_member(r, False) is not None and reaches(r, x):
                         return True
-                elif side >= 0 and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                elif side >= 0 and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
+                        and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
                         and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5 \
-                        and x1 < o1[r] and x2 < o2[r] \
                         and self._find_member(r, True) is not None and reaches(x, r):
                     return True
             return False

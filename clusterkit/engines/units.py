@@ -20,6 +20,10 @@ from clusterkit.graph import convexity
 from clusterkit.graph.algorithms import group_labels, positions, quotient, topological_order
 
 
+#: how many landmark units :attr:`UnitGraph.landmarks` labels reachability with
+LANDMARKS = 256
+
+
 class _Piece(Protocol):
     device: int
     units: list[int]
@@ -196,18 +200,35 @@ class UnitGraph:
     # ------------------------------------------------------------------ orders
     @cached_property
     def orders(self) -> list[list[int]]:
-        """Three topological orders (positions per unit): the rank, Kahn's order taking the
-        latest ready unit first, a depth-first reverse postorder. A path ``u ~> v`` only passes
-        units between ``u`` and ``v`` in every one."""
-        latest = positions(topological_order(self.n, self.esrc, self.edst,
-                                             key=[-r for r in self.rank]))
-        return [self.rank, latest, _dfs_positions(self)]
+        """Three topological numberings (``u ~> v`` implies a smaller number at ``u`` in
+        each): the rank, the depth (longest path from a source) and the longest path to a sink
+        counted down from the longest one. A path ``u ~> v`` only passes units between ``u``
+        and ``v`` in every one; depths keep units close that lie close along paths, however
+        far apart the rank puts them."""
+        depth = _longest(self.order, self.pred)
+        height = _longest(self.order[::-1], self.succ)
+        top = max(height, default=0)
+        return [self.rank, depth, [top - h for h in height]]
 
     @cached_property
     def intervals(self) -> list[tuple[list[int], list[int]]]:
         """GRAIL reachability intervals ``(low, post)`` of three seeded random depth-first
         traversals: ``u ~> v`` implies ``low[u] <= low[v]`` and ``post[v] <= post[u]`` in each."""
         return [_grail(self, seed) for seed in (1, 2, 3)]
+
+    @cached_property
+    def landmarks(self) -> tuple[list[int], list[int], list[int]]:
+        """Positive reachability labels ``(own, lin, lout)`` as integer bitsets over up to
+        :data:`LANDMARKS` units spread evenly over the topological order: ``own[u]`` is the
+        bit of landmark ``u`` (0 for other units), bit ``k`` of ``lout[u]`` says ``u`` reaches
+        landmark ``k``, of ``lin[u]`` that landmark ``k`` reaches ``u`` (paths of length
+        >= 0). ``lout[a] & lin[b]`` proves ``a ~> b``."""
+        n, order = self.n, self.order
+        k = min(n, LANDMARKS)
+        own = [0] * n
+        for i in range(k):
+            own[order[(2 * i + 1) * n // (2 * k)]] = 1 << i
+        return own, _closure(order, self.pred, own), _closure(order[::-1], self.succ, own)
 
     # ------------------------------------------------------------------ helpers
     def nodes_of(self, units: Iterable[int]) -> list[int]:
@@ -241,6 +262,31 @@ def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> in
     return None if hit is None else hit[0]
 
 
+def _longest(order: list[int], adj: list[list[int]]) -> list[int]:
+    """Per unit, the number of edges on the longest path reaching it along ``adj``, visiting
+    units in ``order`` (every ``adj`` neighbour first)."""
+    out = [0] * len(order)
+    for v in order:
+        best = -1
+        for w in adj[v]:
+            if out[w] > best:
+                best = out[w]
+        out[v] = best + 1
+    return out
+
+
+def _closure(order: list[int], adj: list[list[int]], own: list[int]) -> list[int]:
+    """Per unit, the OR of ``own`` over the units reaching it along ``adj`` (itself included),
+    visiting units in ``order`` (every ``adj`` neighbour first)."""
+    out = list(own)
+    for v in order:
+        acc = out[v]
+        for w in adj[v]:
+            acc |= out[w]
+        out[v] = acc
+    return out
+
+
 def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
@@ -251,32 +297,6 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
     flat = np.asarray(idx).tolist()
     bounds = ptr.tolist()
     return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
-
-
-def _dfs_positions(ug: UnitGraph) -> list[int]:
-    """Position of each unit in the reverse postorder of a depth-first search (sources in rank
-    order, successors of largest rank first)."""
-    n = ug.n
-    succ, pred = ug.succ, ug.pred
-    seen = [False] * n
-    post: list[int] = []
-    for s in ug.order:
-        if seen[s] or pred[s]:
-            continue
-        seen[s] = True
-        stack = [(s, iter(reversed(succ[s])))]
-        while stack:
-            v, it = stack[-1]
-            for w in it:
-                if not seen[w]:
-                    seen[w] = True
-                    stack.append((w, iter(reversed(succ[w]))))
-                    break
-            else:
-                stack.pop()
-                post.append(v)
-    post.reverse()
-    return positions(post)
 
 
 def _grail(ug: UnitGraph, seed: int) -> tuple[list[int], list[int]]:
