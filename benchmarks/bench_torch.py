@@ -7,7 +7,8 @@ on the same fx GraphModules (needs torch, the optional extra; skipped without it
 Graphs: synthetic fx graphs of ``clusterkit.testing.synthetic.long_edge_dag(n, seed=0)`` for n =
 1e3, 3e3, 1e4, 1e5 (quick: 1e3), ops S0..S15 supported and U0..U3 not; and onnx's light
 models inception_v1, inception_v2, densenet121, bvlc_alexnet (quick: bvlc_alexnet; one fx node
-per ONNX node, every op supported but LRN, Dropout, Reshape, Transpose, Concat). Both partitioners get the same ``OpsSupport`` predicate
+per ONNX node, every op supported but LRN, Dropout, Reshape, Transpose, Concat). Both
+partitioners get the same ``OpsSupport`` predicate
 and torch's defaults (no single-node partitions). ``seconds`` is ``propose_partitions()`` alone
 (for clusterkit it includes reading the fx graph), each run in its own process after the graph is
 built; torch's is stopped after 120 s and not run on larger graphs once it was stopped.
@@ -20,7 +21,6 @@ import json
 import signal
 import sys
 import time
-from pathlib import Path
 
 from _child import spawn_child
 from _models import LIGHT_DIR

@@ -53,9 +53,10 @@ TRAP = textwrap.dedent(f"""
 def cluster():
     """Two worker processes, not daemonic (as ``--dask`` starts them): an isolated model's child
     comes from multiprocessing's forkserver."""
-    with dask.config.set({"distributed.worker.daemon": False}), distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=None, silence_logs=50,
-                                  scheduler_kwargs={"dashboard_address": ":0"}) as local:
+    with dask.config.set({"distributed.worker.daemon": False}), \
+            distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                     dashboard_address=None, silence_logs=50,
+                                     scheduler_kwargs={"dashboard_address": ":0"}) as local:
         yield local
 
 

@@ -38,7 +38,8 @@ class SyntheticDAG:
     """A DAG on nodes ``0 .. n-1`` with edges ``src[i] -> dst[i]``.
 
     Edges are distinct, sorted by ``(src, dst)``, and ``src < dst`` unless the DAG
-    was made with shuffled ids (:func:`long_edge_dag`); arrays are int64 and read-only.  ``ops[i]`` is node ``i``'s op type and ``nbytes[i]``
+    was made with shuffled ids (:func:`long_edge_dag`); arrays are int64 and read-only.
+    ``ops[i]`` is node ``i``'s op type and ``nbytes[i]``
     the size of its single output tensor.
     """
 

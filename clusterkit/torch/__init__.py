@@ -20,7 +20,7 @@ class TorchMissingError(ClusterkitError, ImportError):
 
 try:
     import torch  # noqa: F401
-    import torch.fx  # noqa: F401
+    import torch.fx  # noqa: F401  (the submodules below use it)
 except ImportError as _err:
     raise TorchMissingError(
         "clusterkit.torch needs PyTorch, which is not installed: install the CPU build "
