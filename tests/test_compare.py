@@ -86,6 +86,9 @@ def test_demo_compares_every_strategy_and_writes_reports(tmp_path, capsys):
     assert all(r["error"] is None for r in report["rows"])
     assert (tmp_path / "light_inception_v2_cycles.json").exists()
     assert str(tmp_path) in out
+    page = (tmp_path / "light_inception_v2_report.html").read_text()
+    for section in ("summary", "compare", "partition", "fallback"):
+        assert f'id="{section}"' in page
 
 
 # ---------------------------------------------------------------------- selector forms, failures

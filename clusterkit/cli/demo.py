@@ -1,5 +1,6 @@
 """``make demo``: compare every strategy on a real model that the onnx package ships, with a
-real accelerator's selector, print the table and write the report files.
+real accelerator's selector, print the table and write the report files (the comparison, one
+partition JSON and DOT per strategy, and the HTML page of ``clusterkit report`` for ``auto``).
 
     python -m clusterkit.cli.demo [--model light_inception_v2] [--selector coreml] [--out reports]
 """
@@ -14,7 +15,10 @@ from pathlib import Path
 
 import onnx
 
-from clusterkit.analysis.compare import compare, default_strategies, format_table, write_dots
+from clusterkit.analysis.compare import compare, default_strategies, write_dots
+from clusterkit.analysis.explain import explain
+from clusterkit.analysis.html_page import draw_partition, report_page
+from clusterkit.cli.compare_cmd import print_comparison
 from clusterkit.io.files import write_all
 from clusterkit.io.partition_json import partition_json_text
 
@@ -37,16 +41,22 @@ def main(argv: list[str] | None = None) -> int:
           f"{', '.join(strategies)}\n", flush=True)
     options = {"cpsat": {"time_limit": args.time_limit}}
     result = compare(str(path), [args.selector], strategies, options=options, name=path.stem)
-    print(format_table(result))
+    print_comparison(result)
     report = os.path.join(args.out, f"{path.stem}_compare.json")
     outputs = [(report, json.dumps(result.to_json(), indent=1) + "\n")]
     outputs += [(os.path.join(args.out, f"{path.stem}_{strategy}.json"),
                  partition_json_text(part, path.stem))
                 for strategy, part in result.partitions.items()]
+    if "auto" in result.partitions:
+        auto = result.partitions["auto"]
+        page = report_page(auto, model=path.stem, comparison=result,
+                           picture=draw_partition(auto, 2000), splits=explain(auto, limit=200))
+        outputs.append((os.path.join(args.out, f"{path.stem}_report.html"), page))
     write_all(outputs)
     written = [p for p, _ in outputs] + write_dots(result, args.out)
     print(f"\nwrote {len(written)} report files to {os.path.abspath(args.out)}/ "
-          f"(comparison: {report}; one partition JSON and DOT per strategy)")
+          f"(comparison: {report}; one partition JSON and DOT per strategy; "
+          f"the page to open: {path.stem}_report.html)")
     return 1 if any(r.error for r in result.rows) else 0
 
 
