@@ -22,7 +22,7 @@ import clusterkit as ck
 from clusterkit.engines.devices import choose_devices, device_labels
 from clusterkit.errors import StrategyError
 from clusterkit.testing.shapes import SELECTOR_SETS
-from support.fuzz import FALLBACK, Spec, build_problem, random_spec
+from support.fuzz import FALLBACK, Spec, build_problem, constants, random_spec
 from support.models import BUNDLED_MODELS
 
 HEURISTICS = ("singleton", "cycles", "longest-path", "mxnet", "hetero", "auto")
@@ -44,15 +44,6 @@ def multi_device_spec(seed: int, max_nodes: int, devices: int) -> Spec:
 
 
 # ---------------------------------------------------------------------- counted here
-def constants(spec: Spec) -> set[str]:
-    const: set[str] = set()
-    for v in nx.topological_sort(spec.dag()):
-        preds = spec.preds[v]
-        if spec.ops[v] == "Constant" or (preds and all(u in const for u in preds)):
-            const.add(v)
-    return const
-
-
 def spec_cut(spec: Spec, unit: dict[str, object]) -> int:
     """Bytes between units (``HOST`` for fallback nodes) as DESIGN.md counts them."""
     const = constants(spec)

@@ -32,7 +32,7 @@ import pytest
 
 from clusterkit import Partition, Problem, get_strategy, run_strategy, strategy_names
 from clusterkit.testing.exhaustive import exhaustive_optimum
-from support.fuzz import FALLBACK, DeviceSpec, Spec, build_problem, random_spec
+from support.fuzz import FALLBACK, DeviceSpec, Spec, build_problem, constants, random_spec
 
 EXACT = ("cpsat", "placement")
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}
@@ -56,16 +56,6 @@ def clusters_by_name(part: Partition) -> list[tuple[str, tuple[str, ...]]]:
     """(device, sorted node names) per cluster, in the partition's order."""
     names = [nd.name for nd in part.graph.nodes]
     return [(c.device, tuple(sorted(names[v] for v in c.nodes))) for c in part.clusters]
-
-
-def constants(spec: Spec) -> set[str]:
-    """``Constant`` nodes and nodes computed from constants alone."""
-    const: set[str] = set()
-    for v in nx.topological_sort(spec.dag()):
-        preds = spec.preds[v]
-        if spec.ops[v] == "Constant" or (preds and all(u in const for u in preds)):
-            const.add(v)
-    return const
 
 
 def check(spec: Spec, part: Partition, strategy: str) -> None:

@@ -192,6 +192,17 @@ def _groups(rng: random.Random, dag: nx.DiGraph, every: bool) -> list[list[str]]
 
 
 # ---------------------------------------------------------------------- building the problem
+def constants(spec: Spec) -> set[str]:
+    """``Constant`` nodes and nodes computed from constants alone, counted from the
+    spec itself (independently of the code under test)."""
+    const: set[str] = set()
+    for v in nx.topological_sort(spec.dag()):
+        preds = spec.preds[v]
+        if spec.ops[v] == "Constant" or (preds and all(u in const for u in preds)):
+            const.add(v)
+    return const
+
+
 def build_graph(spec: Spec) -> Graph:
     """The spec as a Graph: one output tensor per node; sources that are not ``Constant`` read
     the graph input; nodes nobody reads are graph outputs."""
