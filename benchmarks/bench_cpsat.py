@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from _models import bundled_models, light_models
+from run import to_markdown
 
 from clusterkit.testing.shapes import SELECTOR_SETS
 
@@ -179,19 +180,11 @@ def _int(value):
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _print(result: dict) -> None:
-    print(result["title"])
-    print(" | ".join(result["columns"]))
-    for row in result["rows"]:
-        print(" | ".join("" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
-                         for v in row))
-    for note in result["notes"]:
-        print("- " + note)
 
 
 if __name__ == "__main__":
     if "--lns" in sys.argv:
-        _print({"title": "cpsat LNS", "columns": LNS_COLUMNS,
-                "rows": lns_rows(quick="--quick" in sys.argv), "notes": []})
+        print(to_markdown({"title": "cpsat LNS", "columns": LNS_COLUMNS,
+                           "rows": lns_rows(quick="--quick" in sys.argv), "notes": []}))
     else:
-        _print(run(quick="--quick" in sys.argv))
+        print(to_markdown(run(quick="--quick" in sys.argv)))

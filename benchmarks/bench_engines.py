@@ -27,6 +27,7 @@ import time
 import numpy as np
 from _child import spawn_child
 from _models import bundled_models, light_models
+from run import to_markdown
 
 ENGINES = ("longest-path", "cycles")
 BASELINE = "nx-greedy"
@@ -319,18 +320,10 @@ def run(quick: bool = False) -> dict:
             "rows": rows, "notes": notes}
 
 
-def _print(section: dict) -> None:
-    cols = section["columns"]
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for row in section["rows"]:
-        print("| " + " | ".join(str(c) for c in row) + " |")
-    for note in section["notes"]:
-        print(f"- {note}")
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
         print(json.dumps(_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
     else:
-        _print(run(quick="--quick" in sys.argv))
+        print(to_markdown(run(quick="--quick" in sys.argv)))

@@ -24,6 +24,7 @@ import time
 
 from _child import spawn_child
 from _models import LIGHT_DIR
+from run import to_markdown
 
 SIZES = (1000, 3000, 10000, 100000)
 LIGHT = ("inception_v1", "inception_v2", "densenet121", "bvlc_alexnet")
@@ -160,16 +161,10 @@ def run(quick: bool = False) -> dict:
     return {"title": title, "columns": COLUMNS, "rows": rows, "notes": notes}
 
 
-def _print(section: dict) -> None:
-    print(" | ".join(map(str, section["columns"])))
-    for row in section["rows"]:
-        print(" | ".join(f"{c:.4g}" if isinstance(c, float) else str(c) for c in row))
-    for note in section["notes"]:
-        print("-", note)
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         print(json.dumps(_child(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))))
     else:
-        _print(run(quick="--quick" in sys.argv))
+        print(to_markdown(run(quick="--quick" in sys.argv)))
