@@ -16,7 +16,7 @@ from scipy.sparse.csgraph import connected_components
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
 from clusterkit.graph.algorithms import positions, topological_order
-from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 
 def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
@@ -72,7 +72,7 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
                                                  key=list(zip(group.tolist(), own.tolist())))),
                      dtype=np.int64)
     node[inside] = pos[node[inside]]
-    gc = GraphCycles.from_edges(count, pos[nsrc], pos[ndst])
+    gc = OneSidedGraphCycles.from_edges(count, pos[nsrc], pos[ndst])
     node_of = node.tolist()
     rank = ug.rank
     replacement: dict[int, list[Piece]] = {}
