@@ -466,6 +466,13 @@ class OneSidedGraphCycles(GraphCycles):
         self._alive.append(True)
         return x
 
+    def check_invariants(self) -> None:
+        """As :meth:`GraphCycles.check_invariants`, and the position → node array inverts the
+        ranks."""
+        super().check_invariants()
+        if not np.array_equal(self._order[self._rank], np.arange(len(self._rank))):
+            raise AssertionError("position -> node array does not invert the ranks")
+
     def _reorder(self, deltab: set[int], deltaf: set[int]) -> None:
         super()._reorder(deltab, deltaf)
         for v in deltab | deltaf:
