@@ -2,9 +2,9 @@
 
 Clusters grown one at a time are each convex, but two of them may still depend on each other
 (a path leaves one, enters the other and comes back). :func:`break_cycles` finds the clusters on
-a cycle of the cluster graph and rebuilds only those, unit by unit, on a Pearce–Kelly dynamic
-topological order (:class:`~clusterkit.graph.graphcycles.GraphCycles`), refusing every step
-that would close a cycle.
+a cycle of the cluster graph and rebuilds only those, unit by unit, on a dynamic topological
+order (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`), refusing every step that
+would close a cycle.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
 
     Clusters in no cycle of the cluster graph (strongly connected components, computed once) are
     kept and contracted. The others (*suspects*) are rebuilt in formation order on a dynamic
-    topological order (:class:`~clusterkit.graph.graphcycles.GraphCycles`, Pearce–Kelly, as XLA
-    does):
+    topological order (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`: XLA's
+    GraphCycles, repairing the order after a contraction by moving only the smaller side):
     each unit, taken breadth first over the cluster's own edges, joins the first adjacent piece
     of its cluster whose edge to it can be contracted without closing a cycle, else starts a new
     piece. Every contraction keeps the contracted graph acyclic, so each piece is convex (and
