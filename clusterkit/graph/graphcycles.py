@@ -11,6 +11,9 @@ Contraction and merging remove one of the two nodes: its edges move to the
 survivor and it is marked dead.  Ids are never reused, and a dead node keeps
 its rank, so the ranks of all nodes (alive or dead) stay a permutation of
 ``0 .. num_nodes - 1``.
+
+:class:`OneSidedGraphCycles` answers the same but repairs the order after a contraction by
+moving only one side of the rank window (for long runs of contractions across wide windows).
 """
 
 from __future__ import annotations
@@ -429,9 +432,9 @@ class OneSidedGraphCycles(GraphCycles):
     Pearce–Kelly moves both the merged node's descendants and the other node's ancestors inside
     the window; here one search runs from each side in lockstep, the first to finish names the
     set to move (the descendants to just after the window, or the ancestors to just before it),
-    and the window's ranks are rewritten with numpy from a position → node array. On long-edge
-    DAGs the ancestor side is often thousands of times larger than the descendant side. Ranks
-    are a numpy array, so ``add_node`` costs O(n).
+    and the window's ranks are rewritten with numpy from a position → node array (on DAGs with
+    long edges the ancestor side is often far larger). Ranks are a numpy array, so ``add_node``
+    costs O(n).
     """
 
     __slots__ = ("_order", "_mark")
