@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.graph.graphcycles import GraphCycles, OneSidedGraphCycles
 from clusterkit.testing.synthetic import random_dag
 
 # ------------------------------------------------------------------ helpers
@@ -55,15 +55,17 @@ def assert_matches(gc: GraphCycles, mirror: nx.DiGraph) -> None:
 
 @st.composite
 def initial_graphs(draw):
-    """(n, edges, use_from_edges): a random DAG; ids relabel a topological order."""
+    """(n, edges, use_from_edges, class): a random DAG; ids relabel a topological order."""
     n = draw(st.sampled_from(range(1, 13)))
     perm = draw(st.permutations(range(n)))
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
     count = draw(st.sampled_from(range(min(len(pairs), 2 * n) + 1)))
     chosen = draw(st.permutations(pairs))[:count]
     edges = [(perm[i], perm[j]) for i, j in chosen]
-    return n, edges, draw(st.booleans())
+    return n, edges, draw(st.booleans()), draw(st.sampled_from(CLASSES))
 
+
+CLASSES = [GraphCycles, OneSidedGraphCycles]
 
 OPS = st.lists(
     st.tuples(
@@ -76,12 +78,13 @@ OPS = st.lists(
 )
 
 
-def build(n: int, edges: list[tuple[int, int]], use_from_edges: bool) -> GraphCycles:
+def build(n: int, edges: list[tuple[int, int]], use_from_edges: bool,
+          cls: type[GraphCycles] = GraphCycles) -> GraphCycles:
     if use_from_edges:
         src = np.array([u for u, _ in edges], dtype=np.int64)
         dst = np.array([v for _, v in edges], dtype=np.int64)
-        return GraphCycles.from_edges(n, src, dst)
-    gc = GraphCycles(n)
+        return cls.from_edges(n, src, dst)
+    gc = cls(n)
     for u, v in edges:
         assert gc.insert_edge(u, v)
     return gc
@@ -93,8 +96,8 @@ def build(n: int, edges: list[tuple[int, int]], use_from_edges: bool) -> GraphCy
 @settings(max_examples=400, deadline=None)
 @given(initial=initial_graphs(), ops=OPS)
 def test_random_operations_match_oracle(initial, ops):
-    n, edges, use_from_edges = initial
-    gc = build(n, edges, use_from_edges)
+    n, edges, use_from_edges, cls = initial
+    gc = build(n, edges, use_from_edges, cls)
     mirror = nx.DiGraph()
     mirror.add_nodes_from(range(n))
     mirror.add_edges_from(edges)
@@ -155,8 +158,8 @@ def test_random_operations_match_oracle(initial, ops):
 @settings(max_examples=200, deadline=None)
 @given(initial=initial_graphs())
 def test_from_edges_matches_oracle(initial):
-    n, edges, _ = initial
-    gc = build(n, edges, use_from_edges=True)
+    n, edges, _, cls = initial
+    gc = build(n, edges, use_from_edges=True, cls=cls)
     mirror = nx.DiGraph()
     mirror.add_nodes_from(range(n))
     mirror.add_edges_from(edges)
@@ -320,11 +323,15 @@ def test_from_edges_errors():
         GraphCycles.from_edges(4, np.array([0, 1, 2, 3]), np.array([1, 2, 0, 0]))
 
 
-def test_add_node_and_empty_graph():
-    gc = GraphCycles.from_edges(0, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
+@pytest.mark.parametrize("cls", CLASSES)
+def test_add_node_and_empty_graph(cls):
+    gc = cls.from_edges(0, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     assert gc.num_nodes == 0
     assert gc.add_node() == 0 and gc.add_node() == 1
     assert gc.insert_edge(1, 0)
+    assert gc.add_node() == 2 and gc.insert_edge(2, 1)
+    assert not gc.insert_edge(0, 2)
+    assert gc.topological_order() == [2, 1, 0]
     gc.check_invariants()
 
 
@@ -336,9 +343,10 @@ def test_check_invariants_detects_bad_order():
         gc.check_invariants()
 
 
-def test_contractions_on_synthetic_dag_keep_invariants():
+@pytest.mark.parametrize("cls", CLASSES)
+def test_contractions_on_synthetic_dag_keep_invariants(cls):
     dag = random_dag(3000, seed=3)
-    gc = GraphCycles.from_edges(dag.n, dag.src, dag.dst)
+    gc = cls.from_edges(dag.n, dag.src, dag.dst)
     gc.check_invariants()
     parent = list(range(dag.n))
 

@@ -11,6 +11,9 @@ Contraction and merging remove one of the two nodes: its edges move to the
 survivor and it is marked dead.  Ids are never reused, and a dead node keeps
 its rank, so the ranks of all nodes (alive or dead) stay a permutation of
 ``0 .. num_nodes - 1``.
+
+:class:`OneSidedGraphCycles` answers the same but repairs the order after a contraction by
+moving only one side of the rank window (for long runs of contractions across wide windows).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 from clusterkit.errors import GraphError
 from clusterkit.graph.algorithms import gc_paused, positions, topological_order
 
-__all__ = ["GraphCycles"]
+__all__ = ["GraphCycles", "OneSidedGraphCycles"]
 
 
 class GraphCycles:
@@ -322,7 +325,11 @@ class GraphCycles:
             slot_node = keep
         if slot_node != keep:
             rank[keep], rank[drop] = rank[drop], rank[keep]
+        return self._move_edges(keep, drop)
 
+    def _move_edges(self, keep: int, drop: int) -> int:
+        """Give ``drop``'s edges to ``keep``, mark ``drop`` dead and return ``keep``."""
+        out, inn = self._out, self._in
         drop_out, drop_in = out[drop], inn[drop]
         out[drop], inn[drop] = set(), set()
         for w in drop_out:
@@ -416,3 +423,124 @@ def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
     bounds = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64)).tolist()
     vals = values.tolist()
     return [set(vals[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
+
+
+class OneSidedGraphCycles(GraphCycles):
+    """A :class:`GraphCycles` for long runs of contractions across wide rank windows.
+
+    Same graph, same answers; only the way the order is repaired after a contraction differs.
+    Pearce–Kelly moves both the merged node's descendants and the other node's ancestors inside
+    the window; here one search runs from each side in lockstep, the first to finish names the
+    set to move (the descendants to just after the window, or the ancestors to just before it),
+    and the window's ranks are rewritten with numpy from a position → node array (on DAGs with
+    long edges the ancestor side is often far larger). Ranks are a numpy array, so ``add_node``
+    costs O(n).
+    """
+
+    __slots__ = ("_order", "_mark")
+
+    @classmethod
+    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> OneSidedGraphCycles:
+        """Build in bulk, as :meth:`GraphCycles.from_edges`."""
+        graph = super().from_edges(n, src, dst)
+        graph._init_order()
+        return graph
+
+    def __init__(self, n: int) -> None:
+        """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
+        super().__init__(n)
+        self._init_order()
+
+    def _init_order(self) -> None:
+        rank = np.asarray(self._rank, dtype=np.int64)
+        self._rank = rank  # type: ignore[assignment]
+        self._order = np.empty_like(rank)
+        self._order[rank] = np.arange(rank.size, dtype=np.int64)
+        self._mark = np.zeros(rank.size, dtype=bool)
+
+    def add_node(self) -> int:
+        """Append an isolated node (rank = its id) and return its id."""
+        x = len(self._rank)
+        self._rank = np.append(self._rank, x)  # type: ignore[assignment]
+        self._order = np.append(self._order, x)
+        self._mark = np.append(self._mark, False)
+        self._out.append(set())
+        self._in.append(set())
+        self._alive.append(True)
+        return x
+
+    def check_invariants(self) -> None:
+        """As :meth:`GraphCycles.check_invariants`, and the position → node array inverts the
+        ranks."""
+        super().check_invariants()
+        if not np.array_equal(self._order[self._rank], np.arange(len(self._rank))):
+            raise AssertionError("position -> node array does not invert the ranks")
+
+    def _reorder(self, deltab: set[int], deltaf: set[int]) -> None:
+        super()._reorder(deltab, deltaf)
+        for v in deltab | deltaf:
+            self._order[self._rank[v]] = v
+
+    def _absorb(self, keep: int, drop: int) -> int:
+        """Merge two nodes with no path between them (any direct edge already removed).
+
+        The node with more edges survives (``keep`` on a tie). The merged node takes the slot
+        of the later node ``l`` once the earlier node ``e``'s descendants ranked before ``l``
+        moved after it, or the slot of ``e`` once ``l``'s ancestors ranked after ``e`` moved
+        before it, whichever set the lockstep search finds first."""
+        rank, out, inn = self._rank, self._out, self._in
+        if len(out[drop]) + len(inn[drop]) > len(out[keep]) + len(inn[keep]):
+            keep, drop = drop, keep
+        e, l = (keep, drop) if rank[keep] < rank[drop] else (drop, keep)
+        re_, rl = int(rank[e]), int(rank[l])
+        early = [w for w in out[e] if rank[w] < rl]
+        late = [p for p in inn[l] if rank[p] > re_] if early else []
+        forward, moved = self._first_done(early, rl, late, re_)
+        if moved:
+            ids = np.fromiter(moved, dtype=np.int64, count=len(moved))
+            if forward:   # window [lo, rl]: the rest keep their order, then the moved nodes
+                self._move(ids, int(rank[ids].min()), rl, last=True)
+            else:         # window [re_, hi]: the moved nodes, then the rest
+                self._move(ids, re_, int(rank[ids].max()), last=False)
+        slot = l if forward else e
+        if slot != keep:
+            order = self._order
+            rk, rd = int(rank[keep]), int(rank[drop])
+            rank[keep], rank[drop] = rd, rk
+            order[rd], order[rk] = keep, drop
+        return self._move_edges(keep, drop)
+
+    def _first_done(self, fstarts: list[int], hi: int, bstarts: list[int],
+                    lo: int) -> tuple[bool, set[int]]:
+        """``(True, nodes reachable from fstarts through ranks < hi)`` or ``(False, nodes
+        reaching bstarts through ranks > lo)``: both searches step in lockstep and the first to
+        run dry is returned (the forward one when both start empty)."""
+        rank, out, inn = self._rank, self._out, self._in
+        fseen, bseen = set(fstarts), set(bstarts)
+        fstack, bstack = list(fstarts), list(bstarts)
+        while True:
+            if not fstack:
+                return True, fseen
+            if not bstack:
+                return False, bseen
+            for w in out[fstack.pop()]:
+                if w not in fseen and rank[w] < hi:
+                    fseen.add(w)
+                    fstack.append(w)
+            for w in inn[bstack.pop()]:
+                if w not in bseen and rank[w] > lo:
+                    bseen.add(w)
+                    bstack.append(w)
+
+    def _move(self, ids: np.ndarray, lo: int, hi: int, last: bool) -> None:
+        """Move nodes ``ids`` (ranked in ``[lo, hi]``) to the end (``last``) or the start of that
+        window, every group keeping its relative order, and rewrite the window's ranks."""
+        order, mark = self._order, self._mark
+        mark[ids] = True
+        seg = order[lo:hi + 1]
+        flag = mark[seg]
+        first, second = (seg[~flag], seg[flag]) if last else (seg[flag], seg[~flag])
+        new = np.concatenate((first, second))
+        order[lo:hi + 1] = new
+        self._rank[new] = np.arange(lo, hi + 1, dtype=np.int64)
+        mark[ids] = False

@@ -1,0 +1,125 @@
+"""break_cycles against a networkx checker: random DAGs with random convex clusters whose cluster
+graph has cycles; the repaired clusters must have an acyclic quotient, each lie inside one input
+cluster with its device, and clusters on no cycle must stay as they were."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import clusterkit as ck
+from clusterkit.engines import cycle_repair, mxnet
+from clusterkit.engines.cycle_repair import break_cycles
+from clusterkit.engines.growth import Piece
+from clusterkit.engines.units import UnitGraph
+from clusterkit.graph.fast import graph_from_dag
+from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+
+
+def convex(dag: nx.DiGraph, members: set[int]) -> bool:
+    """No node outside ``members`` lies on a path between two members."""
+    below = set().union(*(nx.descendants(dag, v) for v in members))
+    above = set().union(*(nx.ancestors(dag, v) for v in members))
+    return below & above <= members
+
+
+def cluster_graph(dag: nx.DiGraph, label: dict[int, object]) -> nx.DiGraph:
+    q = nx.DiGraph()
+    q.add_nodes_from(set(label.values()))
+    q.add_edges_from((label[u], label[v]) for u, v in dag.edges if label[u] != label[v])
+    return q
+
+
+def labels(dag: nx.DiGraph, pieces: list[Piece]) -> dict[int, object]:
+    label: dict[int, object] = {v: ("unit", v) for v in dag}
+    for i, p in enumerate(pieces):
+        for u in p.units:
+            label[u] = ("piece", i)
+    return label
+
+
+def make_case(seed: int) -> tuple[nx.DiGraph, list[Piece]]:
+    """A random DAG on units 0..n-1 (ids topological) and convex clusters grown greedily in a
+    random node order, each node joining a random cluster when that keeps it convex."""
+    rng = random.Random(seed)
+    n = rng.randint(4, 22)
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(n))
+    for j in range(n):
+        for i in range(j):
+            if rng.random() < (0.35 if j - i < 4 else 0.06):
+                dag.add_edge(i, j)
+    k = rng.randint(1, max(1, n // 3))
+    sets: list[set[int]] = [set() for _ in range(k)]
+    for v in rng.sample(range(n), n):
+        c = rng.randrange(k + 1)
+        if c < k and convex(dag, sets[c] | {v}):
+            sets[c].add(v)
+    devices = [rng.randrange(2) for _ in range(k)]
+    return dag, [Piece(d, sorted(s)) for d, s in zip(devices, sets) if s]
+
+
+def unit_graph(dag: nx.DiGraph) -> UnitGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from((f"v{i:02d}" for i in dag), op="Relu")
+    g.add_edges_from((f"v{u:02d}", f"v{v:02d}") for u, v in dag.edges)
+    ug = UnitGraph(ck.make_problem(g, ["npu=ops:Relu", "gpu=ops:Relu"]))
+    assert ug.n == dag.number_of_nodes()
+    assert sorted(zip(ug.esrc.tolist(), ug.edst.tolist())) == sorted(dag.edges)
+    return ug
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_break_cycles_leaves_an_acyclic_cluster_graph(seed):
+    dag, pieces = make_case(seed)
+    before = cluster_graph(dag, labels(dag, pieces))
+    on_cycle = {i for comp in nx.strongly_connected_components(before) if len(comp) > 1
+                for kind, i in comp if kind == "piece"}
+    out, split = break_cycles(unit_graph(dag), pieces)
+    assert nx.is_directed_acyclic_graph(cluster_graph(dag, labels(dag, out)))
+    # the same units, each in one output piece inside one input piece with its device
+    owner = {u: i for i, p in enumerate(pieces) for u in p.units}
+    assert sorted(u for p in out for u in p.units) == sorted(owner)
+    parts: dict[int, list[Piece]] = {}
+    for p in out:
+        homes = {owner[u] for u in p.units}
+        assert len(homes) == 1
+        home = homes.pop()
+        assert p.device == pieces[home].device
+        parts.setdefault(home, []).append(p)
+    for i, p in enumerate(pieces):
+        if i not in on_cycle:
+            assert [q.units for q in parts[i]] == [p.units]
+        if len(parts[i]) > 1:   # rebuilt pieces grow along their own edges
+            for q in parts[i]:
+                assert nx.is_weakly_connected(dag.subgraph(q.units)), q.units
+    assert split == sum(len(v) > 1 for v in parts.values())
+    if on_cycle:
+        assert split >= 1
+
+
+def test_cases_include_cycles():
+    """The generator does produce cluster graphs with cycles (else the test above is idle)."""
+    cyclic = 0
+    for seed in range(200):
+        dag, pieces = make_case(seed)
+        cyclic += not nx.is_directed_acyclic_graph(cluster_graph(dag, labels(dag, pieces)))
+    assert cyclic >= 20
+
+
+def test_same_pieces_as_pearce_kelly_on_long_edges(monkeypatch):
+    """The one-sided order repair gives the pieces the two-sided Pearce–Kelly repair gives."""
+    graph = graph_from_dag(long_edge_dag(3000, seed=1))
+    problem = ck.make_problem(graph, ["ops:" + ",".join(LONG_EDGE_SUPPORTED)])
+    passes = mxnet._partition_graph(problem)
+    fast, split = break_cycles(passes.ug, list(passes.pieces))
+    assert split > 0
+    monkeypatch.setattr(cycle_repair, "OneSidedGraphCycles", GraphCycles)
+    slow, split_slow = break_cycles(passes.ug, list(passes.pieces))
+    assert split == split_slow
+    assert [(p.device, p.units) for p in fast] == [(p.device, p.units) for p in slow]
