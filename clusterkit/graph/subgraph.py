@@ -29,9 +29,8 @@ class Subgraph:
     def from_nodes(cls, graph: "Graph", nodes, device: str, cluster_id: int) -> "Subgraph":
         members = sorted(int(v) for v in nodes)
         inside = set(members)
-        inputs: list[str] = []
-        constants: list[str] = []
-        produced: set[str] = set()
+        inputs: dict[str, None] = {}  # insertion-ordered sets: first-use order
+        constants: dict[str, None] = {}
         outputs: list[str] = []
         for v in members:
             node = graph.nodes[v]
@@ -39,19 +38,14 @@ class Subgraph:
                 ten = graph.tensors[t]
                 if ten.producer is not None and ten.producer in inside:
                     continue
-                if ten.is_constant:
-                    if t not in constants:
-                        constants.append(t)
-                elif t not in inputs:
-                    inputs.append(t)
+                (constants if ten.is_constant else inputs)[t] = None
             for t in node.outputs:
                 if not t:
                     continue
-                produced.add(t)
                 ten = graph.tensors[t]
                 if ten.is_output or any(c not in inside for c in ten.consumers):
                     outputs.append(t)
-        return cls(graph, members, device, cluster_id, inputs, outputs, constants)
+        return cls(graph, members, device, cluster_id, list(inputs), outputs, list(constants))
 
     def tensor(self, name: str) -> "Tensor":
         """A boundary or inner tensor by name."""
