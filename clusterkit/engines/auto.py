@@ -33,7 +33,9 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce
 from clusterkit.engines.common import reject_subgraphs
+from clusterkit.engines.cycles import run_both
 from clusterkit.engines.devices import check_mode, choose_devices, widen
+from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
@@ -47,6 +49,8 @@ MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
     "hetero": ("hetero", {}),
 }
 GROWTH = ("mxnet", "hetero")
+#: members computed together (one contraction)
+PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
@@ -59,14 +63,15 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     if check_mode(devices) == "cost" and len(problem.devices) > 1:
         narrowed = choose_devices(problem, "cost")
         names += [(name + "@cost", narrowed) for name, _ in names]
+    bound = figures_lower_bound(problem)
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
     figures = []
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
+    shared: dict[str, Partition] = {}  # raw partitions found along with another member's
     for name, prob in names:
-        strategy, options = MEMBERS[name.removesuffix("@cost")]
         start = time.perf_counter()
-        raw = get_strategy(strategy)(prob, **options)
+        raw = _raw(name, prob, {n for n, _ in names}, shared)
         fingerprint = (prob is not problem, _fingerprint(raw))
         coalesced = done.get(fingerprint) or coalesce(raw)
         done[fingerprint] = coalesced
@@ -78,10 +83,30 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
                         "partitions": key[2], "seconds": round(seconds, 6)})
         if best_key is None or key < best_key:
             best, best_key, winner = part, key, name
+        if best_key == bound:  # no member can do better: the rest could only tie
+            break
     assert best is not None
     info = dict(best.info)
-    info["auto"] = {"winner": winner, "members": figures}
+    info["auto"] = {"winner": winner, "members": figures,
+                    "lower_bound": list(bound) if bound is not None else None,
+                    "at_lower_bound": best_key == bound}
     return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Partition]) -> Partition:
+    """The member's own partition. ``cycles`` and ``cycles+merge_non_adjacent`` share one
+    contraction when both are members (the non-adjacent merges follow it)."""
+    if name in shared:
+        return shared.pop(name)
+    base = name.removesuffix("@cost")
+    strategy, options = MEMBERS[base]
+    pair = PAIRED.get(base)
+    if pair is not None and name.replace(base, pair) in names:
+        plain, merged = run_both(prob)
+        mine, other = (plain, merged) if base == "cycles" else (merged, plain)
+        shared[name.replace(base, pair)] = other
+        return mine
+    return get_strategy(strategy)(prob, **options)
 
 
 def _fingerprint(part: Partition) -> bytes:

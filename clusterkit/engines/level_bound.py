@@ -9,13 +9,64 @@ path of the graph when the bookkeeping starts. Merging two nodes of one class ke
 most ``L`` exactly when ``max(asap) <= min(alap)`` over the two (a path through the merged node
 is a head of one and a tail of the other), so refusing the other merges keeps the number of
 levels, and with it the partitions that level merging leaves, at its starting value.
+
+:func:`figures_lower_bound` bounds from below what any valid partition of a one-device problem
+can reach; :mod:`clusterkit.engines.auto` stops its portfolio once a member reaches it.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
+from clusterkit.constraints.core import Problem
 from clusterkit.graph.graphcycles import GraphCycles
+
+
+def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
+    """A lower bound, in the order (fallback nodes, ``cut_bytes``, partitions), on the figures
+    of every valid partition of a one-device problem (None with several devices).
+
+    Fallback: the nodes the device does not support. The other two hold for the partitions with
+    exactly those nodes on the fallback (the only ones that tie on the first figure): a tensor
+    that goes between the fallback and the device is moved at least once, and a path crossing
+    ``r`` runs of device nodes, separated by fallback nodes or edges that must be cut, meets
+    ``r`` distinct partitions (one partition holding two runs would form a cycle with the node
+    or the cut edge between them); an edge that must be cut moves its tensors."""
+    if len(problem.devices) != 1:
+        return None
+    g = problem.graph
+    acc = np.asarray(problem.supported, dtype=bool)[0]
+    src, dst = g.edge_src, g.edge_dst
+    if len(src) and not bool(np.all(src < dst)):  # pragma: no cover - graphs are sorted
+        return None
+    cut = np.asarray(problem.must_cut, dtype=bool) | ~np.asarray(problem.edge_ok)[0]
+    tt = g.tensor_table
+    host_prod = np.ones(len(tt.nbytes), dtype=bool)
+    made = tt.producer >= 0
+    host_prod[made] = ~acc[tt.producer[made]]
+    live = ~tt.free[tt.inc_tensor]
+    ct, cn = tt.inc_tensor[live], tt.inc_node[live]
+    moved = np.zeros(len(tt.nbytes), dtype=bool)
+    moved[ct[host_prod[ct] == acc[cn]]] = True
+    moved |= tt.is_output & ~tt.free & ~host_prod
+    if cut.any():  # an edge that must be cut between device nodes moves its tensors
+        prod = tt.producer[ct]
+        keys = src * g.n + dst  # sorted: edges are ordered by (src, dst)
+        want = np.where(prod >= 0, prod * g.n + cn, -1)
+        e = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        hit = (want >= 0) & (keys[e] == want) & cut[e] & acc[cn] & ~host_prod[ct]
+        moved[ct[hit]] = True
+    runs = acc.astype(np.int64).tolist()
+    on = acc.tolist()
+    breaks = cut.tolist()
+    order = np.argsort(dst, kind="stable")
+    for u, v, e in zip(src[order].tolist(), dst[order].tolist(), order.tolist()):
+        r = runs[u] + (on[v] and (breaks[e] or not on[u]))
+        if r > runs[v]:
+            runs[v] = r
+    return int((~acc).sum()), int(tt.nbytes[moved].sum()), max(runs, default=0)
 
 
 class LevelBound:
