@@ -140,3 +140,30 @@ def test_auto_stops_at_the_lower_bound_and_shares_one_contraction():
     for got, options in ((plain, {}), (merged, {"merge_non_adjacent": True})):
         alone = ck.run_strategy(problem, "cycles", **options)
         assert got.to_json()["clusters"] == alone.to_json()["clusters"]
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(problem=problems())
+def test_prefer_partitions_ranks_partitions_before_cut(problem):
+    part = ck.run_strategy(problem, "auto", devices="priority", prefer="partitions")
+    members = member_keys(problem, MEMBERS)
+    got = key(part)
+    assert (got[0], got[2], got[1]) == min((f, p, c) for f, c, p in members.values())
+
+
+def test_prefer_is_checked_and_the_torch_drop_in_prefers_partitions():
+    problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", ["ops:Conv,Relu"])
+    with pytest.raises(ck.errors.StrategyError, match="prefer"):
+        ck.run_strategy(problem, "auto", prefer="speed")
+    pytest.importorskip("torch")
+    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+    from clusterkit.torch import CapabilityBasedPartitioner
+    from clusterkit.torch.synthetic import graph_module_from_dag, synthetic_support
+
+    gm = graph_module_from_dag(long_edge_dag(150, 0))
+    drop_in = CapabilityBasedPartitioner(gm, synthetic_support(LONG_EDGE_SUPPORTED))
+    drop_in.propose_partitions()
+    inner = drop_in.last_partition
+    again = ck.run_strategy(inner.problem, "auto", prefer="partitions")
+    assert again.to_json()["clusters"] == inner.to_json()["clusters"]
