@@ -82,8 +82,10 @@ class _Merger:
         self.ca, self.cb = a[g.edge_src], a[g.edge_dst]
         self.between = self.ca != self.cb
         self.uf = UnionFind(k)
-        self.members = [list(c.nodes) for c in clusters]
-        self.sizes = [len(m) for m in self.members]
+        # node lists only for the const-bytes limit (thousands of fallback singletons otherwise)
+        self.members = ([list(c.nodes) for c in clusters] if p.max_const_bytes is not None
+                        else None)
+        self.sizes = [len(c.nodes) for c in clusters]
         self.blocks: list[set[int]] = [set() for _ in range(k)]
         for x, y in self._blocked():
             self.blocks[x].add(y)
@@ -116,7 +118,7 @@ class _Merger:
             return False
         if p.max_size is not None and self.sizes[x] + self.sizes[y] > p.max_size:
             return False
-        if p.max_const_bytes is not None and cluster_const_bytes(
+        if self.members is not None and cluster_const_bytes(
                 self.g, self.members[x] + self.members[y]) > p.max_const_bytes:
             return False
         return True
@@ -124,7 +126,8 @@ class _Merger:
     def join(self, x: int, y: int, survivor_node: int) -> None:
         keep, drop = (x, y) if x < y else (y, x)
         self.uf.link(keep, drop)
-        self.members[keep] += self.members[drop]
+        if self.members is not None:
+            self.members[keep] += self.members[drop]
         self.sizes[keep] += self.sizes[drop]
         blocks = self.blocks
         for z in blocks[drop]:
