@@ -33,7 +33,9 @@ def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
     that goes between the fallback and the device is moved at least once, and a path crossing
     ``r`` runs of device nodes, separated by fallback nodes or edges that must be cut, meets
     ``r`` distinct partitions (one partition holding two runs would form a cycle with the node
-    or the cut edge between them); an edge that must be cut moves its tensors."""
+    or the cut edge between them); an edge that must be cut moves its tensors. Graphs of at most
+    :data:`CHAIN_LIMIT` nodes also count the consumers of a tensor that can never share a
+    partition (:func:`_chain_cut`)."""
     if len(problem.devices) != 1:
         return None
     g = problem.graph
@@ -66,7 +68,67 @@ def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
         r = runs[u] + (on[v] and (breaks[e] or not on[u]))
         if r > runs[v]:
             runs[v] = r
-    return int((~acc).sum()), int(tt.nbytes[moved].sum()), max(runs, default=0)
+    moved_bytes = int(tt.nbytes[moved].sum())
+    if g.n <= CHAIN_LIMIT:
+        moved_bytes = max(moved_bytes, _chain_cut(g, acc, cut))
+    return int((~acc).sum()), moved_bytes, max(runs, default=0)
+
+
+#: graphs up to this many nodes also get :func:`_chain_cut` (two reachability bit sets per node)
+CHAIN_LIMIT = 20000
+
+
+def _break_reach(g, acc: np.ndarray, cut: np.ndarray) -> list[int]:
+    """Per node ``x`` a bit set of the nodes ``y`` that a path from ``x`` with a break (a cut
+    edge, or an edge into or out of a fallback node) reaches: ``x`` and ``y`` never share a
+    partition (it would form a cycle with the break)."""
+    src, dst = g.edge_src, g.edge_dst
+    brk = (cut | ~acc[dst] | ~acc[src]).tolist()
+    desc = [0] * g.n
+    past = [0] * g.n
+    ptr, d = g.succ_ptr.tolist(), dst.tolist()
+    for x in range(g.n - 1, -1, -1):  # edges go from lower to higher ids
+        a = b = 0
+        for e in range(ptr[x], ptr[x + 1]):
+            y = d[e]
+            below = desc[y] | (1 << y)
+            a |= below
+            b |= below if brk[e] else past[y]
+        desc[x], past[x] = a, b
+    return past
+
+
+def _chain_cut(g, acc: np.ndarray, cut: np.ndarray) -> int:
+    """A lower bound of ``cut_bytes`` with exactly the unsupported nodes on the fallback: a
+    tensor reaches as many distinct units as the longest chain of its device consumers that
+    pairwise never share a partition (one of them may share the producer's), plus the fallback
+    when a fallback node reads it, plus one when it is a graph output made on the device."""
+    past = _break_reach(g, acc, cut)
+    tt = g.tensor_table
+    order = np.argsort(tt.inc_tensor, kind="stable")
+    bounds = np.searchsorted(tt.inc_tensor[order], np.arange(len(tt.nbytes) + 1)).tolist()
+    readers = tt.inc_node[order].tolist()
+    on = acc.tolist()
+    total = 0
+    for t, (u, nb, free, out) in enumerate(zip(tt.producer.tolist(), tt.nbytes.tolist(),
+                                               tt.free.tolist(), tt.is_output.tolist())):
+        if free or not nb:
+            continue
+        cons = sorted(set(readers[bounds[t]:bounds[t + 1]]))
+        mine = u >= 0 and on[u]
+        dev_cons = [c for c in cons if on[c]]
+        chain = [1] * len(dev_cons)
+        for j, c in enumerate(dev_cons):
+            for i in range(j):
+                if past[dev_cons[i]] >> c & 1 and chain[i] + 1 > chain[j]:
+                    chain[j] = chain[i] + 1
+        units = max(chain, default=0)
+        if mine and units:  # one consumer may share the producer's partition
+            units = max(units - 1, int(any(past[u] >> c & 1 for c in dev_cons)))
+        if mine:
+            units += int(len(dev_cons) < len(cons)) + int(out)
+        total += units * nb
+    return total
 
 
 class LevelBound:
