@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.graph.core import Graph
 from clusterkit.graph.graphcycles import GraphCycles
 
 
@@ -78,7 +79,7 @@ def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
 CHAIN_LIMIT = 20000
 
 
-def _break_reach(g, acc: np.ndarray, cut: np.ndarray) -> list[int]:
+def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray) -> list[int]:
     """Per node ``x`` a bit set of the nodes ``y`` that a path from ``x`` with a break (a cut
     edge, or an edge into or out of a fallback node) reaches: ``x`` and ``y`` never share a
     partition (it would form a cycle with the break)."""
@@ -98,7 +99,7 @@ def _break_reach(g, acc: np.ndarray, cut: np.ndarray) -> list[int]:
     return past
 
 
-def _chain_cut(g, acc: np.ndarray, cut: np.ndarray) -> int:
+def _chain_cut(g: Graph, acc: np.ndarray, cut: np.ndarray) -> int:
     """A lower bound of ``cut_bytes`` with exactly the unsupported nodes on the fallback: a
     tensor reaches as many distinct units as the longest chain of its device consumers that
     pairwise never share a partition (one of them may share the producer's), plus the fallback
