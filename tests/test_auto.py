@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 
 import clusterkit as ck
 from clusterkit.engines.auto import MEMBERS
+from clusterkit.engines.cycles import run_both
+from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.testing.shapes import SELECTOR_SETS
 from support.models import BUNDLED_MODELS, LIGHT_DIR
 from support.problems import problems
@@ -59,7 +61,10 @@ def test_auto_on_real_models_is_the_best_member_and_records_them(model, selector
     members = member_keys(problem, MEMBERS)
     assert key(part) == min(members.values())
     record = part.info["auto"]
-    assert [m["name"] for m in record["members"]] == list(MEMBERS)
+    names = [m["name"] for m in record["members"]]
+    assert names == list(MEMBERS)[:len(names)]
+    if len(names) < len(MEMBERS):  # it stops only at the lower bound, which no member beats
+        assert key(part) == tuple(record["lower_bound"])
     for m in record["members"]:
         assert (m["fallback_nodes"], m["cut_bytes"], m["partitions"]) == members[m["name"]]
     assert members[record["winner"]] == key(part)
@@ -85,3 +90,80 @@ def test_auto_is_the_default_strategy(tmp_path):
     import json
     assert json.loads(out.read_text())["strategy"] == "auto"
     assert ck.partition(BUNDLED_MODELS / "squeezenet1_1.onnx", "ops:Conv,Relu").strategy == "auto"
+
+
+def set_partitions(items: list[int]):
+    """Every way to split ``items`` into blocks (as a label per item)."""
+    if not items:
+        yield {}
+        return
+    first, rest = items[0], items[1:]
+    for labels in set_partitions(rest):
+        used = sorted(set(labels.values()))
+        for lab in used + [max(used, default=-1) + 1]:
+            yield {**labels, first: lab}
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(problem=problems(max_nodes=6, max_devices=1))
+def test_lower_bound_holds_for_every_valid_partition_by_brute_force(problem):
+    """Every valid partition with the fewest fallback nodes reaches at least the bound's cut
+    and partitions; none has fewer fallback nodes."""
+    bound = figures_lower_bound(problem)
+    n = problem.graph.n
+    on = [v for v in range(n) if problem.supported[0][v]]
+    assert bound[0] == n - len(on)
+    for labels in set_partitions(on):
+        lab = [labels.get(v, -1) for v in range(n)]
+        part = ck.Partition.from_assignment(problem, lab, [0 if v in labels else -1
+                                                           for v in range(n)])
+        if part.is_valid():
+            got = key(part)
+            assert got[0] == bound[0] and got[1] >= bound[1] and got[2] >= bound[2]
+
+
+def test_auto_stops_at_the_lower_bound_and_shares_one_contraction():
+    problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", ["ops:Conv,Relu,Add,MaxPool"])
+    part = ck.run_strategy(problem, "auto", devices="priority")
+    record = part.info["auto"]
+    names = [m["name"] for m in record["members"]]
+    assert names == list(MEMBERS)[:len(names)]
+    bound = tuple(figures_lower_bound(problem))
+    assert record["at_lower_bound"] == (key(part) == bound)
+    if len(names) < len(MEMBERS):  # stopped early: only because nothing can beat the bound
+        assert key(part) == bound
+    assert min(member_keys(problem, MEMBERS).values()) == key(part)
+    two = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", ["npu=ops:Conv", "gpu=ops:Relu,Add"])
+    assert figures_lower_bound(two) is None  # one device only
+    plain, merged = run_both(problem)
+    for got, options in ((plain, {}), (merged, {"merge_non_adjacent": True})):
+        alone = ck.run_strategy(problem, "cycles", **options)
+        assert got.to_json()["clusters"] == alone.to_json()["clusters"]
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(problem=problems())
+def test_prefer_partitions_ranks_partitions_before_cut(problem):
+    part = ck.run_strategy(problem, "auto", devices="priority", prefer="partitions")
+    members = member_keys(problem, MEMBERS)
+    got = key(part)
+    assert (got[0], got[2], got[1]) == min((f, p, c) for f, c, p in members.values())
+
+
+def test_prefer_is_checked_and_the_torch_drop_in_prefers_partitions():
+    problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", ["ops:Conv,Relu"])
+    with pytest.raises(ck.errors.StrategyError, match="prefer"):
+        ck.run_strategy(problem, "auto", prefer="speed")
+    pytest.importorskip("torch")
+    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+    from clusterkit.torch import CapabilityBasedPartitioner
+    from clusterkit.torch.synthetic import graph_module_from_dag, synthetic_support
+
+    gm = graph_module_from_dag(long_edge_dag(150, 0))
+    drop_in = CapabilityBasedPartitioner(gm, synthetic_support(LONG_EDGE_SUPPORTED))
+    drop_in.propose_partitions()
+    inner = drop_in.last_partition
+    again = ck.run_strategy(inner.problem, "auto", prefer="partitions")
+    assert again.to_json()["clusters"] == inner.to_json()["clusters"]

@@ -84,3 +84,27 @@ def test_reach_bits_follow_merges_like_networkx(case):
         for y in alive:
             if x != y:
                 assert reach.related(x, y) == (nx.has_path(ref, x, y) or nx.has_path(ref, y, x))
+
+
+
+def _const_bytes(graph, nodes) -> int:
+    consts = {t for v in nodes for t in graph.nodes[v].all_inputs()
+              if graph.tensors[t].is_constant}
+    return sum(graph.tensors[t].nbytes or 0 for t in consts)
+
+
+def test_coalesce_keeps_the_const_bytes_limit():
+    """Node lists are kept only under ``max_const_bytes``: merged clusters stay within it."""
+    from clusterkit.constraints.core import Constraints
+    limit = 2_000_000
+    problem = make_problem(BUNDLED_MODELS / "resnet18.onnx", ["ops:Conv,Relu,Add,MaxPool"],
+                           Constraints(max_const_bytes=limit))
+    part = run_strategy(problem, "singleton")
+    out = coalesce(part)
+    out.validate()
+    assert len(out.accelerator_clusters()) < len(part.accelerator_clusters())
+    for c in out.accelerator_clusters():
+        assert _const_bytes(problem.graph, c.nodes) <= limit or len(c.nodes) == 1
+    free = coalesce(run_strategy(make_problem(BUNDLED_MODELS / "resnet18.onnx",
+                                              ["ops:Conv,Relu,Add,MaxPool"]), "singleton"))
+    assert max(_const_bytes(problem.graph, c.nodes) for c in free.accelerator_clusters()) > limit

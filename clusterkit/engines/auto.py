@@ -5,8 +5,9 @@ merged while valid, pairs and whole levels, which never raises ``cut_bytes`` or 
 partitions, so a coalesced member is never worse than the raw one; members that found the same
 clusters are coalesced once). The member ``cycles+levels`` contracts only while the fewest
 partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member
-partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions); ties go
-to the earlier member, so the answer is deterministic. The growth strategies (``mxnet``,
+partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions), or with
+``prefer="partitions"`` by (fallback nodes, partitions, ``cut_bytes``); ties go to the earlier
+member, so the answer is deterministic. The growth strategies (``mxnet``,
 ``hetero``) join the portfolio on graphs of at most ``growth_limit`` nodes, where their cost
 stays small.
 
@@ -17,8 +18,14 @@ With ``devices="cost"`` (the default) and two or more devices every member also 
 by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``; after the others on
 ties).
 
-``info["auto"]`` records the winner and every member's figures (fallback nodes, cut_bytes,
-partitions, seconds).
+On a one-device problem the members stop once one reaches
+:func:`~clusterkit.engines.level_bound.figures_lower_bound` (no partition has fewer fallback nodes,
+and none with as few has a lower cut or fewer partitions, so a later member could only tie).
+``cycles`` and ``cycles+merge_non_adjacent`` share one contraction.
+
+``info["auto"]`` records the winner, every member run with its figures (fallback nodes,
+cut_bytes, partitions, seconds), the ``lower_bound`` (None with several devices) and
+``at_lower_bound``.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce
 from clusterkit.engines.common import reject_subgraphs
+from clusterkit.engines.cycles import run_both
 from clusterkit.engines.devices import check_mode, choose_devices, widen
+from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
@@ -47,26 +56,33 @@ MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
     "hetero": ("hetero", {}),
 }
 GROWTH = ("mxnet", "hetero")
+#: members computed together (one contraction)
+PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
-        growth_limit: int = 3000, devices: str = "cost") -> Partition:
+        growth_limit: int = 3000, devices: str = "cost", prefer: str = "cut") -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
-    ``"priority"`` (each node on its first supporting device)."""
+    ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
+    rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
+    partitions, cut_bytes)."""
+    if prefer not in ("cut", "partitions"):
+        raise StrategyError(f"auto: option prefer must be 'cut' or 'partitions', got {prefer!r}")
     names = [(name, problem) for name in _member_names(problem, members, growth_limit)]
     if check_mode(devices) == "cost" and len(problem.devices) > 1:
         narrowed = choose_devices(problem, "cost")
         names += [(name + "@cost", narrowed) for name, _ in names]
+    bound = figures_lower_bound(problem)
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
     figures = []
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
+    shared: dict[str, Partition] = {}  # raw partitions found along with another member's
     for name, prob in names:
-        strategy, options = MEMBERS[name.removesuffix("@cost")]
         start = time.perf_counter()
-        raw = get_strategy(strategy)(prob, **options)
+        raw = _raw(name, prob, {n for n, _ in names}, shared)
         fingerprint = (prob is not problem, _fingerprint(raw))
         coalesced = done.get(fingerprint) or coalesce(raw)
         done[fingerprint] = coalesced
@@ -76,12 +92,36 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
         figures.append({"name": name, "fallback_nodes": key[0], "cut_bytes": key[1],
                         "partitions": key[2], "seconds": round(seconds, 6)})
-        if best_key is None or key < best_key:
+        if best_key is None or _rank(key, prefer) < _rank(best_key, prefer):
             best, best_key, winner = part, key, name
+        if best_key == bound:  # no member beats it in any figure: the rest could only tie
+            break
     assert best is not None
     info = dict(best.info)
-    info["auto"] = {"winner": winner, "members": figures}
+    info["auto"] = {"winner": winner, "members": figures,
+                    "lower_bound": list(bound) if bound is not None else None,
+                    "at_lower_bound": best_key == bound}
     return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _rank(key: tuple[int, int, int], prefer: str) -> tuple[int, int, int]:
+    return key if prefer == "cut" else (key[0], key[2], key[1])
+
+
+def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Partition]) -> Partition:
+    """The member's own partition. ``cycles`` and ``cycles+merge_non_adjacent`` share one
+    contraction when both are members (the non-adjacent merges follow it)."""
+    if name in shared:
+        return shared.pop(name)
+    base = name.removesuffix("@cost")
+    strategy, options = MEMBERS[base]
+    pair = PAIRED.get(base)
+    if pair is not None and name.replace(base, pair) in names:
+        plain, merged = run_both(prob)
+        mine, other = (plain, merged) if base == "cycles" else (merged, plain)
+        shared[name.replace(base, pair)] = other
+        return mine
+    return get_strategy(strategy)(prob, **options)
 
 
 def _fingerprint(part: Partition) -> bytes:

@@ -82,8 +82,10 @@ class _Merger:
         self.ca, self.cb = a[g.edge_src], a[g.edge_dst]
         self.between = self.ca != self.cb
         self.uf = UnionFind(k)
-        self.members = [list(c.nodes) for c in clusters]
-        self.sizes = [len(m) for m in self.members]
+        # node lists only for the const-bytes limit (thousands of fallback singletons otherwise)
+        self.members = ([list(c.nodes) for c in clusters] if p.max_const_bytes is not None
+                        else None)
+        self.sizes = [len(c.nodes) for c in clusters]
         self.blocks: list[set[int]] = [set() for _ in range(k)]
         for x, y in self._blocked():
             self.blocks[x].add(y)
@@ -116,7 +118,7 @@ class _Merger:
             return False
         if p.max_size is not None and self.sizes[x] + self.sizes[y] > p.max_size:
             return False
-        if p.max_const_bytes is not None and cluster_const_bytes(
+        if self.members is not None and cluster_const_bytes(
                 self.g, self.members[x] + self.members[y]) > p.max_const_bytes:
             return False
         return True
@@ -124,7 +126,8 @@ class _Merger:
     def join(self, x: int, y: int, survivor_node: int) -> None:
         keep, drop = (x, y) if x < y else (y, x)
         self.uf.link(keep, drop)
-        self.members[keep] += self.members[drop]
+        if self.members is not None:
+            self.members[keep] += self.members[drop]
         self.sizes[keep] += self.sizes[drop]
         blocks = self.blocks
         for z in blocks[drop]:
@@ -177,12 +180,14 @@ class _Merger:
                 continue
             tried.add(y)
             nx_, ny_ = self.node_of[x], self.node_of[y]
-            if gc_.has_edge(nx_, ny_):
+            if not reach.related(nx_, ny_):  # no path, so no edge either
+                survivor = gc_.merge(nx_, ny_)
+            elif gc_.has_edge(nx_, ny_):
                 survivor = gc_.contract_edge(nx_, ny_)
             elif gc_.has_edge(ny_, nx_):
                 survivor = gc_.contract_edge(ny_, nx_)
             else:
-                survivor = None if reach.related(nx_, ny_) else gc_.merge(nx_, ny_)
+                survivor = None
             if survivor is not None:
                 reach.merged(survivor, nx_, ny_)
                 self.join(x, y, survivor)
@@ -206,36 +211,50 @@ class _Merger:
 
 
 class _Reach:
-    """Which accelerator clusters each accelerator cluster reaches: one bit set (a Python int)
-    per GraphCycles node, computed once over the whole cluster graph (paths through fallback
+    """Which accelerator clusters each accelerator cluster reaches: one row of a packed bit
+    matrix per cluster, computed once over the whole cluster graph (paths through fallback
     clusters included) and kept up to date through merges, so that testing a pair costs two
-    bit tests instead of a search."""
+    bit tests instead of a search, and a merge updates the rows that reach it in one numpy
+    operation."""
 
     def __init__(self, gc: GraphCycles, acc: list[int]):
-        self.bit = {x: 1 << i for i, x in enumerate(acc)}
-        bit = self.bit
+        self.row = {x: i for i, x in enumerate(acc)}
+        bit = {x: 1 << i for i, x in enumerate(acc)}
         desc: dict[int, int] = {}
         for v in reversed(gc.topological_order()):
             d = 0
             for w in gc.successors(v):
                 d |= desc[w] | bit.get(w, 0)
             desc[v] = d
-        self.desc = {x: desc[x] for x in acc}
+        width = max(1, (len(acc) + 7) // 8)
+        self.m = np.zeros((len(acc), width), dtype=np.uint8)
+        for x, i in self.row.items():
+            if desc[x]:
+                self.m[i] = np.frombuffer(desc[x].to_bytes(width, "little"), dtype=np.uint8)
+
+    def _has(self, i: int, j: int) -> bool:
+        return bool(self.m[i, j >> 3] >> (j & 7) & 1)
 
     def related(self, x: int, y: int) -> bool:
         """Whether a path joins nodes ``x`` and ``y`` (either way)."""
-        return bool(self.desc[x] & self.bit[y] or self.desc[y] & self.bit[x])
+        i, j = self.row[x], self.row[y]
+        return self._has(i, j) or self._has(j, i)
 
     def merged(self, survivor: int, x: int, y: int) -> None:
         """``x`` and ``y`` became ``survivor``: it reaches what either reached, and whatever
         reached either now reaches it and all of that."""
-        desc, bit = self.desc, self.bit
-        both = bit[x] | bit[y]
+        m, row = self.m, self.row
+        i, j = row[x], row[y]
         gone = x if survivor == y else y
-        mine = (desc.pop(gone) | desc[survivor]) & ~both
-        desc[survivor] = mine
-        keep = bit[survivor]
-        del bit[gone]
-        for a, d in desc.items():
-            if d & both:
-                desc[a] = (d & ~both) | keep | mine
+        s, g = row[survivor], row.pop(gone)
+        both = np.zeros(m.shape[1], dtype=np.uint8)
+        both[i >> 3] |= 1 << (i & 7)
+        both[j >> 3] |= 1 << (j & 7)
+        mine = (m[i] | m[j]) & ~both
+        m[s] = mine
+        m[g] = 0
+        hit = np.flatnonzero(((m[:, i >> 3] >> (i & 7)) | (m[:, j >> 3] >> (j & 7))) & 1)
+        if len(hit):
+            keep = np.zeros_like(both)
+            keep[s >> 3] = 1 << (s & 7)
+            m[hit] = (m[hit] & ~both) | keep | mine

@@ -40,6 +40,7 @@ Details:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -76,10 +77,43 @@ def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | Non
             engine.merge_independent()
         labels = engine.labels()
         engine.gc = None  # free the dynamic graph before the partition is built
-    labels, dev, stats = selector_pass(problem, engine.plan, labels, engine.dev,
+    return _partition(engine, labels, dict(engine.info))
+
+
+def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | None = 1024,
+             far_budget: int = 16, passes: int = 1,
+             levels: bool = False) -> tuple[Partition, Partition]:
+    """The partitions of :func:`run` without and with ``merge_non_adjacent`` from one
+    contraction (the non-adjacent merges come after it). Equal to two calls of :func:`run`;
+    with an edge-sensitive selector it is two calls (its selectors hold state)."""
+    opts = dict(window=window, far_span=far_span, far_budget=far_budget, passes=passes,
+                levels=levels)
+    _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
+    with gc_paused():
+        engine = _Contraction(problem, window, far_span, far_budget)
+        if any(engine.edge_sensitive):
+            return run(problem, **opts), run(problem, merge_non_adjacent=True, **opts)
+        engine.merge_groups()
+        if levels:
+            engine.bound_levels()
+        engine.contract(passes)
+        plain_labels, plain_info = engine.labels(), dict(engine.info)
+        engine.merge_independent()
+        labels = engine.labels()
+        engine.gc = None
+    return (_partition(engine, plain_labels, plain_info),
+            _partition(engine, labels, dict(engine.info)))
+
+
+def _partition(engine: _Contraction, labels: np.ndarray, info: dict[str, Any]) -> Partition:
+    """The selector pass and the partition for contraction labels (on a copy of the plan's
+    fallback codes, which :func:`finish` updates)."""
+    problem = engine.problem
+    plan_ = dataclasses.replace(engine.plan, codes=engine.plan.codes.copy())
+    labels, dev, stats = selector_pass(problem, plan_, labels, engine.dev,
                                        selectors=engine.selector_of)
-    engine.info.update(stats)
-    return finish(problem, engine.plan, labels, dev, "cycles", engine.info)
+    info.update(stats)
+    return finish(problem, plan_, labels, dev, "cycles", info)
 
 
 class _Contraction:

@@ -9,13 +9,127 @@ path of the graph when the bookkeeping starts. Merging two nodes of one class ke
 most ``L`` exactly when ``max(asap) <= min(alap)`` over the two (a path through the merged node
 is a head of one and a tail of the other), so refusing the other merges keeps the number of
 levels, and with it the partitions that level merging leaves, at its starting value.
+
+:func:`figures_lower_bound` bounds from below what any valid partition of a one-device problem
+can reach; :mod:`clusterkit.engines.auto` stops its portfolio once a member reaches it.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
+from clusterkit.constraints.core import Problem
+from clusterkit.graph.core import Graph
 from clusterkit.graph.graphcycles import GraphCycles
+
+
+def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
+    """A lower bound, in the order (fallback nodes, ``cut_bytes``, partitions), on the figures
+    of every valid partition of a one-device problem (None with several devices).
+
+    Fallback: the nodes the device does not support. The other two hold for the partitions with
+    exactly those nodes on the fallback (the only ones that tie on the first figure): a tensor
+    that goes between the fallback and the device is moved at least once, and a path crossing
+    ``r`` runs of device nodes, separated by fallback nodes or edges that must be cut, meets
+    ``r`` distinct partitions (one partition holding two runs would form a cycle with the node
+    or the cut edge between them); an edge that must be cut moves its tensors. Graphs of at most
+    :data:`CHAIN_LIMIT` nodes also count the consumers of a tensor that can never share a
+    partition (:func:`_chain_cut`)."""
+    if len(problem.devices) != 1:
+        return None
+    g = problem.graph
+    acc = np.asarray(problem.supported, dtype=bool)[0]
+    src, dst = g.edge_src, g.edge_dst
+    if len(src) and not bool(np.all(src < dst)):  # pragma: no cover - graphs are sorted
+        return None
+    cut = np.asarray(problem.must_cut, dtype=bool) | ~np.asarray(problem.edge_ok)[0]
+    tt = g.tensor_table
+    host_prod = np.ones(len(tt.nbytes), dtype=bool)
+    made = tt.producer >= 0
+    host_prod[made] = ~acc[tt.producer[made]]
+    live = ~tt.free[tt.inc_tensor]
+    ct, cn = tt.inc_tensor[live], tt.inc_node[live]
+    moved = np.zeros(len(tt.nbytes), dtype=bool)
+    moved[ct[host_prod[ct] == acc[cn]]] = True
+    moved |= tt.is_output & ~tt.free & ~host_prod
+    if cut.any():  # an edge that must be cut between device nodes moves its tensors
+        prod = tt.producer[ct]
+        keys = src * g.n + dst  # sorted: edges are ordered by (src, dst)
+        want = np.where(prod >= 0, prod * g.n + cn, -1)
+        e = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        hit = (want >= 0) & (keys[e] == want) & cut[e] & acc[cn] & ~host_prod[ct]
+        moved[ct[hit]] = True
+    runs = acc.astype(np.int64).tolist()
+    on = acc.tolist()
+    breaks = cut.tolist()
+    order = np.argsort(dst, kind="stable")
+    for u, v, e in zip(src[order].tolist(), dst[order].tolist(), order.tolist()):
+        r = runs[u] + (on[v] and (breaks[e] or not on[u]))
+        if r > runs[v]:
+            runs[v] = r
+    moved_bytes = int(tt.nbytes[moved].sum())
+    if g.n <= CHAIN_LIMIT:
+        moved_bytes = max(moved_bytes, _chain_cut(g, acc, cut))
+    return int((~acc).sum()), moved_bytes, max(runs, default=0)
+
+
+#: graphs up to this many nodes also get :func:`_chain_cut` (two reachability bit sets per node)
+CHAIN_LIMIT = 20000
+
+
+def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray) -> list[int]:
+    """Per node ``x`` a bit set of the nodes ``y`` that a path from ``x`` with a break (a cut
+    edge, or an edge into or out of a fallback node) reaches: ``x`` and ``y`` never share a
+    partition (it would form a cycle with the break)."""
+    src, dst = g.edge_src, g.edge_dst
+    brk = (cut | ~acc[dst] | ~acc[src]).tolist()
+    desc = [0] * g.n
+    past = [0] * g.n
+    ptr, d = g.succ_ptr.tolist(), dst.tolist()
+    for x in range(g.n - 1, -1, -1):  # edges go from lower to higher ids
+        a = b = 0
+        for e in range(ptr[x], ptr[x + 1]):
+            y = d[e]
+            below = desc[y] | (1 << y)
+            a |= below
+            b |= below if brk[e] else past[y]
+        desc[x], past[x] = a, b
+    return past
+
+
+def _chain_cut(g: Graph, acc: np.ndarray, cut: np.ndarray) -> int:
+    """A lower bound of ``cut_bytes`` with exactly the unsupported nodes on the fallback: a
+    tensor reaches as many distinct units as the longest chain of its device consumers that
+    pairwise never share a partition (one of them may share the producer's), plus the fallback
+    when a fallback node reads it, plus one when it is a graph output made on the device."""
+    past = _break_reach(g, acc, cut)
+    tt = g.tensor_table
+    order = np.argsort(tt.inc_tensor, kind="stable")
+    bounds = np.searchsorted(tt.inc_tensor[order], np.arange(len(tt.nbytes) + 1)).tolist()
+    readers = tt.inc_node[order].tolist()
+    on = acc.tolist()
+    total = 0
+    for t, (u, nb, free, out) in enumerate(zip(tt.producer.tolist(), tt.nbytes.tolist(),
+                                               tt.free.tolist(), tt.is_output.tolist())):
+        if free or not nb:
+            continue
+        cons = sorted(set(readers[bounds[t]:bounds[t + 1]]))
+        mine = u >= 0 and on[u]
+        dev_cons = [c for c in cons if on[c]]
+        chain = [1] * len(dev_cons)
+        for j, c in enumerate(dev_cons):
+            for i in range(j):
+                if past[dev_cons[i]] >> c & 1 and chain[i] + 1 > chain[j]:
+                    chain[j] = chain[i] + 1
+        units = max(chain, default=0)
+        if mine and units:  # one consumer may share the producer's partition
+            units = max(units - 1, int(any(past[u] >> c & 1 for c in dev_cons)))
+        if mine:
+            units += int(len(dev_cons) < len(cons)) + int(out)
+        total += units * nb
+    return total
 
 
 class LevelBound:

@@ -70,7 +70,8 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
 
     ``skip_horizontal_fusion`` is accepted for compatibility and changes nothing: the partitions
     are acyclic either way. ``strategy`` names a clusterkit strategy and ``options`` are its
-    keyword options."""
+    keyword options; ``auto`` ranks by partitions before cut here (``prefer="partitions"``,
+    torch's own aim: fewest partitions) unless ``options`` say otherwise."""
 
     def __init__(self, graph_module: GraphModule, operator_support: OperatorSupportBase,
                  allows_single_node_partition: bool = False,
@@ -89,6 +90,8 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         self.skip_horizontal_fusion = skip_horizontal_fusion
         self.strategy = strategy
         self.options = dict(options or {})
+        if strategy == "auto":
+            self.options.setdefault("prefer", "partitions")
         #: the clusterkit partition behind the last :meth:`propose_partitions`
         self.last_partition: ClusterkitPartition | None = None
 
