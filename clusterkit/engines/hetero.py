@@ -257,12 +257,10 @@ class _Selector:
             settle()
 
     def _watched(self, d: int, g: _Growth) -> list[int]:
-        """Units whose state the growth read and that a later selection may take: members and
-        rejected units of the device that were still free."""
-        aff, taken = self.aff, self.taken
-        out = list(g.members)
-        out.extend(u for u in self.tracker.rejected if aff[u] == d and not taken[u])
-        return out
+        """Units whose being taken later would change the growth: those it accepted (members,
+        and units rolled back). A unit it rejected at first sight would be rejected at the
+        same step once taken, so the growth would run the same."""
+        return g.members + g.rolled
 
     def _finalize(self, d: int, g: _Growth) -> None:
         ug = self.ug
