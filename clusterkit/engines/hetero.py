@@ -153,6 +153,7 @@ class _Growth:
     size: int
     rolled: list[int]
     serial: int = 0
+    watched: list[int] | None = None
 
 
 class _Selector:
@@ -257,10 +258,10 @@ class _Selector:
             settle()
 
     def _watched(self, d: int, g: _Growth) -> list[int]:
-        """Units whose being taken later would change the growth: those it accepted (members,
-        and units rolled back). A unit it rejected at first sight would be rejected at the
-        same step once taken, so the growth would run the same."""
-        return g.members + g.rolled
+        """Units whose being taken later would change the growth: members and the units rolled
+        back that mattered (see :meth:`_grow`). A unit it rejected at first sight would be
+        rejected at the same step once taken, so the growth would run the same."""
+        return g.members + (g.watched or [])
 
     def _finalize(self, d: int, g: _Growth) -> None:
         ug = self.ug
@@ -291,44 +292,58 @@ class _Selector:
         st.add(root)
         T.add(root)
         stack: list[int] = []
-        self._push(root, stack)
+        pusher: list[int] = []    # who pushed each stack entry
+        lone: set[int] = set()    # added, then at once rolled back alone
+        mattered: set[int] = set()  # pushed an entry that was not skipped
+        self._push(root, stack, pusher)
         while stack:
             v = stack.pop()
+            by = pusher.pop()
             if mem[v] == gid or rej[v] == gid:
                 continue
             if not (any(mem[w] == gid for w in pred[v]) or any(mem[w] == gid for w in succ[v])):
                 continue
-            if self._acceptable(d, v, st, T):
+            mattered.add(by)
+            added = self._acceptable(d, v, st, T)
+            if added:
                 st.add(v)
                 T.add(v)
                 if tr is not None:
                     tr.append(("merge", self._label(v)))
-                self._push(v, stack)
+                self._push(v, stack, pusher)
             else:
                 T.reject(v)
                 if tr is not None:
                     tr.append(("reject", self._label(v)))
-            for x in T.settle():
+            removed = T.settle()
+            if added and removed == [v]:
+                lone.add(v)
+            for x in removed:
                 st.remove(x)
                 self.rollbacks += 1
                 if tr is not None:
                     tr.append(("rollback", self._label(x)))
         members = list(T.members)
+        # a unit added and at once rolled back alone, whose pushes were all skipped, left the
+        # same state as rejecting it: taking it later changes nothing
+        watched = [u for u in T.rolled if u not in lone or u in mattered]
         if tr is not None:
             tr.append(("subgraph", self._names(members)))
         self._serial += 1
         return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
-                       self._serial)
+                       self._serial, watched)
 
-    def _push(self, x: int, stack: list[int]) -> None:
+    def _push(self, x: int, stack: list[int], pusher: list[int]) -> None:
         T = self.tracker
         gid, mem, rej = T.gid, T.mem, T.rej
+        n = len(stack)
         for w in reversed(self.ug.pred[x]):
             if mem[w] != gid and rej[w] != gid:
                 stack.append(w)
         for w in reversed(self.ug.succ[x]):
             if mem[w] != gid and rej[w] != gid:
                 stack.append(w)
+        pusher.extend([x] * (len(stack) - n))
 
     def _acceptable(self, d: int, v: int, st: GrowthState, T: GrowthTracker) -> bool:
         if self.aff[v] != d or self.taken[v]:
