@@ -301,8 +301,15 @@ class _Selector:
             by = pusher.pop()
             if mem[v] == gid or rej[v] == gid:
                 continue
-            if not (any(mem[w] == gid for w in pred[v]) or any(mem[w] == gid for w in succ[v])):
-                continue
+            for w in pred[v]:
+                if mem[w] == gid:
+                    break
+            else:
+                for w in succ[v]:
+                    if mem[w] == gid:
+                        break
+                else:
+                    continue    # no longer next to a member
             mattered.add(by)
             added = self._acceptable(d, v, st, T)
             if added:
@@ -315,14 +322,8 @@ class _Selector:
                 T.reject(v)
                 if tr is not None:
                     tr.append(("reject", self._label(v)))
-            removed = T.settle()
-            if added and removed == [v]:
+            if self._settle(st) == [v] and added:
                 lone.add(v)
-            for x in removed:
-                st.remove(x)
-                self.rollbacks += 1
-                if tr is not None:
-                    tr.append(("rollback", self._label(x)))
         members = list(T.members)
         # a unit added and at once rolled back alone, whose pushes were all skipped, left the
         # same state as rejecting it: taking it later changes nothing
@@ -332,6 +333,16 @@ class _Selector:
         self._serial += 1
         return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
                        self._serial, watched)
+
+    def _settle(self, st: GrowthState) -> list[int]:
+        """Roll back until the condition holds; return the units removed."""
+        removed = self.tracker.settle()
+        for x in removed:
+            st.remove(x)
+            self.rollbacks += 1
+            if self.trace is not None:
+                self.trace.append(("rollback", self._label(x)))
+        return removed
 
     def _push(self, x: int, stack: list[int], pusher: list[int]) -> None:
         T = self.tracker
