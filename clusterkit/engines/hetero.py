@@ -17,9 +17,11 @@
      taken, and rounds repeat until the device has no nodes left.
 
    A growth reads nothing outside its members and its rejected list, so a subgraph grown in
-   one round is reused in the next unless the kept subgraph touched its members or rejected
-   list, and only the roots such a change reaches are visited again (:meth:`_Selector.
-   run_device`): the result is the same as re-running every round.
+   one round is reused in the next unless the kept subgraph took a unit the growth accepted
+   (a unit it rejected at first sight, or added and at once rolled back alone with no effect
+   from its pushes, would leave the same steps once taken), and only the roots such a change
+   reaches are visited again (:meth:`_Selector.run_device`): the result is the same as
+   re-running every round.
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
    groups are grown as one unit. Clusters that depend on each other through other clusters (the
@@ -184,7 +186,7 @@ class _Selector:
         iff it is free, of this affinity, and in no subgraph grown from an earlier root. So
         the round is kept as that set of roots with their subgraphs, ``cover[v]`` counting the
         subgraphs of earlier roots that hold ``v``; after the kept subgraph is taken, only
-        roots whose subgraph read a taken node, and nodes whose cover changes, are visited
+        roots whose subgraph accepted a taken node, and nodes whose cover changes, are visited
         again (in rank order, so every change only moves forward). The result is that of
         re-running every round; the work is that of the nodes the changes reach."""
         ug, aff, taken = self.ug, self.aff, self.taken
