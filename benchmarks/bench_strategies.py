@@ -12,7 +12,8 @@ Graphs, built with :func:`clusterkit.graph.fast.graph_from_dag`:
 - ``long``: ``long_edge_dag(n)`` (ids in a hidden random order, 5% of the edges span the whole
   graph, 20% of the nodes carry one of four unsupported ops), one device taking the sixteen
   supported ops;
-- llama with ``batch=1, seq=16``, one device taking every op type.
+- llama with ``batch=1, seq=16``, one device taking every op type, and again with the shipped
+  ``tensorrt`` selector.
 
 Each (graph, strategy) runs in its own subprocess with a timeout. ``seconds`` is the strategy's
 wall time (``cpu_s`` its process CPU time, steadier on a shared machine), ``build_s`` (graph
@@ -86,8 +87,11 @@ def _problem(kind: str, n: int, seed: int):
     else:
         from clusterkit.io.loader import load_graph
 
-        graph = load_graph(kind, dims={"batch": 1, "seq": 16})
-        selectors = ["ops:" + ",".join(sorted(set(graph.op_types)))]
+        path, _, shipped = kind.partition("@")     # "model.onnx@tensorrt": a shipped selector
+        graph = load_graph(path, dims={"batch": 1, "seq": 16})
+        selectors = [shipped] if shipped else ["ops:" + ",".join(sorted(set(graph.op_types)))]
+        if shipped:
+            graph.name = f"{graph.name}@{shipped}"
     return Constraints.default().compile(graph, parse_selectors(selectors))
 
 
@@ -128,7 +132,7 @@ def run(quick: bool = False, timeout: float = TIMEOUT) -> dict:
     jobs = [(kind, n) for kind in ("random", "long") for n in sizes]
     llama = _llama()
     if llama:
-        jobs.append((llama, 0))
+        jobs += [(llama, 0), (llama + "@tensorrt", 0)]
     rows, notes = [], []
     for kind, n in jobs:
         for strategy in STRATEGIES:
@@ -142,7 +146,8 @@ def run(quick: bool = False, timeout: float = TIMEOUT) -> dict:
     notes.append("random: random_dag(n, mean_out_degree=2, locality=0.9, unsupported_fraction="
                  "0.2, seed=0), devices npu=Conv,Relu,Add then gpu=MatMul,Mul,Conv; long: "
                  "long_edge_dag(n, seed=0), one device taking S0..S15; llama (batch=1, seq=16): "
-                 "one device taking every op type.")
+                 "one device taking every op type (llama@tensorrt: the shipped tensorrt "
+                 "selector).")
     notes.append("vs_traversal = strategy CPU seconds / CPU seconds of one pure-Python traversal "
                  "(Kahn's sort over the successor lists) of the same graph in the same process; "
                  "build_s (graph "

@@ -373,20 +373,22 @@ class GrowthTracker:
             for r in self.rejected:
                 if mem[r] == gid:
                     continue
-                if (s_out & lin[r] and lout[r] & x_in) or (x_out & lin[r] and lout[r] & s_in):
-                    return True    # landmarks prove S ~> r ~> x or x ~> r ~> S
                 r0, r1, r2 = o0[r], o1[r], o2[r]
                 if r0 < x0:        # may r ~> x, with a member before r?
                     if side <= 0 and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
                             and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
-                            and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r] \
-                            and self._find_member(r, False) is not None and reaches(r, x):
-                        return True
+                            and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
+                        if s_out & lin[r] and lout[r] & x_in:
+                            return True    # landmarks prove S ~> r ~> x
+                        if self._find_member(r, False) is not None and reaches(r, x):
+                            return True
                 elif side >= 0 and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
                         and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
-                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5 \
-                        and self._find_member(r, True) is not None and reaches(x, r):
-                    return True
+                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
+                    if x_out & lin[r] and lout[r] & s_in:
+                        return True        # landmarks prove x ~> r ~> S
+                    if self._find_member(r, True) is not None and reaches(x, r):
+                        return True
             return False
         for forward in (False, True):
             if (side > 0 and forward) or (side < 0 and not forward):

@@ -17,9 +17,11 @@
      taken, and rounds repeat until the device has no nodes left.
 
    A growth reads nothing outside its members and its rejected list, so a subgraph grown in
-   one round is reused in the next unless the kept subgraph touched its members or rejected
-   list, and only the roots such a change reaches are visited again (:meth:`_Selector.
-   run_device`): the result is the same as re-running every round.
+   one round is reused in the next unless the kept subgraph took a unit the growth accepted
+   (a unit it rejected at first sight, or added and at once rolled back alone with no effect
+   from its pushes, would leave the same steps once taken), and only the roots such a change
+   reaches are visited again (:meth:`_Selector.run_device`): the result is the same as
+   re-running every round.
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
    groups are grown as one unit. Clusters that depend on each other through other clusters (the
@@ -153,6 +155,7 @@ class _Growth:
     size: int
     rolled: list[int]
     serial: int = 0
+    watched: list[int] | None = None
 
 
 class _Selector:
@@ -183,7 +186,7 @@ class _Selector:
         iff it is free, of this affinity, and in no subgraph grown from an earlier root. So
         the round is kept as that set of roots with their subgraphs, ``cover[v]`` counting the
         subgraphs of earlier roots that hold ``v``; after the kept subgraph is taken, only
-        roots whose subgraph read a taken node, and nodes whose cover changes, are visited
+        roots whose subgraph accepted a taken node, and nodes whose cover changes, are visited
         again (in rank order, so every change only moves forward). The result is that of
         re-running every round; the work is that of the nodes the changes reach."""
         ug, aff, taken = self.ug, self.aff, self.taken
@@ -257,12 +260,10 @@ class _Selector:
             settle()
 
     def _watched(self, d: int, g: _Growth) -> list[int]:
-        """Units whose state the growth read and that a later selection may take: members and
-        rejected units of the device that were still free."""
-        aff, taken = self.aff, self.taken
-        out = list(g.members)
-        out.extend(u for u in self.tracker.rejected if aff[u] == d and not taken[u])
-        return out
+        """Units whose being taken later would change the growth: members and the units rolled
+        back that mattered (see :meth:`_grow`). A unit it rejected at first sight would be
+        rejected at the same step once taken, so the growth would run the same."""
+        return g.members + (g.watched or [])
 
     def _finalize(self, d: int, g: _Growth) -> None:
         ug = self.ug
@@ -293,44 +294,69 @@ class _Selector:
         st.add(root)
         T.add(root)
         stack: list[int] = []
-        self._push(root, stack)
+        pusher: list[int] = []    # who pushed each stack entry
+        lone: set[int] = set()    # added, then at once rolled back alone
+        mattered: set[int] = set()  # pushed an entry that was not skipped
+        self._push(root, stack, pusher)
         while stack:
             v = stack.pop()
+            by = pusher.pop()
             if mem[v] == gid or rej[v] == gid:
                 continue
-            if not (any(mem[w] == gid for w in pred[v]) or any(mem[w] == gid for w in succ[v])):
-                continue
-            if self._acceptable(d, v, st, T):
+            for w in pred[v]:
+                if mem[w] == gid:
+                    break
+            else:
+                for w in succ[v]:
+                    if mem[w] == gid:
+                        break
+                else:
+                    continue    # no longer next to a member
+            mattered.add(by)
+            added = self._acceptable(d, v, st, T)
+            if added:
                 st.add(v)
                 T.add(v)
                 if tr is not None:
                     tr.append(("merge", self._label(v)))
-                self._push(v, stack)
+                self._push(v, stack, pusher)
             else:
                 T.reject(v)
                 if tr is not None:
                     tr.append(("reject", self._label(v)))
-            for x in T.settle():
-                st.remove(x)
-                self.rollbacks += 1
-                if tr is not None:
-                    tr.append(("rollback", self._label(x)))
+            if self._settle(st) == [v] and added:
+                lone.add(v)
         members = list(T.members)
+        # a unit added and at once rolled back alone, whose pushes were all skipped, left the
+        # same state as rejecting it: taking it later changes nothing
+        watched = [u for u in T.rolled if u not in lone or u in mattered]
         if tr is not None:
             tr.append(("subgraph", self._names(members)))
         self._serial += 1
         return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
-                       self._serial)
+                       self._serial, watched)
 
-    def _push(self, x: int, stack: list[int]) -> None:
+    def _settle(self, st: GrowthState) -> list[int]:
+        """Roll back until the condition holds; return the units removed."""
+        removed = self.tracker.settle()
+        for x in removed:
+            st.remove(x)
+            self.rollbacks += 1
+            if self.trace is not None:
+                self.trace.append(("rollback", self._label(x)))
+        return removed
+
+    def _push(self, x: int, stack: list[int], pusher: list[int]) -> None:
         T = self.tracker
         gid, mem, rej = T.gid, T.mem, T.rej
+        n = len(stack)
         for w in reversed(self.ug.pred[x]):
             if mem[w] != gid and rej[w] != gid:
                 stack.append(w)
         for w in reversed(self.ug.succ[x]):
             if mem[w] != gid and rej[w] != gid:
                 stack.append(w)
+        pusher.extend([x] * (len(stack) - n))
 
     def _acceptable(self, d: int, v: int, st: GrowthState, T: GrowthTracker) -> bool:
         if self.aff[v] != d or self.taken[v]:
