@@ -94,7 +94,7 @@ class _Levels:
     def bins(self, levels: list[int]) -> list[int]:
         """A label per cluster: one per (device, level), split into consecutive runs (in
         topological order) where a limit forbids a merge; fallback clusters keep their own."""
-        p, dev = self.p, self.dev
+        dev = self.dev
         labels = list(range(self.k))
         open_: dict[tuple[int, int], list[int]] = {}  # (device, level) -> members of the run
         size = [len(c.nodes) for c in self.partition.clusters]

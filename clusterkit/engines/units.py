@@ -19,7 +19,6 @@ from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
 from clusterkit.graph.algorithms import group_labels, positions, quotient, topological_order
 
-
 #: how many landmark units :attr:`UnitGraph.landmarks` labels reachability with
 LANDMARKS = 256
 
