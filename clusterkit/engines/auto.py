@@ -23,6 +23,11 @@ On a one-device problem the members stop once one reaches
 and none with as few has a lower cut or fewer partitions, so a later member could only tie).
 ``cycles`` and ``cycles+merge_non_adjacent`` share one contraction.
 
+When no member reaches that bound (or there is none) on a graph of at most ``polish_limit``
+nodes, a last member ``cpsat-polish`` runs CP-SAT on the cut objective for ``polish``
+deterministic seconds, warm-started from the best member (so never worse than it, and
+deterministic); ``polish=0`` turns it off.
+
 ``info["auto"]`` records the winner, every member run with its figures (fallback nodes,
 cut_bytes, partitions, seconds), the ``lower_bound`` (None with several devices) and
 ``at_lower_bound``.
@@ -61,13 +66,17 @@ PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "c
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
-        growth_limit: int = 3000, devices: str = "cost", prefer: str = "cut") -> Partition:
+        growth_limit: int = 3000, devices: str = "cost", prefer: str = "cut",
+        polish: float = 1.0, polish_limit: int = 3000) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
     ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
-    partitions, cut_bytes)."""
+    partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member
+    (0: none), on graphs of at most ``polish_limit`` nodes."""
+    if polish < 0:
+        raise StrategyError(f"auto: option polish must be >= 0 seconds, got {polish}")
     if prefer not in ("cut", "partitions"):
         raise StrategyError(f"auto: option prefer must be 'cut' or 'partitions', got {prefer!r}")
     names = [(name, problem) for name in _member_names(problem, members, growth_limit)]
@@ -97,11 +106,33 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         if best_key == bound:  # no member beats it in any figure: the rest could only tie
             break
     assert best is not None
+    if polish > 0 and prefer == "cut" and best_key != bound and problem.n <= polish_limit:
+        start = time.perf_counter()
+        part = _polish(problem, best, polish)
+        if part is not None:
+            m = part.metrics()
+            key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
+            figures.append({"name": "cpsat-polish", "fallback_nodes": key[0],
+                            "cut_bytes": key[1], "partitions": key[2],
+                            "seconds": round(time.perf_counter() - start, 6)})
+            if _rank(key, prefer) < _rank(best_key, prefer):
+                best, best_key, winner = part, key, "cpsat-polish"
     info = dict(best.info)
     info["auto"] = {"winner": winner, "members": figures,
                     "lower_bound": list(bound) if bound is not None else None,
                     "at_lower_bound": best_key == bound}
     return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _polish(problem: Problem, best: Partition, seconds: float) -> Partition | None:
+    """CP-SAT on the cut objective from ``best`` for ``seconds`` deterministic seconds, with the
+    front door's rejections applied; None when it finds nothing."""
+    try:
+        part = get_strategy("cpsat")(problem, objective="cut", time_limit=seconds,
+                                     warm_start=best, method="full")
+    except StrategyError:
+        return None
+    return reject_subgraphs(part)
 
 
 def _rank(key: tuple[int, int, int], prefer: str) -> tuple[int, int, int]:
