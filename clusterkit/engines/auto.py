@@ -14,19 +14,19 @@ stays small.
 Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
 front door does after every strategy), so by what they give.
 
-With ``devices="cost"`` (the default) and two or more devices every member also runs on the problem narrowed
-by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``; after the others on
-ties).
+With ``devices="cost"`` (the default) and two or more devices every member also runs on the
+problem narrowed by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``;
+after the others on ties).
 
 On a one-device problem the members stop once one reaches
 :func:`~clusterkit.engines.level_bound.figures_lower_bound` (no partition has fewer fallback nodes,
 and none with as few has a lower cut or fewer partitions, so a later member could only tie).
 ``cycles`` and ``cycles+merge_non_adjacent`` share one contraction.
 
-When no member reaches that bound (or there is none) on a graph of at most ``polish_limit``
-nodes, a last member ``cpsat-polish`` runs CP-SAT on the cut objective for ``polish``
-deterministic seconds, warm-started from the best member (so never worse than it, and
-deterministic); ``polish=0`` turns it off.
+When no member is proven within 1% of the optimum cut by that bound (or there is no bound) on
+a graph of at most ``polish_limit`` nodes, a last member ``cpsat-polish`` runs CP-SAT on the cut
+objective for ``polish`` deterministic seconds, warm-started from the best member (so never
+worse than it, and deterministic); ``polish=0`` turns it off.
 
 ``info["auto"]`` records the winner, every member run with its figures (fallback nodes,
 cut_bytes, partitions, seconds), the ``lower_bound`` (None with several devices) and
@@ -61,13 +61,15 @@ MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
     "hetero": ("hetero", {}),
 }
 GROWTH = ("mxnet", "hetero")
+#: the polish runs unless the best member is proven within this share of the optimum cut
+POLISH_GAIN = 0.01
 #: members computed together (one contraction)
 PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
         growth_limit: int = 3000, devices: str = "cost", prefer: str = "cut",
-        polish: float = 1.0, polish_limit: int = 3000) -> Partition:
+        polish: float = 0.5, polish_limit: int = 3000) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
@@ -106,7 +108,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         if best_key == bound:  # no member beats it in any figure: the rest could only tie
             break
     assert best is not None
-    if polish > 0 and prefer == "cut" and best_key != bound and problem.n <= polish_limit:
+    if polish > 0 and prefer == "cut" and problem.n <= polish_limit and \
+            not _within(best_key, bound, POLISH_GAIN):
         start = time.perf_counter()
         part = _polish(problem, best, polish)
         if part is not None:
@@ -133,6 +136,12 @@ def _polish(problem: Problem, best: Partition, seconds: float) -> Partition | No
     except StrategyError:
         return None
     return reject_subgraphs(part)
+
+
+def _within(key: tuple[int, int, int], bound: tuple[int, int, int] | None, share: float) -> bool:
+    """Whether ``key`` is proven within ``share`` of the optimum cut (at the fewest fallback
+    nodes), so that no search could gain more."""
+    return bound is not None and key[0] == bound[0] and key[1] <= bound[1] * (1 + share)
 
 
 def _rank(key: tuple[int, int, int], prefer: str) -> tuple[int, int, int]:
