@@ -22,11 +22,10 @@ import clusterkit as ck
 from clusterkit.engines.devices import choose_devices, device_labels
 from clusterkit.errors import StrategyError
 from clusterkit.testing.shapes import SELECTOR_SETS
-from support.fuzz import FALLBACK, Spec, build_problem, constants, random_spec
+from support.fuzz import FALLBACK, HOST, Spec, build_problem, constants, random_spec, spec_cut
 from support.models import BUNDLED_MODELS
 
 HEURISTICS = ("singleton", "cycles", "longest-path", "mxnet", "hetero", "auto")
-HOST = "<host>"
 
 
 def fast(n: int) -> settings:
@@ -44,23 +43,6 @@ def multi_device_spec(seed: int, max_nodes: int, devices: int) -> Spec:
 
 
 # ---------------------------------------------------------------------- counted here
-def spec_cut(spec: Spec, unit: dict[str, object]) -> int:
-    """Bytes between units (``HOST`` for fallback nodes) as DESIGN.md counts them."""
-    const = constants(spec)
-    consumers: dict[str, set] = {v: set() for v in spec.order}
-    readers = set()
-    for v in spec.order:
-        for u in spec.preds[v]:
-            consumers[u].add(unit[v])
-        if not spec.preds[v] and spec.ops[v] != "Constant":
-            readers.add(unit[v])
-    total = 64 * len(readers - {HOST})  # the graph input
-    for u in spec.order:
-        if u not in const:
-            total += spec.nbytes[u] * len((consumers[u] or {HOST}) - {unit[u]})
-    return total
-
-
 def placements(spec: Spec):
     """Every placement that puts each supported node on a device taking it, a together group
     on one device taking all its members (or all on the host when none does)."""

@@ -32,14 +32,14 @@ import pytest
 
 from clusterkit import Partition, Problem, get_strategy, run_strategy, strategy_names
 from clusterkit.testing.exhaustive import exhaustive_optimum
-from support.fuzz import FALLBACK, DeviceSpec, Spec, build_problem, constants, random_spec
+from support.fuzz import (FALLBACK, HOST, DeviceSpec, Spec, build_problem, constants, random_spec,
+                          spec_cut)
 
 EXACT = ("cpsat", "placement")
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}
 PROBLEMS, EXACT_PROBLEMS = 2000, 80
 TINY, EXACT_TINY = 300, 60
 CHUNKS = 4  # each heuristic's problems run as this many test cases
-HOST = "<host>"
 
 
 def options(strategy: str) -> dict:
@@ -107,21 +107,7 @@ def cut_bytes(spec: Spec, part: Partition) -> int:
     for k, (device, members) in enumerate(clusters_by_name(part)):
         for v in members:
             unit[v] = HOST if device == FALLBACK else k
-    consumers: dict[str, set] = {v: set() for v in spec.order}
-    readers_of_input = set()
-    for v in spec.order:
-        for u in spec.preds[v]:
-            consumers[u].add(unit[v])
-        if not spec.preds[v] and spec.ops[v] != "Constant":
-            readers_of_input.add(unit[v])
-    const = constants(spec)
-    total = 64 * len(readers_of_input - {HOST})  # the graph input's 64 bytes
-    for u in spec.order:
-        if u in const:
-            continue
-        wanted = consumers[u] if consumers[u] else {HOST}  # read by nobody: a graph output
-        total += spec.nbytes[u] * len(wanted - {unit[u]})
-    return total
+    return spec_cut(spec, unit)
 
 
 def key(spec: Spec, part: Partition) -> tuple[int, int]:

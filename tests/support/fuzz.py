@@ -203,6 +203,29 @@ def constants(spec: Spec) -> set[str]:
     return const
 
 
+#: the unit of every fallback node in :func:`spec_cut`
+HOST = "<host>"
+
+
+def spec_cut(spec: Spec, unit: dict[str, object]) -> int:
+    """Bytes between units as DESIGN.md counts them, from the spec itself: ``unit`` maps each
+    node to its unit (``HOST`` for every fallback node); graph inputs come from the host, graph
+    outputs go to it, constants are free."""
+    const = constants(spec)
+    consumers: dict[str, set] = {v: set() for v in spec.order}
+    readers = set()
+    for v in spec.order:
+        for u in spec.preds[v]:
+            consumers[u].add(unit[v])
+        if not spec.preds[v] and spec.ops[v] != "Constant":
+            readers.add(unit[v])
+    total = 64 * len(readers - {HOST})  # the graph input
+    for u in spec.order:
+        if u not in const:
+            total += spec.nbytes[u] * len((consumers[u] or {HOST}) - {unit[u]})
+    return total
+
+
 def build_graph(spec: Spec) -> Graph:
     """The spec as a Graph: one output tensor per node; sources that are not ``Constant`` read
     the graph input; nodes nobody reads are graph outputs."""
