@@ -76,9 +76,11 @@ class GrowthTracker:
         self.gid = 0
         self.begin()
 
-    def begin(self, blocked: list[bool] | None = None) -> None:
+    def begin(self, blocked: list[bool] | None = None, blocked_marks: int | None = None
+              ) -> None:
         """Start a new growth (forget the previous one in O(1)). ``blocked`` marks units that
-        count as rejected from the start (they can never join)."""
+        count as rejected from the start (they can never join); ``blocked_marks``, when the
+        caller keeps it, is the OR of :attr:`own` over them (see :meth:`marks_of`)."""
         self.gid += 1
         self.blocked = blocked
         self.members: list[int] = []
@@ -94,8 +96,15 @@ class GrowthTracker:
         # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
         # rejected or blocked landmarks: s_in & s_out & bad proves the condition fails
         self.s_in, self.s_out = [0], [0]
+        if blocked is None:
+            self.bad = 0
+        else:
+            self.bad = self.marks_of(blocked) if blocked_marks is None else blocked_marks
+
+    def marks_of(self, blocked: list[bool]) -> int:
+        """The landmark bits of the ``blocked`` units (OR of :attr:`own`)."""
         own = self.own
-        self.bad = 0 if blocked is None else sum(own[u] for u in self._marks if blocked[u])
+        return sum(own[u] for u in self._marks if blocked[u])
 
     @property
     def total(self) -> int:
