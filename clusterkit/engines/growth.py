@@ -128,8 +128,7 @@ class GrowthTracker:
         self.times.append(t)
         hi, lo = self.hi, self.lo
         self.history.append((tuple(hi), tuple(lo)))
-        for i, o in enumerate((self.o0, self.o1, self.o2)):
-            r = o[x]
+        for i, r in enumerate((self.o0[x], self.o1[x], self.o2[x])):
             if r > hi[i]:
                 hi[i] = r
             if r < lo[i]:
@@ -408,17 +407,33 @@ class GrowthTracker:
 
     def _phase_search(self, x: int, forward: bool) -> bool:
         """Is there a rejected (or blocked) unit ``r`` with ``x ~> r ~> S`` (``forward``) or
-        ``S ~> r ~> x``? Searches from ``x``, stopping at members."""
+        ``S ~> r ~> x``? Searches from ``x`` inside the window, stopping at members (the visit
+        of :meth:`_window_search` inlined: this search runs once per step)."""
+        adj = self.succ if forward else self.pred
         mem, rej, gid, blocked = self.mem, self.rej, self.gid, self.blocked
-
-        def visit(y: int) -> int:
-            if mem[y] == gid:
-                return _SKIP
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        if forward:
+            c0, c1, c2 = self.hi
+            sign = 1
+        else:
+            c0, c1, c2 = self.lo
+            c0, c1, c2, sign = -c0, -c1, -c2, -1
+        seen = {x}
+        stack = list(adj[x])
+        while stack:
+            y = stack.pop()
+            if y in seen:
+                continue
+            seen.add(y)
+            if sign * o0[y] > c0 or sign * o1[y] > c1 or sign * o2[y] > c2 \
+                    or mem[y] == gid:
+                continue
             if rej[y] == gid or (blocked is not None and blocked[y]):
-                return _STOP if self._find_member(y, forward) is not None else _SKIP
-            return _EXPAND
-
-        return self._window_search(x, forward, visit) is not None
+                if self._find_member(y, forward) is not None:
+                    return True
+                continue
+            stack.extend(adj[y])
+        return False
 
     def _window_search(self, x: int, forward: bool, visit: Callable[[int], int]) -> int | None:
         """Depth-first from ``x`` along successors (``forward``) or predecessors, inside the
