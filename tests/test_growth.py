@@ -84,7 +84,12 @@ def test_random_sequences_match_the_oracle(seed, searches, monkeypatch):
     tracker = GrowthTracker(ug)
     for round_ in range(4):
         blocked = set(rng.sample(range(ug.n), rng.randint(0, ug.n // 4))) if round_ % 2 else set()
-        tracker.begin([u in blocked for u in range(ug.n)] if blocked else None)
+        flags = [u in blocked for u in range(ug.n)] if blocked else None
+        if round_ == 3:   # the caller keeps the blocked landmarks' bits (as mxnet does)
+            own = ug.landmarks[0]
+            tracker.begin(flags, sum(own[u] for u in blocked))
+        else:
+            tracker.begin(flags)
         model = Model(blocked)
         for _ in range(rng.randint(1, 3 * ug.n)):
             free = [u for u in range(ug.n) if u not in model.rejected and u not in model.members]
@@ -108,3 +113,24 @@ def test_random_sequences_match_the_oracle(seed, searches, monkeypatch):
                 rollback(tracker, model)
                 compare(dag, tracker, model, ug.n)
         check_settle(dag, tracker, model, tracker.settle())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mxnet_keeps_the_blocked_landmarks_up_to_date(seed):
+    """After every pass, the landmark bits mxnet keeps incrementally are those of its blocked
+    units, recounted from the landmarks."""
+    from clusterkit.engines import mxnet
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+
+    graph = graph_from_dag(long_edge_dag(400, seed=seed))
+    half = len(LONG_EDGE_SUPPORTED) // 2
+    problem = ck.make_problem(graph, ["a=ops:" + ",".join(LONG_EDGE_SUPPORTED[:half]),
+                                      "b=ops:" + ",".join(LONG_EDGE_SUPPORTED[half - 2:])])
+    passes = mxnet._MXNet(problem, UnitGraph(problem))
+    own = passes.ug.landmarks[0]
+    for d in range(len(problem.devices)):
+        passes.apply(d)
+        assert any(passes.taken)
+        assert passes.blocked_marks == sum(own[u] for u in range(passes.ug.n)
+                                           if passes.blocked[u])

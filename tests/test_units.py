@@ -116,3 +116,22 @@ def test_landmarks_and_numberings_match_networkx_reachability(seed, monkeypatch)
         for b in range(ug.n):
             if a != b and lout[a] & lin[b]:
                 assert nx.has_path(q, a, b)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_grail_intervals_nest_along_every_path(seed):
+    """Each GRAIL labelling: ``post`` numbers the units 0..n-1, and ``u ~> w`` implies
+    ``low[u] <= low[w]`` and ``post[w] <= post[u]``; ``low[u]`` is the smallest ``post`` among
+    ``u`` and its descendants (networkx)."""
+    g, groups = random_case(seed)
+    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    q = nx.DiGraph()
+    q.add_nodes_from(range(ug.n))
+    q.add_edges_from(zip(ug.esrc.tolist(), ug.edst.tolist()))
+    assert len(ug.intervals) == 3
+    for low, post in ug.intervals:
+        assert sorted(post) == list(range(ug.n))
+        for u in range(ug.n):
+            below = nx.descendants(q, u)
+            assert low[u] == min(post[w] for w in below | {u})
+            assert all(post[w] < post[u] for w in below)

@@ -76,9 +76,11 @@ class GrowthTracker:
         self.gid = 0
         self.begin()
 
-    def begin(self, blocked: list[bool] | None = None) -> None:
+    def begin(self, blocked: list[bool] | None = None, blocked_marks: int | None = None
+              ) -> None:
         """Start a new growth (forget the previous one in O(1)). ``blocked`` marks units that
-        count as rejected from the start (they can never join)."""
+        count as rejected from the start (they can never join); ``blocked_marks``, when the
+        caller keeps it, is the OR of :attr:`own` over them (see :meth:`marks_of`)."""
         self.gid += 1
         self.blocked = blocked
         self.members: list[int] = []
@@ -94,8 +96,15 @@ class GrowthTracker:
         # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
         # rejected or blocked landmarks: s_in & s_out & bad proves the condition fails
         self.s_in, self.s_out = [0], [0]
+        if blocked is None:
+            self.bad = 0
+        else:
+            self.bad = self.marks_of(blocked) if blocked_marks is None else blocked_marks
+
+    def marks_of(self, blocked: list[bool]) -> int:
+        """The landmark bits of the ``blocked`` units (OR of :attr:`own`)."""
         own = self.own
-        self.bad = 0 if blocked is None else sum(own[u] for u in self._marks if blocked[u])
+        return sum(own[u] for u in self._marks if blocked[u])
 
     @property
     def total(self) -> int:
@@ -119,8 +128,7 @@ class GrowthTracker:
         self.times.append(t)
         hi, lo = self.hi, self.lo
         self.history.append((tuple(hi), tuple(lo)))
-        for i, o in enumerate((self.o0, self.o1, self.o2)):
-            r = o[x]
+        for i, r in enumerate((self.o0[x], self.o1[x], self.o2[x])):
             if r > hi[i]:
                 hi[i] = r
             if r < lo[i]:
@@ -399,17 +407,33 @@ class GrowthTracker:
 
     def _phase_search(self, x: int, forward: bool) -> bool:
         """Is there a rejected (or blocked) unit ``r`` with ``x ~> r ~> S`` (``forward``) or
-        ``S ~> r ~> x``? Searches from ``x``, stopping at members."""
+        ``S ~> r ~> x``? Searches from ``x`` inside the window, stopping at members (the visit
+        of :meth:`_window_search` inlined: this search runs once per step)."""
+        adj = self.succ if forward else self.pred
         mem, rej, gid, blocked = self.mem, self.rej, self.gid, self.blocked
-
-        def visit(y: int) -> int:
-            if mem[y] == gid:
-                return _SKIP
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        if forward:
+            c0, c1, c2 = self.hi
+            sign = 1
+        else:
+            c0, c1, c2 = self.lo
+            c0, c1, c2, sign = -c0, -c1, -c2, -1
+        seen = {x}
+        stack = list(adj[x])
+        while stack:
+            y = stack.pop()
+            if y in seen:
+                continue
+            seen.add(y)
+            if sign * o0[y] > c0 or sign * o1[y] > c1 or sign * o2[y] > c2 \
+                    or mem[y] == gid:
+                continue
             if rej[y] == gid or (blocked is not None and blocked[y]):
-                return _STOP if self._find_member(y, forward) is not None else _SKIP
-            return _EXPAND
-
-        return self._window_search(x, forward, visit) is not None
+                if self._find_member(y, forward) is not None:
+                    return True
+                continue
+            stack.extend(adj[y])
+        return False
 
     def _window_search(self, x: int, forward: bool, visit: Callable[[int], int]) -> int | None:
         """Depth-first from ``x`` along successors (``forward``) or predecessors, inside the

@@ -47,6 +47,7 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
 from clusterkit.engines.units import UnitGraph
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
 
@@ -57,7 +58,8 @@ def run(problem: Problem, *, affinity: Iterable[str] | None = None, fill_affinit
     ``re:REGEX=DEVICE``, ``I-J=DEVICE``); ``fill_affinity``: with manual affinities, place the
     other nodes by the fallback policy instead of sending them to the fallback; ``trace``:
     record the selection steps in ``info["trace"]``."""
-    aff, ug, sel, reasons = _select(problem, affinity, fill_affinity, trace)
+    with gc_paused():   # many small lists and tuples; any cycles are collected afterwards
+        aff, ug, sel, reasons = _select(problem, affinity, fill_affinity, trace)
     rolled = dict.fromkeys(ug.nodes_of(sel.rolled_back), "rolled back for a self-reference")
     part, split = close_growth(problem, ug, sel.pieces, "hetero", reasons, rolled)
     part.info["hetero"] = {"rounds": sel.rounds, "growths": sel.growths,

@@ -36,6 +36,7 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
 from clusterkit.engines.units import UnitGraph, first_reentry
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
@@ -56,6 +57,11 @@ def subgraphs(problem: Problem) -> list[tuple[str, list[int]]]:
 def run(problem: Problem) -> Partition:
     """MXNet ``PartitionGraph`` with the problem's properties applied in priority order (the
     strategy has no options)."""
+    with gc_paused():   # many small lists and tuples; any cycles are collected afterwards
+        return _run(problem)
+
+
+def _run(problem: Problem) -> Partition:
     passes = _partition_graph(problem)
     ug = passes.ug
     reasons: dict[int, Reason] = {}
@@ -96,6 +102,7 @@ class _MXNet:
         self.drop_events = self.dropped_total = 0
         self.seeds = self.rejected = 0
         self.blocked: list[bool] = []
+        self.blocked_marks = 0   # landmark bits of the blocked units (GrowthTracker.marks_of)
 
     def _name(self, u: int) -> str:
         nodes = self.graph.nodes
@@ -110,6 +117,7 @@ class _MXNet:
         feas = ug.feasible[d]
         # units that can never join a subgraph of this device: checked eagerly
         self.blocked = [not f or t for f, t in zip(feas, self.taken)]
+        self.blocked_marks = self.tracker.marks_of(self.blocked)
         for seed in ug.order:
             if self.taken[seed] or not feas[seed]:
                 continue
@@ -134,9 +142,11 @@ class _MXNet:
                                              "create_subgraph_node rejected its "
                                              f"{len(node_ids)}-node subgraph")
                 continue
+            own = self.tracker.own
             for u in kept:
                 self.taken[u] = True
                 self.blocked[u] = True
+                self.blocked_marks |= own[u]
             self.pieces.append(Piece(d, sorted(kept, key=ug.rank.__getitem__)))
 
     # ------------------------------------------------------------------ steps
@@ -146,7 +156,7 @@ class _MXNet:
         blocked = self.blocked
         p = self.problem
         st = GrowthState(ug, d, p.max_size, p.max_const_bytes)
-        T.begin(blocked)
+        T.begin(blocked, self.blocked_marks)
         gid, mem, rej = T.gid, T.mem, T.rej
         T.add(seed)
         st.add(seed)

@@ -300,30 +300,28 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
 
 def _grail(ug: UnitGraph, seed: int) -> tuple[list[int], list[int]]:
     """One GRAIL labelling (Yildirim et al.): post-order ranks of a random depth-first search
-    and, per unit, the lowest post-order rank among its descendants."""
-    import random
-
-    rng = random.Random(seed)
+    and, per unit, the lowest post-order rank among its descendants. The random orders of the
+    roots and of every unit's successors are drawn at once with numpy (seeded)."""
+    rng = np.random.default_rng(seed)
     n = ug.n
-    succ, pred = ug.succ, ug.pred
+    succ = ug.succ
+    src, dst = np.asarray(ug.esrc, dtype=np.int64), np.asarray(ug.edst, dtype=np.int64)
+    shuffled = np.lexsort((rng.random(len(src)), src))
+    kids = _split(dst[shuffled], _ptr(src, n))
+    indeg = np.bincount(dst, minlength=n)
+    roots = np.flatnonzero(indeg == 0)
     seen = [False] * n
     post = [0] * n
     k = 0
-    roots = [u for u in range(n) if not pred[u]]
-    rng.shuffle(roots)
-    for s in roots:
+    for s in roots[rng.permutation(len(roots))].tolist():
         seen[s] = True
-        kids = list(succ[s])
-        rng.shuffle(kids)
-        stack = [(s, iter(kids))]
+        stack = [(s, iter(kids[s]))]
         while stack:
             v, it = stack[-1]
             for w in it:
                 if not seen[w]:
                     seen[w] = True
-                    kids = list(succ[w])
-                    rng.shuffle(kids)
-                    stack.append((w, iter(kids)))
+                    stack.append((w, iter(kids[w])))
                     break
             else:
                 stack.pop()
