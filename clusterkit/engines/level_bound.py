@@ -171,23 +171,26 @@ class LevelBound:
     def merged(self, survivor: int, x: int, y: int) -> None:
         """Book-keeping after ``x`` and ``y`` became ``survivor``: its levels, then the levels
         they push forward (``asap``) and backward (``alap``)."""
-        asap, alap, weight = self.asap, self.alap, self.weight
+        asap, alap, cls, barrier = self.asap, self.alap, self.cls, self.barrier
         asap[survivor] = max(asap[x], asap[y])
         alap[survivor] = min(alap[x], alap[y])
         gc = self.gc
         stack = [survivor]
-        while stack:
+        while stack:  # weight() inlined: this is the hot loop of cycles+levels
             u = stack.pop()
+            cu = cls[u]
             for s in gc.successors(u):
-                v = asap[u] + weight(u, s)
+                cs = cls[s]
+                v = asap[u] + (cs < barrier and cu > cs)
                 if v > asap[s]:
                     asap[s] = v
                     stack.append(s)
         stack = [survivor]
         while stack:
             u = stack.pop()
+            cu = cls[u]
             for p in gc.predecessors(u):
-                v = alap[u] - weight(p, u)
+                v = alap[u] - (cu < barrier and cls[p] > cu)
                 if v < alap[p]:
                     alap[p] = v
                     stack.append(p)
