@@ -141,11 +141,13 @@ class _Merger:
         """Adjacent pairs, heaviest connection first."""
         find, gc_ = self.uf.find, self.gc
         between = self.between
-        weight: dict[tuple[int, int], int] = {}
-        for x, y, b in zip(self.ca[between].tolist(), self.cb[between].tolist(),
-                           self.g.edge_bytes[between].tolist()):
-            weight[(x, y)] = weight.get((x, y), 0) + b
-        for (x0, y0), _ in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0])):
+        pair = self.ca[between] * self.k + self.cb[between]  # (x, y) in lexicographic order
+        pairs, inv = np.unique(pair, return_inverse=True)
+        weight = np.zeros(len(pairs), dtype=np.int64)
+        np.add.at(weight, inv, self.g.edge_bytes[between])
+        order = np.lexsort((pairs, -weight))  # heaviest first, then by (x, y)
+        xs, ys = (pairs[order] // self.k).tolist(), (pairs[order] % self.k).tolist()
+        for x0, y0 in zip(xs, ys):
             x, y = find(x0), find(y0)
             if x == y or not self.fits(x, y):
                 continue
