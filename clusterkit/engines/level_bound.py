@@ -143,18 +143,21 @@ class LevelBound:
         self.barrier = barrier
         order = gc.topological_order()
         n = gc.num_nodes
+        cls = self.cls
+        # per node its successors with each edge's weight (see :meth:`weight`)
+        out = [[(y, int(cls[y] < barrier and cls[x] > cls[y])) for y in gc.successors(x)]
+               for x in order]
         asap = [0] * n
-        for x in order:
-            for y in gc.successors(x):
-                v = asap[x] + self.weight(x, y)
-                if v > asap[y]:
-                    asap[y] = v
+        for x, ys in zip(order, out):
+            ax = asap[x]
+            for y, w in ys:
+                if ax + w > asap[y]:
+                    asap[y] = ax + w
         tail = [0] * n
-        for x in reversed(order):
-            for y in gc.successors(x):
-                v = tail[y] + self.weight(x, y)
-                if v > tail[x]:
-                    tail[x] = v
+        for x, ys in zip(reversed(order), reversed(out)):
+            for y, w in ys:
+                if tail[y] + w > tail[x]:
+                    tail[x] = tail[y] + w
         self.bound = max((asap[x] for x in order), default=0)
         self.asap = asap
         self.alap = [self.bound - t for t in tail]
@@ -172,10 +175,13 @@ class LevelBound:
         """Book-keeping after ``x`` and ``y`` became ``survivor``: its levels, then the levels
         they push forward (``asap``) and backward (``alap``)."""
         asap, alap, cls, barrier = self.asap, self.alap, self.cls, self.barrier
+        same = cls[x] == cls[y]  # then an equal level on both sides pushes nothing further:
+        push = not same or asap[x] != asap[y]  # every successor already sits at or after it
+        pull = not same or alap[x] != alap[y]
         asap[survivor] = max(asap[x], asap[y])
         alap[survivor] = min(alap[x], alap[y])
         gc = self.gc
-        stack = [survivor]
+        stack = [survivor] if push else []
         while stack:  # weight() inlined: this is the hot loop of cycles+levels
             u = stack.pop()
             cu = cls[u]
@@ -185,7 +191,7 @@ class LevelBound:
                 if v > asap[s]:
                     asap[s] = v
                     stack.append(s)
-        stack = [survivor]
+        stack = [survivor] if pull else []
         while stack:
             u = stack.pop()
             cu = cls[u]
