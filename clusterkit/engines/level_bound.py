@@ -85,17 +85,16 @@ def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray) -> list[int]:
     partition (it would form a cycle with the break)."""
     src, dst = g.edge_src, g.edge_dst
     brk = (cut | ~acc[dst] | ~acc[src]).tolist()
-    desc = [0] * g.n
+    below = [0] * g.n  # x and its descendants
     past = [0] * g.n
     ptr, d = g.succ_ptr.tolist(), dst.tolist()
     for x in range(g.n - 1, -1, -1):  # edges go from lower to higher ids
         a = b = 0
         for e in range(ptr[x], ptr[x + 1]):
             y = d[e]
-            below = desc[y] | (1 << y)
-            a |= below
-            b |= below if brk[e] else past[y]
-        desc[x], past[x] = a, b
+            a |= below[y]
+            b |= below[y] if brk[e] else past[y]
+        below[x], past[x] = a | (1 << x), b
     return past
 
 
