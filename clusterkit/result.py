@@ -119,7 +119,15 @@ class Partition:
     def assignment(self) -> np.ndarray:
         """Cluster id per node; raises if a node is in no cluster or in two."""
         n = self.graph.n
-        out = np.full(n, -1, dtype=np.int64)
+        sizes = [len(c.nodes) for c in self.clusters]
+        flat = np.fromiter((v for c in self.clusters for v in c.nodes), dtype=np.int64,
+                           count=sum(sizes))
+        if len(flat) == n and (n == 0 or (flat.min() >= 0 and flat.max() < n)):
+            out = np.full(n, -1, dtype=np.int64)
+            out[flat] = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+            if (out >= 0).all():  # each node once: a valid assignment
+                return out
+        out = np.full(n, -1, dtype=np.int64)  # find the first fault, in cluster order
         names = self.graph.nodes
         for pos, c in enumerate(self.clusters):
             for v in c.nodes:

@@ -189,3 +189,42 @@ def test_polish_option_is_checked():
     problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", SELECTOR_SETS["two"])
     with pytest.raises(ck.StrategyError, match="polish"):
         ck.run_strategy(problem, "auto", polish=-1)
+
+
+class _NoSmall(ck.OpsProperty):
+    """Takes Conv and Relu but rejects a subgraph of at most two nodes; keeps a count of the
+    questions it was asked, per node set (state that a cache must not change the answer of)."""
+
+    def __init__(self):
+        super().__init__(["Conv", "Relu"])
+        self.asked: dict[tuple[int, ...], int] = {}
+
+    def rejects(self, subgraph) -> bool:
+        return len(subgraph) <= 2
+
+    def create_subgraph_node(self, subgraph):
+        key = tuple(subgraph.nodes)
+        self.asked[key] = self.asked.get(key, 0) + 1
+        return None if self.rejects(subgraph) else super().create_subgraph_node(subgraph)
+
+
+def test_rejecting_property_asked_once_per_cluster_and_same_figures():
+    """``auto`` asks a rejecting property once per distinct cluster, and each member's figures
+    equal those of the member run alone through the front door with a fresh property."""
+    model = BUNDLED_MODELS / "resnet18.onnx"
+    prop = _NoSmall()
+    problem = ck.make_problem(model, [prop])
+    names = ["cycles", "cycles+merge_non_adjacent", "cycles+levels", "longest-path"]
+    part = ck.run_strategy(problem, "auto", members=names, polish=0)
+    rejected = [k for k in prop.asked if len(k) <= 2]
+    assert rejected, "the model has no cluster the property rejects: the test checks nothing"
+    # once per member run, plus the front door's check of the result
+    assert max(prop.asked.values()) <= 2
+    for c in part.clusters:
+        if c.device != part.fallback:
+            assert len(c.nodes) > 2
+    fresh = ck.make_problem(model, [_NoSmall()])
+    alone = member_keys(fresh, names)
+    got = {m["name"]: (m["fallback_nodes"], m["cut_bytes"], m["partitions"])
+           for m in part.info["auto"]["members"]}
+    assert got == alone

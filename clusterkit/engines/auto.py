@@ -91,13 +91,14 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     figures = []
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
     shared: dict[str, Partition] = {}  # raw partitions found along with another member's
+    verdicts: dict[tuple[int, tuple[int, ...]], str | None] = {}  # clusters judged once
     for name, prob in names:
         start = time.perf_counter()
         raw = _raw(name, prob, {n for n, _ in names}, shared)
         fingerprint = (prob is not problem, _fingerprint(raw))
         coalesced = done.get(fingerprint) or coalesce(raw)
         done[fingerprint] = coalesced
-        part = widen(reject_subgraphs(coalesced), problem)
+        part = widen(reject_subgraphs(coalesced, verdicts), problem)
         seconds = time.perf_counter() - start
         m = part.metrics()
         key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))

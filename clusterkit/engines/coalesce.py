@@ -141,11 +141,13 @@ class _Merger:
         """Adjacent pairs, heaviest connection first."""
         find, gc_ = self.uf.find, self.gc
         between = self.between
-        weight: dict[tuple[int, int], int] = {}
-        for x, y, b in zip(self.ca[between].tolist(), self.cb[between].tolist(),
-                           self.g.edge_bytes[between].tolist()):
-            weight[(x, y)] = weight.get((x, y), 0) + b
-        for (x0, y0), _ in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0])):
+        pair = self.ca[between] * self.k + self.cb[between]  # (x, y) in lexicographic order
+        pairs, inv = np.unique(pair, return_inverse=True)
+        weight = np.zeros(len(pairs), dtype=np.int64)
+        np.add.at(weight, inv, self.g.edge_bytes[between])
+        order = np.lexsort((pairs, -weight))  # heaviest first, then by (x, y)
+        xs, ys = (pairs[order] // self.k).tolist(), (pairs[order] % self.k).tolist()
+        for x0, y0 in zip(xs, ys):
             x, y = find(x0), find(y0)
             if x == y or not self.fits(x, y):
                 continue
@@ -170,21 +172,26 @@ class _Merger:
 
     def _merge_into(self, x: int, earlier: list[int]) -> int:
         """Merge cluster ``x`` with each of the ``earlier`` clusters (latest first) that it may
-        join; returns what ``x`` became. The clusters that a path joins to ``x`` come from one
-        search (:meth:`GraphCycles.related`), made again after every merge."""
+        join; returns what ``x`` became. What ``x`` is related to (by a path, either way) and
+        adjacent to (by an edge, each way) is read once per state of ``x``, made again after
+        every merge."""
         find, gc_, reach = self.uf.find, self.gc, self.reach
         tried: set[int] = set()
+        near: tuple[int, np.ndarray, set[int], set[int]] | None = None
         for y0 in reversed(earlier):
             y = find(y0)
             if y == x or y in tried or not self.fits(x, y):
                 continue
             tried.add(y)
             nx_, ny_ = self.node_of[x], self.node_of[y]
-            if not reach.related(nx_, ny_):  # no path, so no edge either
+            if near is None or near[0] != nx_:
+                near = (nx_, reach.related_to(nx_), set(gc_.successors(nx_)),
+                        set(gc_.predecessors(nx_)))
+            if not near[1][reach.row[ny_]]:  # no path, so no edge either
                 survivor = gc_.merge(nx_, ny_)
-            elif gc_.has_edge(nx_, ny_):
+            elif ny_ in near[2]:
                 survivor = gc_.contract_edge(nx_, ny_)
-            elif gc_.has_edge(ny_, nx_):
+            elif ny_ in near[3]:
                 survivor = gc_.contract_edge(ny_, nx_)
             else:
                 survivor = None
@@ -239,6 +246,14 @@ class _Reach:
         """Whether a path joins nodes ``x`` and ``y`` (either way)."""
         i, j = self.row[x], self.row[y]
         return self._has(i, j) or self._has(j, i)
+
+    def related_to(self, x: int) -> np.ndarray:
+        """Per row, whether a path joins node ``x`` and that row's node (either way)."""
+        i = self.row[x]
+        n = self.m.shape[0]
+        out = np.unpackbits(self.m[i], bitorder="little")[:n].astype(bool)
+        out |= ((self.m[:, i >> 3] >> (i & 7)) & 1).astype(bool)
+        return out
 
     def merged(self, survivor: int, x: int, y: int) -> None:
         """``x`` and ``y`` became ``survivor``: it reaches what either reached, and whatever

@@ -72,7 +72,9 @@ def close_growth(problem: Problem, ug: UnitGraph, pieces: list[Piece], strategy:
     return part, split
 
 
-def reject_subgraphs(partition: Partition) -> Partition:
+def reject_subgraphs(partition: Partition,
+                     cache: dict[tuple[int, tuple[int, ...]], str | None] | None = None
+                     ) -> Partition:
     """Ask each accelerator cluster's property for its fused node; send the clusters it rejects
     (``create_subgraph_node`` returned ``None``) to the fallback.
 
@@ -82,7 +84,11 @@ def reject_subgraphs(partition: Partition) -> Partition:
     ``min_size``). Each moved node gets a ``"subgraph rejected"`` reason: the property's
     ``explain_subgraph(subgraph)`` when it has one, else a generic sentence. Returns
     ``partition`` itself when nothing is rejected, else a new partition with the same metadata
-    (and ``info["placement"]`` rebuilt when it was there)."""
+    (and ``info["placement"]`` rebuilt when it was there).
+
+    ``cache`` (optional, updated in place): (property id, nodes) → the verdict, for a caller that
+    checks many partitions of one problem (``auto``'s members): a cluster already judged is
+    not asked again, so the property sees each distinct cluster once."""
     p = partition.problem
     props = {prop.device: prop for prop in p.properties}
     reasons: dict[int, Reason] = {}
@@ -90,7 +96,13 @@ def reject_subgraphs(partition: Partition) -> Partition:
         prop = props.get(c.device)
         if prop is None or c.device == p.fallback or not _may_reject(prop):
             continue
-        why = _rejection(prop, Subgraph.from_nodes(p.graph, c.nodes, c.device, c.id))
+        key = (id(prop), tuple(c.nodes))
+        if cache is not None and key in cache:
+            why = cache[key]
+        else:
+            why = _rejection(prop, Subgraph.from_nodes(p.graph, c.nodes, c.device, c.id))
+            if cache is not None:
+                cache[key] = why
         if why is not None:
             reasons.update((v, Reason(Category.SUBGRAPH_REJECTED, why)) for v in c.nodes)
     if not reasons:

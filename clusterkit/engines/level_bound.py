@@ -85,17 +85,16 @@ def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray) -> list[int]:
     partition (it would form a cycle with the break)."""
     src, dst = g.edge_src, g.edge_dst
     brk = (cut | ~acc[dst] | ~acc[src]).tolist()
-    desc = [0] * g.n
+    below = [0] * g.n  # x and its descendants
     past = [0] * g.n
     ptr, d = g.succ_ptr.tolist(), dst.tolist()
     for x in range(g.n - 1, -1, -1):  # edges go from lower to higher ids
         a = b = 0
         for e in range(ptr[x], ptr[x + 1]):
             y = d[e]
-            below = desc[y] | (1 << y)
-            a |= below
-            b |= below if brk[e] else past[y]
-        desc[x], past[x] = a, b
+            a |= below[y]
+            b |= below[y] if brk[e] else past[y]
+        below[x], past[x] = a | (1 << x), b
     return past
 
 
@@ -143,18 +142,21 @@ class LevelBound:
         self.barrier = barrier
         order = gc.topological_order()
         n = gc.num_nodes
+        cls = self.cls
+        # per node its successors with each edge's weight (see :meth:`weight`)
+        out = [[(y, int(cls[y] < barrier and cls[x] > cls[y])) for y in gc.successors(x)]
+               for x in order]
         asap = [0] * n
-        for x in order:
-            for y in gc.successors(x):
-                v = asap[x] + self.weight(x, y)
-                if v > asap[y]:
-                    asap[y] = v
+        for x, ys in zip(order, out):
+            ax = asap[x]
+            for y, w in ys:
+                if ax + w > asap[y]:
+                    asap[y] = ax + w
         tail = [0] * n
-        for x in reversed(order):
-            for y in gc.successors(x):
-                v = tail[y] + self.weight(x, y)
-                if v > tail[x]:
-                    tail[x] = v
+        for x, ys in zip(reversed(order), reversed(out)):
+            for y, w in ys:
+                if tail[y] + w > tail[x]:
+                    tail[x] = tail[y] + w
         self.bound = max((asap[x] for x in order), default=0)
         self.asap = asap
         self.alap = [self.bound - t for t in tail]
@@ -171,23 +173,29 @@ class LevelBound:
     def merged(self, survivor: int, x: int, y: int) -> None:
         """Book-keeping after ``x`` and ``y`` became ``survivor``: its levels, then the levels
         they push forward (``asap``) and backward (``alap``)."""
-        asap, alap, weight = self.asap, self.alap, self.weight
+        asap, alap, cls, barrier = self.asap, self.alap, self.cls, self.barrier
+        same = cls[x] == cls[y]  # then an equal level on both sides pushes nothing further:
+        push = not same or asap[x] != asap[y]  # every successor already sits at or after it
+        pull = not same or alap[x] != alap[y]
         asap[survivor] = max(asap[x], asap[y])
         alap[survivor] = min(alap[x], alap[y])
         gc = self.gc
-        stack = [survivor]
-        while stack:
+        stack = [survivor] if push else []
+        while stack:  # weight() inlined: this is the hot loop of cycles+levels
             u = stack.pop()
+            cu = cls[u]
             for s in gc.successors(u):
-                v = asap[u] + weight(u, s)
+                cs = cls[s]
+                v = asap[u] + (cs < barrier and cu > cs)
                 if v > asap[s]:
                     asap[s] = v
                     stack.append(s)
-        stack = [survivor]
+        stack = [survivor] if pull else []
         while stack:
             u = stack.pop()
+            cu = cls[u]
             for p in gc.predecessors(u):
-                v = alap[u] - weight(p, u)
+                v = alap[u] - (cu < barrier and cls[p] > cu)
                 if v < alap[p]:
                     alap[p] = v
                     stack.append(p)

@@ -32,18 +32,19 @@ class Subgraph:
         inputs: dict[str, None] = {}  # insertion-ordered sets: first-use order
         constants: dict[str, None] = {}
         outputs: list[str] = []
+        gnodes, tensors, within = graph.nodes, graph.tensors, inside.issuperset
         for v in members:
-            node = graph.nodes[v]
+            node = gnodes[v]
             for t in node.all_inputs():
-                ten = graph.tensors[t]
+                ten = tensors[t]
                 if ten.producer is not None and ten.producer in inside:
                     continue
                 (constants if ten.is_constant else inputs)[t] = None
             for t in node.outputs:
                 if not t:
                     continue
-                ten = graph.tensors[t]
-                if ten.is_output or any(c not in inside for c in ten.consumers):
+                ten = tensors[t]
+                if ten.is_output or not within(ten.consumers):
                     outputs.append(t)
         return cls(graph, members, device, cluster_id, list(inputs), outputs, list(constants))
 
