@@ -30,16 +30,11 @@ HEURISTICS = ["cycles", "longest-path", "mxnet", "hetero", "auto"]
 QUICK = {"light_inception_v2", "light_densenet121", "bert_base", "resnet18", "t5_small"}
 
 
-def _figures(part: ck.Partition) -> tuple[int, int, int]:
-    m = part.metrics()
-    return int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"])
-
-
 def _optimum(problem: ck.Problem, key: str, cache: dict) -> dict:
     if key not in cache:
         start = time.perf_counter()
         part = ck.run_strategy(problem, "cpsat", objective="cut", time_limit=60.0, workers=2)
-        fb, cut, parts = _figures(part)
+        fb, cut, parts = part.figures()
         cache[key] = {"fallback_nodes": fb, "cut_bytes": cut, "partitions": parts,
                       "status": part.info.get("status", "?"),
                       "seconds": round(time.perf_counter() - start, 3)}
@@ -68,7 +63,7 @@ def run(quick: bool = False) -> dict:
         problem = ck.make_problem(graph, QUALITY_OP_SETS[opset])
         opt = _optimum(problem, f"{path.stem}|{opset}|{graph.n}", cache)
         parts = {s: ck.run_strategy(problem, s) for s in HEURISTICS}
-        figs = {s: _figures(part) for s, part in parts.items()}
+        figs = {s: part.figures() for s, part in parts.items()}
         best_parts = min(f[2] for s, f in figs.items() if s != "auto")
         fewest_member = min(m["partitions"] for m in parts["auto"].info["auto"]["members"])
         auto_vs_members += figs["auto"][2] <= fewest_member

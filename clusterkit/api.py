@@ -134,12 +134,7 @@ def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
     (rewrapped onto ``problem``)."""
     narrowed = choose_devices(problem, "cost")
     cost = widen(_finish(func(narrowed, **options), coalesce_after), problem)
-
-    def key(part: Partition) -> tuple[int, int, int]:
-        m = part.metrics()
-        return int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"])
-
-    kp, kc = key(priority), key(cost)
+    kp, kc = priority.figures(), cost.figures()
     best = cost if kc < kp else priority
     best.info["devices"] = {"mode": "cost", "chosen": "cost" if kc < kp else "priority",
                             "priority_cut_bytes": kp[1], "cost_cut_bytes": kc[1]}

@@ -309,6 +309,12 @@ class Partition:
         return True
 
     # ------------------------------------------------------------------ metrics and output
+    def figures(self) -> tuple[int, int, int]:
+        """(fallback nodes, cut_bytes, partitions) from :meth:`metrics`: the key by which
+        ``auto`` and the cost device choice rank partitions."""
+        m = self.metrics()
+        return int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"])
+
     def metrics(self) -> dict[str, Any]:
         """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
         ``folded_nodes`` (see :attr:`Graph.folded`) are left out of ``compute_nodes`` and of the

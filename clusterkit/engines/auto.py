@@ -99,11 +99,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         coalesced = done.get(fingerprint) or coalesce(raw)
         done[fingerprint] = coalesced
         part = widen(reject_subgraphs(coalesced, verdicts), problem)
-        seconds = time.perf_counter() - start
-        m = part.metrics()
-        key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
-        figures.append({"name": name, "fallback_nodes": key[0], "cut_bytes": key[1],
-                        "partitions": key[2], "seconds": round(seconds, 6)})
+        key = part.figures()
+        figures.append(_entry(name, key, start))
         if best_key is None or _rank(key, prefer) < _rank(best_key, prefer):
             best, best_key, winner = part, key, name
         if best_key == bound:  # no member beats it in any figure: the rest could only tie
@@ -112,13 +109,10 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     if polish > 0 and prefer == "cut" and problem.n <= polish_limit and \
             not _within(best_key, bound, POLISH_GAIN):
         start = time.perf_counter()
-        part = _polish(problem, best, polish)
+        part = _polish(problem, best, polish, verdicts)
         if part is not None:
-            m = part.metrics()
-            key = (int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"]))
-            figures.append({"name": "cpsat-polish", "fallback_nodes": key[0],
-                            "cut_bytes": key[1], "partitions": key[2],
-                            "seconds": round(time.perf_counter() - start, 6)})
+            key = part.figures()
+            figures.append(_entry("cpsat-polish", key, start))
             if _rank(key, prefer) < _rank(best_key, prefer):
                 best, best_key, winner = part, key, "cpsat-polish"
     info = dict(best.info)
@@ -128,15 +122,23 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     return dataclasses.replace(best, strategy="auto", info=info)
 
 
-def _polish(problem: Problem, best: Partition, seconds: float) -> Partition | None:
+def _entry(name: str, key: tuple[int, int, int], start: float) -> dict[str, Any]:
+    """A member's record in ``info["auto"]``: its figures and the seconds since ``start``."""
+    return {"name": name, "fallback_nodes": key[0], "cut_bytes": key[1], "partitions": key[2],
+            "seconds": round(time.perf_counter() - start, 6)}
+
+
+def _polish(problem: Problem, best: Partition, seconds: float,
+            verdicts: dict) -> Partition | None:
     """CP-SAT on the cut objective from ``best`` for ``seconds`` deterministic seconds, with the
-    front door's rejections applied; None when it finds nothing."""
+    front door's rejections applied (``verdicts``: the run's cache of them); None when it finds
+    nothing."""
     try:
         part = get_strategy("cpsat")(problem, objective="cut", time_limit=seconds,
                                      warm_start=best, method="full")
     except StrategyError:
         return None
-    return reject_subgraphs(part)
+    return reject_subgraphs(part, verdicts)
 
 
 def _within(key: tuple[int, int, int], bound: tuple[int, int, int] | None, share: float) -> bool:
