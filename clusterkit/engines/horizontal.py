@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clusterkit.graph.algorithms import positions, quotient_edges, topological_order
+from clusterkit.graph.algorithms import heaviest_paths, positions, quotient_edges, topological_order
 from clusterkit.result import Partition, cluster_const_bytes
 
 
@@ -32,7 +32,7 @@ def merge_levels(partition: Partition) -> Partition:
         return partition
     lv = _Levels(partition)
     best, best_key = partition, _key(partition)
-    for levels in (lv.asap(), lv.alap()):
+    for levels in lv.levels():
         labels = lv.bins(levels)
         if len(set(labels)) == len(labels):
             continue
@@ -44,8 +44,7 @@ def merge_levels(partition: Partition) -> Partition:
 
 
 def _key(part: Partition) -> tuple[int, int]:
-    m = part.metrics()
-    return int(m["cut_bytes"]), int(m["partitions"])
+    return part.figures()[1:]
 
 
 class _Levels:
@@ -66,30 +65,16 @@ class _Levels:
         self.pos = positions(self.order)
         blocked = _blocked_edges(part, a, dev)
         self.succ: list[list[tuple[int, int]]] = [[] for _ in range(k)]
-        self.pred: list[list[tuple[int, int]]] = [[] for _ in range(k)]
         for x, y in zip(src.tolist(), dst.tolist()):
             w = int(cls[x] > cls[y] and dev[y] >= 0) or int((x, y) in blocked)
             self.succ[x].append((y, w))
-            self.pred[y].append((x, w))
         self.never = _never_partners(part, a)
 
-    def asap(self) -> list[int]:
-        """Heaviest path ending at each cluster."""
-        lv = [0] * self.k
-        for v in self.order:
-            for u, w in self.pred[v]:
-                if lv[u] + w > lv[v]:
-                    lv[v] = lv[u] + w
-        return lv
-
-    def alap(self) -> list[int]:
-        """Minus the heaviest path starting at each cluster."""
-        tail = [0] * self.k
-        for v in reversed(self.order):
-            for y, w in self.succ[v]:
-                if tail[y] + w > tail[v]:
-                    tail[v] = tail[y] + w
-        return [-t for t in tail]
+    def levels(self) -> tuple[list[int], list[int]]:
+        """Two levelings: the heaviest path ending at each cluster (``asap``) and minus the
+        heaviest path starting at it (``alap``)."""
+        head, tail = heaviest_paths(self.order, self.succ)
+        return head, [-t for t in tail]
 
     def bins(self, levels: list[int]) -> list[int]:
         """A label per cluster: one per (device, level), split into consecutive runs (in

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.graph.algorithms import heaviest_paths
 from clusterkit.graph.core import Graph
 from clusterkit.graph.graphcycles import GraphCycles
 
@@ -144,19 +145,10 @@ class LevelBound:
         n = gc.num_nodes
         cls = self.cls
         # per node its successors with each edge's weight (see :meth:`weight`)
-        out = [[(y, int(cls[y] < barrier and cls[x] > cls[y])) for y in gc.successors(x)]
-               for x in order]
-        asap = [0] * n
-        for x, ys in zip(order, out):
-            ax = asap[x]
-            for y, w in ys:
-                if ax + w > asap[y]:
-                    asap[y] = ax + w
-        tail = [0] * n
-        for x, ys in zip(reversed(order), reversed(out)):
-            for y, w in ys:
-                if tail[y] + w > tail[x]:
-                    tail[x] = tail[y] + w
+        out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        for x in order:
+            out[x] = [(y, int(cls[y] < barrier and cls[x] > cls[y])) for y in gc.successors(x)]
+        asap, tail = heaviest_paths(order, out)
         self.bound = max((asap[x] for x in order), default=0)
         self.asap = asap
         self.alap = [self.bound - t for t in tail]

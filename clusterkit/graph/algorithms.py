@@ -80,6 +80,25 @@ def positions(order: Sequence[int]) -> list[int]:
     return pos
 
 
+def heaviest_paths(order: Sequence[int], out: Sequence[Sequence[tuple[int, int]]]
+                   ) -> tuple[list[int], list[int]]:
+    """Per node, the heaviest path ending at it and the heaviest path starting at it, in a DAG
+    given by ``order`` (topological) and ``out[x]``: ``(successor, weight)`` pairs of ``x``.
+    One pass each way over plain lists."""
+    head = [0] * len(out)
+    for x in order:
+        hx = head[x]
+        for y, w in out[x]:
+            if hx + w > head[y]:
+                head[y] = hx + w
+    tail = [0] * len(out)
+    for x in reversed(order):
+        for y, w in out[x]:
+            if tail[y] + w > tail[x]:
+                tail[x] = tail[y] + w
+    return head, tail
+
+
 def find_cycle(rest: Sequence[int], succ: Sequence[Sequence[int]]) -> list[int]:
     """One cycle among ``rest``, the nodes Kahn's algorithm could not order (each lies on a
     cycle or downstream of one): walk forward until a node repeats, dropping the dead ends
