@@ -59,6 +59,12 @@ class _Mover:
         self.dev = [p.device_index(c.device) if c.device != p.fallback else -1
                     for c in partition.clusters]
         self.size = [len(c.nodes) for c in partition.clusters]
+        self.members = {k: list(c.nodes) for k, c in enumerate(partition.clusters)
+                        if self.dev[k] >= 0}
+        self.down = [NONE] * g.n  # per node its down set's cluster (NONE: none)
+        self.up = [NONE] * g.n
+        self.sets: dict[int, dict[tuple[int, int], list[int]]] = {}  # per cluster
+        self.dirty = set(self.members)  # clusters whose sets are out of date
         self.succ_ptr, self.succ = g.succ_ptr.tolist(), g.succ_idx.tolist()
         self.pred_ptr, self.pred = g.pred_ptr.tolist(), g.pred_idx.tolist()
         self.pred_edge = g.pred_edge.tolist()
@@ -125,45 +131,53 @@ class _Mover:
         return made
 
     def _candidates(self) -> list[tuple[tuple[int, int], list[int]]]:
-        """Down sets then up sets, as ((from cluster, to cluster), nodes), by cluster ids."""
-        n = len(self.a)
-        dev, a = self.dev, self.a
-        acc = [v for v in range(n) if dev[a[v]] >= 0]
-        sets: dict[tuple[int, int], list[int]] = {}
-        down = [NONE] * n
-        for v in reversed(acc):
-            down[v] = self._common(v, self.succ_ptr, self.succ, down, None)
-            if down[v] != NONE:
-                sets.setdefault((self.a[v], down[v]), []).append(v)
-        up = [NONE] * n
-        for v in acc:
-            up[v] = self._common(v, self.pred_ptr, self.pred, up, self.pred_edge)
-            if up[v] != NONE:
-                sets.setdefault((self.a[v], up[v]), []).append(v)
-        return [(k, sorted(sets[k])) for k in sorted(sets)]
+        """Down sets then up sets, as ((from cluster, to cluster), nodes), by cluster ids;
+        made again for the clusters a move may have changed."""
+        for x in sorted(self.dirty):
+            if x in self.members:
+                self.sets[x] = self._cluster_sets(x)
+        self.dirty.clear()
+        return sorted(item for sets in self.sets.values() for item in sets.items())
 
-    def _common(self, v: int, ptr: list[int], nbr: list[int], mark: list[int],
-                edge_of: list[int] | None) -> int:
-        """The one other cluster of the same device that every neighbour of ``v`` (along
-        ``ptr``/``nbr``) lies in or leads to through ``mark``; NONE when there is none."""
-        a, dev = self.a, self.dev
-        c = a[v]
-        d = dev[c]
-        if not self.movable[v] or ptr[v] == ptr[v + 1]:
-            return NONE
+    def _cluster_sets(self, x: int) -> dict[tuple[int, int], list[int]]:
+        """The down and up sets of cluster ``x``, by the cluster they would move to."""
+        sets: dict[tuple[int, int], list[int]] = {}
+        nodes = self.members[x]
+        for v, t in self._marks(x, reversed(nodes), self.succ_ptr, self.succ, self.down, None):
+            sets.setdefault((x, t), []).append(v)
+        for v, t in self._marks(x, nodes, self.pred_ptr, self.pred, self.up, self.pred_edge):
+            sets.setdefault((x, t), []).append(v)
+        return {k: sorted(v) for k, v in sets.items()}
+
+    def _marks(self, x: int, nodes, ptr: list[int], nbr: list[int], mark: list[int],
+               edge_of: list[int] | None) -> list[tuple[int, int]]:
+        """For each of ``nodes`` of cluster ``x`` (neighbours along ``ptr``/``nbr`` first) the
+        one other cluster of its device that every neighbour lies in or leads to through
+        ``mark`` (NONE when there is none, then left out of the list), stored in ``mark``."""
+        a, dev, movable = self.a, self.dev, self.movable
+        d = dev[x]
         ok = self.inner_ok[d]
-        want = NONE
-        for i in range(ptr[v], ptr[v + 1]):
-            w = nbr[i]
-            if a[w] == c:
-                got = mark[w]
-            else:
-                e = edge_of[i] if edge_of is not None else i
-                got = a[w] if dev[a[w]] == d and ok[e] else NONE
-            if got == NONE or (want != NONE and got != want):
-                return NONE
-            want = got
-        return want
+        out = []
+        for v in nodes:
+            want = NONE
+            if movable[v] and ptr[v] < ptr[v + 1]:
+                for i in range(ptr[v], ptr[v + 1]):
+                    w = nbr[i]
+                    c = a[w]
+                    if c == x:
+                        got = mark[w]
+                    elif dev[c] == d and ok[i if edge_of is None else edge_of[i]]:
+                        got = c
+                    else:
+                        got = NONE
+                    if got == NONE or (want != NONE and got != want):
+                        want = NONE
+                        break
+                    want = got
+            mark[v] = want
+            if want != NONE:
+                out.append((v, want))
+        return out
 
     def _pieces(self, nodes: list[int]) -> list[list[int]]:
         """The weakly connected pieces of ``nodes`` (by their edges among themselves)."""
@@ -215,9 +229,25 @@ class _Mover:
         after = self.cost(tensors)
         emptied = self.size[src] == len(nodes)
         if after < before or (after == before and emptied):
-            self.size[src] -= len(nodes)
-            self.size[dst] += len(nodes)
+            self._moved(nodes, src, dst)
             return True
         for v in nodes:
             self.a[v] = src
         return False
+
+    def _moved(self, nodes: list[int], src: int, dst: int) -> None:
+        """Book-keeping after ``nodes`` went from ``src`` to ``dst``: sizes, members, and the
+        clusters whose sets may have changed (both, and those of the nodes' neighbours)."""
+        a = self.a
+        self.size[src] -= len(nodes)
+        self.size[dst] += len(nodes)
+        self.members[dst] = sorted(self.members[dst] + nodes)
+        self.members[src] = [v for v in self.members[src] if a[v] == src]
+        if not self.members[src]:
+            del self.members[src]
+            self.sets.pop(src, None)
+        dirty = self.dirty
+        dirty.update((src, dst))
+        for v in nodes:
+            for ptr, nbr in ((self.succ_ptr, self.succ), (self.pred_ptr, self.pred)):
+                dirty.update(a[w] for w in nbr[ptr[v]:ptr[v + 1]])
