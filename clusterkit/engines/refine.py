@@ -33,6 +33,9 @@ NONE = -2  # no single cluster (down or up set)
 def refine(partition: Partition) -> Partition:
     """``partition`` with down and up sets moved while the cut drops (see the module docstring);
     ``partition`` itself when no move is made, else a new partition with its metadata."""
+    fb = partition.problem.fallback
+    if sum(c.device != fb for c in partition.clusters) < 2:  # no pair to move between
+        return partition
     mover = _Mover(partition)
     moved = 0
     for _ in range(PASSES):
