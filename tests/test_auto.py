@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import clusterkit as ck
-from clusterkit.engines.auto import MEMBERS
+from clusterkit.engines.auto import MEMBERS, POLISH_LIMIT
 from clusterkit.engines.cycles import run_both
 from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.testing.shapes import QUALITY_OP_SETS, SELECTOR_SETS
@@ -171,18 +171,22 @@ def test_prefer_is_checked_and_the_torch_drop_in_prefers_partitions():
     assert again.to_json()["clusters"] == inner.to_json()["clusters"]
 
 
-def test_polish_reaches_the_cpsat_optimum_where_every_member_misses_it():
-    """t5_small with the transformer op set: every member stops 6% above the optimum cut."""
+def test_polish_runs_cpsat_up_to_its_node_limit_and_is_never_worse():
+    """t5_small with the transformer op set is above the default ``polish_limit``: no CP-SAT
+    member; with a higher limit the CP-SAT polish runs after the refinement and keeps the
+    better of the two (the CP-SAT optimum bounds both from below)."""
     problem = ck.make_problem(BUNDLED_MODELS / "t5_small.onnx", QUALITY_OP_SETS["transformer"])
     optimum = ck.run_strategy(problem, "cpsat", objective="cut", time_limit=30)
     assert optimum.solve_report.status == "OPTIMAL"
-    members = ck.run_strategy(problem, "auto", polish=0)
-    part = ck.run_strategy(problem, "auto")
-    want = optimum.metrics()
-    assert key(members)[1] > want["cut_bytes"]  # premise: the heuristics miss it
-    assert key(part)[:2] == (int(want["fallback_nodes"]), int(want["cut_bytes"]))
-    assert part.info["auto"]["winner"] == "cpsat-polish"
-    assert key(part)[2] <= key(members)[2] or key(part)[1] < key(members)[1]
+    default = ck.run_strategy(problem, "auto")
+    assert problem.n > POLISH_LIMIT
+    assert "cpsat-polish" not in [m["name"] for m in default.info["auto"]["members"]]
+    part = ck.run_strategy(problem, "auto", polish_limit=problem.n)
+    record = {m["name"]: m for m in part.info["auto"]["members"]}
+    assert "cpsat-polish" in record and "refine" in record
+    assert key(part) <= key(default)
+    assert key(part)[1] >= int(optimum.metrics()["cut_bytes"])
+    assert key(part)[1] == min(record["refine"]["cut_bytes"], record["cpsat-polish"]["cut_bytes"])
 
 
 def test_polish_option_is_checked():

@@ -23,10 +23,14 @@ On a one-device problem the members stop once one reaches
 and none with as few has a lower cut or fewer partitions, so a later member could only tie).
 ``cycles`` and ``cycles+merge_non_adjacent`` share one contraction.
 
-When no member is proven within 1% of the optimum cut by that bound (or there is no bound) on
-a graph of at most ``polish_limit`` nodes, a last member ``cpsat-polish`` runs CP-SAT on the cut
-objective for ``polish`` deterministic seconds, warm-started from the best member (so never
-worse than it, and deterministic); ``polish=0`` turns it off.
+Unless a member reaches that bound, the best member is then *refined*
+(:func:`clusterkit.engines.refine.refine`: closed node sets move between adjacent clusters of
+one device while the cut drops; the fallback nodes stay, the partitions never grow), recorded as
+a member ``refine``. When the result is still not proven within 1% of the optimum cut by the
+bound (or there is no bound) on a graph of at most ``polish_limit`` nodes, a last member
+``cpsat-polish`` runs CP-SAT on the cut objective for ``polish`` deterministic seconds,
+warm-started from the best so far (so never worse than it, and deterministic); ``polish=0`` turns
+both steps off.
 
 ``info["auto"]`` records the winner, every member run with its figures (fallback nodes,
 cut_bytes, partitions, seconds), the ``lower_bound`` (None with several devices) and
@@ -48,6 +52,7 @@ from clusterkit.engines.common import reject_subgraphs
 from clusterkit.engines.cycles import run_both
 from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.engines.level_bound import figures_lower_bound
+from clusterkit.engines.refine import refine
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
@@ -63,20 +68,23 @@ MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
 GROWTH = ("mxnet", "hetero")
 #: the polish runs unless the best member is proven within this share of the optimum cut
 POLISH_GAIN = 0.01
+#: the CP-SAT polish runs on graphs of at most this many nodes (its wall-clock cost per
+#: deterministic second grows with the model, beyond the refinement's)
+POLISH_LIMIT = 300
 #: members computed together (one contraction)
 PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
         growth_limit: int = 3000, devices: str = "cost", prefer: str = "cut",
-        polish: float = 0.5, polish_limit: int = 3000) -> Partition:
+        polish: float = 0.5, polish_limit: int = POLISH_LIMIT) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
     ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
-    partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member
-    (0: none), on graphs of at most ``polish_limit`` nodes."""
+    partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member, on
+    graphs of at most ``polish_limit`` nodes (0: neither it nor the refinement)."""
     if polish < 0:
         raise StrategyError(f"auto: option polish must be >= 0 seconds, got {polish}")
     if prefer not in ("cut", "partitions"):
@@ -106,15 +114,9 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         if best_key == bound:  # no member beats it in any figure: the rest could only tie
             break
     assert best is not None
-    if polish > 0 and prefer == "cut" and problem.n <= polish_limit and \
-            not _within(best_key, bound, POLISH_GAIN):
-        start = time.perf_counter()
-        part = _polish(problem, best, polish, verdicts)
-        if part is not None:
-            key = part.figures()
-            figures.append(_entry("cpsat-polish", key, start))
-            if _rank(key, prefer) < _rank(best_key, prefer):
-                best, best_key, winner = part, key, "cpsat-polish"
+    if polish > 0 and prefer == "cut":
+        best, best_key, winner = _polish_steps(problem, (best, best_key, winner), bound,
+                                               (polish, polish_limit), verdicts, figures)
     info = dict(best.info)
     info["auto"] = {"winner": winner, "members": figures,
                     "lower_bound": list(bound) if bound is not None else None,
@@ -126,6 +128,33 @@ def _entry(name: str, key: tuple[int, int, int], start: float) -> dict[str, Any]
     """A member's record in ``info["auto"]``: its figures and the seconds since ``start``."""
     return {"name": name, "fallback_nodes": key[0], "cut_bytes": key[1], "partitions": key[2],
             "seconds": round(time.perf_counter() - start, 6)}
+
+
+def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int], str],
+                  bound: tuple[int, int, int] | None, polish: tuple[float, int],
+                  verdicts: dict, figures: list[dict[str, Any]]
+                  ) -> tuple[Partition, tuple[int, int, int], str]:
+    """The refinement, then the CP-SAT polish (``polish``: its deterministic seconds and the
+    node limit), each when the best so far may still improve; each is recorded in ``figures``
+    and kept when better. Returns the best partition, its figures and its member name."""
+    best, best_key, winner = state
+    seconds, limit = polish
+    if best_key != bound:
+        start = time.perf_counter()
+        part = reject_subgraphs(refine(best), verdicts)
+        key = part.figures()
+        figures.append(_entry("refine", key, start))
+        if key < best_key:
+            best, best_key, winner = part, key, "refine"
+    if problem.n <= limit and not _within(best_key, bound, POLISH_GAIN):
+        start = time.perf_counter()
+        part = _polish(problem, best, seconds, verdicts)
+        if part is not None:
+            key = part.figures()
+            figures.append(_entry("cpsat-polish", key, start))
+            if key < best_key:
+                best, best_key, winner = part, key, "cpsat-polish"
+    return best, best_key, winner
 
 
 def _polish(problem: Problem, best: Partition, seconds: float,
@@ -170,12 +199,8 @@ def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Partition]
 def _fingerprint(part: Partition) -> bytes:
     """The partition's clusters as bytes: equal for two members that found the same clusters
     (which are then coalesced once)."""
-    labels = np.full(part.problem.n, -1, dtype=np.int64)
-    devices = {}
-    for k, c in enumerate(part.clusters):
-        labels[c.nodes] = k
-        devices[k] = c.device
-    return labels.tobytes() + repr(sorted(devices.items())).encode()
+    devices = [c.device for c in part.clusters]
+    return part.assignment().tobytes() + repr(devices).encode()
 
 
 def _member_names(problem: Problem, members: Sequence[str] | None,

@@ -90,8 +90,13 @@ def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray) -> list[int]:
     past = [0] * g.n
     ptr, d = g.succ_ptr.tolist(), dst.tolist()
     for x in range(g.n - 1, -1, -1):  # edges go from lower to higher ids
+        lo, hi = ptr[x], ptr[x + 1]
+        if hi - lo == 1:  # one successor: its sets as they are (no copy)
+            y = d[lo]
+            below[x], past[x] = below[y] | (1 << x), below[y] if brk[lo] else past[y]
+            continue
         a = b = 0
-        for e in range(ptr[x], ptr[x + 1]):
+        for e in range(lo, hi):
             y = d[e]
             a |= below[y]
             b |= below[y] if brk[e] else past[y]
