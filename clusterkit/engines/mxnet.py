@@ -143,11 +143,12 @@ class _MXNet:
 
     def _device_setup(self, d: int) -> None:
         """Per-device shortcuts of ``GrowthState.fits``: whether the state is trivial (no size,
-        never-together or constant limit) and which units touch an edge the device may not
-        contract."""
+        never-together or constant limit) and which units have an edge the device may not
+        contract to a unit it may take (members are such units)."""
         p, ug = self.problem, self.ug
         self.trivial = p.max_size is None and p.max_const_bytes is None and not ug.never
-        bad_edge = ~np.asarray(ug.ok[d], dtype=bool)
+        feas = np.asarray(ug.feasible[d], dtype=bool)
+        bad_edge = ~np.asarray(ug.ok[d], dtype=bool) & feas[ug.esrc] & feas[ug.edst]
         risky = np.zeros(ug.n, dtype=bool)
         risky[np.asarray(ug.esrc)[bad_edge]] = True
         risky[np.asarray(ug.edst)[bad_edge]] = True
