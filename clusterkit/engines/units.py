@@ -341,8 +341,9 @@ def _preorder(n: int, owner: np.ndarray, kids: np.ndarray, starts: np.ndarray
     scipy's search takes children by id, so every list is threaded through extra chain nodes:
     node ``v`` points to its first child and to the chain node of its second; chain node
     ``n + j`` stands for the child at flat position ``j`` and points to it and to the next
-    chain node of the list; the starts hang off a chain of their own. A real child's id is below every chain node's, so each node's next
-    unseen child comes first, exactly as in a recursive search."""
+    chain node of the list; the starts hang off a chain of their own. A real child's id is
+    below every chain node's, so each node's next unseen child comes first, exactly as in a
+    recursive search."""
     m, r = len(kids), len(starts)
     if n == 0 or r == 0:
         return np.zeros(0, dtype=np.int64), np.full(n, -1, dtype=np.int64)
