@@ -187,10 +187,11 @@ class _MXNet:
         ug, nodes, T = self.ug, self.graph.nodes, self.tracker
         blocked, trivial, risky = self.blocked, self.trivial, self.risky
         p = self.problem
-        st = GrowthState(ug, d, p.max_size, p.max_const_bytes)
         T.begin(blocked, self.blocked_marks)
         gid, mem, rej = T.gid, T.mem, T.rej
-        T.add(seed)
+        add, reject = T.add, T.reject
+        add(seed)
+        st = GrowthState(ug, d, p.max_size, p.max_const_bytes)  # left empty when trivial
         if not trivial:
             st.add(seed)
         dropped: list[int] = []
@@ -211,12 +212,12 @@ class _MXNet:
                     pair = edge_nodes[e]
                     if ((trivial and not risky[w]) or st.fits(w, T)) \
                             and call(sel, nodes[pair[inner]], nodes[pair[1 - inner]]):
-                        T.add(w)
+                        add(w)
                         if not trivial:
                             st.add(w)
                         queue.append(w)
                     else:
-                        T.reject(w)
+                        reject(w)
                     if T.total:
                         gone = T.settle()
                         if not trivial:
