@@ -243,14 +243,22 @@ class UnitGraph:
 
     def node_labels(self, clusters: list[_Piece]) -> tuple[np.ndarray, np.ndarray]:
         """Cluster label and device index per node (-1: fallback) for accelerator pieces
-        (objects with ``device`` and ``units``)."""
-        n = self.problem.n
-        labels = np.arange(n, dtype=np.int64) + len(clusters)
+        (objects with ``device`` and ``units``; a unit in several pieces gets the last)."""
+        n, k = self.problem.n, len(clusters)
+        piece = np.full(self.n, -1, dtype=np.int64)
+        if k:
+            units = np.fromiter((u for c in clusters for u in c.units), dtype=np.int64)
+            lens = np.fromiter((len(c.units) for c in clusters), dtype=np.int64, count=k)
+            # the last piece holding a unit wins, as with one assignment per piece
+            last = np.unique(units[::-1], return_index=True)[1]
+            ids = np.repeat(np.arange(k, dtype=np.int64), lens)[::-1]
+            piece[units[::-1][last]] = ids[last]
+        of_node = piece[self.unit_of]
+        placed = of_node >= 0
+        labels = np.where(placed, of_node, np.arange(n, dtype=np.int64) + k)
+        dev = np.fromiter((c.device for c in clusters), dtype=np.int64, count=k)
         devices = np.full(n, -1, dtype=np.int64)
-        for k, piece in enumerate(clusters):
-            nodes = self.nodes_of(piece.units)
-            labels[nodes] = k
-            devices[nodes] = piece.device
+        devices[placed] = dev[of_node[placed]]
         return labels, devices
 
 
