@@ -66,6 +66,8 @@ class UnitGraph:
     # ------------------------------------------------------------------ structure
     @cached_property
     def members(self) -> list[list[int]]:
+        if not self.has_groups:
+            return [[v] for v in range(self.n)]
         members: list[list[int]] = [[] for _ in range(self.n)]
         for v, u in enumerate(self.unit_of.tolist()):
             members[u].append(v)
@@ -111,6 +113,8 @@ class UnitGraph:
     @cached_property
     def edge_nodes(self) -> list[tuple[int, int]]:
         g = self.problem.graph
+        if not self.has_groups:
+            return list(zip(g.edge_src.tolist(), g.edge_dst.tolist()))
         outer = np.flatnonzero(self.edge_of >= 0)
         _, first = np.unique(self.edge_of[outer], return_index=True)
         orig = outer[first]
