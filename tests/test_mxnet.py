@@ -9,6 +9,7 @@ from collections import deque
 
 import networkx as nx
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -274,3 +275,42 @@ def test_large_random_graph():
     assert part.info["mxnet"]["nodes_dropped_for_cycles"] > 0
     cycle = [e for e in part.info["placement"]["fallen_back"] if e["reason"] == Category.CYCLE]
     assert cycle == []        # dropped nodes always end in a later subgraph at min_size 1
+
+
+class _Accepting(OpsProperty):
+    """The stock answers, but through overridden ``create_subgraph_node`` and ``filter``
+    (the strategy cannot skip building the subgraph or calling the filter)."""
+
+    def __init__(self, ops, device, seen):
+        super().__init__(ops, device=device)
+        self.seen = seen
+
+    def create_subgraph_node(self, subgraph):
+        self.seen.append(list(subgraph.nodes))
+        return super().create_subgraph_node(subgraph)
+
+    def create_subgraph_selector(self):
+        sel = super().create_subgraph_selector()
+        sel.filter = lambda cands: list(cands)
+        return sel
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stock_shortcuts_change_nothing(seed):
+    """A property with the stock ``create_subgraph_node`` and ``filter`` gives the same
+    subgraphs as one that overrides both with the same answers; the override sees every
+    subgraph (an instance-level override included)."""
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import random_dag
+
+    g = graph_from_dag(random_dag(400, seed=seed))
+    stock = ck.make_problem(g, ["npu=ops:Conv,Relu,Add", "gpu=ops:MatMul,Mul,Conv"])
+    seen: list[list[int]] = []
+    props = [_Accepting(["Conv", "Relu", "Add"], "npu", seen),
+             _Accepting(["MatMul", "Mul", "Conv"], "gpu", seen)]
+    props[1].create_subgraph_node = lambda sub: seen.append(["x"] + list(sub.nodes)) or 1
+    custom = ck.make_problem(g, props)
+    want = mxnet.subgraphs(stock)
+    assert mxnet.subgraphs(custom) == want
+    assert [v for v in seen if v[0] != "x"] == [nodes for d, nodes in want if d == "npu"]
+    assert [v[1:] for v in seen if v[0] == "x"] == [nodes for d, nodes in want if d == "gpu"]

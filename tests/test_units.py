@@ -6,11 +6,12 @@ from __future__ import annotations
 import random
 
 import networkx as nx
+import numpy as np
 import pytest
 
 import clusterkit as ck
 from clusterkit import Constraints
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.units import UnitGraph, _preorder
 
 
 def random_case(seed: int) -> tuple[nx.DiGraph, list[list[str]]]:
@@ -135,3 +136,89 @@ def test_grail_intervals_nest_along_every_path(seed):
             below = nx.descendants(q, u)
             assert low[u] == min(post[w] for w in below | {u})
             assert all(post[w] < post[u] for w in below)
+
+
+def recursive_preorder(n, children, starts):
+    """Preorder and parents of a plain recursive depth-first search."""
+    seen, order, parent = [False] * n, [], [-1] * n
+
+    def visit(v):
+        seen[v] = True
+        order.append(v)
+        for w in children[v]:
+            if not seen[w]:
+                parent[w] = v
+                visit(w)
+
+    for s in starts:
+        if not seen[s]:
+            visit(s)
+    return order, parent
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_preorder_takes_children_in_the_given_order(seed):
+    """``_preorder`` (scipy with chain nodes) equals a recursive search that takes every node's
+    children, and the starts, in the given (unsorted) order, repeats and unreached nodes
+    included."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 30)
+    children = [[rng.randrange(n) for _ in range(rng.randint(0, 4))] for _ in range(n)]
+    starts = [rng.randrange(n) for _ in range(rng.randint(1, 5))]
+    owner = np.asarray([v for v in range(n) for _ in children[v]], dtype=np.int64)
+    kids = np.asarray([w for v in range(n) for w in children[v]], dtype=np.int64)
+    order, parent = _preorder(n, owner, kids, np.asarray(starts, dtype=np.int64))
+    want_order, want_parent = recursive_preorder(n, children, starts)
+    assert order.tolist() == want_order
+    assert parent.tolist() == want_parent
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_grail_post_is_a_recursive_search_with_the_seeded_orders(seed):
+    """``post`` is the post-order of a recursive search that takes the roots in the seeded
+    permutation and each unit's successors in the seeded random order."""
+    g, groups = random_case(seed)
+    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    src, dst = ug.esrc.tolist(), ug.edst.tolist()
+    for k, (low, post) in enumerate(ug.intervals):
+        rng = np.random.default_rng(k + 1)
+        keys = rng.random(len(src)).tolist()
+        kids = [[] for _ in range(ug.n)]
+        for e in sorted(range(len(src)), key=lambda e: (src[e], keys[e])):
+            kids[src[e]].append(dst[e])
+        roots = [v for v in range(ug.n) if v not in set(dst)]
+        roots = [roots[i] for i in rng.permutation(len(roots)).tolist()]
+        seen, finished = [False] * ug.n, []
+
+        def visit(v):
+            seen[v] = True
+            for w in kids[v]:
+                if not seen[w]:
+                    visit(w)
+            finished.append(v)
+
+        for r in roots:
+            visit(r)
+        assert [finished.index(v) for v in range(ug.n)] == post
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_node_labels_match_one_assignment_per_piece(seed):
+    """``node_labels``: each piece's nodes get its index and device (a later piece wins a
+    unit held twice), every other node a label of its own after the pieces and device -1."""
+    from clusterkit.engines.growth import Piece
+
+    g, groups = random_case(seed)
+    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    rng = random.Random(seed)
+    pieces = [Piece(rng.randrange(3), rng.sample(range(ug.n), rng.randint(1, ug.n)))
+              for _ in range(rng.randint(0, 4))]
+    n = ug.problem.n
+    labels, devices = list(range(len(pieces), len(pieces) + n)), [-1] * n
+    for k, p in enumerate(pieces):
+        for u in p.units:
+            for v in ug.members[u]:
+                labels[v], devices[v] = k, p.device
+    got_labels, got_devices = ug.node_labels(pieces)
+    assert got_labels.tolist() == labels
+    assert got_devices.tolist() == devices

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
+
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
@@ -40,7 +42,8 @@ from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
-from clusterkit.selection.protocol import (call_create_subgraph_node, call_filter, call_select,
+from clusterkit.selection.protocol import (SubgraphProperty, SubgraphSelector,
+                                           call_create_subgraph_node, call_filter, call_select,
                                            call_select_input, call_select_output)
 
 MAX_RECORDED_DROPS = 1000
@@ -116,64 +119,84 @@ class _MXNet:
         ug, nodes = self.ug, self.graph.nodes
         feas = ug.feasible[d]
         # units that can never join a subgraph of this device: checked eagerly
-        self.blocked = [not f or t for f, t in zip(feas, self.taken)]
-        self.blocked_marks = self.tracker.marks_of(self.blocked)
+        self.blocked = blocked = [not f or t for f, t in zip(feas, self.taken)]
+        self.blocked_marks = self.tracker.marks_of(blocked)
+        self._device_setup(d)
+        stock_node = _is_stock(prop, "create_subgraph_node", SubgraphProperty)
+        taken, succ, pred, members = self.taken, ug.succ, ug.pred, ug.members
         for seed in ug.order:
-            if self.taken[seed] or not feas[seed]:
+            if taken[seed] or not feas[seed]:
                 continue
             sel = prop.create_subgraph_selector()
-            if not call_select(sel, nodes[ug.members[seed][0]]):
+            if not call_select(sel, nodes[members[seed][0]]):
                 self.reasons.setdefault(seed, Reason(Category.SELECTOR_CONDITION,
                                                      f"{dev}'s selector does not select it"))
                 continue
             self.seeds += 1
-            cand = self._grow(d, sel, seed)
+            if _all_blocked(succ[seed], blocked) and _all_blocked(pred[seed], blocked):
+                cand = [seed]       # nothing to offer: the growth is the seed alone
+            else:
+                cand = self._grow(d, sel, seed)
             kept = self._filter(sel, cand, dev)
-            if not kept:
-                continue
-            node_ids = ug.nodes_of(kept)
-            sub = Subgraph.from_nodes(self.graph, node_ids, dev, len(self.pieces))
-            fused = call_create_subgraph_node(
-                prop, sub, f"the subgraph seeded at node {self._name(seed)!r}")
-            if fused is None:
-                self.rejected += 1
-                for u in kept:
-                    self.reasons[u] = Reason(Category.SUBGRAPH_REJECTED, f"{dev}'s "
-                                             "create_subgraph_node rejected its "
-                                             f"{len(node_ids)}-node subgraph")
-                continue
-            own = self.tracker.own
-            for u in kept:
-                self.taken[u] = True
-                self.blocked[u] = True
-                self.blocked_marks |= own[u]
-            self.pieces.append(Piece(d, sorted(kept, key=ug.rank.__getitem__)))
+            if kept and (stock_node or self._accepted(prop, kept, seed, dev)):
+                self._take(d, kept)
+
+    def _device_setup(self, d: int) -> None:
+        """Per-device shortcuts of ``GrowthState.fits``: whether the state is trivial (no size,
+        never-together or constant limit) and which units have an edge the device may not
+        contract to a unit it may take (members are such units)."""
+        p, ug = self.problem, self.ug
+        self.trivial = p.max_size is None and p.max_const_bytes is None and not ug.never
+        feas = np.asarray(ug.feasible[d], dtype=bool)
+        bad_edge = ~np.asarray(ug.ok[d], dtype=bool) & feas[ug.esrc] & feas[ug.edst]
+        risky = np.zeros(ug.n, dtype=bool)
+        risky[np.asarray(ug.esrc)[bad_edge]] = True
+        risky[np.asarray(ug.edst)[bad_edge]] = True
+        self.risky = risky.tolist()
+
+    def _accepted(self, prop, kept: list[int], seed: int, dev: str) -> bool:
+        """``create_subgraph_node`` on the subgraph of ``kept``; a rejection is recorded."""
+        node_ids = self.ug.nodes_of(kept)
+        sub = Subgraph.from_nodes(self.graph, node_ids, dev, len(self.pieces))
+        fused = call_create_subgraph_node(
+            prop, sub, f"the subgraph seeded at node {self._name(seed)!r}")
+        if fused is not None:
+            return True
+        self.rejected += 1
+        why = Reason(Category.SUBGRAPH_REJECTED, f"{dev}'s create_subgraph_node rejected its "
+                     f"{len(node_ids)}-node subgraph")
+        for u in kept:
+            self.reasons[u] = why
+        return False
+
+    def _take(self, d: int, kept: list[int]) -> None:
+        own, taken, blocked = self.tracker.own, self.taken, self.blocked
+        marks = self.blocked_marks
+        for u in kept:
+            taken[u] = True
+            blocked[u] = True
+            marks |= own[u]
+        self.blocked_marks = marks
+        if len(kept) > 1:
+            kept = sorted(kept, key=self.ug.rank.__getitem__)
+        self.pieces.append(Piece(d, kept))
 
     # ------------------------------------------------------------------ steps
     def _grow(self, d: int, sel, seed: int) -> list[int]:
         """Breadth-first candidate selection from ``seed`` with cycle shrinking."""
         ug, nodes, T = self.ug, self.graph.nodes, self.tracker
-        blocked = self.blocked
+        blocked, trivial, risky = self.blocked, self.trivial, self.risky
         p = self.problem
-        st = GrowthState(ug, d, p.max_size, p.max_const_bytes)
         T.begin(blocked, self.blocked_marks)
         gid, mem, rej = T.gid, T.mem, T.rej
-        T.add(seed)
-        st.add(seed)
+        add, reject = T.add, T.reject
+        add(seed)
+        st = GrowthState(ug, d, p.max_size, p.max_const_bytes)  # left empty when trivial
+        if not trivial:
+            st.add(seed)
         dropped: list[int] = []
         queue = deque([seed])
-
-        def offer(w: int, ask) -> None:
-            if st.fits(w, T) and ask():
-                T.add(w)
-                st.add(w)
-                queue.append(w)
-            else:
-                T.reject(w)
-            for x in T.settle():
-                st.remove(x)
-                dropped.append(x)
-
+        edge_nodes = ug.edge_nodes
         # inputs first (select_input(consumer, producer)), then outputs
         # (select_output(producer, consumer)); u may be dropped while its neighbours are offered
         sides = ((ug.pred, ug.pred_e, call_select_input, 1), (ug.succ, ug.succ_e,
@@ -186,8 +209,21 @@ class _MXNet:
                 for w, e in zip(nbrs[u], edges[u]):
                     if mem[w] == gid or rej[w] == gid or blocked[w]:
                         continue
-                    pair = ug.edge_nodes[e]
-                    offer(w, lambda: call(sel, nodes[pair[inner]], nodes[pair[1 - inner]]))
+                    pair = edge_nodes[e]
+                    if ((trivial and not risky[w]) or st.fits(w, T)) \
+                            and call(sel, nodes[pair[inner]], nodes[pair[1 - inner]]):
+                        add(w)
+                        if not trivial:
+                            st.add(w)
+                        queue.append(w)
+                    else:
+                        reject(w)
+                    if T.total:
+                        gone = T.settle()
+                        if not trivial:
+                            for x in gone:
+                                st.remove(x)
+                        dropped.extend(gone)
                     if mem[u] != gid:
                         break
         if dropped:
@@ -200,10 +236,12 @@ class _MXNet:
         self.dropped_total += len(dropped)
         why = ("an outside node would lie on a path between two nodes of the subgraph (a cycle "
                "once fused)")
+        reason = Reason(Category.CYCLE, f"dropped from {dev}'s subgraph seeded at "
+                        f"{self._name(seed)!r}: {why}")
+        self.cycle_units.update(dropped)
+        reasons = self.reasons
         for u in dropped:
-            self.cycle_units.add(u)
-            self.reasons[u] = Reason(Category.CYCLE, f"dropped from {dev}'s subgraph seeded at "
-                                     f"{self._name(seed)!r}: {why}")
+            reasons[u] = reason
         if len(self.drops) < MAX_RECORDED_DROPS:
             names = [self._name(u) for u in dropped[:MAX_NAMES_PER_DROP]]
             self.drops.append({"device": dev, "seed": self._name(seed), "count": len(dropped),
@@ -211,6 +249,8 @@ class _MXNet:
 
     def _filter(self, sel, cand: list[int], dev: str) -> list[int]:
         """``filter`` at node level, then whole units only, then convex again."""
+        if _is_stock(sel, "filter", SubgraphSelector):
+            return cand              # the stock filter keeps every candidate
         ug, nodes = self.ug, self.graph.nodes
         cand_nodes = [nodes[v] for v in ug.nodes_of(cand)]
         kept_nodes = call_filter(sel, cand_nodes)
@@ -234,3 +274,17 @@ class _MXNet:
                                              "depended on; keeping it would close a cycle")
                 kept = [u for u in kept if rank[u] < rank[y]]
         return kept
+
+
+def _is_stock(obj, method: str, base: type) -> bool:
+    """Whether ``obj.<method>`` is ``base``'s own (neither overridden nor replaced on the
+    instance): the stock ``filter`` keeps every candidate, the stock ``create_subgraph_node``
+    accepts every subgraph, so neither needs calling."""
+    return getattr(getattr(obj, method, None), "__func__", None) is getattr(base, method)
+
+
+def _all_blocked(units: list[int], blocked: list[bool]) -> bool:
+    for w in units:
+        if not blocked[w]:
+            return False
+    return True

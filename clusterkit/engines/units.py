@@ -14,6 +14,8 @@ from functools import cached_property
 from typing import Iterable, Protocol
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import depth_first_order
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
@@ -64,6 +66,8 @@ class UnitGraph:
     # ------------------------------------------------------------------ structure
     @cached_property
     def members(self) -> list[list[int]]:
+        if not self.has_groups:
+            return [[v] for v in range(self.n)]
         members: list[list[int]] = [[] for _ in range(self.n)]
         for v, u in enumerate(self.unit_of.tolist()):
             members[u].append(v)
@@ -109,6 +113,8 @@ class UnitGraph:
     @cached_property
     def edge_nodes(self) -> list[tuple[int, int]]:
         g = self.problem.graph
+        if not self.has_groups:
+            return list(zip(g.edge_src.tolist(), g.edge_dst.tolist()))
         outer = np.flatnonzero(self.edge_of >= 0)
         _, first = np.unique(self.edge_of[outer], return_index=True)
         orig = outer[first]
@@ -241,14 +247,22 @@ class UnitGraph:
 
     def node_labels(self, clusters: list[_Piece]) -> tuple[np.ndarray, np.ndarray]:
         """Cluster label and device index per node (-1: fallback) for accelerator pieces
-        (objects with ``device`` and ``units``)."""
-        n = self.problem.n
-        labels = np.arange(n, dtype=np.int64) + len(clusters)
+        (objects with ``device`` and ``units``; a unit in several pieces gets the last)."""
+        n, k = self.problem.n, len(clusters)
+        piece = np.full(self.n, -1, dtype=np.int64)
+        if k:
+            units = np.fromiter((u for c in clusters for u in c.units), dtype=np.int64)
+            lens = np.fromiter((len(c.units) for c in clusters), dtype=np.int64, count=k)
+            # the last piece holding a unit wins, as with one assignment per piece
+            last = np.unique(units[::-1], return_index=True)[1]
+            ids = np.repeat(np.arange(k, dtype=np.int64), lens)[::-1]
+            piece[units[::-1][last]] = ids[last]
+        of_node = piece[self.unit_of]
+        placed = of_node >= 0
+        labels = np.where(placed, of_node, np.arange(n, dtype=np.int64) + k)
+        dev = np.fromiter((c.device for c in clusters), dtype=np.int64, count=k)
         devices = np.full(n, -1, dtype=np.int64)
-        for k, piece in enumerate(clusters):
-            nodes = self.nodes_of(piece.units)
-            labels[nodes] = k
-            devices[nodes] = piece.device
+        devices[placed] = dev[of_node[placed]]
         return labels, devices
 
 
@@ -301,32 +315,25 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
 def _grail(ug: UnitGraph, seed: int) -> tuple[list[int], list[int]]:
     """One GRAIL labelling (Yildirim et al.): post-order ranks of a random depth-first search
     and, per unit, the lowest post-order rank among its descendants. The random orders of the
-    roots and of every unit's successors are drawn at once with numpy (seeded)."""
+    roots and of every unit's successors are drawn at once with numpy (seeded); the search runs
+    in scipy (:func:`_preorder`): the post-order is the reversed preorder of the search tree
+    with every unit's children (and the roots) in reverse order."""
     rng = np.random.default_rng(seed)
     n = ug.n
-    succ = ug.succ
     src, dst = np.asarray(ug.esrc, dtype=np.int64), np.asarray(ug.edst, dtype=np.int64)
     shuffled = np.lexsort((rng.random(len(src)), src))
-    kids = _split(dst[shuffled], _ptr(src, n))
-    indeg = np.bincount(dst, minlength=n)
-    roots = np.flatnonzero(indeg == 0)
-    seen = [False] * n
-    post = [0] * n
-    k = 0
-    for s in roots[rng.permutation(len(roots))].tolist():
-        seen[s] = True
-        stack = [(s, iter(kids[s]))]
-        while stack:
-            v, it = stack[-1]
-            for w in it:
-                if not seen[w]:
-                    seen[w] = True
-                    stack.append((w, iter(kids[w])))
-                    break
-            else:
-                stack.pop()
-                post[v] = k
-                k += 1
+    roots = np.flatnonzero(np.bincount(dst, minlength=n) == 0)
+    pre, parent = _preorder(n, src[shuffled], dst[shuffled], roots[rng.permutation(len(roots))])
+    pos = np.empty(n, dtype=np.int64)
+    pos[pre] = np.arange(n)
+    top = parent < 0
+    kids = np.flatnonzero(~top)
+    kids = kids[np.lexsort((-pos[kids], parent[kids]))]
+    mirrored, _ = _preorder(n, parent[kids], kids, pre[top[pre]][::-1])
+    post_arr = np.empty(n, dtype=np.int64)
+    post_arr[mirrored[::-1]] = np.arange(n)
+    post = post_arr.tolist()
+    succ = ug.succ
     low = list(post)
     for v in reversed(ug.order):
         m = low[v]
@@ -335,3 +342,38 @@ def _grail(ug: UnitGraph, seed: int) -> tuple[list[int], list[int]]:
                 m = low[w]
         low[v] = m
     return low, post
+
+
+def _preorder(n: int, owner: np.ndarray, kids: np.ndarray, starts: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Depth-first preorder of the nodes ``0..n-1`` reachable from ``starts`` (taken in order),
+    each node's children taken in the order of ``kids`` (the flat child lists, grouped by their
+    sorted ``owner``); and each node's parent in the search tree (-1: a start or unreached).
+
+    scipy's search takes children by id, so every list is threaded through extra chain nodes:
+    node ``v`` points to its first child and to the chain node of its second; chain node
+    ``n + j`` stands for the child at flat position ``j`` and points to it and to the next
+    chain node of the list; the starts hang off a chain of their own. A real child's id is
+    below every chain node's, so each node's next unseen child comes first, exactly as in a
+    recursive search."""
+    m, r = len(kids), len(starts)
+    if n == 0 or r == 0:
+        return np.zeros(0, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    j = np.arange(m, dtype=np.int64)
+    head = np.ones(m, dtype=bool)
+    head[1:] = owner[1:] != owner[:-1]
+    more = np.zeros(m, dtype=bool)          # another child follows in the same list
+    more[:-1] = ~head[1:]
+    holder = np.where(head, owner, n + j)    # the node pointing at the child at position j
+    chain = n + m + np.arange(r, dtype=np.int64)
+    src = np.concatenate([holder, holder[more], chain, chain[:-1]])
+    dst = np.concatenate([kids, n + 1 + j[more], starts, chain[1:]])
+    size = n + m + r
+    mat = csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(size, size))
+    order, pred = depth_first_order(mat, n + m, directed=True, return_predecessors=True)
+    order = order[order < n].astype(np.int64)
+    parent = pred[:n].astype(np.int64)
+    inner = (parent >= n) & (parent < n + m)
+    parent[inner] = owner[parent[inner] - n]
+    parent[(parent >= n + m) | (parent < 0)] = -1
+    return order, parent
