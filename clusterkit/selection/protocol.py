@@ -146,43 +146,53 @@ def describe(selector: Any) -> str:
 
 
 def _check_bool(value: Any, selector: Any, method: str, node: "Node") -> bool:
-    if isinstance(value, (bool, np.bool_)):
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
         return bool(value)
     raise SelectorError(f"selector {describe(selector)}.{method} returned {type(value).__name__}"
                         f" {value!r} for node {node.name!r} ({node.op_type}); expected a bool")
 
 
-def _checked(selector: SubgraphSelector, method: str, about: str, node: "Node",
-             *args: "Node") -> bool:
-    """Call ``selector.<method>(*args)``; exceptions and non-bool answers become a
-    :class:`SelectorError` naming the selector, the method and the node(s)."""
-    try:
-        value = getattr(selector, method)(*args)
-    except SelectorError:
-        raise
-    except Exception as exc:
-        raise SelectorError(f"selector {describe(selector)}.{method} raised {exc!r} on "
-                            f"{about}") from exc
-    return _check_bool(value, selector, method, node)
+def _failed(selector: SubgraphSelector, method: str, exc: Exception, about: str) -> SelectorError:
+    """The error for an exception raised by ``selector.<method>`` on ``about``."""
+    return SelectorError(f"selector {describe(selector)}.{method} raised {exc!r} on {about}")
 
 
 def call_select(selector: SubgraphSelector, node: "Node") -> bool:
     """``selector.select(node)`` with errors that name the selector and the node."""
-    return _checked(selector, "select", f"node {node.name!r} ({node.op_type})", node, node)
+    try:
+        value = selector.select(node)
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise _failed(selector, "select", exc, f"node {node.name!r} ({node.op_type})") from exc
+    return _check_bool(value, selector, "select", node)
 
 
 def call_select_input(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
-    """``selector.select_input(node, new_node)``, checked."""
-    return _checked(selector, "select_input",
-                    f"node {node.name!r} with input node {new_node.name!r}", new_node,
-                    node, new_node)
+    """``selector.select_input(node, new_node)``, checked (the error message is built only
+    when there is an error: this runs once per edge a growth looks at)."""
+    try:
+        value = selector.select_input(node, new_node)
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise _failed(selector, "select_input", exc,
+                      f"node {node.name!r} with input node {new_node.name!r}") from exc
+    return _check_bool(value, selector, "select_input", new_node)
 
 
 def call_select_output(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
-    """``selector.select_output(node, new_node)``, checked."""
-    return _checked(selector, "select_output",
-                    f"node {node.name!r} with output node {new_node.name!r}", new_node,
-                    node, new_node)
+    """``selector.select_output(node, new_node)``, checked (see :func:`call_select_input`)."""
+    try:
+        value = selector.select_output(node, new_node)
+    except SelectorError:
+        raise
+    except Exception as exc:
+        raise _failed(selector, "select_output", exc,
+                      f"node {node.name!r} with output node {new_node.name!r}") from exc
+    return _check_bool(value, selector, "select_output", new_node)
 
 
 def call_filter(selector: SubgraphSelector, candidates: list["Node"]) -> list["Node"]:
