@@ -69,7 +69,8 @@ CLASSES = [GraphCycles, OneSidedGraphCycles]
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["insert", "insert", "remove", "contract", "contract", "merge"]),
+        st.sampled_from(["insert", "insert", "remove", "contract", "contract", "merge",
+                         "between"]),
         st.integers(0, 1000),
         st.integers(0, 1000),
     ),
@@ -138,6 +139,20 @@ def test_random_operations_match_oracle(initial, ops):
                 mirror = contracted
                 with pytest.raises(ValueError, match=rf"\b{drop}\b"):
                     gc.successors(drop)
+            else:
+                assert result is None
+        elif kind == "between":  # contract_between: the edge joining x and y, either way
+            if mirror.has_edge(x, y) or mirror.has_edge(y, x):
+                a, b = (x, y) if mirror.has_edge(x, y) else (y, x)
+                keep, drop = (b, a) if degree(mirror, b) > degree(mirror, a) else (a, b)
+                contracted = merged(mirror, keep, drop, self_loops=False)
+                ok = nx.is_directed_acyclic_graph(contracted)
+            else:
+                ok = False
+            result = gc.contract_between(x, y)
+            if ok:
+                assert result == keep
+                mirror = contracted
             else:
                 assert result is None
         else:  # merge

@@ -96,12 +96,7 @@ def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, node_of: list[int],
     for u in _adjacent_first(ug, piece.units):
         x = node_of[u]
         for j, h in enumerate(heads):
-            if gc.has_edge(h, x):
-                merged = gc.contract_edge(h, x)
-            elif gc.has_edge(x, h):
-                merged = gc.contract_edge(x, h)
-            else:
-                continue
+            merged = gc.contract_between(h, x)
             if merged is not None:
                 heads[j] = merged
                 parts[j].append(u)

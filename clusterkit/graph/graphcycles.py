@@ -200,6 +200,23 @@ class GraphCycles:
             return None
         return self._absorb(x, y)
 
+    def contract_between(self, x: int, y: int) -> int | None:
+        """:meth:`contract_edge` on the edge joining ``x`` and ``y``, whichever way it points
+        (``x -> y`` first); ``None`` (graph unchanged) when no edge joins them or another path
+        would close a cycle."""
+        x, y = self._node(x), self._node(y)
+        if y in self._out[x]:
+            a, b = x, y
+        elif x in self._out[y]:
+            a, b = y, x
+        else:
+            return None
+        self._unlink(a, b)
+        if self._reachable(a, b):
+            self._link(a, b)
+            return None
+        return self._absorb(a, b)
+
     def merge(self, x: int, y: int) -> int | None:
         """Merge two nodes, neither of which reaches the other, into one.
 
