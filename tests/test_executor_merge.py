@@ -46,7 +46,9 @@ def test_merged_units_are_the_runs_of_the_unmerged_schedule(name):
     assert sum(u.kind == "subgraph" for u in plain.units) <= len(live)
     got = [(u.device, set(u.subgraph.nodes)) for u in merged.units if u.kind == "subgraph"]
     assert got == _runs(plain.units)
-    assert len(merged.units) < len(plain.units)
+    assert len(merged.units) <= len(plain.units)
+    if name == "swin_t":  # its schedule has fused nodes of the device one after another
+        assert len(merged.units) < len(plain.units)
     made = set(graph.inputs)
     for u in merged.units:
         assert set(u.inputs) <= made, u.name

@@ -278,6 +278,10 @@ class OnnxRuntimeBackend(Backend):
 # ---------------------------------------------------------------------- static values
 #: constants bigger than this (bytes) are handed to the probe session as inputs, not folded again
 PROBE_CUT_BYTES = 4096
+#: optimizers that remove or rename folded tensors (the probe reads every value by its name)
+PROBE_DISABLED = ["CommonSubexpressionElimination", "ConstantSharing", "ReshapeFusion",
+                  "UnsqueezeElimination", "ConcatSliceElimination", "EliminateSlice",
+                  "NoopElimination", "DivMulFusion", "EliminateIdentity"]
 _STATIC: "weakref.WeakKeyDictionary[Graph, StaticInfo | None]" = weakref.WeakKeyDictionary()
 
 
@@ -345,7 +349,8 @@ def _probe(root: Graph) -> StaticInfo:
         so.optimized_model_filepath = path
         so.intra_op_num_threads = 1
         so.log_severity_level = 3
-        ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"],
+                             disabled_optimizers=PROBE_DISABLED)
         optimized = onnx.load(path)
     finally:
         for name in os.listdir(folder):
