@@ -290,8 +290,11 @@ def static_info(graph: Graph) -> StaticInfo | None:
     static shape (``None`` otherwise, or when the probe fails): the values it folds that are not
     constants (Reshape targets computed from shapes, masks built from shapes...) and the static
     shapes it infers. Found with one probe session at the basic optimization level (constant
-    folding) that saves its optimized model; the big constants (weights) are given to the probe
-    as inputs with their shapes, so it does not fold them again. Cached per original graph."""
+    folding) that saves its optimized model, without the passes that drop folded values into
+    their consumers (:data:`PROBE_DISABLED`: a Reshape target fused into its Reshape would be
+    lost, and the shape arithmetic feeding it computed at every run); the big constants
+    (weights) are given to the probe as inputs with their shapes, so it does not fold them
+    again. Cached per original graph."""
     root = root_of(graph)
     if root in _STATIC:
         return _STATIC[root]
