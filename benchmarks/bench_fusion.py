@@ -11,8 +11,10 @@ whole-model session on onnxruntime's default options (spinning thread pools), ti
 ``ratio_vs_cut`` compares the fused run (paired the same way) with one session of the whole model
 in which every tensor passed between units is also a graph output: onnxruntime cannot fuse nodes
 across a device boundary there either, so it runs the fused run's kernels without the executor
-(what is left is the executor's and the sessions' own cost). ``in_sessions`` is the share of the
-fused run's time spent inside the units' sessions (the rest is the executor's own work).
+(what is left is the executor's and the sessions' own cost). ``cut_cost`` = ratio /
+ratio_vs_cut estimates the cut model / the whole model: what onnxruntime loses by not fusing
+across the boundaries, which no executor can win back. ``in_sessions`` is the share of the fused
+run's time spent inside the units' sessions (the rest is the executor's own work).
 
 Run: ``python benchmarks/bench_fusion.py [--quick] [--threads=N]`` (or through
 ``benchmarks/run.py``); ``--threads=1`` gives steadier figures on a busy machine.
@@ -133,13 +135,13 @@ def run(quick: bool = False, threads: int = 0) -> dict:
                          round(single * 1e3, 2), round(fused * 1e3, 2), round(ratio, 3),
                          round(fused / single_default, 3),
                          round(statistics.median(tc) * 1e3, 2), round(ratio_cut, 3),
-                         round(inside, 3),
+                         round(ratio / ratio_cut, 3), round(inside, 3),
                          round(compile_s, 2), check["outputs_match"]])
     return {
         "title": "Fused heterogeneous run / one onnxruntime session",
         "columns": ["model", "selector", "strategy", "partitions", "units",
                     "single_default_ms", "single_same_opts_ms", "fused_ms", "ratio",
-                    "ratio_vs_default", "single_cut_ms", "ratio_vs_cut", "in_sessions",
+                    "ratio_vs_default", "single_cut_ms", "ratio_vs_cut", "cut_cost", "in_sessions",
                     "compile_s", "outputs_match"],
         "rows": rows,
         "notes": [
@@ -150,7 +152,8 @@ def run(quick: bool = False, threads: int = 0) -> dict:
             "first; ratio = median over the rounds of fused / single; single_default = the "
             "whole model on onnxruntime's default options, timed alone (ratio_vs_default = "
             "median fused / its median); fused = clusterkit Executor (every unit an "
-            "onnxruntime session, tensors passed as OrtValues, values fixed by static shapes "
+            "onnxruntime session, consecutive fused nodes of one device in one unit, tensors "
+            "passed as OrtValues, values fixed by static shapes "
             "folded); in_sessions = share of the fused time inside the units' sessions",
             "'every op' selector: acc=ops:<every op type of the model>; 'partial': the same minus "
             f"{', '.join(HOST_ONLY)} (those run on the host); default constraints (value inputs "

@@ -83,12 +83,13 @@ def _two_branch_model():
 def test_independent_host_nodes_share_one_unit():
     graph = ck.load_graph(_two_branch_model())
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Relu,Sigmoid"]), "singleton")
-    ex = Executor(fuse(part), backend_config=CONFIG)
-    assert [u.kind for u in ex.units] == ["subgraph", "subgraph", "host"]
     x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
-    out = ex.run({"x": x})
-    np.testing.assert_allclose(out["y"], -np.maximum(x, 0), rtol=1e-6)
-    np.testing.assert_allclose(out["z"], 1 / (1 + np.exp(-x)), rtol=1e-6)
+    for merge, kinds in ((False, ["subgraph", "subgraph", "host"]), (True, ["subgraph", "host"])):
+        ex = Executor(fuse(part), backend_config=CONFIG, merge_units=merge)
+        assert [u.kind for u in ex.units] == kinds
+        out = ex.run({"x": x})
+        np.testing.assert_allclose(out["y"], -np.maximum(x, 0), rtol=1e-6)
+        np.testing.assert_allclose(out["z"], 1 / (1 + np.exp(-x)), rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["bert_base", "swin_t"])

@@ -4,7 +4,8 @@ Every fused node is one *unit* compiled by its device's backend (default ``onnxr
 restricted to the op set of the device's selector). The ordinary (fallback) nodes run on the host
 backend, grouped into as few units as possible: the nodes are scheduled in a topological order
 that switches between host nodes and fused nodes as rarely as it can (:func:`phase_order`), and
-every maximal run of host nodes in that order becomes one unit. Constant nodes (weight stubs and
+every maximal run of host nodes in that order becomes one unit, and so does every maximal run
+of fused nodes of one device (``merge_units``). Constant nodes (weight stubs and
 what is computed from them) are never scheduled: each unit computes the constants it reads
 itself, once, when it is compiled. When the graph inputs have static shapes, the values those
 shapes fix (a Reshape's target computed with Shape/Gather/Concat, masks built from shapes) are
@@ -111,6 +112,8 @@ class Unit:
     bytes_in: int = 0
     bytes_out: int = 0
     release: list[str] = field(default_factory=list)
+    #: the per-fused-node units a merged unit stands for (empty: not merged)
+    parts: list["Unit"] = field(default_factory=list, repr=False)
     # wiring of the run loop (set once the units are compiled): value slots of the inputs and
     # outputs, converters between value kinds (None: the producer's kind), slots to free
     in_slots: list[int] = field(default_factory=list, repr=False)
@@ -142,14 +145,18 @@ class Executor:
     built from shapes:
     :func:`clusterkit.runtime.backends.onnxruntime_backend.static_info`) are given to the units
     that read them, as onnxruntime folds them in a whole model, instead of being computed and
-    moved at every run."""
+    moved at every run. With ``merge_units`` (the default), fused nodes of one device that come
+    one after another in the schedule run as one unit (one compiled subgraph instead of several;
+    split again if the device cannot compile the union)."""
 
     def __init__(self, graph: Graph, backends: Mapping[str, Backend | str] | None = None,
                  host: Backend | str = "onnxruntime",
                  backend_config: Mapping[str, Mapping[str, Any]] | None = None,
-                 host_device: str | None = None, fold_static: bool = True):
+                 host_device: str | None = None, fold_static: bool = True,
+                 merge_units: bool = True):
         self.graph = graph
         self.fold_static = fold_static
+        self.merge_units = merge_units
         self.root = root_of(graph)
         source_model(self.root)  # only ONNX graphs run
         self.backend_config = {k: dict(v) for k, v in (backend_config or {}).items()}
@@ -225,22 +232,38 @@ class Executor:
                               *self._io(sub)))
         close_segment()
         units = self._prune(units)
-        # release each tensor after its last reader
-        last: dict[str, int] = {}
-        for k, u in enumerate(units):
-            for t in u.inputs:
-                last[t] = k
-        keep = set(g.outputs)
-        for t, k in last.items():
-            if t not in keep:
-                units[k].release.append(t)
-        return units
+        return self._merge_adjacent(units) if self.merge_units else units
 
-    def _prune(self, units: list[Unit]) -> list[Unit]:
-        """Keep the outputs someone reads and drop the units nobody needs (dead code, static
-        values); add a unit computing the graph outputs fixed before any run."""
-        g = self.graph
-        needed = set(g.outputs)
+    def _merge_adjacent(self, units: list[Unit]) -> list[Unit]:
+        """Each run of consecutive fused units on the same device becomes one unit (one
+        session instead of several). Consecutive in a topological order, their union reads only
+        tensors made before it; a merged unit that its device cannot compile is split again."""
+        groups: list[list[Unit]] = []
+        for u in units:
+            last = groups[-1][-1] if groups else None
+            if (last is not None and u.kind == last.kind == "subgraph"
+                    and u.device == last.device):
+                groups[-1].append(u)
+            else:
+                groups.append([u])
+        out = []
+        for parts in groups:
+            if len(parts) == 1:
+                out.append(parts[0])
+                continue
+            first = parts[0]
+            nodes = sorted(v for p in parts for v in p.subgraph.nodes)
+            sub = Subgraph.from_nodes(self.root, nodes, first.device, first.subgraph.cluster_id)
+            wanted = {t for p in parts for t in p.outputs}  # what the parts must give
+            outs = [t for t in runtime_outputs(sub, self.static) if t in wanted]
+            out.append(Unit(f"{first.name}..{parts[-1].name}", "subgraph", first.device,
+                            first.backend, sub, required_inputs(sub, outs, self.static), outs,
+                            parts=parts))
+        return out
+
+    def _keep_needed(self, units: list[Unit], needed: set[str]) -> list[Unit]:
+        """Walking back from ``needed``: keep the outputs someone reads, drop the units nobody
+        needs, and narrow each unit's inputs to what its kept outputs read."""
         kept: list[Unit] = []
         for u in reversed(units):
             u.outputs = [t for t in u.outputs if t in needed]
@@ -249,7 +272,13 @@ class Executor:
             u.inputs = required_inputs(u.subgraph, u.outputs, self.static)
             needed.update(u.inputs)
             kept.append(u)
-        units = kept[::-1]
+        return kept[::-1]
+
+    def _prune(self, units: list[Unit]) -> list[Unit]:
+        """Keep the outputs someone reads and drop the units nobody needs (dead code, static
+        values); add a unit computing the graph outputs fixed before any run."""
+        g = self.graph
+        units = self._keep_needed(units, set(g.outputs))
         produced = {t for u in units for t in u.outputs} | set(g.inputs)
         inits = initializer_map(self.root)
         known = self.static.values if self.static is not None else {}
@@ -268,27 +297,18 @@ class Executor:
     def _compile_all(self) -> None:
         from onnx import numpy_helper
 
+        done: list[Unit] = []
         for u in self.units:
-            backend = self.backends.get(u.device) if u.kind == "subgraph" else self.host
-            try:
-                u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
-                                             outputs=u.outputs)
-            except Exception as exc:
-                if u.kind != "subgraph":
-                    raise ExecutionError(f"the host backend {self.host.name!r} cannot compile "
-                                         f"{u.name!r}: {exc}") from exc
-                u.fallback_reason = f"{type(exc).__name__}: {exc}"
-                self.fallbacks.append({"unit": u.name, "device": u.device,
-                                       "backend": backend.name, "error": u.fallback_reason})
-                try:
-                    u.compiled = self.host.compile(u.subgraph, name=u.name, static=self.static,
-                                                   outputs=u.outputs)
-                except Exception as exc2:
-                    raise ExecutionError(f"subgraph {u.name!r} failed to compile on device "
-                                         f"{u.device!r} ({exc}) and on the host ({exc2})") from exc2
-                u.backend = self.host.name
-                u.device = self.host_device
-            u.compile_seconds = u.compiled.compile_seconds
+            if u.parts and not self._compile_merged(u):
+                parts = self._keep_needed(u.parts, set(u.outputs))
+                for p in parts:
+                    self._compile_unit(p)
+                done.extend(parts)
+                continue
+            if u.compiled is None:
+                self._compile_unit(u)
+            done.append(u)
+        self.units = done
         inits = initializer_map(self.root)
         known = self.static.values if self.static is not None else {}
         produced = {t for u in self.units for t in u.outputs}
@@ -297,6 +317,52 @@ class Executor:
                 self.constant_outputs[t] = numpy_helper.to_array(inits[t] if t in inits
                                                                 else known[t])
 
+    def _compile_merged(self, u: Unit) -> bool:
+        """Compile a merged unit on its device; False if the device refuses it."""
+        try:
+            u.compiled = self.backends[u.device].compile(u.subgraph, name=u.name,
+                                                         static=self.static, outputs=u.outputs)
+        except Exception:
+            return False
+        u.compile_seconds = u.compiled.compile_seconds
+        return True
+
+    def _compile_unit(self, u: Unit) -> None:
+        """Compile ``u`` on its backend; a fused unit its device cannot compile falls back to
+        the host."""
+        backend = self.backends.get(u.device) if u.kind == "subgraph" else self.host
+        try:
+            u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
+                                         outputs=u.outputs)
+        except Exception as exc:
+            if u.kind != "subgraph":
+                raise ExecutionError(f"the host backend {self.host.name!r} cannot compile "
+                                     f"{u.name!r}: {exc}") from exc
+            u.fallback_reason = f"{type(exc).__name__}: {exc}"
+            self.fallbacks.append({"unit": u.name, "device": u.device,
+                                   "backend": backend.name, "error": u.fallback_reason})
+            try:
+                u.compiled = self.host.compile(u.subgraph, name=u.name, static=self.static,
+                                               outputs=u.outputs)
+            except Exception as exc2:
+                raise ExecutionError(f"subgraph {u.name!r} failed to compile on device "
+                                     f"{u.device!r} ({exc}) and on the host ({exc2})") from exc2
+            u.backend = self.host.name
+            u.device = self.host_device
+        u.compile_seconds = u.compiled.compile_seconds
+
+    def _release_after_last_reader(self) -> None:
+        """Each tensor (but the graph outputs) is freed by the last unit reading it."""
+        last: dict[str, Unit] = {}
+        for u in self.units:
+            u.release = []
+            for t in u.inputs:
+                last[t] = u
+        keep = set(self.graph.outputs)
+        for t, u in last.items():
+            if t not in keep:
+                u.release.append(t)
+
     def _wire(self) -> None:
         """Number the tensors that move between units (value slots) and give each unit the
         slots it reads, writes and frees, and the converters its inputs need: a tensor stays in
@@ -304,6 +370,7 @@ class Executor:
         is converted only for a reader of another kind."""
         slot: dict[str, int] = {t: k for k, t in enumerate(self.graph.inputs)}
         kind: dict[str, ValueKind] = {t: NUMPY_VALUES for t in self.graph.inputs}
+        self._release_after_last_reader()
         for u in self.units:
             vk = u.compiled.value_kind
             u.in_slots = [slot[t] for t in u.inputs]

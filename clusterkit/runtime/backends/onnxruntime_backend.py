@@ -278,6 +278,10 @@ class OnnxRuntimeBackend(Backend):
 # ---------------------------------------------------------------------- static values
 #: constants bigger than this (bytes) are handed to the probe session as inputs, not folded again
 PROBE_CUT_BYTES = 4096
+#: optimizers that remove or rename folded tensors (the probe reads every value by its name)
+PROBE_DISABLED = ["CommonSubexpressionElimination", "ConstantSharing", "ReshapeFusion",
+                  "UnsqueezeElimination", "ConcatSliceElimination", "EliminateSlice",
+                  "NoopElimination", "DivMulFusion", "EliminateIdentity"]
 _STATIC: "weakref.WeakKeyDictionary[Graph, StaticInfo | None]" = weakref.WeakKeyDictionary()
 
 
@@ -286,8 +290,11 @@ def static_info(graph: Graph) -> StaticInfo | None:
     static shape (``None`` otherwise, or when the probe fails): the values it folds that are not
     constants (Reshape targets computed from shapes, masks built from shapes...) and the static
     shapes it infers. Found with one probe session at the basic optimization level (constant
-    folding) that saves its optimized model; the big constants (weights) are given to the probe
-    as inputs with their shapes, so it does not fold them again. Cached per original graph."""
+    folding) that saves its optimized model, without the passes that drop folded values into
+    their consumers (:data:`PROBE_DISABLED`: a Reshape target fused into its Reshape would be
+    lost, and the shape arithmetic feeding it computed at every run); the big constants
+    (weights) are given to the probe as inputs with their shapes, so it does not fold them
+    again. Cached per original graph."""
     root = root_of(graph)
     if root in _STATIC:
         return _STATIC[root]
@@ -345,7 +352,8 @@ def _probe(root: Graph) -> StaticInfo:
         so.optimized_model_filepath = path
         so.intra_op_num_threads = 1
         so.log_severity_level = 3
-        ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"],
+                             disabled_optimizers=PROBE_DISABLED)
         optimized = onnx.load(path)
     finally:
         for name in os.listdir(folder):
