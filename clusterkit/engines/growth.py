@@ -118,8 +118,9 @@ class GrowthTracker:
         return self.rej[x] == self.gid
 
     # ------------------------------------------------------------------ steps
-    def add(self, x: int) -> None:
-        """Make ``x`` a member and check the condition."""
+    def add(self, x: int, check: bool = True) -> None:
+        """Make ``x`` a member and check the condition (``check=False``: known to hold, as when
+        a logged growth is replayed)."""
         t = len(self.alive)
         self.alive.append(True)
         self.mem[x] = self.gid
@@ -137,16 +138,19 @@ class GrowthTracker:
         s_out = self.s_out[-1] | self.lout[x]
         self.s_in.append(s_in)
         self.s_out.append(s_out)
-        if (self.rejected or self.blocked is not None) and len(self.members) > 1 \
+        if check and (self.rejected or self.blocked is not None) and len(self.members) > 1 \
                 and (s_in & s_out & self.bad or self._through(x)):
             self.violated = True
             self.suspects = {}
 
-    def reject(self, x: int) -> None:
-        """Put ``x`` on the rejected list and check the condition."""
+    def reject(self, x: int, check: bool = True) -> None:
+        """Put ``x`` on the rejected list and check the condition (unless ``check`` is False:
+        known to hold)."""
         self.rej[x] = self.gid
         self.rejected.append(x)
         self.bad |= self.own[x]
+        if not check:
+            return
         w = self._witness(x)
         if w is not None:
             self.suspects[x] = w
@@ -163,6 +167,11 @@ class GrowthTracker:
                 break
             removed.append(self.rollback())
         return removed
+
+    def undo(self) -> int:
+        """Roll back the latest member, as :meth:`rollback` does, without checking again (the
+        caller knows the outcome); return it."""
+        return self._pop()
 
     def _pop(self) -> int:
         x = self.members.pop()

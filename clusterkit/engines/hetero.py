@@ -151,6 +151,16 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
 
 
 @dataclass(eq=False)
+class _Log:
+    """The steps of one growth: the unit each step met, whether it was accepted, and how many
+    units the rollback after it removed."""
+
+    seen: list[int]
+    added: list[bool]
+    removed: list[int]
+
+
+@dataclass(eq=False)
 class _Growth:
     root: int
     members: list[int]
@@ -158,6 +168,7 @@ class _Growth:
     rolled: list[int]
     serial: int = 0
     watched: list[int] | None = None
+    log: _Log | None = None
 
 
 class _Selector:
@@ -196,6 +207,7 @@ class _Selector:
         cover = self._cover
         used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
+        stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
         watch: dict[int, list[int]] = {}
         best: list[tuple[int, int, int, int]] = []
         dirty: list[tuple[int, int]] = []
@@ -223,7 +235,7 @@ class _Selector:
                 if want and v not in used:
                     g = cache.get(v)
                     if g is None:
-                        g = self._grow(d, v)
+                        g = self._grow(d, v, stale.pop(v, None))
                         cache[v] = g
                         for u in self._watched(d, g):
                             watch.setdefault(u, []).append(v)
@@ -256,7 +268,9 @@ class _Selector:
             for u in g.members:
                 mark(u)
                 for r2 in watch.pop(u, ()):
-                    cache.pop(r2, None)
+                    old = cache.pop(r2, None)
+                    if old is not None:
+                        stale[r2] = old
                     if r2 in used:
                         mark(r2)
             settle()
@@ -281,14 +295,17 @@ class _Selector:
         return [self._label(u) for u in sorted(units, key=self.ug.rank.__getitem__)]
 
     # ------------------------------------------------------------------ one growth
-    def _grow(self, d: int, root: int) -> _Growth:
+    def _grow(self, d: int, root: int, old: _Growth | None = None) -> _Growth:
+        """Grow from ``root``. ``old``, an earlier growth from the same root that a taken unit
+        invalidated, is replayed without checks up to its first step that met a unit taken
+        since and accepted it then: every step before reads the same state, so it has the
+        same outcome (see :meth:`_replayable`)."""
         self.growths += 1
         ug, T = self.ug, self.tracker
         T.begin()
         gid = T.gid
         mem, rej = T.mem, T.rej
         succ, pred = ug.succ, ug.pred
-        usize = ug.size
         tr = self.trace
         st = GrowthState(ug, d, self.problem.max_size, self.problem.max_const_bytes)
         if tr is not None:
@@ -299,6 +316,8 @@ class _Selector:
         pusher: list[int] = []    # who pushed each stack entry
         lone: set[int] = set()    # added, then at once rolled back alone
         mattered: set[int] = set()  # pushed an entry that was not skipped
+        log = _Log([], [], [])
+        replay = self._replayable(old) if old is not None and tr is None else 0
         self._push(root, stack, pusher)
         while stack:
             v = stack.pop()
@@ -315,28 +334,71 @@ class _Selector:
                 else:
                     continue    # no longer next to a member
             mattered.add(by)
-            added = self._acceptable(d, v, st, T)
-            if added:
-                st.add(v)
-                T.add(v)
-                if tr is not None:
-                    tr.append(("merge", self._label(v)))
-                self._push(v, stack, pusher)
+            if len(log.seen) < replay:
+                added, removed = self._replay_step(v, old.log, len(log.seen), st)
             else:
-                T.reject(v)
-                if tr is not None:
-                    tr.append(("reject", self._label(v)))
-            if self._settle(st) == [v] and added:
-                lone.add(v)
+                added, removed = self._step(d, v, st)
+            if added:
+                self._push(v, stack, pusher)
+                if len(removed) == 1 and removed[0] == v:
+                    lone.add(v)
+            log.seen.append(v)
+            log.added.append(added)
+            log.removed.append(len(removed))
+        return self._done(root, lone, mattered, log)
+
+    def _replayable(self, old: _Growth) -> int:
+        """Steps of ``old`` that a new growth from its root repeats: those before the first
+        that accepted a unit taken since."""
+        taken = self.taken
+        for i, (v, added) in enumerate(zip(old.log.seen, old.log.added)):
+            if added and taken[v]:
+                return i
+        return len(old.log.seen)
+
+    def _replay_step(self, v: int, log: "_Log", i: int, st: GrowthState
+                     ) -> tuple[bool, list[int]]:
+        """Step ``i`` of a logged growth again, its outcome known: no check."""
+        T = self.tracker
+        added = log.added[i]
+        if added:
+            st.add(v)
+            T.add(v, check=False)
+        else:
+            T.reject(v, check=False)
+        removed = [T.undo() for _ in range(log.removed[i])]
+        for x in removed:
+            st.remove(x)
+        self.rollbacks += len(removed)
+        return added, removed
+
+    def _step(self, d: int, v: int, st: GrowthState) -> tuple[bool, list[int]]:
+        """Accept or reject ``v``, then roll back until the condition holds."""
+        T, tr = self.tracker, self.trace
+        added = self._acceptable(d, v, st, T)
+        if added:
+            st.add(v)
+            T.add(v)
+            if tr is not None:
+                tr.append(("merge", self._label(v)))
+        else:
+            T.reject(v)
+            if tr is not None:
+                tr.append(("reject", self._label(v)))
+        return added, self._settle(st)
+
+    def _done(self, root: int, lone: set[int], mattered: set[int], log: "_Log") -> _Growth:
+        T = self.tracker
         members = list(T.members)
         # a unit added and at once rolled back alone, whose pushes were all skipped, left the
         # same state as rejecting it: taking it later changes nothing
         watched = [u for u in T.rolled if u not in lone or u in mattered]
-        if tr is not None:
-            tr.append(("subgraph", self._names(members)))
+        if self.trace is not None:
+            self.trace.append(("subgraph", self._names(members)))
         self._serial += 1
+        usize = self.ug.size
         return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
-                       self._serial, watched)
+                       self._serial, watched, log)
 
     def _settle(self, st: GrowthState) -> list[int]:
         """Roll back until the condition holds; return the units removed."""
