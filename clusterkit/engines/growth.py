@@ -87,9 +87,9 @@ class GrowthTracker:
         self.times: list[int] = []
         self.rejected: list[int] = []
         self.rolled: list[int] = []
-        self.hi = [-1, -1, -1]
-        self.lo = [_BIG, _BIG, _BIG]
-        self.history: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        self.hi = (-1, -1, -1)
+        self.lo = (_BIG, _BIG, _BIG)
+        self.history: list[tuple[tuple[int, int, int], tuple[int, int, int]]] = []
         self.suspects: dict[int, tuple[int, int] | None] = {}
         self._cache: dict[int, tuple[int, int, int | None]] = {}
         self.violated = False
@@ -127,13 +127,13 @@ class GrowthTracker:
         self.mtime[x] = t
         self.members.append(x)
         self.times.append(t)
-        hi, lo = self.hi, self.lo
-        self.history.append((tuple(hi), tuple(lo)))
-        for i, r in enumerate((self.o0[x], self.o1[x], self.o2[x])):
-            if r > hi[i]:
-                hi[i] = r
-            if r < lo[i]:
-                lo[i] = r
+        hi, lo = self.hi, self.lo      # never changed in place: the history shares them
+        self.history.append((hi, lo))
+        a, b, c = self.o0[x], self.o1[x], self.o2[x]
+        if a > hi[0] or b > hi[1] or c > hi[2]:
+            self.hi = (max(a, hi[0]), max(b, hi[1]), max(c, hi[2]))
+        if a < lo[0] or b < lo[1] or c < lo[2]:
+            self.lo = (min(a, lo[0]), min(b, lo[1]), min(c, lo[2]))
         s_in = self.s_in[-1] | self.lin[x]
         s_out = self.s_out[-1] | self.lout[x]
         self.s_in.append(s_in)
@@ -178,8 +178,7 @@ class GrowthTracker:
         t = self.times.pop()
         self.alive[t] = False
         self.mem[x] = 0
-        h, l = self.history.pop()
-        self.hi, self.lo = list(h), list(l)
+        self.hi, self.lo = self.history.pop()
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
@@ -260,13 +259,11 @@ class GrowthTracker:
     def outside(self, x: int) -> int:
         """+1 when ``x`` lies after the window in some order (it reaches no member), -1 when
         before it (no member reaches it), 0 when inside (or both)."""
-        after = before = False
-        for i, o in enumerate((self.o0, self.o1, self.o2)):
-            r = o[x]
-            if r > self.hi[i]:
-                after = True
-            elif r < self.lo[i]:
-                before = True
+        a, b, c = self.o0[x], self.o1[x], self.o2[x]
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
+        after = a > h0 or b > h1 or c > h2
+        before = (a < l0 and a <= h0) or (b < l1 and b <= h1) or (c < l2 and c <= h2)
         if after == before:
             return 0
         return 1 if after else -1

@@ -150,6 +150,12 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     return out, reasons
 
 
+_NONE: list[int] = []   # no unit rolled back (never changed)
+# single rollback steps before GrowthTracker.settle labels the whole window at once: on wide
+# windows (long edges) the labelling costs more than re-checking the few suspects per step
+_BATCH_AFTER = 256
+
+
 @dataclass(eq=False)
 class _Log:
     """The steps of one growth: the unit each step met, whether it was accepted, and how many
@@ -317,8 +323,10 @@ class _Selector:
         lone: set[int] = set()    # added, then at once rolled back alone
         mattered: set[int] = set()  # pushed an entry that was not skipped
         log = _Log([], [], [])
+        seen, accepted, cut = log.seen, log.added, log.removed
         replay = self._replayable(old) if old is not None and tr is None else 0
-        self._push(root, stack, pusher)
+        step, push = self._step, self._push
+        push(root, stack, pusher)
         while stack:
             v = stack.pop()
             by = pusher.pop()
@@ -334,17 +342,17 @@ class _Selector:
                 else:
                     continue    # no longer next to a member
             mattered.add(by)
-            if len(log.seen) < replay:
-                added, removed = self._replay_step(v, old.log, len(log.seen), st)
+            if len(seen) < replay:
+                added, removed = self._replay_step(v, old.log, len(seen), st)
             else:
-                added, removed = self._step(d, v, st)
+                added, removed = step(d, v, st)
             if added:
-                self._push(v, stack, pusher)
+                push(v, stack, pusher)
                 if len(removed) == 1 and removed[0] == v:
                     lone.add(v)
-            log.seen.append(v)
-            log.added.append(added)
-            log.removed.append(len(removed))
+            seen.append(v)
+            accepted.append(added)
+            cut.append(len(removed))
         return self._done(root, lone, mattered, log)
 
     def _replayable(self, old: _Growth) -> int:
@@ -375,16 +383,16 @@ class _Selector:
     def _step(self, d: int, v: int, st: GrowthState) -> tuple[bool, list[int]]:
         """Accept or reject ``v``, then roll back until the condition holds."""
         T, tr = self.tracker, self.trace
-        added = self._acceptable(d, v, st, T)
+        added = self.aff[v] == d and not self.taken[v] and st.fits(v, T)
         if added:
             st.add(v)
             T.add(v)
-            if tr is not None:
-                tr.append(("merge", self._label(v)))
         else:
             T.reject(v)
-            if tr is not None:
-                tr.append(("reject", self._label(v)))
+        if tr is not None:
+            tr.append(("merge" if added else "reject", self._label(v)))
+        if not T.violated:
+            return added, _NONE
         return added, self._settle(st)
 
     def _done(self, root: int, lone: set[int], mattered: set[int], log: "_Log") -> _Growth:
@@ -402,7 +410,7 @@ class _Selector:
 
     def _settle(self, st: GrowthState) -> list[int]:
         """Roll back until the condition holds; return the units removed."""
-        removed = self.tracker.settle()
+        removed = self.tracker.settle(_BATCH_AFTER)
         for x in removed:
             st.remove(x)
             self.rollbacks += 1
@@ -421,8 +429,3 @@ class _Selector:
             if mem[w] != gid and rej[w] != gid:
                 stack.append(w)
         pusher.extend([x] * (len(stack) - n))
-
-    def _acceptable(self, d: int, v: int, st: GrowthState, T: GrowthTracker) -> bool:
-        if self.aff[v] != d or self.taken[v]:
-            return False
-        return st.fits(v, T)
