@@ -321,10 +321,11 @@ class GrowthTracker:
         first = 0
         if hit is not None:
             k, tk, found = hit
-            if found is not None:
-                if self.alive[found]:
-                    return found
-            elif k <= len(times) and (k == 0 or times[k - 1] == tk):
+            if found is not None and self.alive[found]:
+                return found
+            # a miss, or the first member found by a scan, now rolled back: the members
+            # before it (still alive when the time before it matches) were misses
+            if k <= len(times) and (k == 0 or times[k - 1] == tk):
                 first = k
         if first or len(members) <= _SCAN_MEMBERS:
             reaches = self._reaches
@@ -338,16 +339,17 @@ class GrowthTracker:
                     if z0 < o0[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
                             and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
                             and z1 < o1[m] and z2 < o2[m] and reaches(z, m):
-                        found = mtime[m]
+                        found, z_m = mtime[m], m
                         break
             else:
                 for m in members[first:]:
                     if o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] and g2[m] <= y2 \
                             and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
                             and o1[m] < z1 and o2[m] < z2 and reaches(m, z):
-                        found = mtime[m]
+                        found, z_m = mtime[m], m
                         break
-            k = len(times)
+            # a found member is the first one: the members before it are misses
+            k = len(times) if found is None else members.index(z_m, first)
             self._cache[key] = (k, times[k - 1] if k else -1, found)
             return found
         y = self._window_search(z, forward, lambda y: _STOP if mem[y] == gid else _EXPAND)
