@@ -306,54 +306,74 @@ class _Selector:
         invalidated, is replayed without checks up to its first step that met a unit taken
         since and accepted it then: every step before reads the same state, so it has the
         same outcome (see :meth:`_replayable`)."""
-        self.growths += 1
-        ug, T = self.ug, self.tracker
-        T.begin()
-        gid = T.gid
-        mem, rej = T.mem, T.rej
-        succ, pred = ug.succ, ug.pred
-        tr = self.trace
-        st = GrowthState(ug, d, self.problem.max_size, self.problem.max_const_bytes)
-        if tr is not None:
-            tr.append(("root", self.problem.devices[d], self._label(root)))
-        st.add(root)
-        T.add(root)
+        T, st = self.tracker, self._start(d, root)
+        gid, mem, rej = T.gid, T.mem, T.rej
+        succ, pred, aff, taken = self.ug.succ, self.ug.pred, self.aff, self.taken
         stack: list[int] = []
         pusher: list[int] = []    # who pushed each stack entry
         lone: set[int] = set()    # added, then at once rolled back alone
         mattered: set[int] = set()  # pushed an entry that was not skipped
         log = _Log([], [], [])
         seen, accepted, cut = log.seen, log.added, log.removed
-        replay = self._replayable(old) if old is not None and tr is None else 0
-        step, push = self._step, self._push
-        push(root, stack, pusher)
-        while stack:
-            v = stack.pop()
-            by = pusher.pop()
-            if mem[v] == gid or rej[v] == gid:
-                continue
-            for w in pred[v]:
-                if mem[w] == gid:
-                    break
-            else:
-                for w in succ[v]:
+        replay = self._replayable(old) if old is not None and self.trace is None else 0
+        fast = self.trace is None
+        v = root
+        while True:
+            n = len(stack)      # push the neighbours of the unit just accepted
+            for w in reversed(pred[v]):
+                if mem[w] != gid and rej[w] != gid:
+                    stack.append(w)
+            for w in reversed(succ[v]):
+                if mem[w] != gid and rej[w] != gid:
+                    stack.append(w)
+            pusher.extend([v] * (len(stack) - n))
+            while stack:
+                v = stack.pop()
+                by = pusher.pop()
+                if mem[v] == gid or rej[v] == gid:
+                    continue
+                for w in pred[v]:
                     if mem[w] == gid:
                         break
                 else:
-                    continue    # no longer next to a member
-            mattered.add(by)
-            if len(seen) < replay:
-                added, removed = self._replay_step(v, old.log, len(seen), st)
+                    for w in succ[v]:
+                        if mem[w] == gid:
+                            break
+                    else:
+                        continue    # no longer next to a member
+                mattered.add(by)
+                if len(seen) < replay:
+                    added, removed = self._replay_step(v, old.log, len(seen), st)
+                elif fast:
+                    added = aff[v] == d and not taken[v] and st.fits(v, T)
+                    if added:
+                        st.add(v)
+                        T.add(v)
+                    else:
+                        T.reject(v)
+                    removed = self._settle(st) if T.violated else _NONE
+                else:
+                    added, removed = self._step(d, v, st)
+                seen.append(v)
+                accepted.append(added)
+                cut.append(len(removed))
+                if added:
+                    if len(removed) == 1 and removed[0] == v:
+                        lone.add(v)
+                    break
             else:
-                added, removed = step(d, v, st)
-            if added:
-                push(v, stack, pusher)
-                if len(removed) == 1 and removed[0] == v:
-                    lone.add(v)
-            seen.append(v)
-            accepted.append(added)
-            cut.append(len(removed))
-        return self._done(root, lone, mattered, log)
+                return self._done(root, lone, mattered, log)
+
+    def _start(self, d: int, root: int) -> GrowthState:
+        """A new growth holding ``root`` alone."""
+        self.growths += 1
+        self.tracker.begin()
+        st = GrowthState(self.ug, d, self.problem.max_size, self.problem.max_const_bytes)
+        if self.trace is not None:
+            self.trace.append(("root", self.problem.devices[d], self._label(root)))
+        st.add(root)
+        self.tracker.add(root)
+        return st
 
     def _replayable(self, old: _Growth) -> int:
         """Steps of ``old`` that a new growth from its root repeats: those before the first
@@ -417,15 +437,3 @@ class _Selector:
             if self.trace is not None:
                 self.trace.append(("rollback", self._label(x)))
         return removed
-
-    def _push(self, x: int, stack: list[int], pusher: list[int]) -> None:
-        T = self.tracker
-        gid, mem, rej = T.gid, T.mem, T.rej
-        n = len(stack)
-        for w in reversed(self.ug.pred[x]):
-            if mem[w] != gid and rej[w] != gid:
-                stack.append(w)
-        for w in reversed(self.ug.succ[x]):
-            if mem[w] != gid and rej[w] != gid:
-                stack.append(w)
-        pusher.extend([x] * (len(stack) - n))
