@@ -237,22 +237,25 @@ class GrowthTracker:
         return label
 
     def rollback(self) -> int:
-        """Remove the latest member, put it on the rejected list, check again; return it."""
+        """Remove the latest member, put it on the rejected list, check again; return it.
+        A suspect whose two witnesses live proves the condition still fails: the others
+        are then searched again only once none does (at most one is found per step)."""
         x = self._pop()
-        self.suspects[x] = None
+        suspects = self.suspects
+        suspects[x] = None
         alive = self.alive
-        still = False
-        for z, w in list(self.suspects.items()):
+        for w in suspects.values():
             if w is not None and alive[w[0]] and alive[w[1]]:
-                still = True
-                continue
+                self.violated = True
+                return x
+        for z in list(suspects):
             w = self._witness(z)
-            if w is None:
-                del self.suspects[z]
-            else:
-                self.suspects[z] = w
-                still = True
-        self.violated = still
+            if w is not None:
+                suspects[z] = w
+                self.violated = True
+                return x
+            del suspects[z]
+        self.violated = False
         return x
 
     # ------------------------------------------------------------------ window and filters
