@@ -86,6 +86,7 @@ class GrowthTracker:
         self.members: list[int] = []
         self.times: list[int] = []
         self.rejected: list[int] = []
+        self._rords: list[tuple[int, int, int, int]] = []   # (orders..., unit) per rejected
         self.rolled: list[int] = []
         self.hi = (-1, -1, -1)
         self.lo = (_BIG, _BIG, _BIG)
@@ -148,6 +149,7 @@ class GrowthTracker:
         known to hold)."""
         self.rej[x] = self.gid
         self.rejected.append(x)
+        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
         self.bad |= self.own[x]
         if not check:
             return
@@ -182,6 +184,7 @@ class GrowthTracker:
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
+        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
         self.s_in.pop()
         self.s_out.pop()
         self.bad |= self.own[x]
@@ -381,28 +384,24 @@ class GrowthTracker:
         side = self.outside(x)
         if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
             reaches, mem, gid = self._reaches, self.mem, self.gid
-            o0, o1, o2 = self.o0, self.o1, self.o2
             g0, g1, g2, g3, g4, g5 = self._grail
-            x0, x1, x2 = o0[x], o1[x], o2[x]
+            x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
             y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
             lin, lout = self.lin, self.lout
             s_in, s_out, x_in, x_out = self.s_in[-1], self.s_out[-1], lin[x], lout[x]
             l0, l1, l2 = self.lo
             h0, h1, h2 = self.hi
-            for r in self.rejected:
-                if mem[r] == gid:
-                    continue
-                r0, r1, r2 = o0[r], o1[r], o2[r]
+            for r0, r1, r2, r in self._rords:
                 if r0 < x0:        # may r ~> x, with a member before r?
                     if side <= 0 and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
-                            and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
+                            and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
                             and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
                         if s_out & lin[r] and lout[r] & x_in:
                             return True    # landmarks prove S ~> r ~> x
                         if self._find_member(r, False) is not None and reaches(r, x):
                             return True
                 elif side >= 0 and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
-                        and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                        and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
                         and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
                     if x_out & lin[r] and lout[r] & s_in:
                         return True        # landmarks prove x ~> r ~> S
