@@ -21,7 +21,8 @@
    (a unit it rejected at first sight, or added and at once rolled back alone with no effect
    from its pushes, would leave the same steps once taken), and only the roots such a change
    reaches are visited again (:meth:`_Selector.run_device`): the result is the same as
-   re-running every round.
+   re-running every round. A growth that must run again repeats the old one's logged steps
+   without checks up to the first that accepted a unit taken since (:meth:`_Selector._grow`).
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
    groups are grown as one unit. Clusters that depend on each other through other clusters (the
