@@ -51,12 +51,14 @@ class GrowthTracker:
       member would already have failed the condition);
     - rejecting ``r`` can only put ``r`` itself between two members;
     - rolling back is last-in-first-out, and only the unit whose rejection failed the condition
-      and the units rolled back since can then lie between members; each keeps the two members
-      that witness it and is searched again only when one of them is rolled back. After a few
-      single steps the stopping point is computed at once (:meth:`settle`).
+      and the units rolled back since can then lie between members; one whose two witness
+      members both live proves the condition still fails, and the others are searched again
+      only once none does. After a number of single steps (``settle``'s ``batch_after``) the
+      stopping point is computed at once.
 
     "Which member reaches ``z``" is cached per growth: a found member stays valid while it
-    lives, a miss stays valid for the members it saw, so only later members are tried. Every
+    lives, a miss stays valid for the members it saw, so only later members are tried (the
+    first member a scan finds, once rolled back, leaves the members before it misses). Every
     search stays inside the window of ``S`` in the three orders of :attr:`UnitGraph.orders`.
     ``blocked`` units (``begin``) count as rejected from the start (MXNet's eager variant).
     """
