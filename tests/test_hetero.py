@@ -399,3 +399,31 @@ def test_reused_growths_give_what_rerunning_every_round_gives(seed):
     problem = ck.make_problem(graph_from_dag(dag), ["ops:" + ",".join(LONG_EDGE_SUPPORTED)])
     got = [(d, sorted(v)) for d, v in hetero.subgraphs(problem)]
     assert got == [(d, sorted(v)) for d, v in rerun_every_round(problem)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_replayed_growths_on_random_dags_give_what_rerunning_every_round_gives(seed):
+    """A growth invalidated by a taken unit is replayed without checks up to its first step
+    that accepted a unit taken since; growing afresh every round must select the same."""
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import random_dag
+
+    dag = random_dag(500, locality=0.7, seed=seed)
+    problem = ck.make_problem(graph_from_dag(dag), ["npu=ops:Conv,Relu,Add",
+                                                   "gpu=ops:MatMul,Mul,Conv"])
+    got = [(d, sorted(v)) for d, v in hetero.subgraphs(problem)]
+    assert got == [(d, sorted(v)) for d, v in rerun_every_round(problem)]
+
+
+def test_trace_does_not_change_the_selection():
+    """With ``trace`` nothing is replayed (every step is recorded): same clusters."""
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+
+    problem = ck.make_problem(graph_from_dag(long_edge_dag(800, seed=7)),
+                              ["ops:" + ",".join(LONG_EDGE_SUPPORTED)])
+    plain = ck.run_strategy(problem, "hetero")
+    traced = ck.run_strategy(problem, "hetero", trace=True)
+    assert [(c.device, sorted(c.nodes)) for c in plain.clusters] == \
+        [(c.device, sorted(c.nodes)) for c in traced.clusters]
+    assert plain.info["hetero"] == traced.info["hetero"]

@@ -51,12 +51,14 @@ class GrowthTracker:
       member would already have failed the condition);
     - rejecting ``r`` can only put ``r`` itself between two members;
     - rolling back is last-in-first-out, and only the unit whose rejection failed the condition
-      and the units rolled back since can then lie between members; each keeps the two members
-      that witness it and is searched again only when one of them is rolled back. After a few
-      single steps the stopping point is computed at once (:meth:`settle`).
+      and the units rolled back since can then lie between members; one whose two witness
+      members both live proves the condition still fails, and the others are searched again
+      only once none does. After a number of single steps (``settle``'s ``batch_after``) the
+      stopping point is computed at once.
 
     "Which member reaches ``z``" is cached per growth: a found member stays valid while it
-    lives, a miss stays valid for the members it saw, so only later members are tried. Every
+    lives, a miss stays valid for the members it saw, so only later members are tried (the
+    first member a scan finds, once rolled back, leaves the members before it misses). Every
     search stays inside the window of ``S`` in the three orders of :attr:`UnitGraph.orders`.
     ``blocked`` units (``begin``) count as rejected from the start (MXNet's eager variant).
     """
@@ -86,10 +88,11 @@ class GrowthTracker:
         self.members: list[int] = []
         self.times: list[int] = []
         self.rejected: list[int] = []
+        self._rords: list[tuple[int, int, int, int]] = []   # (orders..., unit) per rejected
         self.rolled: list[int] = []
-        self.hi = [-1, -1, -1]
-        self.lo = [_BIG, _BIG, _BIG]
-        self.history: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        self.hi = (-1, -1, -1)
+        self.lo = (_BIG, _BIG, _BIG)
+        self.history: list[tuple[tuple[int, int, int], tuple[int, int, int]]] = []
         self.suspects: dict[int, tuple[int, int] | None] = {}
         self._cache: dict[int, tuple[int, int, int | None]] = {}
         self.violated = False
@@ -118,35 +121,40 @@ class GrowthTracker:
         return self.rej[x] == self.gid
 
     # ------------------------------------------------------------------ steps
-    def add(self, x: int) -> None:
-        """Make ``x`` a member and check the condition."""
+    def add(self, x: int, check: bool = True) -> None:
+        """Make ``x`` a member and check the condition (``check=False``: known to hold, as when
+        a logged growth is replayed)."""
         t = len(self.alive)
         self.alive.append(True)
         self.mem[x] = self.gid
         self.mtime[x] = t
         self.members.append(x)
         self.times.append(t)
-        hi, lo = self.hi, self.lo
-        self.history.append((tuple(hi), tuple(lo)))
-        for i, r in enumerate((self.o0[x], self.o1[x], self.o2[x])):
-            if r > hi[i]:
-                hi[i] = r
-            if r < lo[i]:
-                lo[i] = r
+        hi, lo = self.hi, self.lo      # never changed in place: the history shares them
+        self.history.append((hi, lo))
+        a, b, c = self.o0[x], self.o1[x], self.o2[x]
+        if a > hi[0] or b > hi[1] or c > hi[2]:
+            self.hi = (max(a, hi[0]), max(b, hi[1]), max(c, hi[2]))
+        if a < lo[0] or b < lo[1] or c < lo[2]:
+            self.lo = (min(a, lo[0]), min(b, lo[1]), min(c, lo[2]))
         s_in = self.s_in[-1] | self.lin[x]
         s_out = self.s_out[-1] | self.lout[x]
         self.s_in.append(s_in)
         self.s_out.append(s_out)
-        if (self.rejected or self.blocked is not None) and len(self.members) > 1 \
+        if check and (self.rejected or self.blocked is not None) and len(self.members) > 1 \
                 and (s_in & s_out & self.bad or self._through(x)):
             self.violated = True
             self.suspects = {}
 
-    def reject(self, x: int) -> None:
-        """Put ``x`` on the rejected list and check the condition."""
+    def reject(self, x: int, check: bool = True) -> None:
+        """Put ``x`` on the rejected list and check the condition (unless ``check`` is False:
+        known to hold)."""
         self.rej[x] = self.gid
         self.rejected.append(x)
+        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
         self.bad |= self.own[x]
+        if not check:
+            return
         w = self._witness(x)
         if w is not None:
             self.suspects[x] = w
@@ -164,16 +172,21 @@ class GrowthTracker:
             removed.append(self.rollback())
         return removed
 
+    def undo(self) -> int:
+        """Roll back the latest member, as :meth:`rollback` does, without checking again (the
+        caller knows the outcome); return it."""
+        return self._pop()
+
     def _pop(self) -> int:
         x = self.members.pop()
         t = self.times.pop()
         self.alive[t] = False
         self.mem[x] = 0
-        h, l = self.history.pop()
-        self.hi, self.lo = list(h), list(l)
+        self.hi, self.lo = self.history.pop()
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
+        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
         self.s_in.pop()
         self.s_out.pop()
         self.bad |= self.own[x]
@@ -229,35 +242,36 @@ class GrowthTracker:
         return label
 
     def rollback(self) -> int:
-        """Remove the latest member, put it on the rejected list, check again; return it."""
+        """Remove the latest member, put it on the rejected list, check again; return it.
+        A suspect whose two witnesses live proves the condition still fails: the others
+        are then searched again only once none does (at most one is found per step)."""
         x = self._pop()
-        self.suspects[x] = None
+        suspects = self.suspects
+        suspects[x] = None
         alive = self.alive
-        still = False
-        for z, w in list(self.suspects.items()):
+        for w in suspects.values():
             if w is not None and alive[w[0]] and alive[w[1]]:
-                still = True
-                continue
+                self.violated = True
+                return x
+        for z in list(suspects):
             w = self._witness(z)
-            if w is None:
-                del self.suspects[z]
-            else:
-                self.suspects[z] = w
-                still = True
-        self.violated = still
+            if w is not None:
+                suspects[z] = w
+                self.violated = True
+                return x
+            del suspects[z]
+        self.violated = False
         return x
 
     # ------------------------------------------------------------------ window and filters
     def outside(self, x: int) -> int:
         """+1 when ``x`` lies after the window in some order (it reaches no member), -1 when
         before it (no member reaches it), 0 when inside (or both)."""
-        after = before = False
-        for i, o in enumerate((self.o0, self.o1, self.o2)):
-            r = o[x]
-            if r > self.hi[i]:
-                after = True
-            elif r < self.lo[i]:
-                before = True
+        a, b, c = self.o0[x], self.o1[x], self.o2[x]
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
+        after = a > h0 or b > h1 or c > h2
+        before = (a < l0 and a <= h0) or (b < l1 and b <= h1) or (c < l2 and c <= h2)
         if after == before:
             return 0
         return 1 if after else -1
@@ -315,10 +329,11 @@ class GrowthTracker:
         first = 0
         if hit is not None:
             k, tk, found = hit
-            if found is not None:
-                if self.alive[found]:
-                    return found
-            elif k <= len(times) and (k == 0 or times[k - 1] == tk):
+            if found is not None and self.alive[found]:
+                return found
+            # a miss, or the first member found by a scan, now rolled back: the members
+            # before it (still alive when the time before it matches) were misses
+            if k <= len(times) and (k == 0 or times[k - 1] == tk):
                 first = k
         if first or len(members) <= _SCAN_MEMBERS:
             reaches = self._reaches
@@ -332,16 +347,17 @@ class GrowthTracker:
                     if z0 < o0[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
                             and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
                             and z1 < o1[m] and z2 < o2[m] and reaches(z, m):
-                        found = mtime[m]
+                        found, z_m = mtime[m], m
                         break
             else:
                 for m in members[first:]:
                     if o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] and g2[m] <= y2 \
                             and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
                             and o1[m] < z1 and o2[m] < z2 and reaches(m, z):
-                        found = mtime[m]
+                        found, z_m = mtime[m], m
                         break
-            k = len(times)
+            # a found member is the first one: the members before it are misses
+            k = len(times) if found is None else members.index(z_m, first)
             self._cache[key] = (k, times[k - 1] if k else -1, found)
             return found
         y = self._window_search(z, forward, lambda y: _STOP if mem[y] == gid else _EXPAND)
@@ -370,28 +386,24 @@ class GrowthTracker:
         side = self.outside(x)
         if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
             reaches, mem, gid = self._reaches, self.mem, self.gid
-            o0, o1, o2 = self.o0, self.o1, self.o2
             g0, g1, g2, g3, g4, g5 = self._grail
-            x0, x1, x2 = o0[x], o1[x], o2[x]
+            x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
             y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
             lin, lout = self.lin, self.lout
             s_in, s_out, x_in, x_out = self.s_in[-1], self.s_out[-1], lin[x], lout[x]
             l0, l1, l2 = self.lo
             h0, h1, h2 = self.hi
-            for r in self.rejected:
-                if mem[r] == gid:
-                    continue
-                r0, r1, r2 = o0[r], o1[r], o2[r]
+            for r0, r1, r2, r in self._rords:
                 if r0 < x0:        # may r ~> x, with a member before r?
                     if side <= 0 and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
-                            and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
+                            and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
                             and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
                         if s_out & lin[r] and lout[r] & x_in:
                             return True    # landmarks prove S ~> r ~> x
                         if self._find_member(r, False) is not None and reaches(r, x):
                             return True
                 elif side >= 0 and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
-                        and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                        and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
                         and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
                     if x_out & lin[r] and lout[r] & s_in:
                         return True        # landmarks prove x ~> r ~> S

@@ -21,7 +21,8 @@
    (a unit it rejected at first sight, or added and at once rolled back alone with no effect
    from its pushes, would leave the same steps once taken), and only the roots such a change
    reaches are visited again (:meth:`_Selector.run_device`): the result is the same as
-   re-running every round.
+   re-running every round. A growth that must run again repeats the old one's logged steps
+   without checks up to the first that accepted a unit taken since (:meth:`_Selector._grow`).
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
    groups are grown as one unit. Clusters that depend on each other through other clusters (the
@@ -150,6 +151,22 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     return out, reasons
 
 
+_NONE: list[int] = []   # no unit rolled back (never changed)
+# single rollback steps before GrowthTracker.settle labels the whole window at once: on wide
+# windows (long edges) the labelling costs more than re-checking the few suspects per step
+_BATCH_AFTER = 256
+
+
+@dataclass(eq=False)
+class _Log:
+    """The steps of one growth: the unit each step met, whether it was accepted, and how many
+    units the rollback after it removed."""
+
+    seen: list[int]
+    added: list[bool]
+    removed: list[int]
+
+
 @dataclass(eq=False)
 class _Growth:
     root: int
@@ -158,6 +175,7 @@ class _Growth:
     rolled: list[int]
     serial: int = 0
     watched: list[int] | None = None
+    log: _Log | None = None
 
 
 class _Selector:
@@ -196,6 +214,7 @@ class _Selector:
         cover = self._cover
         used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
+        stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
         watch: dict[int, list[int]] = {}
         best: list[tuple[int, int, int, int]] = []
         dirty: list[tuple[int, int]] = []
@@ -223,7 +242,7 @@ class _Selector:
                 if want and v not in used:
                     g = cache.get(v)
                     if g is None:
-                        g = self._grow(d, v)
+                        g = self._grow(d, v, stale.pop(v, None))
                         cache[v] = g
                         for u in self._watched(d, g):
                             watch.setdefault(u, []).append(v)
@@ -256,7 +275,9 @@ class _Selector:
             for u in g.members:
                 mark(u)
                 for r2 in watch.pop(u, ()):
-                    cache.pop(r2, None)
+                    old = cache.pop(r2, None)
+                    if old is not None:
+                        stale[r2] = old
                     if r2 in used:
                         mark(r2)
             settle()
@@ -281,86 +302,139 @@ class _Selector:
         return [self._label(u) for u in sorted(units, key=self.ug.rank.__getitem__)]
 
     # ------------------------------------------------------------------ one growth
-    def _grow(self, d: int, root: int) -> _Growth:
-        self.growths += 1
-        ug, T = self.ug, self.tracker
-        T.begin()
-        gid = T.gid
-        mem, rej = T.mem, T.rej
-        succ, pred = ug.succ, ug.pred
-        usize = ug.size
-        tr = self.trace
-        st = GrowthState(ug, d, self.problem.max_size, self.problem.max_const_bytes)
-        if tr is not None:
-            tr.append(("root", self.problem.devices[d], self._label(root)))
-        st.add(root)
-        T.add(root)
+    def _grow(self, d: int, root: int, old: _Growth | None = None) -> _Growth:
+        """Grow from ``root``. ``old``, an earlier growth from the same root that a taken unit
+        invalidated, is replayed without checks up to its first step that met a unit taken
+        since and accepted it then: every step before reads the same state, so it has the
+        same outcome (see :meth:`_replayable`)."""
+        T, st = self.tracker, self._start(d, root)
+        gid, mem, rej = T.gid, T.mem, T.rej
+        succ, pred, aff, taken = self.ug.succ, self.ug.pred, self.aff, self.taken
         stack: list[int] = []
         pusher: list[int] = []    # who pushed each stack entry
         lone: set[int] = set()    # added, then at once rolled back alone
         mattered: set[int] = set()  # pushed an entry that was not skipped
-        self._push(root, stack, pusher)
-        while stack:
-            v = stack.pop()
-            by = pusher.pop()
-            if mem[v] == gid or rej[v] == gid:
-                continue
-            for w in pred[v]:
-                if mem[w] == gid:
-                    break
-            else:
-                for w in succ[v]:
+        log = _Log([], [], [])
+        seen, accepted, cut = log.seen, log.added, log.removed
+        replay = self._replayable(old) if old is not None and self.trace is None else 0
+        fast = self.trace is None
+        v = root
+        while True:
+            n = len(stack)      # push the neighbours of the unit just accepted
+            for w in reversed(pred[v]):
+                if mem[w] != gid and rej[w] != gid:
+                    stack.append(w)
+            for w in reversed(succ[v]):
+                if mem[w] != gid and rej[w] != gid:
+                    stack.append(w)
+            pusher.extend([v] * (len(stack) - n))
+            while stack:
+                v = stack.pop()
+                by = pusher.pop()
+                if mem[v] == gid or rej[v] == gid:
+                    continue
+                for w in pred[v]:
                     if mem[w] == gid:
                         break
                 else:
-                    continue    # no longer next to a member
-            mattered.add(by)
-            added = self._acceptable(d, v, st, T)
-            if added:
-                st.add(v)
-                T.add(v)
-                if tr is not None:
-                    tr.append(("merge", self._label(v)))
-                self._push(v, stack, pusher)
+                    for w in succ[v]:
+                        if mem[w] == gid:
+                            break
+                    else:
+                        continue    # no longer next to a member
+                mattered.add(by)
+                if len(seen) < replay:
+                    added, removed = self._replay_step(v, old.log, len(seen), st)
+                elif fast:
+                    added = aff[v] == d and not taken[v] and st.fits(v, T)
+                    if added:
+                        st.add(v)
+                        T.add(v)
+                    else:
+                        T.reject(v)
+                    removed = self._settle(st) if T.violated else _NONE
+                else:
+                    added, removed = self._step(d, v, st)
+                seen.append(v)
+                accepted.append(added)
+                cut.append(len(removed))
+                if added:
+                    if len(removed) == 1 and removed[0] == v:
+                        lone.add(v)
+                    break
             else:
-                T.reject(v)
-                if tr is not None:
-                    tr.append(("reject", self._label(v)))
-            if self._settle(st) == [v] and added:
-                lone.add(v)
+                return self._done(root, lone, mattered, log)
+
+    def _start(self, d: int, root: int) -> GrowthState:
+        """A new growth holding ``root`` alone."""
+        self.growths += 1
+        self.tracker.begin()
+        st = GrowthState(self.ug, d, self.problem.max_size, self.problem.max_const_bytes)
+        if self.trace is not None:
+            self.trace.append(("root", self.problem.devices[d], self._label(root)))
+        st.add(root)
+        self.tracker.add(root)
+        return st
+
+    def _replayable(self, old: _Growth) -> int:
+        """Steps of ``old`` that a new growth from its root repeats: those before the first
+        that accepted a unit taken since."""
+        taken = self.taken
+        for i, (v, added) in enumerate(zip(old.log.seen, old.log.added)):
+            if added and taken[v]:
+                return i
+        return len(old.log.seen)
+
+    def _replay_step(self, v: int, log: "_Log", i: int, st: GrowthState
+                     ) -> tuple[bool, list[int]]:
+        """Step ``i`` of a logged growth again, its outcome known: no check."""
+        T = self.tracker
+        added = log.added[i]
+        if added:
+            st.add(v)
+            T.add(v, check=False)
+        else:
+            T.reject(v, check=False)
+        removed = [T.undo() for _ in range(log.removed[i])]
+        for x in removed:
+            st.remove(x)
+        self.rollbacks += len(removed)
+        return added, removed
+
+    def _step(self, d: int, v: int, st: GrowthState) -> tuple[bool, list[int]]:
+        """Accept or reject ``v``, then roll back until the condition holds."""
+        T, tr = self.tracker, self.trace
+        added = self.aff[v] == d and not self.taken[v] and st.fits(v, T)
+        if added:
+            st.add(v)
+            T.add(v)
+        else:
+            T.reject(v)
+        if tr is not None:
+            tr.append(("merge" if added else "reject", self._label(v)))
+        if not T.violated:
+            return added, _NONE
+        return added, self._settle(st)
+
+    def _done(self, root: int, lone: set[int], mattered: set[int], log: "_Log") -> _Growth:
+        T = self.tracker
         members = list(T.members)
         # a unit added and at once rolled back alone, whose pushes were all skipped, left the
         # same state as rejecting it: taking it later changes nothing
         watched = [u for u in T.rolled if u not in lone or u in mattered]
-        if tr is not None:
-            tr.append(("subgraph", self._names(members)))
+        if self.trace is not None:
+            self.trace.append(("subgraph", self._names(members)))
         self._serial += 1
+        usize = self.ug.size
         return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
-                       self._serial, watched)
+                       self._serial, watched, log)
 
     def _settle(self, st: GrowthState) -> list[int]:
         """Roll back until the condition holds; return the units removed."""
-        removed = self.tracker.settle()
+        removed = self.tracker.settle(_BATCH_AFTER)
         for x in removed:
             st.remove(x)
             self.rollbacks += 1
             if self.trace is not None:
                 self.trace.append(("rollback", self._label(x)))
         return removed
-
-    def _push(self, x: int, stack: list[int], pusher: list[int]) -> None:
-        T = self.tracker
-        gid, mem, rej = T.gid, T.mem, T.rej
-        n = len(stack)
-        for w in reversed(self.ug.pred[x]):
-            if mem[w] != gid and rej[w] != gid:
-                stack.append(w)
-        for w in reversed(self.ug.succ[x]):
-            if mem[w] != gid and rej[w] != gid:
-                stack.append(w)
-        pusher.extend([x] * (len(stack) - n))
-
-    def _acceptable(self, d: int, v: int, st: GrowthState, T: GrowthTracker) -> bool:
-        if self.aff[v] != d or self.taken[v]:
-            return False
-        return st.fits(v, T)
