@@ -15,13 +15,19 @@ constraint (no must-cut or selector-refused edge, no never-together pair inside,
 adjacent clusters, ``merge`` for the others). Adjacent pairs go first, heaviest connection
 first; then, per device in topological order, each cluster tries the ``window`` clusters before
 it. Deterministic: every order is by cluster id or by bytes with id tie-breaks.
+
+Merges alone cannot go below the level count of the cluster graph, which a cluster spanning
+several node levels raises. So the last step, :func:`~clusterkit.engines.horizontal.fit_levels`,
+refits the clusters to the levels of the node graph (splitting the clusters that span levels,
+then merging by level) and keeps that only when neither ``cut_bytes`` nor the number of
+partitions rises and one of them falls.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from clusterkit.engines.horizontal import merge_levels
+from clusterkit.engines.horizontal import fit_levels, merge_levels
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
@@ -32,12 +38,23 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True) -> Par
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
     ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
     clusters after the pair merges, it is also tried there and on ``partition`` itself (each
-    followed by pair merges), and the best of the three by (cut_bytes, partitions) is kept."""
+    followed by pair merges), the best of the three by (cut_bytes, partitions) is kept, then
+    refitted to the node levels when that is better (module docstring)."""
     if len(partition.clusters) < 2:
         return partition
     out = _pairs(partition, window)
     if not levels:
         return out
+    best = _levels(partition, out, window)
+    fitted = fit_levels(best)
+    if fitted is not best:
+        fitted.info["coalesced_merges"] = max(0, len(partition.clusters) - len(fitted.clusters))
+    return fitted
+
+
+def _levels(partition: Partition, out: Partition, window: int) -> Partition:
+    """The best by (cut_bytes, partitions) of ``out`` (the pair merges of ``partition``), its
+    level merging and that of ``partition``, each followed by pair merges."""
     merged = merge_levels(out)
     if merged is out:  # the pair merges left no level to merge
         return out
