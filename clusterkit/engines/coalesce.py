@@ -19,8 +19,8 @@ it. Deterministic: every order is by cluster id or by bytes with id tie-breaks.
 Merges alone cannot go below the level count of the cluster graph, which a cluster spanning
 several node levels raises. So the last step, :func:`~clusterkit.engines.horizontal.fit_levels`,
 refits the clusters to the levels of the node graph (splitting the clusters that span levels,
-then merging by level) and keeps that only when neither ``cut_bytes`` nor the number of
-partitions rises and one of them falls.
+then merging by level), both the merged clusters and the input's, and keeps a refit only when
+neither ``cut_bytes`` nor the number of partitions rises and one of them falls.
 """
 
 from __future__ import annotations
@@ -38,18 +38,22 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True) -> Par
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
     ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
     clusters after the pair merges, it is also tried there and on ``partition`` itself (each
-    followed by pair merges), the best of the three by (cut_bytes, partitions) is kept, then
-    refitted to the node levels when that is better (module docstring)."""
+    followed by pair merges), the best of the three by (cut_bytes, partitions) is kept; the
+    refits to the node levels of that and of ``partition`` replace it when better by the same
+    key (module docstring)."""
     if len(partition.clusters) < 2:
         return partition
     out = _pairs(partition, window)
     if not levels:
         return out
     best = _levels(partition, out, window)
-    fitted = fit_levels(best)
-    if fitted is not best:
-        fitted.info["coalesced_merges"] = max(0, len(partition.clusters) - len(fitted.clusters))
-    return fitted
+    best_key = _key(best)
+    for cand in (fit_levels(best), fit_levels(partition)):  # refits of the merges and the input
+        key = _key(cand)
+        if key < best_key:
+            best, best_key = cand, key
+    best.info["coalesced_merges"] = max(0, len(partition.clusters) - len(best.clusters))
+    return best
 
 
 def _levels(partition: Partition, out: Partition, window: int) -> Partition:
