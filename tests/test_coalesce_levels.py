@@ -8,10 +8,11 @@ import networkx as nx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterkit import Partition, run_strategy
+from clusterkit import Constraints, OpsProperty, Partition, run_strategy
 from clusterkit.engines.coalesce import coalesce
 from clusterkit.engines.horizontal import fit_levels
-from clusterkit.testing.synthetic import long_edge_dag
+from clusterkit.graph.fast import graph_from_dag
+from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
 from support.problems import fast, problems
 
 
@@ -102,10 +103,6 @@ def test_fit_without_cut_budget_reaches_the_fewest_partitions(problem, strategy)
 def test_coalesce_reaches_the_node_level_count_on_a_long_edge_dag():
     """On this graph the refit lowers both figures; the count it reaches is the heaviest path
     of fallback-to-accelerator edges in the node graph plus one (computed here)."""
-    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED
-    from clusterkit.graph.fast import graph_from_dag
-    from clusterkit import Constraints, OpsProperty
-
     dag = long_edge_dag(400, 3)
     graph = graph_from_dag(dag)
     problem = Constraints().compile(graph, [OpsProperty(list(LONG_EDGE_SUPPORTED), "acc")])
