@@ -59,12 +59,14 @@ def _groups(part: Partition) -> list[tuple[int, list[int]]]:
 def test_fit_and_coalesce_are_valid_and_never_worse(problem, strategy, slack):
     base = run_strategy(problem, strategy)
     fb, cut, parts = base.figures()
-    for out, budget in ((coalesce(base), cut), (fit_levels(base), cut),
+    for out, budget in ((coalesce(base), cut), (coalesce(base, pair_limit=0), cut),
+                        (fit_levels(base), cut),
                         (fit_levels(base, slack), cut * (1 + slack))):
         assert _valid(problem, _groups(out))
         f = out.figures()
         assert f[0] == fb and f[1] <= budget and f[2] <= parts
         assert (f[2], f[1]) <= (parts, cut)
+    assert base.figures() == (fb, cut, parts)  # the input is left as it was
 
 
 def _set_partitions(items: list[int]):

@@ -25,6 +25,8 @@ neither ``cut_bytes`` nor the number of partitions rises and one of them falls.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from clusterkit.engines.horizontal import fit_levels, merge_levels
@@ -33,20 +35,32 @@ from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
 
-def coalesce(partition: Partition, window: int = 64, levels: bool = True) -> Partition:
+#: above this many clusters only the linear steps run (level merging and the refits)
+PAIR_LIMIT = 20000
+
+
+def coalesce(partition: Partition, window: int = 64, levels: bool = True,
+             pair_limit: int = PAIR_LIMIT) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
     ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
     clusters after the pair merges, it is also tried there and on ``partition`` itself (each
     followed by pair merges), the best of the three by (cut_bytes, partitions) is kept; the
     refits to the node levels of that and of ``partition`` replace it when better by the same
-    key (module docstring)."""
+    key (module docstring). Above ``pair_limit`` clusters (and with ``levels``) the pair merges,
+    whose cycle checks grow faster than the graph, are left out: the level merging of
+    ``partition`` and the refits alone, each linear in the graph."""
     if len(partition.clusters) < 2:
         return partition
-    out = _pairs(partition, window)
-    if not levels:
-        return out
-    best = _levels(partition, out, window)
+    if levels and len(partition.clusters) > pair_limit:
+        merged = merge_levels(partition)
+        best = dataclasses.replace(merged, info=dict(merged.info))  # new even when unmerged
+        best.info.pop("level_merges", None)
+    else:
+        out = _pairs(partition, window)
+        if not levels:
+            return out
+        best = _levels(partition, out, window)
     best_key = _key(best)
     for cand in (fit_levels(best), fit_levels(partition)):  # refits of the merges and the input
         key = _key(cand)
