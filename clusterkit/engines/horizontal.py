@@ -15,6 +15,10 @@ Merging clusters never raises ``cut_bytes`` (see :mod:`clusterkit.engines.coales
 (``max_size``, ``max_const_bytes``, never-together pairs) split a level's clusters, taken in
 topological order, into consecutive runs, which keeps the order argument. Both level readings are
 built and the one with (lower cut_bytes, fewer partitions) kept; ties go to ``asap``.
+
+:func:`fit_levels` reads the same levels on the node graph, which a cluster spanning several
+node levels cannot reach by merges alone: it places the clusters level by level, splitting only
+those whose nodes share no level, and keeps the result when it is better.
 """
 
 from __future__ import annotations
