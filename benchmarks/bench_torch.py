@@ -8,9 +8,10 @@ Graphs: synthetic fx graphs of ``clusterkit.testing.synthetic.long_edge_dag(n, s
 1e3, 3e3, 1e4, 1e5 (quick: 1e3), ops S0..S15 supported and U0..U3 not; and onnx's light
 models inception_v1, inception_v2, densenet121, bvlc_alexnet (quick: bvlc_alexnet; one fx node
 per ONNX node, every op supported but LRN, Dropout, Reshape, Transpose, Concat). Both
-partitioners get the same ``OpsSupport`` predicate
-and torch's defaults (no single-node partitions). ``seconds`` is ``propose_partitions()`` alone
-(for clusterkit it includes reading the fx graph), each run in its own process after the graph is
+partitioners get the same ``OpsSupport`` predicate and torch's defaults (no single-node
+partitions); ``auto`` is the drop-in's default (fewest partitions first), ``auto cut-first``
+auto's own default ranking (cut_bytes first). ``seconds`` is ``propose_partitions()`` alone (for
+clusterkit it includes reading the fx graph), each run in its own process after the graph is
 built; torch's is stopped after 120 s and not run on larger graphs once it was stopped.
 ``valid``: the partitions with the other nodes alone form an acyclic graph (checked here).
 """
@@ -32,7 +33,8 @@ LIGHT_UNSUPPORTED = ("LRN", "Dropout", "Reshape", "Transpose", "Concat")
 TORCH_CAP = 120.0
 CLUSTERKIT_CAP = 300.0
 BUILD_ALLOWANCE = 300.0  # making a 1e5-node fx GraphModule takes a while
-PEERS = (("torch", "torch.fx"), ("auto", "auto"), ("longest-path", "longest-path"))
+PEERS = (("torch", "torch.fx"), ("auto", "auto"), ("auto-cut", "auto cut-first"),
+         ("longest-path", "longest-path"))
 COLUMNS = ["graph", "nodes", "supported"] + [f"{label} {what}" for _, label in PEERS
                                              for what in ("s", "partitions", "placed", "valid")]
 
@@ -95,6 +97,9 @@ def _child(peer: str, kind: str, arg: str, cap: float) -> dict:
     try:
         if peer == "torch":
             parts = TorchCBP(gm, support).propose_partitions()
+        elif peer == "auto-cut":  # auto's own default ranking: cut_bytes before partitions
+            parts = CapabilityBasedPartitioner(gm, support,
+                                               options={"prefer": "cut"}).propose_partitions()
         else:
             parts = CapabilityBasedPartitioner(gm, support, strategy=peer).propose_partitions()
     except TimeoutError:
@@ -155,6 +160,8 @@ def run(quick: bool = False) -> dict:
         "s: seconds of propose_partitions() in a fresh process (the graph built beforehand); "
         "placed: nodes in the proposed partitions (single-node partitions dropped, as torch "
         "does); valid: acyclic graph of partitions, checked by the benchmark.",
+        "auto: the drop-in's default ranking (fewest partitions, then cut_bytes); auto cut-first: "
+        "auto's own default (cut_bytes, then partitions).",
         f"torch.fx stopped after {TORCH_CAP:.0f} s and not run on larger graphs once stopped; "
         f"clusterkit after {CLUSTERKIT_CAP:.0f} s.",
     ]

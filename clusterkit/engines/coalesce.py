@@ -15,29 +15,64 @@ constraint (no must-cut or selector-refused edge, no never-together pair inside,
 adjacent clusters, ``merge`` for the others). Adjacent pairs go first, heaviest connection
 first; then, per device in topological order, each cluster tries the ``window`` clusters before
 it. Deterministic: every order is by cluster id or by bytes with id tie-breaks.
+
+Merges alone cannot go below the level count of the cluster graph, which a cluster spanning
+several node levels raises. So the last step, :func:`~clusterkit.engines.horizontal.fit_levels`,
+refits the clusters to the levels of the node graph (splitting the clusters that span levels,
+then merging by level), both the merged clusters and the input's, and keeps a refit only when
+neither ``cut_bytes`` nor the number of partitions rises and one of them falls.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from clusterkit.engines.horizontal import merge_levels
+from clusterkit.engines.horizontal import fit_levels, merge_levels
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
 
-def coalesce(partition: Partition, window: int = 64, levels: bool = True) -> Partition:
+#: above this many clusters only the linear steps run (level merging and the refits)
+PAIR_LIMIT = 20000
+
+
+def coalesce(partition: Partition, window: int = 64, levels: bool = True,
+             pair_limit: int = PAIR_LIMIT) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
     ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
     clusters after the pair merges, it is also tried there and on ``partition`` itself (each
-    followed by pair merges), and the best of the three by (cut_bytes, partitions) is kept."""
+    followed by pair merges), the best of the three by (cut_bytes, partitions) is kept; the
+    refits to the node levels of that and of ``partition`` replace it when better by the same
+    key (module docstring). Above ``pair_limit`` clusters (and with ``levels``) the pair merges,
+    whose cycle checks grow faster than the graph, are left out: the level merging of
+    ``partition`` and the refits alone, each linear in the graph."""
     if len(partition.clusters) < 2:
         return partition
-    out = _pairs(partition, window)
-    if not levels:
-        return out
+    if levels and len(partition.clusters) > pair_limit:
+        merged = merge_levels(partition)
+        best = dataclasses.replace(merged, info=dict(merged.info))  # new even when unmerged
+        best.info.pop("level_merges", None)
+    else:
+        out = _pairs(partition, window)
+        if not levels:
+            return out
+        best = _levels(partition, out, window)
+    best_key = _key(best)
+    for cand in (fit_levels(best), fit_levels(partition)):  # refits of the merges and the input
+        key = _key(cand)
+        if key < best_key:
+            best, best_key = cand, key
+    best.info["coalesced_merges"] = max(0, len(partition.clusters) - len(best.clusters))
+    return best
+
+
+def _levels(partition: Partition, out: Partition, window: int) -> Partition:
+    """The best by (cut_bytes, partitions) of ``out`` (the pair merges of ``partition``), its
+    level merging and that of ``partition``, each followed by pair merges."""
     merged = merge_levels(out)
     if merged is out:  # the pair merges left no level to merge
         return out

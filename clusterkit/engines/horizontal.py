@@ -15,6 +15,10 @@ Merging clusters never raises ``cut_bytes`` (see :mod:`clusterkit.engines.coales
 (``max_size``, ``max_const_bytes``, never-together pairs) split a level's clusters, taken in
 topological order, into consecutive runs, which keeps the order argument. Both level readings are
 built and the one with (lower cut_bytes, fewer partitions) kept; ties go to ``asap``.
+
+:func:`fit_levels` reads the same levels on the node graph, which a cluster spanning several
+node levels cannot reach by merges alone: it places the clusters level by level, splitting only
+those whose nodes share no level, and keeps the result when it is better.
 """
 
 from __future__ import annotations
@@ -144,4 +148,130 @@ def _never_partners(part: Partition, a: np.ndarray) -> dict[int, set[int]]:
         if x != y:
             out.setdefault(x, set()).add(y)
             out.setdefault(y, set()).add(x)
+    return out
+
+
+def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
+    """``partition`` refitted to the fewest levels its nodes' devices allow, or ``partition``
+    itself when that saves no partition within the cut budget.
+
+    The levels of :func:`merge_levels`, read on the node graph instead of the cluster graph
+    (``L`` levels: every node between its ``asap`` and ``alap`` level), fewer than the cluster
+    graph's when a cluster spans several node levels. The clusters are placed in topological
+    order (or its reverse), each at the first level its placed neighbours allow (the last, in
+    reverse): whole when its nodes' windows share that level, else split, each node at that
+    level or as near as its window allows. Every edge keeps its level order, so all accelerator
+    nodes of one (device, level) form one valid partition: at most ``L`` per device. Only a
+    split can raise ``cut_bytes`` (a merge never does): a candidate replaces the partition when
+    its ``cut_bytes`` is at most ``(1 + slack)`` times the partition's and it is better by
+    (partitions, cut_bytes); with ``slack=0`` the result is never worse in either figure.
+    Problems with limits that a split could break (together groups, size or constant limits,
+    never-together pairs) are returned unchanged."""
+    p = partition.problem
+    if (len(partition.clusters) < 2 or len(p.groups) or p.min_size > 1
+            or p.max_size is not None or p.max_const_bytes is not None
+            or len(p.never_pairs)):
+        return partition
+    nl = _NodeLevels(partition)
+    best, best_key = partition, _fit_key(partition)
+    budget = best_key[1] * (1 + slack) if best_key[1] else 0  # no 0 * inf
+    for forward in (True, False):
+        cand = nl.build(nl.place(forward))
+        key = _fit_key(cand)
+        if key[0] == best_key[0] and key[1] <= budget and key[2:] < best_key[2:]:
+            best, best_key = cand, key
+    return best
+
+
+def _fit_key(part: Partition) -> tuple[int, int, int, int]:
+    """(fallback nodes, cut_bytes, partitions, cut_bytes): the last two rank the candidates."""
+    f = part.figures()
+    return f[0], f[1], f[2], f[1]
+
+
+class _NodeLevels:
+    """The node graph of a partition with the level weights of :class:`_Levels` per edge."""
+
+    def __init__(self, partition: Partition):
+        self.partition = part = partition
+        self.p = p = part.problem
+        g = p.graph
+        self.a = a = part.assignment()
+        self.cdev = cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
+                                       for c in part.clusters], dtype=np.int64)
+        dev = cdev[a]
+        cls = np.where(dev >= 0, dev, len(p.devices))
+        src, dst = g.edge_src, g.edge_dst
+        w = (cls[src] > cls[dst]) & (dev[dst] >= 0)
+        same = (dev[src] == dev[dst]) & (dev[src] >= 0) & (a[src] != a[dst])
+        if len(p.devices):
+            idx = np.flatnonzero(same)
+            same[idx] = p.must_cut[idx] | ~p.edge_ok[dev[src[idx]], idx]
+        w = (w | same).astype(np.int64)
+        self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
+        pe = g.pred_edge
+        self.pred = (g.pred_ptr.tolist(), src[pe].tolist(), w[pe].tolist())
+        cs, cd = quotient_edges(a, src, dst)
+        self.corder = topological_order(len(part.clusters), cs, cd)
+        n = g.n
+        self.head = _longest(range(n), self.pred)
+        self.tail = _longest(range(n - 1, -1, -1), self.succ)
+        self.top = max(self.head, default=0)
+
+    def place(self, forward: bool) -> list[int]:
+        """A level per node: clusters in topological order (``forward``) or its reverse."""
+        if forward:
+            ins, order = self.pred, self.corder
+            cap = [self.top - t for t in self.tail]
+        else:
+            ins, order = self.succ, self.corder[::-1]
+            cap = [self.top - h for h in self.head]
+        ptr, nbr, wt = ins
+        lev = [-1] * len(cap)
+        clusters, cdev = self.partition.clusters, self.cdev.tolist()
+        for c in order:
+            nodes = sorted(clusters[c].nodes)
+            if not forward:
+                nodes.reverse()
+            low = {}
+            for v in nodes:  # placed neighbours outside the cluster are placed (lev >= 0)
+                low[v] = max((lev[nbr[i]] + wt[i] for i in range(ptr[v], ptr[v + 1])
+                              if lev[nbr[i]] >= 0), default=0)
+            target = max(low.values())
+            if cdev[c] < 0 or target <= min(cap[v] for v in nodes):
+                for v in nodes:
+                    lev[v] = target
+                continue
+            for v in nodes:  # split: each node at the target or as near as its window allows
+                inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
+                             if lev[nbr[i]] >= 0), default=0)
+                lev[v] = max(min(target, cap[v]), low[v], inner)
+        return lev if forward else [self.top - x for x in lev]
+
+    def build(self, lev: list[int]) -> Partition:
+        """Accelerator nodes grouped by (device, level); fallback nodes as before."""
+        part, a = self.partition, self.a
+        dev = self.cdev[a]
+        top = self.top + 1
+        levels = np.asarray(lev, dtype=np.int64)
+        labels = np.where(dev >= 0, dev * top + levels, 0)
+        devices = dev
+        return Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
+                                         selector=part.selector, seconds=part.seconds,
+                                         info=dict(part.info),
+                                         fallback_reasons=dict(part.fallback_reasons))
+
+
+def _longest(order, ins: tuple[list[int], list[int], list[int]]) -> list[int]:
+    """Per node (visited in ``order``), the heaviest path into it over ``ins`` (CSR lists of
+    neighbour and weight)."""
+    ptr, nbr, wt = ins
+    out = [0] * (len(ptr) - 1)
+    for v in order:
+        best = 0
+        for i in range(ptr[v], ptr[v + 1]):
+            x = out[nbr[i]] + wt[i]
+            if x > best:
+                best = x
+        out[v] = best
     return out
