@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
 import clusterkit as ck
 from clusterkit.fusion import fuse
 from clusterkit.runtime.backends import OnnxRuntimeBackend, register_backend
 from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 from support.models import BUNDLED_MODELS
-from support.onnx_models import FAST_ORT, load
+from support.onnx_models import FAST_ORT, float_model, load
 
 CONFIG = {"onnxruntime": FAST_ORT}
 HOST_ONLY = {"Softmax", "Erf", "Pow", "Sqrt", "ReduceMean", "Where", "GlobalAveragePool",
@@ -77,15 +77,11 @@ register_backend("no_sigmoid", NoSigmoid)
 
 def _chain_model():
     """x -> Relu (a) -> Sigmoid (b) -> Abs (c); a, b feed Neg (host) and Add (acc)."""
-    vi = lambda t: helper.make_tensor_value_info(t, TensorProto.FLOAT, [2, 3])  # noqa: E731
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
              helper.make_node("Sigmoid", ["a"], ["b"], name="sigmoid"),
              helper.make_node("Add", ["a", "b"], ["c"], name="add"),
              helper.make_node("Neg", ["c"], ["y"], name="neg")]
-    g = helper.make_graph(nodes, "chain", [vi("x")], [vi("y"), vi("b")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return float_model(nodes, "chain", ["x"], ["y", "b"])
 
 
 def test_a_refused_merged_unit_is_split_and_only_the_refused_part_falls_back():

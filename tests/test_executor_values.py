@@ -20,7 +20,7 @@ from clusterkit.runtime.backends.onnxruntime_backend import ORT_VALUES
 from clusterkit.runtime.executor import (Executor, compare_outputs, host_runs, phase_order,
                                          random_inputs, run_model)
 from support.models import BUNDLED_MODELS
-from support.onnx_models import FAST_ORT, load
+from support.onnx_models import FAST_ORT, float_model, load
 
 CONFIG = {"onnxruntime": FAST_ORT}
 #: the ops a typical accelerator lacks (as in benchmarks/bench_fusion.py)
@@ -69,15 +69,11 @@ def test_phase_order_gives_the_fewest_host_runs(dag):
 def _two_branch_model():
     """acc nodes a=Relu(x), b=Sigmoid(x); host nodes Neg(a), Abs(b): the host nodes can share
     one unit once both acc nodes ran (taking a host node as soon as it is ready gives two)."""
-    vi = lambda t: helper.make_tensor_value_info(t, TensorProto.FLOAT, [2, 3])  # noqa: E731
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
              helper.make_node("Sigmoid", ["x"], ["b"], name="sigmoid"),
              helper.make_node("Neg", ["a"], ["y"], name="neg"),
              helper.make_node("Abs", ["b"], ["z"], name="abs")]
-    g = helper.make_graph(nodes, "two_branch", [vi("x")], [vi("y"), vi("z")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return float_model(nodes, "two_branch", ["x"], ["y", "z"])
 
 
 def test_independent_host_nodes_share_one_unit():

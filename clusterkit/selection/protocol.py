@@ -173,26 +173,24 @@ def call_select(selector: SubgraphSelector, node: "Node") -> bool:
 def call_select_input(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
     """``selector.select_input(node, new_node)``, checked (the error message is built only
     when there is an error: this runs once per edge a growth looks at)."""
-    try:
-        value = selector.select_input(node, new_node)
-    except SelectorError:
-        raise
-    except Exception as exc:
-        raise _failed(selector, "select_input", exc,
-                      f"node {node.name!r} with input node {new_node.name!r}") from exc
-    return _check_bool(value, selector, "select_input", new_node)
+    return _edge_call(selector, "select_input", node, new_node, "input")
 
 
 def call_select_output(selector: SubgraphSelector, node: "Node", new_node: "Node") -> bool:
     """``selector.select_output(node, new_node)``, checked (see :func:`call_select_input`)."""
+    return _edge_call(selector, "select_output", node, new_node, "output")
+
+
+def _edge_call(selector: SubgraphSelector, method: str, node: "Node", new_node: "Node",
+               side: str) -> bool:
     try:
-        value = selector.select_output(node, new_node)
+        value = getattr(selector, method)(node, new_node)
     except SelectorError:
         raise
     except Exception as exc:
-        raise _failed(selector, "select_output", exc,
-                      f"node {node.name!r} with output node {new_node.name!r}") from exc
-    return _check_bool(value, selector, "select_output", new_node)
+        raise _failed(selector, method, exc,
+                      f"node {node.name!r} with {side} node {new_node.name!r}") from exc
+    return _check_bool(value, selector, method, new_node)
 
 
 def call_filter(selector: SubgraphSelector, candidates: list["Node"]) -> list["Node"]:

@@ -100,6 +100,17 @@ def onnx_models(draw, max_nodes: int = 10):
     return model
 
 
+def float_model(nodes, name: str, inputs: list[str], outputs: list[str],
+                shape=(2, 3)) -> onnx.ModelProto:
+    """A small opset-17 model of ``nodes`` whose inputs and outputs are float tensors of
+    ``shape``."""
+    vi = lambda t: helper.make_tensor_value_info(t, TensorProto.FLOAT, list(shape))  # noqa: E731
+    graph = helper.make_graph(nodes, name, [vi(t) for t in inputs], [vi(t) for t in outputs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 @st.composite
 def random_problems(draw, max_nodes: int = 10, max_devices: int = 2):
     """(model, problem): a random model and 1..max_devices ``ops:`` devices over its op types."""
