@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from clusterkit.graph.algorithms import heaviest_paths, positions, quotient_edges, topological_order
-from clusterkit.result import Partition, cluster_const_bytes
+from clusterkit.graph.core import HOST
+from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
 
 def merge_levels(partition: Partition) -> Partition:
@@ -173,20 +174,14 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
             or len(p.never_pairs)):
         return partition
     nl = _NodeLevels(partition)
-    best, best_key = partition, _fit_key(partition)
+    best, best_key = None, nl.key(None)  # (partitions, cut_bytes): the input's
     budget = best_key[1] * (1 + slack) if best_key[1] else 0  # no 0 * inf
     for forward in (True, False):
-        cand = nl.build(nl.place(forward))
-        key = _fit_key(cand)
-        if key[0] == best_key[0] and key[1] <= budget and key[2:] < best_key[2:]:
-            best, best_key = cand, key
-    return best
-
-
-def _fit_key(part: Partition) -> tuple[int, int, int, int]:
-    """(fallback nodes, cut_bytes, partitions, cut_bytes): the last two rank the candidates."""
-    f = part.figures()
-    return f[0], f[1], f[2], f[1]
+        lev = nl.place(forward)
+        key = nl.key(lev)
+        if key[1] <= budget and key < best_key:
+            best, best_key = lev, key
+    return partition if best is None else nl.build(best)
 
 
 class _NodeLevels:
@@ -199,7 +194,7 @@ class _NodeLevels:
         self.a = a = part.assignment()
         self.cdev = cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
                                        for c in part.clusters], dtype=np.int64)
-        dev = cdev[a]
+        self.ndev = dev = cdev[a]
         cls = np.where(dev >= 0, dev, len(p.devices))
         src, dst = g.edge_src, g.edge_dst
         w = (cls[src] > cls[dst]) & (dev[dst] >= 0)
@@ -230,23 +225,40 @@ class _NodeLevels:
         lev = [-1] * len(cap)
         clusters, cdev = self.partition.clusters, self.cdev.tolist()
         for c in order:
-            nodes = sorted(clusters[c].nodes)
-            if not forward:
-                nodes.reverse()
-            low = {}
-            for v in nodes:  # placed neighbours outside the cluster are placed (lev >= 0)
-                low[v] = max((lev[nbr[i]] + wt[i] for i in range(ptr[v], ptr[v + 1])
-                              if lev[nbr[i]] >= 0), default=0)
-            target = max(low.values())
+            nodes = clusters[c].nodes
+            if len(nodes) == 1:  # alone: at the first level its placed neighbours allow
+                v = nodes[0]
+                best = 0
+                for i in range(ptr[v], ptr[v + 1]):
+                    x = lev[nbr[i]]
+                    if x >= 0 and x + wt[i] > best:
+                        best = x + wt[i]
+                lev[v] = best
+                continue
+            nodes = sorted(nodes, reverse=not forward)
+            low = [_low(v, lev, ins) for v in nodes]  # placed neighbours are outside
+            target = max(low)
             if cdev[c] < 0 or target <= min(cap[v] for v in nodes):
                 for v in nodes:
                     lev[v] = target
                 continue
-            for v in nodes:  # split: each node at the target or as near as its window allows
+            for v, lo in zip(nodes, low):  # split: each node at the target or as near as it may
                 inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
                              if lev[nbr[i]] >= 0), default=0)
-                lev[v] = max(min(target, cap[v]), low[v], inner)
+                lev[v] = max(min(target, cap[v]), lo, inner)
         return lev if forward else [self.top - x for x in lev]
+
+    def key(self, lev: list[int] | None) -> tuple[int, int]:
+        """(partitions, cut_bytes) of the accelerator nodes grouped by (device, level), or of
+        the partition itself for ``lev=None``; the fallback nodes are the same in both."""
+        on = self.ndev >= 0
+        if lev is None:
+            units = np.where(on, self.a, HOST)
+            parts = int((self.cdev >= 0).sum())
+        else:
+            units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
+            parts = len(np.unique(units[on]))
+        return parts, cut_bytes(self.p.graph, units)[0]
 
     def build(self, lev: list[int]) -> Partition:
         """Accelerator nodes grouped by (device, level); fallback nodes as before."""
@@ -275,3 +287,14 @@ def _longest(order, ins: tuple[list[int], list[int], list[int]]) -> list[int]:
                 best = x
         out[v] = best
     return out
+
+
+def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) -> int:
+    """The first level node ``v`` may take after its placed neighbours over ``ins``."""
+    ptr, nbr, wt = ins
+    best = 0
+    for i in range(ptr[v], ptr[v + 1]):
+        x = lev[nbr[i]]
+        if x >= 0 and x + wt[i] > best:
+            best = x + wt[i]
+    return best
