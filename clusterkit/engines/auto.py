@@ -53,6 +53,7 @@ from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.engines.refine import refine
 from clusterkit.errors import StrategyError
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.result import Partition
 
 #: member name → (strategy, options); the order breaks ties
@@ -93,12 +94,32 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         narrowed = choose_devices(problem, "cost")
         names += [(name + "@cost", narrowed) for name, _ in names]
     bound = figures_lower_bound(problem)
+    verdicts: dict[tuple[int, tuple[int, ...]], str | None] = {}  # clusters judged once
+    figures: list[dict[str, Any]] = []
+    with gc_paused():  # thousands of small clusters per member: no full collector passes
+        best, best_key, winner = _portfolio(problem, names, (bound, prefer), verdicts, figures)
+    if polish > 0 and prefer == "cut":
+        best, best_key, winner = _polish_steps(problem, (best, best_key, winner), bound,
+                                               (polish, polish_limit), verdicts, figures)
+    info = dict(best.info)
+    info["auto"] = {"winner": winner, "members": figures,
+                    "lower_bound": list(bound) if bound is not None else None,
+                    "at_lower_bound": best_key == bound}
+    return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
+               goal: tuple[tuple[int, int, int] | None, str], verdicts: dict,
+               figures: list[dict[str, Any]]) -> tuple[Partition, tuple[int, int, int], str]:
+    """Each member in turn, coalesced (each distinct raw partition once), until one reaches
+    the bound (``goal``: the bound and the ranking); records each in ``figures`` and returns
+    the best partition, its figures and its member name."""
+    bound, prefer = goal
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
-    figures = []
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
     shared: dict[str, Partition] = {}  # raw partitions found along with another member's
-    verdicts: dict[tuple[int, tuple[int, ...]], str | None] = {}  # clusters judged once
+    winner = ""
     for name, prob in names:
         start = time.perf_counter()
         raw = _raw(name, prob, {n for n, _ in names}, shared)
@@ -112,15 +133,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
             best, best_key, winner = part, key, name
         if best_key == bound:  # no member beats it in any figure: the rest could only tie
             break
-    assert best is not None
-    if polish > 0 and prefer == "cut":
-        best, best_key, winner = _polish_steps(problem, (best, best_key, winner), bound,
-                                               (polish, polish_limit), verdicts, figures)
-    info = dict(best.info)
-    info["auto"] = {"winner": winner, "members": figures,
-                    "lower_bound": list(bound) if bound is not None else None,
-                    "at_lower_bound": best_key == bound}
-    return dataclasses.replace(best, strategy="auto", info=info)
+    assert best is not None and best_key is not None
+    return best, best_key, winner
 
 
 def _entry(name: str, key: tuple[int, int, int], start: float) -> dict[str, Any]:

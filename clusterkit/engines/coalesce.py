@@ -121,10 +121,10 @@ class _Merger:
         self.members = ([list(c.nodes) for c in clusters] if p.max_const_bytes is not None
                         else None)
         self.sizes = [len(c.nodes) for c in clusters]
-        self.blocks: list[set[int]] = [set() for _ in range(k)]
+        self.blocks: dict[int, set[int]] = {}  # only the clusters with a blocked partner
         for x, y in self._blocked():
-            self.blocks[x].add(y)
-            self.blocks[y].add(x)
+            self.blocks.setdefault(x, set()).add(y)
+            self.blocks.setdefault(y, set()).add(x)
         self.gc = GraphCycles.from_edges(k, self.ca[self.between], self.cb[self.between])
         self.node_of = list(range(k))  # representative cluster -> GraphCycles node
 
@@ -149,7 +149,7 @@ class _Merger:
 
     def fits(self, x: int, y: int) -> bool:
         p, dev = self.p, self.dev
-        if dev[x] < 0 or dev[x] != dev[y] or y in self.blocks[x]:
+        if dev[x] < 0 or dev[x] != dev[y] or y in self.blocks.get(x, ()):
             return False
         if p.max_size is not None and self.sizes[x] + self.sizes[y] > p.max_size:
             return False
@@ -165,11 +165,14 @@ class _Merger:
             self.members[keep] += self.members[drop]
         self.sizes[keep] += self.sizes[drop]
         blocks = self.blocks
-        for z in blocks[drop]:
-            blocks[z].discard(drop)
-            blocks[z].add(keep)
-        blocks[keep] |= blocks[drop]
-        blocks[keep].discard(keep)
+        gone = blocks.pop(drop, None)
+        if gone:
+            for z in gone:
+                blocks[z].discard(drop)
+                blocks[z].add(keep)
+            mine = blocks.setdefault(keep, set())
+            mine |= gone
+            mine.discard(keep)
         self.node_of[keep] = survivor_node
 
     def merge_adjacent(self) -> None:
