@@ -36,20 +36,15 @@ def merge_levels(partition: Partition) -> Partition:
     if len(partition.clusters) < 2:
         return partition
     lv = _Levels(partition)
-    best, best_key = partition, _key(partition)
+    best, best_key = None, lv.key(list(range(lv.k)))
     for levels in lv.levels():
         labels = lv.bins(levels)
         if len(set(labels)) == len(labels):
             continue
-        cand = lv.build(labels)
-        key = _key(cand)
+        key = lv.key(labels)
         if key < best_key:
-            best, best_key = cand, key
-    return best
-
-
-def _key(part: Partition) -> tuple[int, int]:
-    return part.figures()[1:]
+            best, best_key = labels, key
+    return partition if best is None else lv.build(best)
 
 
 class _Levels:
@@ -113,6 +108,13 @@ class _Levels:
             if cluster_const_bytes(p.graph, nodes) > p.max_const_bytes:
                 return False
         return True
+
+    def key(self, labels: list[int]) -> tuple[int, int]:
+        """(cut_bytes, partitions) of the clusters merged by ``labels`` (one per cluster)."""
+        lab = np.asarray(labels, dtype=np.int64)
+        on = np.asarray(self.dev, dtype=np.int64) >= 0
+        units = np.where(on[self.a], lab[self.a], HOST)
+        return cut_bytes(self.p.graph, units)[0], len(np.unique(lab[on]))
 
     def build(self, labels: list[int]) -> Partition:
         part = self.partition
