@@ -240,12 +240,9 @@ class _Merger:
         return x
 
     def result(self) -> Partition:
-        part, g = self.partition, self.g
-        labels = np.empty(g.n, dtype=np.int64)
-        devices = np.empty(g.n, dtype=np.int64)
-        for c, cluster in enumerate(part.clusters):
-            labels[cluster.nodes] = self.uf.find(c)
-            devices[cluster.nodes] = self.dev[c]
+        part, find = self.partition, self.uf.find
+        labels = np.asarray([find(c) for c in range(self.k)], dtype=np.int64)[self.a]
+        devices = np.asarray(self.dev, dtype=np.int64)[self.a]
         out = Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
                                         selector=part.selector, seconds=part.seconds,
                                         info=dict(part.info),
