@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from clusterkit.engines.horizontal import fit_levels, merge_levels
+from clusterkit.engines.horizontal import fit_levels_both, merge_levels
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
@@ -62,7 +62,7 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
             return out
         best = _levels(partition, out, window)
     best_key = _key(best)
-    for cand in (fit_levels(best), fit_levels(partition)):  # refits of the merges and the input
+    for cand in fit_levels_both(best, partition):  # refits of the merges and the input
         key = _key(cand)
         if key < best_key:
             best, best_key = cand, key

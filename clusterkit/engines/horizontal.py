@@ -170,12 +170,32 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
     (partitions, cut_bytes); with ``slack=0`` the result is never worse in either figure.
     Problems with limits that a split could break (together groups, size or constant limits,
     never-together pairs) are returned unchanged."""
-    p = partition.problem
-    if (len(partition.clusters) < 2 or len(p.groups) or p.min_size > 1
-            or p.max_size is not None or p.max_const_bytes is not None
-            or len(p.never_pairs)):
+    if _unfit(partition):
         return partition
-    nl = _NodeLevels(partition)
+    return _fit(_NodeLevels(partition), slack)
+
+
+def fit_levels_both(first: Partition, second: Partition) -> tuple[Partition, Partition]:
+    """:func:`fit_levels` of two partitions whose nodes have the same devices and whose clusters
+    differ only by merges :mod:`clusterkit.engines.coalesce` allows (no cut or refused edge
+    inside a merged cluster): their node levels are the same, so they are read once."""
+    if first is second or _unfit(first) or _unfit(second):
+        return fit_levels(first), fit_levels(second)
+    nl = _NodeLevels(first)
+    return _fit(nl, 0.0), _fit(_NodeLevels(second, like=nl), 0.0)
+
+
+def _unfit(partition: Partition) -> bool:
+    """Whether :func:`fit_levels` returns ``partition`` unchanged without looking."""
+    p = partition.problem
+    return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.min_size > 1
+            or p.max_size is not None or p.max_const_bytes is not None
+            or len(p.never_pairs) > 0)
+
+
+def _fit(nl: "_NodeLevels", slack: float) -> Partition:
+    """The refit of ``nl``'s partition (see :func:`fit_levels`)."""
+    partition = nl.partition
     best, best_key = None, nl.key(None)  # (partitions, cut_bytes): the input's
     budget = best_key[1] * (1 + slack) if best_key[1] else 0  # no 0 * inf
     for forward in (True, False):
@@ -189,11 +209,19 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
 class _NodeLevels:
     """The node graph of a partition with the level weights of :class:`_Levels` per edge."""
 
-    def __init__(self, partition: Partition):
+    def __init__(self, partition: Partition, like: "_NodeLevels | None" = None):
         self.partition = part = partition
         self.p = p = part.problem
         g = p.graph
         self.a = a = part.assignment()
+        if like is not None:  # same node devices and weights: only the cluster order is new
+            self.cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
+                                    for c in part.clusters], dtype=np.int64)
+            self.ndev, self.succ, self.pred = like.ndev, like.succ, like.pred
+            self.head, self.tail, self.top = like.head, like.tail, like.top
+            cs, cd = quotient_edges(a, g.edge_src, g.edge_dst)
+            self.corder = topological_order(len(part.clusters), cs, cd)
+            return
         self.cdev = cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
                                        for c in part.clusters], dtype=np.int64)
         self.ndev = dev = cdev[a]
@@ -228,22 +256,18 @@ class _NodeLevels:
         clusters, cdev = self.partition.clusters, self.cdev.tolist()
         for c in order:
             nodes = clusters[c].nodes
-            if len(nodes) == 1:  # alone: at the first level its placed neighbours allow
-                v = nodes[0]
-                best = 0
+            target = 0  # the first level its placed neighbours (all outside it) allow
+            for v in nodes:
                 for i in range(ptr[v], ptr[v + 1]):
                     x = lev[nbr[i]]
-                    if x >= 0 and x + wt[i] > best:
-                        best = x + wt[i]
-                lev[v] = best
-                continue
-            nodes = sorted(nodes, reverse=not forward)
-            low = [_low(v, lev, ins) for v in nodes]  # placed neighbours are outside
-            target = max(low)
-            if cdev[c] < 0 or target <= min(cap[v] for v in nodes):
-                for v in nodes:
+                    if x >= 0 and x + wt[i] > target:
+                        target = x + wt[i]
+            if len(nodes) == 1 or cdev[c] < 0 or target <= min(cap[v] for v in nodes):
+                for v in nodes:  # whole (a lone node's own window always allows it)
                     lev[v] = target
                 continue
+            nodes = sorted(nodes, reverse=not forward)
+            low = [_low(v, lev, ins) for v in nodes]
             for v, lo in zip(nodes, low):  # split: each node at the target or as near as it may
                 inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
                              if lev[nbr[i]] >= 0), default=0)
