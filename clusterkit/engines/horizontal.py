@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from clusterkit.graph.algorithms import heaviest_paths, positions, quotient_edges, topological_order
-from clusterkit.graph.core import HOST
+from clusterkit.graph.core import HOST, Graph
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
 
@@ -219,8 +219,7 @@ class _NodeLevels:
                                     for c in part.clusters], dtype=np.int64)
             self.ndev, self.succ, self.pred = like.ndev, like.succ, like.pred
             self.head, self.tail, self.top = like.head, like.tail, like.top
-            cs, cd = quotient_edges(a, g.edge_src, g.edge_dst)
-            self.corder = topological_order(len(part.clusters), cs, cd)
+            self.corder = _any_order(len(part.clusters), a, g)
             return
         self.cdev = cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
                                        for c in part.clusters], dtype=np.int64)
@@ -236,8 +235,7 @@ class _NodeLevels:
         self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
         pe = g.pred_edge
         self.pred = (g.pred_ptr.tolist(), src[pe].tolist(), w[pe].tolist())
-        cs, cd = quotient_edges(a, src, dst)
-        self.corder = topological_order(len(part.clusters), cs, cd)
+        self.corder = _any_order(len(part.clusters), a, g)
         n = g.n
         self.head = _longest(range(n), self.pred)
         self.tail = _longest(range(n - 1, -1, -1), self.succ)
@@ -324,3 +322,27 @@ def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) ->
         if x >= 0 and x + wt[i] > best:
             best = x + wt[i]
     return best
+
+
+def _any_order(k: int, a: np.ndarray, g: Graph) -> list[int]:
+    """A topological order of the ``k`` clusters of assignment ``a`` (Kahn's, first in first
+    out). The placement reads only the levels of a cluster's neighbours outside it, all placed
+    before it in any topological order, so which order does not matter."""
+    cs, cd = quotient_edges(a, g.edge_src, g.edge_dst)
+    by = np.argsort(cs, kind="stable")
+    ptr = np.searchsorted(cs[by], np.arange(k + 1)).tolist()
+    nbr = cd[by].tolist()
+    indeg = np.bincount(cd, minlength=k).tolist()
+    order = np.flatnonzero(np.asarray(indeg) == 0).tolist()
+    i = 0
+    while i < len(order):
+        u = order[i]
+        i += 1
+        for j in range(ptr[u], ptr[u + 1]):
+            v = nbr[j]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                order.append(v)
+    if len(order) < k:  # a cycle: let the shared sort name it
+        return topological_order(k, cs, cd)
+    return order
