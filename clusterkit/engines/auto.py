@@ -123,12 +123,13 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
     best_key: tuple[int, int, int] | None = None
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
     shared: dict[str, Partition] = {}  # raw partitions found along with another member's
+    memo: dict = {}  # node levels for the refits, by node devices (one graph)
     winner = ""
     for name, prob in names:
         start = time.perf_counter()
         raw = _raw(name, prob, {n for n, _ in names}, shared)
         fingerprint = (prob is not problem, _fingerprint(raw))
-        coalesced = done.get(fingerprint) or coalesce(raw)
+        coalesced = done.get(fingerprint) or coalesce(raw, memo=memo)
         done[fingerprint] = coalesced
         part = widen(reject_subgraphs(coalesced, verdicts), problem)
         key = part.figures()

@@ -40,7 +40,7 @@ PAIR_LIMIT = 20000
 
 
 def coalesce(partition: Partition, window: int = 64, levels: bool = True,
-             pair_limit: int = PAIR_LIMIT) -> Partition:
+             pair_limit: int = PAIR_LIMIT, memo: dict | None = None) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
     ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
@@ -49,7 +49,8 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
     refits to the node levels of that and of ``partition`` replace it when better by the same
     key (module docstring). Above ``pair_limit`` clusters (and with ``levels``) the pair merges,
     whose cycle checks grow faster than the graph, are left out: the level merging of
-    ``partition`` and the refits alone, each linear in the graph."""
+    ``partition`` and the refits alone, each linear in the graph. ``memo``: a dict the caller
+    keeps across calls on partitions of one graph (node levels read once per node devices)."""
     if len(partition.clusters) < 2:
         return partition
     if levels and len(partition.clusters) > pair_limit:
@@ -62,7 +63,7 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
             return out
         best = _levels(partition, out, window)
     best_key = _key(best)
-    for cand in fit_levels_both(best, partition):  # refits of the merges and the input
+    for cand in fit_levels_both(best, partition, memo):  # refits of the merges and the input
         key = _key(cand)
         if key < best_key:
             best, best_key = cand, key

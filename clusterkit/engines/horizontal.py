@@ -175,13 +175,16 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
     return _fit(_NodeLevels(partition), slack)
 
 
-def fit_levels_both(first: Partition, second: Partition) -> tuple[Partition, Partition]:
+def fit_levels_both(first: Partition, second: Partition, memo: dict | None = None
+                    ) -> tuple[Partition, Partition]:
     """:func:`fit_levels` of two partitions whose nodes have the same devices and whose clusters
     differ only by merges :mod:`clusterkit.engines.coalesce` allows (no cut or refused edge
-    inside a merged cluster): their node levels are the same, so they are read once."""
+    inside a merged cluster): their node levels are the same, so they are read once. ``memo``
+    (a dict kept by the caller for partitions of one graph) keeps the node levels by node
+    devices and edge weights for the next call."""
     if first is second or _unfit(first) or _unfit(second):
         return fit_levels(first), fit_levels(second)
-    nl = _NodeLevels(first)
+    nl = _NodeLevels(first, memo=memo)
     return _fit(nl, 0.0), _fit(_NodeLevels(second, like=nl), 0.0)
 
 
@@ -209,7 +212,8 @@ def _fit(nl: "_NodeLevels", slack: float) -> Partition:
 class _NodeLevels:
     """The node graph of a partition with the level weights of :class:`_Levels` per edge."""
 
-    def __init__(self, partition: Partition, like: "_NodeLevels | None" = None):
+    def __init__(self, partition: Partition, like: "_NodeLevels | None" = None,
+                 memo: dict | None = None):
         self.partition = part = partition
         self.p = p = part.problem
         g = p.graph
@@ -217,7 +221,7 @@ class _NodeLevels:
         if like is not None:  # same node devices and weights: only the cluster order is new
             self.cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
                                     for c in part.clusters], dtype=np.int64)
-            self.ndev, self.succ, self.pred = like.ndev, like.succ, like.pred
+            self.ndev, self.succ, self.pred, self.w = like.ndev, like.succ, like.pred, like.w
             self.head, self.tail, self.top = like.head, like.tail, like.top
             self.corder = _any_order(len(part.clusters), a, g)
             return
@@ -231,15 +235,21 @@ class _NodeLevels:
         if len(p.devices):
             idx = np.flatnonzero(same)
             same[idx] = p.must_cut[idx] | ~p.edge_ok[dev[src[idx]], idx]
-        w = (w | same).astype(np.int64)
+        self.w = w = (w | same).astype(np.int64)
+        self.corder = _any_order(len(part.clusters), a, g)
+        key = (dev.tobytes(), w.tobytes())  # the levels depend on nothing else of the graph
+        if memo is not None and key in memo:
+            self.succ, self.pred, self.head, self.tail, self.top = memo[key]
+            return
         self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
         pe = g.pred_edge
         self.pred = (g.pred_ptr.tolist(), src[pe].tolist(), w[pe].tolist())
-        self.corder = _any_order(len(part.clusters), a, g)
         n = g.n
         self.head = _longest(range(n), self.pred)
         self.tail = _longest(range(n - 1, -1, -1), self.succ)
         self.top = max(self.head, default=0)
+        if memo is not None:
+            memo[key] = (self.succ, self.pred, self.head, self.tail, self.top)
 
     def place(self, forward: bool) -> list[int]:
         """A level per node: clusters in topological order (``forward``) or its reverse."""
@@ -252,15 +262,18 @@ class _NodeLevels:
         ptr, nbr, wt = ins
         lev = [-1] * len(cap)
         clusters, cdev = self.partition.clusters, self.cdev.tolist()
+        optr, onbr, owt = self._outer(forward)
+        capmin = np.full(len(clusters), len(cap), dtype=np.int64)
+        np.minimum.at(capmin, self.a, np.asarray(cap, dtype=np.int64))
+        room = capmin.tolist()
         for c in order:
+            target = 0  # the first level its neighbours outside it (all placed) allow
+            for j in range(optr[c], optr[c + 1]):
+                x = lev[onbr[j]] + owt[j]
+                if x > target:
+                    target = x
             nodes = clusters[c].nodes
-            target = 0  # the first level its placed neighbours (all outside it) allow
-            for v in nodes:
-                for i in range(ptr[v], ptr[v + 1]):
-                    x = lev[nbr[i]]
-                    if x >= 0 and x + wt[i] > target:
-                        target = x + wt[i]
-            if len(nodes) == 1 or cdev[c] < 0 or target <= min(cap[v] for v in nodes):
+            if len(nodes) == 1 or cdev[c] < 0 or target <= room[c]:
                 for v in nodes:  # whole (a lone node's own window always allows it)
                     lev[v] = target
                 continue
@@ -271,6 +284,17 @@ class _NodeLevels:
                              if lev[nbr[i]] >= 0), default=0)
                 lev[v] = max(min(target, cap[v]), lo, inner)
         return lev if forward else [self.top - x for x in lev]
+
+    def _outer(self, forward: bool) -> tuple[list[int], list[int], list[int]]:
+        """Per cluster (CSR lists), the edges into it from outside (``forward``; out of it,
+        else): the neighbour outside and the weight."""
+        g, a = self.p.graph, self.a
+        src, dst = g.edge_src, g.edge_dst
+        into, other = (a[dst], src) if forward else (a[src], dst)
+        ext = np.flatnonzero(a[src] != a[dst])
+        ext = ext[np.argsort(into[ext], kind="stable")]
+        ptr = np.searchsorted(into[ext], np.arange(len(self.partition.clusters) + 1))
+        return ptr.tolist(), other[ext].tolist(), self.w[ext].tolist()
 
     def key(self, lev: list[int] | None) -> tuple[int, int]:
         """(partitions, cut_bytes) of the accelerator nodes grouped by (device, level), or of
