@@ -118,3 +118,21 @@ def test_coalesce_reaches_the_node_level_count_on_a_long_edge_dag():
         d.add_edge(u, v, w=int(not acc[u] and acc[v]))
     assert out.figures()[2] == nx.dag_longest_path_length(d, weight="w") + 1
     assert out.figures()[1] <= base.figures()[1] and out.figures()[2] < base.figures()[2]
+
+
+@fast(100)
+@given(problems(max_nodes=10, max_devices=2), st.sampled_from(["singleton", "longest-path",
+                                                               "cycles"]))
+def test_shared_node_levels_give_the_separate_refits(problem, strategy):
+    """The refits of a partition and of its pair merges with the node levels read once (and
+    kept in a memo across calls) are the ones each gets alone."""
+    from clusterkit.engines.coalesce import _pairs
+    from clusterkit.engines.horizontal import fit_levels_both
+
+    base = run_strategy(problem, strategy)
+    merged = _pairs(base, 64)
+    memo: dict = {}
+    for _ in range(2):  # the second call reads the memo
+        both = fit_levels_both(merged, base, memo)
+        for got, alone in zip(both, (fit_levels(merged), fit_levels(base))):
+            assert _groups(got) == _groups(alone)

@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from clusterkit.engines.horizontal import fit_levels, merge_levels
+from clusterkit.engines.horizontal import fit_levels_both, merge_levels
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
@@ -40,7 +40,7 @@ PAIR_LIMIT = 20000
 
 
 def coalesce(partition: Partition, window: int = 64, levels: bool = True,
-             pair_limit: int = PAIR_LIMIT) -> Partition:
+             pair_limit: int = PAIR_LIMIT, memo: dict | None = None) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
     ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
@@ -49,7 +49,8 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
     refits to the node levels of that and of ``partition`` replace it when better by the same
     key (module docstring). Above ``pair_limit`` clusters (and with ``levels``) the pair merges,
     whose cycle checks grow faster than the graph, are left out: the level merging of
-    ``partition`` and the refits alone, each linear in the graph."""
+    ``partition`` and the refits alone, each linear in the graph. ``memo``: a dict the caller
+    keeps across calls on partitions of one graph (node levels read once per node devices)."""
     if len(partition.clusters) < 2:
         return partition
     if levels and len(partition.clusters) > pair_limit:
@@ -62,7 +63,7 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
             return out
         best = _levels(partition, out, window)
     best_key = _key(best)
-    for cand in (fit_levels(best), fit_levels(partition)):  # refits of the merges and the input
+    for cand in fit_levels_both(best, partition, memo):  # refits of the merges and the input
         key = _key(cand)
         if key < best_key:
             best, best_key = cand, key
@@ -121,10 +122,10 @@ class _Merger:
         self.members = ([list(c.nodes) for c in clusters] if p.max_const_bytes is not None
                         else None)
         self.sizes = [len(c.nodes) for c in clusters]
-        self.blocks: list[set[int]] = [set() for _ in range(k)]
+        self.blocks: dict[int, set[int]] = {}  # only the clusters with a blocked partner
         for x, y in self._blocked():
-            self.blocks[x].add(y)
-            self.blocks[y].add(x)
+            self.blocks.setdefault(x, set()).add(y)
+            self.blocks.setdefault(y, set()).add(x)
         self.gc = GraphCycles.from_edges(k, self.ca[self.between], self.cb[self.between])
         self.node_of = list(range(k))  # representative cluster -> GraphCycles node
 
@@ -149,7 +150,7 @@ class _Merger:
 
     def fits(self, x: int, y: int) -> bool:
         p, dev = self.p, self.dev
-        if dev[x] < 0 or dev[x] != dev[y] or y in self.blocks[x]:
+        if dev[x] < 0 or dev[x] != dev[y] or y in self.blocks.get(x, ()):
             return False
         if p.max_size is not None and self.sizes[x] + self.sizes[y] > p.max_size:
             return False
@@ -165,11 +166,14 @@ class _Merger:
             self.members[keep] += self.members[drop]
         self.sizes[keep] += self.sizes[drop]
         blocks = self.blocks
-        for z in blocks[drop]:
-            blocks[z].discard(drop)
-            blocks[z].add(keep)
-        blocks[keep] |= blocks[drop]
-        blocks[keep].discard(keep)
+        gone = blocks.pop(drop, None)
+        if gone:
+            for z in gone:
+                blocks[z].discard(drop)
+                blocks[z].add(keep)
+            mine = blocks.setdefault(keep, set())
+            mine |= gone
+            mine.discard(keep)
         self.node_of[keep] = survivor_node
 
     def merge_adjacent(self) -> None:
@@ -237,12 +241,9 @@ class _Merger:
         return x
 
     def result(self) -> Partition:
-        part, g = self.partition, self.g
-        labels = np.empty(g.n, dtype=np.int64)
-        devices = np.empty(g.n, dtype=np.int64)
-        for c, cluster in enumerate(part.clusters):
-            labels[cluster.nodes] = self.uf.find(c)
-            devices[cluster.nodes] = self.dev[c]
+        part, find = self.partition, self.uf.find
+        labels = np.asarray([find(c) for c in range(self.k)], dtype=np.int64)[self.a]
+        devices = np.asarray(self.dev, dtype=np.int64)[self.a]
         out = Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
                                         selector=part.selector, seconds=part.seconds,
                                         info=dict(part.info),

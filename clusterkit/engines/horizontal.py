@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from clusterkit.graph.algorithms import heaviest_paths, positions, quotient_edges, topological_order
-from clusterkit.result import Partition, cluster_const_bytes
+from clusterkit.graph.core import HOST, Graph
+from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
 
 def merge_levels(partition: Partition) -> Partition:
@@ -35,20 +36,15 @@ def merge_levels(partition: Partition) -> Partition:
     if len(partition.clusters) < 2:
         return partition
     lv = _Levels(partition)
-    best, best_key = partition, _key(partition)
+    best, best_key = None, lv.key(list(range(lv.k)))
     for levels in lv.levels():
         labels = lv.bins(levels)
         if len(set(labels)) == len(labels):
             continue
-        cand = lv.build(labels)
-        key = _key(cand)
+        key = lv.key(labels)
         if key < best_key:
-            best, best_key = cand, key
-    return best
-
-
-def _key(part: Partition) -> tuple[int, int]:
-    return part.figures()[1:]
+            best, best_key = labels, key
+    return partition if best is None else lv.build(best)
 
 
 class _Levels:
@@ -113,6 +109,13 @@ class _Levels:
                 return False
         return True
 
+    def key(self, labels: list[int]) -> tuple[int, int]:
+        """(cut_bytes, partitions) of the clusters merged by ``labels`` (one per cluster)."""
+        lab = np.asarray(labels, dtype=np.int64)
+        on = np.asarray(self.dev, dtype=np.int64) >= 0
+        units = np.where(on[self.a], lab[self.a], HOST)
+        return cut_bytes(self.p.graph, units)[0], len(np.unique(lab[on]))
+
     def build(self, labels: list[int]) -> Partition:
         part = self.partition
         lab = np.asarray(labels, dtype=np.int64)[self.a]
@@ -167,39 +170,64 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
     (partitions, cut_bytes); with ``slack=0`` the result is never worse in either figure.
     Problems with limits that a split could break (together groups, size or constant limits,
     never-together pairs) are returned unchanged."""
-    p = partition.problem
-    if (len(partition.clusters) < 2 or len(p.groups) or p.min_size > 1
-            or p.max_size is not None or p.max_const_bytes is not None
-            or len(p.never_pairs)):
+    if _unfit(partition):
         return partition
-    nl = _NodeLevels(partition)
-    best, best_key = partition, _fit_key(partition)
+    return _fit(_NodeLevels(partition), slack)
+
+
+def fit_levels_both(first: Partition, second: Partition, memo: dict | None = None
+                    ) -> tuple[Partition, Partition]:
+    """:func:`fit_levels` of two partitions whose nodes have the same devices and whose clusters
+    differ only by merges :mod:`clusterkit.engines.coalesce` allows (no cut or refused edge
+    inside a merged cluster): their node levels are the same, so they are read once. ``memo``
+    (a dict kept by the caller for partitions of one graph) keeps the node levels by node
+    devices and edge weights for the next call."""
+    if first is second or _unfit(first) or _unfit(second):
+        return fit_levels(first), fit_levels(second)
+    nl = _NodeLevels(first, memo=memo)
+    return _fit(nl, 0.0), _fit(_NodeLevels(second, like=nl), 0.0)
+
+
+def _unfit(partition: Partition) -> bool:
+    """Whether :func:`fit_levels` returns ``partition`` unchanged without looking."""
+    p = partition.problem
+    return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.min_size > 1
+            or p.max_size is not None or p.max_const_bytes is not None
+            or len(p.never_pairs) > 0)
+
+
+def _fit(nl: "_NodeLevels", slack: float) -> Partition:
+    """The refit of ``nl``'s partition (see :func:`fit_levels`)."""
+    partition = nl.partition
+    best, best_key = None, nl.key(None)  # (partitions, cut_bytes): the input's
     budget = best_key[1] * (1 + slack) if best_key[1] else 0  # no 0 * inf
     for forward in (True, False):
-        cand = nl.build(nl.place(forward))
-        key = _fit_key(cand)
-        if key[0] == best_key[0] and key[1] <= budget and key[2:] < best_key[2:]:
-            best, best_key = cand, key
-    return best
-
-
-def _fit_key(part: Partition) -> tuple[int, int, int, int]:
-    """(fallback nodes, cut_bytes, partitions, cut_bytes): the last two rank the candidates."""
-    f = part.figures()
-    return f[0], f[1], f[2], f[1]
+        lev = nl.place(forward)
+        key = nl.key(lev)
+        if key[1] <= budget and key < best_key:
+            best, best_key = lev, key
+    return partition if best is None else nl.build(best)
 
 
 class _NodeLevels:
     """The node graph of a partition with the level weights of :class:`_Levels` per edge."""
 
-    def __init__(self, partition: Partition):
+    def __init__(self, partition: Partition, like: "_NodeLevels | None" = None,
+                 memo: dict | None = None):
         self.partition = part = partition
         self.p = p = part.problem
         g = p.graph
         self.a = a = part.assignment()
+        if like is not None:  # same node devices and weights: only the cluster order is new
+            self.cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
+                                    for c in part.clusters], dtype=np.int64)
+            self.ndev, self.succ, self.pred, self.w = like.ndev, like.succ, like.pred, like.w
+            self.head, self.tail, self.top = like.head, like.tail, like.top
+            self.corder = _any_order(len(part.clusters), a, g)
+            return
         self.cdev = cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
                                        for c in part.clusters], dtype=np.int64)
-        dev = cdev[a]
+        self.ndev = dev = cdev[a]
         cls = np.where(dev >= 0, dev, len(p.devices))
         src, dst = g.edge_src, g.edge_dst
         w = (cls[src] > cls[dst]) & (dev[dst] >= 0)
@@ -207,16 +235,21 @@ class _NodeLevels:
         if len(p.devices):
             idx = np.flatnonzero(same)
             same[idx] = p.must_cut[idx] | ~p.edge_ok[dev[src[idx]], idx]
-        w = (w | same).astype(np.int64)
+        self.w = w = (w | same).astype(np.int64)
+        self.corder = _any_order(len(part.clusters), a, g)
+        key = (dev.tobytes(), w.tobytes())  # the levels depend on nothing else of the graph
+        if memo is not None and key in memo:
+            self.succ, self.pred, self.head, self.tail, self.top = memo[key]
+            return
         self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
         pe = g.pred_edge
         self.pred = (g.pred_ptr.tolist(), src[pe].tolist(), w[pe].tolist())
-        cs, cd = quotient_edges(a, src, dst)
-        self.corder = topological_order(len(part.clusters), cs, cd)
         n = g.n
         self.head = _longest(range(n), self.pred)
         self.tail = _longest(range(n - 1, -1, -1), self.succ)
         self.top = max(self.head, default=0)
+        if memo is not None:
+            memo[key] = (self.succ, self.pred, self.head, self.tail, self.top)
 
     def place(self, forward: bool) -> list[int]:
         """A level per node: clusters in topological order (``forward``) or its reverse."""
@@ -229,24 +262,51 @@ class _NodeLevels:
         ptr, nbr, wt = ins
         lev = [-1] * len(cap)
         clusters, cdev = self.partition.clusters, self.cdev.tolist()
+        optr, onbr, owt = self._outer(forward)
+        capmin = np.full(len(clusters), len(cap), dtype=np.int64)
+        np.minimum.at(capmin, self.a, np.asarray(cap, dtype=np.int64))
+        room = capmin.tolist()
         for c in order:
-            nodes = sorted(clusters[c].nodes)
-            if not forward:
-                nodes.reverse()
-            low = {}
-            for v in nodes:  # placed neighbours outside the cluster are placed (lev >= 0)
-                low[v] = max((lev[nbr[i]] + wt[i] for i in range(ptr[v], ptr[v + 1])
-                              if lev[nbr[i]] >= 0), default=0)
-            target = max(low.values())
-            if cdev[c] < 0 or target <= min(cap[v] for v in nodes):
-                for v in nodes:
+            target = 0  # the first level its neighbours outside it (all placed) allow
+            for j in range(optr[c], optr[c + 1]):
+                x = lev[onbr[j]] + owt[j]
+                if x > target:
+                    target = x
+            nodes = clusters[c].nodes
+            if len(nodes) == 1 or cdev[c] < 0 or target <= room[c]:
+                for v in nodes:  # whole (a lone node's own window always allows it)
                     lev[v] = target
                 continue
-            for v in nodes:  # split: each node at the target or as near as its window allows
+            nodes = sorted(nodes, reverse=not forward)
+            low = [_low(v, lev, ins) for v in nodes]
+            for v, lo in zip(nodes, low):  # split: each node at the target or as near as it may
                 inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
                              if lev[nbr[i]] >= 0), default=0)
-                lev[v] = max(min(target, cap[v]), low[v], inner)
+                lev[v] = max(min(target, cap[v]), lo, inner)
         return lev if forward else [self.top - x for x in lev]
+
+    def _outer(self, forward: bool) -> tuple[list[int], list[int], list[int]]:
+        """Per cluster (CSR lists), the edges into it from outside (``forward``; out of it,
+        else): the neighbour outside and the weight."""
+        g, a = self.p.graph, self.a
+        src, dst = g.edge_src, g.edge_dst
+        into, other = (a[dst], src) if forward else (a[src], dst)
+        ext = np.flatnonzero(a[src] != a[dst])
+        ext = ext[np.argsort(into[ext], kind="stable")]
+        ptr = np.searchsorted(into[ext], np.arange(len(self.partition.clusters) + 1))
+        return ptr.tolist(), other[ext].tolist(), self.w[ext].tolist()
+
+    def key(self, lev: list[int] | None) -> tuple[int, int]:
+        """(partitions, cut_bytes) of the accelerator nodes grouped by (device, level), or of
+        the partition itself for ``lev=None``; the fallback nodes are the same in both."""
+        on = self.ndev >= 0
+        if lev is None:
+            units = np.where(on, self.a, HOST)
+            parts = int((self.cdev >= 0).sum())
+        else:
+            units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
+            parts = len(np.unique(units[on]))
+        return parts, cut_bytes(self.p.graph, units)[0]
 
     def build(self, lev: list[int]) -> Partition:
         """Accelerator nodes grouped by (device, level); fallback nodes as before."""
@@ -275,3 +335,38 @@ def _longest(order, ins: tuple[list[int], list[int], list[int]]) -> list[int]:
                 best = x
         out[v] = best
     return out
+
+
+def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) -> int:
+    """The first level node ``v`` may take after its placed neighbours over ``ins``."""
+    ptr, nbr, wt = ins
+    best = 0
+    for i in range(ptr[v], ptr[v + 1]):
+        x = lev[nbr[i]]
+        if x >= 0 and x + wt[i] > best:
+            best = x + wt[i]
+    return best
+
+
+def _any_order(k: int, a: np.ndarray, g: Graph) -> list[int]:
+    """A topological order of the ``k`` clusters of assignment ``a`` (Kahn's, first in first
+    out). The placement reads only the levels of a cluster's neighbours outside it, all placed
+    before it in any topological order, so which order does not matter."""
+    cs, cd = quotient_edges(a, g.edge_src, g.edge_dst)
+    by = np.argsort(cs, kind="stable")
+    ptr = np.searchsorted(cs[by], np.arange(k + 1)).tolist()
+    nbr = cd[by].tolist()
+    indeg = np.bincount(cd, minlength=k).tolist()
+    order = np.flatnonzero(np.asarray(indeg) == 0).tolist()
+    i = 0
+    while i < len(order):
+        u = order[i]
+        i += 1
+        for j in range(ptr[u], ptr[u + 1]):
+            v = nbr[j]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                order.append(v)
+    if len(order) < k:  # a cycle: let the shared sort name it
+        return topological_order(k, cs, cd)
+    return order
