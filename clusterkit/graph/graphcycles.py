@@ -450,11 +450,12 @@ class OneSidedGraphCycles(GraphCycles):
     the window; here one search runs from each side in lockstep, the first to finish names the
     set to move (the descendants to just after the window, or the ancestors to just before it),
     and the window's ranks are rewritten with numpy from a position → node array (on DAGs with
-    long edges the ancestor side is often far larger). Ranks are a numpy array, so ``add_node``
+    long edges the ancestor side is often far larger). Ranks are a numpy array, read in the
+    Python loops through a memoryview of it (plain ints, no numpy scalars), so ``add_node``
     costs O(n).
     """
 
-    __slots__ = ("_order", "_mark")
+    __slots__ = ("_order", "_mark", "_rank_np")
 
     @classmethod
     def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> OneSidedGraphCycles:
@@ -470,7 +471,7 @@ class OneSidedGraphCycles(GraphCycles):
 
     def _init_order(self) -> None:
         rank = np.asarray(self._rank, dtype=np.int64)
-        self._rank = rank  # type: ignore[assignment]
+        self._set_rank(rank)
         self._order = np.empty_like(rank)
         self._order[rank] = np.arange(rank.size, dtype=np.int64)
         self._mark = np.zeros(rank.size, dtype=bool)
@@ -478,7 +479,7 @@ class OneSidedGraphCycles(GraphCycles):
     def add_node(self) -> int:
         """Append an isolated node (rank = its id) and return its id."""
         x = len(self._rank)
-        self._rank = np.append(self._rank, x)  # type: ignore[assignment]
+        self._set_rank(np.append(self._rank_np, x))
         self._order = np.append(self._order, x)
         self._mark = np.append(self._mark, False)
         self._out.append(set())
@@ -486,11 +487,16 @@ class OneSidedGraphCycles(GraphCycles):
         self._alive.append(True)
         return x
 
+    def _set_rank(self, rank: np.ndarray) -> None:
+        """Keep ``rank`` (int64) for numpy writes and a memoryview of it for the loops' reads."""
+        self._rank_np = rank
+        self._rank = memoryview(rank)  # type: ignore[assignment]
+
     def check_invariants(self) -> None:
         """As :meth:`GraphCycles.check_invariants`, and the position → node array inverts the
         ranks."""
         super().check_invariants()
-        if not np.array_equal(self._order[self._rank], np.arange(len(self._rank))):
+        if not np.array_equal(self._order[self._rank_np], np.arange(len(self._rank))):
             raise AssertionError("position -> node array does not invert the ranks")
 
     def _reorder(self, deltab: set[int], deltaf: set[int]) -> None:
@@ -516,9 +522,9 @@ class OneSidedGraphCycles(GraphCycles):
         if moved:
             ids = np.fromiter(moved, dtype=np.int64, count=len(moved))
             if forward:   # window [lo, rl]: the rest keep their order, then the moved nodes
-                self._move(ids, int(rank[ids].min()), rl, last=True)
+                self._move(ids, int(self._rank_np[ids].min()), rl, last=True)
             else:         # window [re_, hi]: the moved nodes, then the rest
-                self._move(ids, re_, int(rank[ids].max()), last=False)
+                self._move(ids, re_, int(self._rank_np[ids].max()), last=False)
         slot = l if forward else e
         if slot != keep:
             order = self._order
@@ -559,5 +565,5 @@ class OneSidedGraphCycles(GraphCycles):
         first, second = (seg[~flag], seg[flag]) if last else (seg[flag], seg[~flag])
         new = np.concatenate((first, second))
         order[lo:hi + 1] = new
-        self._rank[new] = np.arange(lo, hi + 1, dtype=np.int64)
+        self._rank_np[new] = np.arange(lo, hi + 1, dtype=np.int64)
         mark[ids] = False
