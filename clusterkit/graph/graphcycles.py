@@ -455,7 +455,7 @@ class OneSidedGraphCycles(GraphCycles):
     costs O(n).
     """
 
-    __slots__ = ("_order", "_mark", "_rank_np")
+    __slots__ = ("_order", "_rank_np")
 
     @classmethod
     def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> OneSidedGraphCycles:
@@ -474,14 +474,12 @@ class OneSidedGraphCycles(GraphCycles):
         self._set_rank(rank)
         self._order = np.empty_like(rank)
         self._order[rank] = np.arange(rank.size, dtype=np.int64)
-        self._mark = np.zeros(rank.size, dtype=bool)
 
     def add_node(self) -> int:
         """Append an isolated node (rank = its id) and return its id."""
         x = len(self._rank)
         self._set_rank(np.append(self._rank_np, x))
         self._order = np.append(self._order, x)
-        self._mark = np.append(self._mark, False)
         self._out.append(set())
         self._in.append(set())
         self._alive.append(True)
@@ -556,14 +554,27 @@ class OneSidedGraphCycles(GraphCycles):
                     bstack.append(w)
 
     def _move(self, ids: np.ndarray, lo: int, hi: int, last: bool) -> None:
-        """Move nodes ``ids`` (ranked in ``[lo, hi]``) to the end (``last``) or the start of that
-        window, every group keeping its relative order, and rewrite the window's ranks."""
-        order, mark = self._order, self._mark
-        mark[ids] = True
-        seg = order[lo:hi + 1]
-        flag = mark[seg]
-        first, second = (seg[~flag], seg[flag]) if last else (seg[flag], seg[~flag])
-        new = np.concatenate((first, second))
-        order[lo:hi + 1] = new
-        self._rank_np[new] = np.arange(lo, hi + 1, dtype=np.int64)
-        mark[ids] = False
+        """Move nodes ``ids`` (ranked in ``[lo, hi]``, the lowest at ``lo`` when ``last``, the
+        highest at ``hi`` otherwise) to the end (``last``) or the start of that window, every
+        group keeping its relative order, and rewrite the window's ranks. The runs between moved
+        nodes shift as blocks (a few slice copies: few nodes move across wide windows)."""
+        order, rank = self._order, self._rank_np
+        pos = np.sort(rank[ids])
+        moved = order[pos]
+        k = len(pos)
+        cut = pos.tolist()
+        if last:          # the run after the i-th moved node shifts down by i + 1
+            ends = cut[1:] + [hi + 1]
+            for i in range(k):
+                a, b = cut[i] + 1, ends[i]
+                if a < b:
+                    order[a - i - 1:b - i - 1] = order[a:b]
+            order[hi + 1 - k:hi + 1] = moved
+        else:             # the run before the i-th moved node shifts up by k - i
+            starts = [lo - 1] + cut[:-1]
+            for i in range(k - 1, -1, -1):
+                a, b = starts[i] + 1, cut[i]
+                if a < b:
+                    order[a + k - i:b + k - i] = order[a:b]
+            order[lo:lo + k] = moved
+        rank[order[lo:hi + 1]] = np.arange(lo, hi + 1, dtype=np.int64)
