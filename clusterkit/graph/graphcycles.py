@@ -204,16 +204,22 @@ class GraphCycles:
         """:meth:`contract_edge` on the edge joining ``x`` and ``y``, whichever way it points
         (``x -> y`` first); ``None`` (graph unchanged) when no edge joins them or another path
         would close a cycle."""
-        x, y = self._node(x), self._node(y)
-        if y in self._out[x]:
+        alive = self._alive
+        if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
+                and 0 <= y < len(alive) and alive[x] and alive[y]):
+            x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
+        out, inn = self._out, self._in
+        if y in out[x]:
             a, b = x, y
-        elif x in self._out[y]:
+        elif x in out[y]:
             a, b = y, x
         else:
             return None
-        self._unlink(a, b)
+        out[a].discard(b)
+        inn[b].discard(a)
         if self._reachable(a, b):
-            self._link(a, b)
+            out[a].add(b)
+            inn[b].add(a)
             return None
         return self._absorb(a, b)
 
