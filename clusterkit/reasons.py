@@ -38,6 +38,7 @@ import inspect
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -277,7 +278,7 @@ def _cluster_nodes(partition: Partition, index: dict[str, int]
     device."""
     clusters = partition.clusters
     sizes = [len(c.nodes) for c in clusters]
-    flat = np.fromiter((v for c in clusters for v in c.nodes), dtype=np.int64,
+    flat = np.fromiter(chain.from_iterable(c.nodes for c in clusters), dtype=np.int64,
                        count=sum(sizes))
     dev = np.repeat(np.asarray([index[c.device] for c in clusters], dtype=np.int64), sizes)
     return flat, dev
