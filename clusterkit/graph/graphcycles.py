@@ -461,7 +461,7 @@ class OneSidedGraphCycles(GraphCycles):
     costs O(n).
     """
 
-    __slots__ = ("_order", "_rank_np")
+    __slots__ = ("_order", "_rank_np", "_iota")
 
     @classmethod
     def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> OneSidedGraphCycles:
@@ -492,9 +492,11 @@ class OneSidedGraphCycles(GraphCycles):
         return x
 
     def _set_rank(self, rank: np.ndarray) -> None:
-        """Keep ``rank`` (int64) for numpy writes and a memoryview of it for the loops' reads."""
+        """Keep ``rank`` (int64) for numpy writes and a memoryview of it for the loops' reads
+        (and ``0 .. n-1`` for rewriting windows of ranks)."""
         self._rank_np = rank
         self._rank = memoryview(rank)  # type: ignore[assignment]
+        self._iota = np.arange(rank.size, dtype=np.int64)
 
     def check_invariants(self) -> None:
         """As :meth:`GraphCycles.check_invariants`, and the position → node array inverts the
@@ -583,4 +585,4 @@ class OneSidedGraphCycles(GraphCycles):
                 if a < b:
                     order[a + k - i:b + k - i] = order[a:b]
             order[lo:lo + k] = moved
-        rank[order[lo:hi + 1]] = np.arange(lo, hi + 1, dtype=np.int64)
+        rank[order[lo:hi + 1]] = self._iota[lo:hi + 1]
