@@ -38,6 +38,7 @@ import inspect
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -185,35 +186,37 @@ def placement_report(partition: Partition) -> dict[str, Any]:
     ``assignment``: per device, in onnxruntime's graph-assignment form, its non-folded nodes.
     Node ``index`` values are source indices (ONNX ``graph.node`` / node-link ``nodes``)."""
     g = partition.graph
-    ops = g.op_types
-    src = g.index_to_source.tolist()
-    folded = g.folded.tolist()
-    compute = [v for c in partition.clusters if c.device == partition.fallback
-               for v in c.nodes if not folded[v]]
+    ops, nodes = g.op_types, g.nodes
+    src = g.index_to_source
+    order = _device_order(partition)
+    index = {d: k for k, d in enumerate(order)}
+    flat, dev = _cluster_nodes(partition, index)
+    compute = flat[(dev == index[partition.fallback]) & ~g.folded[flat]].tolist()
     reasons = fallback_reasons_of(partition, compute)
     fallen = []
     by_reason: Counter = Counter()
     by_op: dict[str, Counter] = {}
-    for v in compute:
+    ids = np.asarray(compute, dtype=np.int64)
+    ids = ids[np.argsort(src[ids], kind="stable")]     # by source index
+    for v, i in zip(ids.tolist(), src[ids].tolist()):
         why = reasons[v]
         cat = why.category.value
         by_reason[cat] += 1
         if cat not in by_op:
             by_op[cat] = Counter()
         by_op[cat][ops[v]] += 1
-        fallen.append({"node": g.nodes[v].name, "index": src[v], "op": ops[v],
+        fallen.append({"node": nodes[v].name, "index": i, "op": ops[v],
                        "reason": cat, "detail": why.detail})
-    fallen.sort(key=lambda e: e["index"])
     cats = [c.value for c in Category]
     return {
         "fallback": partition.fallback,
-        "devices": _device_counts(partition),
+        "devices": _device_counts(partition, order, index, flat, dev),
         "reasons": {k: by_reason[k] for k in cats if by_reason[k]},
         "reasons_by_op": {k: dict(sorted(by_op[k].items(), key=lambda kv: (-kv[1], kv[0])))
                           for k in cats if k in by_op},
         "fallen_back": fallen,
-        "folded": sum(folded),
-        "assignment": _assignment(partition),
+        "folded": int(g.folded.sum()),
+        "assignment": _assignment(partition, index, flat, dev),
     }
 
 
@@ -246,23 +249,39 @@ def fallback_reasons_of(partition: Partition, nodes: list[int]) -> dict[int, Rea
     return out
 
 
-def _assignment(partition: Partition) -> list[dict[str, Any]]:
+def _assignment(partition: Partition, index: dict[str, int], flat: np.ndarray,
+                dev: np.ndarray) -> list[dict[str, Any]]:
     """Per device (as :func:`_device_counts` orders them), its non-folded nodes as
     ``{"name", "op_type", "domain", "index"}`` (source index), sorted by index: the form of
-    onnxruntime's graph-assignment info."""
+    onnxruntime's graph-assignment info. ``index``, ``flat``, ``dev``: the devices' positions
+    and :func:`_cluster_nodes`."""
     g = partition.graph
-    folded = g.folded.tolist()
-    src = g.index_to_source.tolist()
-    per: dict[str, list[int]] = {d: [] for d in _device_order(partition)}
-    for c in partition.clusters:
-        per[c.device].extend(v for v in c.nodes if not folded[v])
+    keep = ~g.folded[flat]
+    flat, dev = flat[keep], dev[keep]
+    src = g.index_to_source[flat]
+    by = np.lexsort((src, dev))           # per device by source index, ties in cluster order
+    flat, dev, src = flat[by], dev[by], src[by]
+    bounds = np.searchsorted(dev, np.arange(len(index) + 1)).tolist()
+    ids, idx, nodes, ops = flat.tolist(), src.tolist(), g.nodes, g.op_types
     out = []
-    for dev, members in per.items():
-        members.sort(key=lambda v: src[v])
-        out.append({"device": dev, "nodes": [
-            {"name": g.nodes[v].name, "op_type": g.nodes[v].op_type,
-             "domain": g.nodes[v].domain, "index": src[v]} for v in members]})
+    for dev_name, k in index.items():
+        a, b = bounds[k], bounds[k + 1]
+        out.append({"device": dev_name, "nodes": [
+            {"name": nodes[v].name, "op_type": ops[v], "domain": nodes[v].domain, "index": i}
+            for v, i in zip(ids[a:b], idx[a:b])]})
     return out
+
+
+def _cluster_nodes(partition: Partition, index: dict[str, int]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Every cluster's nodes, in cluster order, and parallel to them ``index`` of the cluster's
+    device."""
+    clusters = partition.clusters
+    sizes = [len(c.nodes) for c in clusters]
+    flat = np.fromiter(chain.from_iterable(c.nodes for c in clusters), dtype=np.int64,
+                       count=sum(sizes))
+    dev = np.repeat(np.asarray([index[c.device] for c in clusters], dtype=np.int64), sizes)
+    return flat, dev
 
 
 def current_placement(partition: Partition) -> dict[str, Any]:
@@ -312,22 +331,17 @@ def _device_order(partition: Partition) -> list[str]:
     return order
 
 
-def _device_counts(partition: Partition) -> dict[str, dict[str, Any]]:
-    """Per device (:func:`_device_order`): nodes, folded nodes among them, clusters and the op
-    types it took, most frequent first (counted with numpy: one pass for a million nodes)."""
+def _device_counts(partition: Partition, order: list[str], index: dict[str, int],
+                   flat: np.ndarray, dev_k: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Per device (``order``, :func:`_device_order`): nodes, folded nodes among them, clusters
+    and the op types it took, most frequent first (counted with numpy: one pass for a million
+    nodes). ``index``, ``flat``, ``dev_k``: the devices' positions and :func:`_cluster_nodes`."""
     g = partition.graph
-    order = _device_order(partition)
-    index = {d: k for k, d in enumerate(order)}
-    dev_of = [0] * g.n
-    clusters: Counter = Counter()
-    for c in partition.clusters:
-        clusters[c.device] += 1
-        k = index[c.device]
-        for v in c.nodes:
-            dev_of[v] = k
+    clusters = Counter(c.device for c in partition.clusters)
+    dev = np.zeros(g.n, dtype=np.int64)
+    dev[flat] = dev_k
     names, op_code = np.unique(np.asarray(g.op_types, dtype=object).astype(str),
                                return_inverse=True)
-    dev = np.asarray(dev_of, dtype=np.int64)
     pairs = np.bincount(dev * len(names) + op_code.ravel(),
                         minlength=len(order) * len(names)).reshape(len(order), len(names))
     n_folded = np.bincount(dev, weights=g.folded, minlength=len(order))

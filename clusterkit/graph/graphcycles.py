@@ -204,16 +204,22 @@ class GraphCycles:
         """:meth:`contract_edge` on the edge joining ``x`` and ``y``, whichever way it points
         (``x -> y`` first); ``None`` (graph unchanged) when no edge joins them or another path
         would close a cycle."""
-        x, y = self._node(x), self._node(y)
-        if y in self._out[x]:
+        alive = self._alive
+        if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
+                and 0 <= y < len(alive) and alive[x] and alive[y]):
+            x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
+        out, inn = self._out, self._in
+        if y in out[x]:
             a, b = x, y
-        elif x in self._out[y]:
+        elif x in out[y]:
             a, b = y, x
         else:
             return None
-        self._unlink(a, b)
+        out[a].discard(b)
+        inn[b].discard(a)
         if self._reachable(a, b):
-            self._link(a, b)
+            out[a].add(b)
+            inn[b].add(a)
             return None
         return self._absorb(a, b)
 
@@ -450,11 +456,12 @@ class OneSidedGraphCycles(GraphCycles):
     the window; here one search runs from each side in lockstep, the first to finish names the
     set to move (the descendants to just after the window, or the ancestors to just before it),
     and the window's ranks are rewritten with numpy from a position → node array (on DAGs with
-    long edges the ancestor side is often far larger). Ranks are a numpy array, so ``add_node``
+    long edges the ancestor side is often far larger). Ranks are a numpy array, read in the
+    Python loops through a memoryview of it (plain ints, no numpy scalars), so ``add_node``
     costs O(n).
     """
 
-    __slots__ = ("_order", "_mark")
+    __slots__ = ("_order", "_rank_np", "_iota")
 
     @classmethod
     def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> OneSidedGraphCycles:
@@ -470,27 +477,32 @@ class OneSidedGraphCycles(GraphCycles):
 
     def _init_order(self) -> None:
         rank = np.asarray(self._rank, dtype=np.int64)
-        self._rank = rank  # type: ignore[assignment]
+        self._set_rank(rank)
         self._order = np.empty_like(rank)
         self._order[rank] = np.arange(rank.size, dtype=np.int64)
-        self._mark = np.zeros(rank.size, dtype=bool)
 
     def add_node(self) -> int:
         """Append an isolated node (rank = its id) and return its id."""
         x = len(self._rank)
-        self._rank = np.append(self._rank, x)  # type: ignore[assignment]
+        self._set_rank(np.append(self._rank_np, x))
         self._order = np.append(self._order, x)
-        self._mark = np.append(self._mark, False)
         self._out.append(set())
         self._in.append(set())
         self._alive.append(True)
         return x
 
+    def _set_rank(self, rank: np.ndarray) -> None:
+        """Keep ``rank`` (int64) for numpy writes and a memoryview of it for the loops' reads
+        (and ``0 .. n-1`` for rewriting windows of ranks)."""
+        self._rank_np = rank
+        self._rank = memoryview(rank)  # type: ignore[assignment]
+        self._iota = np.arange(rank.size, dtype=np.int64)
+
     def check_invariants(self) -> None:
         """As :meth:`GraphCycles.check_invariants`, and the position → node array inverts the
         ranks."""
         super().check_invariants()
-        if not np.array_equal(self._order[self._rank], np.arange(len(self._rank))):
+        if not np.array_equal(self._order[self._rank_np], np.arange(len(self._rank))):
             raise AssertionError("position -> node array does not invert the ranks")
 
     def _reorder(self, deltab: set[int], deltaf: set[int]) -> None:
@@ -516,9 +528,9 @@ class OneSidedGraphCycles(GraphCycles):
         if moved:
             ids = np.fromiter(moved, dtype=np.int64, count=len(moved))
             if forward:   # window [lo, rl]: the rest keep their order, then the moved nodes
-                self._move(ids, int(rank[ids].min()), rl, last=True)
+                self._move(ids, int(self._rank_np[ids].min()), rl, last=True)
             else:         # window [re_, hi]: the moved nodes, then the rest
-                self._move(ids, re_, int(rank[ids].max()), last=False)
+                self._move(ids, re_, int(self._rank_np[ids].max()), last=False)
         slot = l if forward else e
         if slot != keep:
             order = self._order
@@ -550,14 +562,27 @@ class OneSidedGraphCycles(GraphCycles):
                     bstack.append(w)
 
     def _move(self, ids: np.ndarray, lo: int, hi: int, last: bool) -> None:
-        """Move nodes ``ids`` (ranked in ``[lo, hi]``) to the end (``last``) or the start of that
-        window, every group keeping its relative order, and rewrite the window's ranks."""
-        order, mark = self._order, self._mark
-        mark[ids] = True
-        seg = order[lo:hi + 1]
-        flag = mark[seg]
-        first, second = (seg[~flag], seg[flag]) if last else (seg[flag], seg[~flag])
-        new = np.concatenate((first, second))
-        order[lo:hi + 1] = new
-        self._rank[new] = np.arange(lo, hi + 1, dtype=np.int64)
-        mark[ids] = False
+        """Move nodes ``ids`` (ranked in ``[lo, hi]``, the lowest at ``lo`` when ``last``, the
+        highest at ``hi`` otherwise) to the end (``last``) or the start of that window, every
+        group keeping its relative order, and rewrite the window's ranks. The runs between moved
+        nodes shift as blocks (a few slice copies: few nodes move across wide windows)."""
+        order, rank = self._order, self._rank_np
+        pos = np.sort(rank[ids])
+        moved = order[pos]
+        k = len(pos)
+        cut = pos.tolist()
+        if last:          # the run after the i-th moved node shifts down by i + 1
+            ends = cut[1:] + [hi + 1]
+            for i in range(k):
+                a, b = cut[i] + 1, ends[i]
+                if a < b:
+                    order[a - i - 1:b - i - 1] = order[a:b]
+            order[hi + 1 - k:hi + 1] = moved
+        else:             # the run before the i-th moved node shifts up by k - i
+            starts = [lo - 1] + cut[:-1]
+            for i in range(k - 1, -1, -1):
+                a, b = starts[i] + 1, cut[i]
+                if a < b:
+                    order[a + k - i:b + k - i] = order[a:b]
+            order[lo:lo + k] = moved
+        rank[order[lo:hi + 1]] = self._iota[lo:hi + 1]
