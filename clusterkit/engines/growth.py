@@ -384,8 +384,28 @@ class GrowthTracker:
         """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
         ``x ~> r ~> S``)?"""
         side = self.outside(x)
+        mem, gid = self.mem, self.gid
+        # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
+        # unit between members already (or r == p, a member), so when every predecessor is a
+        # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
+        back = side <= 0
+        if back:
+            for w in self.pred[x]:
+                if mem[w] != gid:
+                    break
+            else:
+                back = False
+        fwd = side >= 0
+        if fwd:
+            for w in self.succ[x]:
+                if mem[w] != gid:
+                    break
+            else:
+                fwd = False
+        if not (back or fwd):
+            return False
         if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
-            reaches, mem, gid = self._reaches, self.mem, self.gid
+            reaches = self._reaches
             g0, g1, g2, g3, g4, g5 = self._grail
             x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
             y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
@@ -395,14 +415,14 @@ class GrowthTracker:
             h0, h1, h2 = self.hi
             for r0, r1, r2, r in self._rords:
                 if r0 < x0:        # may r ~> x, with a member before r?
-                    if side <= 0 and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
+                    if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
                             and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
                             and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
                         if s_out & lin[r] and lout[r] & x_in:
                             return True    # landmarks prove S ~> r ~> x
                         if self._find_member(r, False) is not None and reaches(r, x):
                             return True
-                elif side >= 0 and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
+                elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
                         and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
                         and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
                     if x_out & lin[r] and lout[r] & s_in:
@@ -410,12 +430,7 @@ class GrowthTracker:
                     if self._find_member(r, True) is not None and reaches(x, r):
                         return True
             return False
-        for forward in (False, True):
-            if (side > 0 and forward) or (side < 0 and not forward):
-                continue
-            if self._phase_search(x, forward):
-                return True
-        return False
+        return (back and self._phase_search(x, False)) or (fwd and self._phase_search(x, True))
 
     def _phase_search(self, x: int, forward: bool) -> bool:
         """Is there a rejected (or blocked) unit ``r`` with ``x ~> r ~> S`` (``forward``) or
