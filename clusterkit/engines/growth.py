@@ -68,6 +68,7 @@ class GrowthTracker:
         self.ug = ug
         self.succ, self.pred = ug.succ, ug.pred
         self.o0, self.o1, self.o2 = ug.orders
+        self._rord = list(zip(self.o0, self.o1, self.o2, range(n)))  # orders and unit
         self._grail = [lab for pair in ug.intervals for lab in pair]
         self.own, self.lin, self.lout = ug.landmarks
         self._marks = [u for u, b in enumerate(self.own) if b]
@@ -94,6 +95,7 @@ class GrowthTracker:
         self.lo = (_BIG, _BIG, _BIG)
         self.history: list[tuple[tuple[int, int, int], tuple[int, int, int]]] = []
         self.suspects: dict[int, tuple[int, int] | None] = {}
+        self._proof = -1    # the suspect whose witnesses last proved the condition failing
         self._cache: dict[int, tuple[int, int, int | None]] = {}
         self.violated = False
         # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
@@ -124,24 +126,29 @@ class GrowthTracker:
     def add(self, x: int, check: bool = True) -> None:
         """Make ``x`` a member and check the condition (``check=False``: known to hold, as when
         a logged growth is replayed)."""
-        t = len(self.alive)
-        self.alive.append(True)
+        alive = self.alive
+        t = len(alive)
+        alive.append(True)
         self.mem[x] = self.gid
         self.mtime[x] = t
-        self.members.append(x)
+        members = self.members
+        members.append(x)
         self.times.append(t)
         hi, lo = self.hi, self.lo      # never changed in place: the history shares them
         self.history.append((hi, lo))
-        a, b, c = self.o0[x], self.o1[x], self.o2[x]
-        if a > hi[0] or b > hi[1] or c > hi[2]:
-            self.hi = (max(a, hi[0]), max(b, hi[1]), max(c, hi[2]))
-        if a < lo[0] or b < lo[1] or c < lo[2]:
-            self.lo = (min(a, lo[0]), min(b, lo[1]), min(c, lo[2]))
-        s_in = self.s_in[-1] | self.lin[x]
-        s_out = self.s_out[-1] | self.lout[x]
-        self.s_in.append(s_in)
-        self.s_out.append(s_out)
-        if check and (self.rejected or self.blocked is not None) and len(self.members) > 1 \
+        a, b, c, _ = self._rord[x]
+        h0, h1, h2 = hi
+        if a > h0 or b > h1 or c > h2:
+            self.hi = (a if a > h0 else h0, b if b > h1 else h1, c if c > h2 else h2)
+        l0, l1, l2 = lo
+        if a < l0 or b < l1 or c < l2:
+            self.lo = (a if a < l0 else l0, b if b < l1 else l1, c if c < l2 else l2)
+        ins, outs = self.s_in, self.s_out
+        s_in = ins[-1] | self.lin[x]
+        s_out = outs[-1] | self.lout[x]
+        ins.append(s_in)
+        outs.append(s_out)
+        if check and len(members) > 1 and (self.rejected or self.blocked is not None) \
                 and (s_in & s_out & self.bad or self._through(x)):
             self.violated = True
             self.suspects = {}
@@ -151,13 +158,14 @@ class GrowthTracker:
         known to hold)."""
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
+        self._rords.append(self._rord[x])
         self.bad |= self.own[x]
         if not check:
             return
         w = self._witness(x)
         if w is not None:
             self.suspects[x] = w
+            self._proof = x
             self.violated = True
 
     def settle(self, batch_after: int = 8) -> list[int]:
@@ -186,7 +194,7 @@ class GrowthTracker:
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
+        self._rords.append(self._rord[x])
         self.s_in.pop()
         self.s_out.pop()
         self.bad |= self.own[x]
@@ -249,14 +257,21 @@ class GrowthTracker:
         suspects = self.suspects
         suspects[x] = None
         alive = self.alive
-        for w in suspects.values():
+        w = suspects.get(self._proof)   # usually still alive: one test
+        if w is not None and alive[w[0]] and alive[w[1]]:
+            self.violated = True
+            return x
+        for z, w in suspects.items():
             if w is not None and alive[w[0]] and alive[w[1]]:
+                self._proof = z
                 self.violated = True
                 return x
-        for z in list(suspects):
+        while suspects:     # oldest first; a suspect without witnesses leaves
+            z = next(iter(suspects))
             w = self._witness(z)
             if w is not None:
                 suspects[z] = w
+                self._proof = z
                 self.violated = True
                 return x
             del suspects[z]
