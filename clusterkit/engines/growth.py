@@ -77,6 +77,8 @@ class GrowthTracker:
         self.rej = [0] * n
         self.alive: list[bool] = []
         self.gid = 0
+        self._seen = [0] * n    # visit stamps of _phase_search
+        self._stamp = 0
         self.begin()
 
     def begin(self, blocked: list[bool] | None = None, blocked_marks: int | None = None
@@ -445,36 +447,53 @@ class GrowthTracker:
                     if self._find_member(r, True) is not None and reaches(x, r):
                         return True
             return False
-        return (back and self._phase_search(x, False)) or (fwd and self._phase_search(x, True))
+        return self._phase_search(x, back, fwd)
 
-    def _phase_search(self, x: int, forward: bool) -> bool:
-        """Is there a rejected (or blocked) unit ``r`` with ``x ~> r ~> S`` (``forward``) or
-        ``S ~> r ~> x``? Searches from ``x`` inside the window, stopping at members (the visit
-        of :meth:`_window_search` inlined: this search runs once per step)."""
-        adj = self.succ if forward else self.pred
+    def _phase_search(self, x: int, back: bool, fwd: bool) -> bool:
+        """Is there a rejected (or blocked) unit ``r`` with ``S ~> r ~> x`` (searched when
+        ``back``) or ``x ~> r ~> S`` (when ``fwd``)? Searches from ``x`` inside the window,
+        stopping at members (the visit of :meth:`_window_search` inlined, one setup for both
+        directions: this search runs on every join)."""
         mem, rej, gid, blocked = self.mem, self.rej, self.gid, self.blocked
         o0, o1, o2 = self.o0, self.o1, self.o2
-        if forward:
-            c0, c1, c2 = self.hi
-            sign = 1
-        else:
+        find = self._find_member
+        seen = self._seen
+        if back:
+            pred = self.pred
             c0, c1, c2 = self.lo
-            c0, c1, c2, sign = -c0, -c1, -c2, -1
-        seen = {x}
-        stack = list(adj[x])
-        while stack:
-            y = stack.pop()
-            if y in seen:
-                continue
-            seen.add(y)
-            if sign * o0[y] > c0 or sign * o1[y] > c1 or sign * o2[y] > c2 \
-                    or mem[y] == gid:
-                continue
-            if rej[y] == gid or (blocked is not None and blocked[y]):
-                if self._find_member(y, forward) is not None:
-                    return True
-                continue
-            stack.extend(adj[y])
+            self._stamp = stamp = self._stamp + 1
+            seen[x] = stamp
+            stack = [w for w in pred[x] if mem[w] != gid]
+            while stack:
+                y = stack.pop()
+                if seen[y] == stamp:
+                    continue
+                seen[y] = stamp
+                if o0[y] < c0 or o1[y] < c1 or o2[y] < c2 or mem[y] == gid:
+                    continue
+                if rej[y] == gid or (blocked is not None and blocked[y]):
+                    if find(y, False) is not None:
+                        return True
+                    continue
+                stack.extend(pred[y])
+        if fwd:
+            succ = self.succ
+            c0, c1, c2 = self.hi
+            self._stamp = stamp = self._stamp + 1
+            seen[x] = stamp
+            stack = [w for w in succ[x] if mem[w] != gid]
+            while stack:
+                y = stack.pop()
+                if seen[y] == stamp:
+                    continue
+                seen[y] = stamp
+                if o0[y] > c0 or o1[y] > c1 or o2[y] > c2 or mem[y] == gid:
+                    continue
+                if rej[y] == gid or (blocked is not None and blocked[y]):
+                    if find(y, True) is not None:
+                        return True
+                    continue
+                stack.extend(succ[y])
         return False
 
     def _window_search(self, x: int, forward: bool, visit: Callable[[int], int]) -> int | None:
