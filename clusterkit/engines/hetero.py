@@ -351,7 +351,7 @@ class _Selector:
                                 break
                         else:
                             continue
-                mattered.add(by)
+                    mattered.add(by)    # (a living pusher was not rolled back alone)
                 if len(seen) < replay:
                     added, removed = self._replay_step(v, old.log, len(seen), st)
                 elif fast:
