@@ -419,7 +419,10 @@ class _Selector:
             T.add(v, check=False)
         else:
             T.reject(v, check=False)
-        removed = [T.undo() for _ in range(log.removed[i])]
+        k = log.removed[i]
+        if not k:
+            return added, _NONE
+        removed = [T.undo() for _ in range(k)]
         if not self.plain:
             for x in removed:
                 st.remove(x)
