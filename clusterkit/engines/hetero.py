@@ -161,12 +161,11 @@ _BATCH_AFTER = 256
 
 @dataclass(eq=False)
 class _Log:
-    """The steps of one growth: the unit each step met, whether it was accepted, and how many
-    units the rollback after it removed."""
+    """The steps of one growth: the unit each step met (``~unit`` when it was rejected), and
+    how many units the rollback after a step removed (steps without a rollback are absent)."""
 
     seen: list[int]
-    added: list[bool]
-    removed: list[int]
+    removed: dict[int, int]
 
 
 @dataclass(eq=False)
@@ -321,8 +320,8 @@ class _Selector:
         pusher: list[int] = []    # who pushed each stack entry
         lone: set[int] = set()    # added, then at once rolled back alone
         mattered: set[int] = set()  # pushed an entry that was not skipped
-        log = _Log([], [], [])
-        seen, accepted, cut = log.seen, log.added, log.removed
+        log = _Log([], {})
+        seen, cut = log.seen, log.removed
         replay = self._replayable(old) if old is not None and self.trace is None else 0
         fast = self.trace is None
         plain, risky = self.plain, self._risky_of(d)
@@ -366,9 +365,9 @@ class _Selector:
                     removed = self._settle(st) if T.violated else _NONE
                 else:
                     added, removed = self._step(d, v, st)
-                seen.append(v)
-                accepted.append(added)
-                cut.append(len(removed))
+                if removed:
+                    cut[len(seen)] = len(removed)
+                seen.append(v if added else ~v)
                 if added:
                     if len(removed) == 1 and removed[0] == v:
                         lone.add(v)
@@ -403,8 +402,8 @@ class _Selector:
         """Steps of ``old`` that a new growth from its root repeats: those before the first
         that accepted a unit taken since."""
         taken = self.taken
-        for i, (v, added) in enumerate(zip(old.log.seen, old.log.added)):
-            if added and taken[v]:
+        for i, v in enumerate(old.log.seen):
+            if v >= 0 and taken[v]:
                 return i
         return len(old.log.seen)
 
@@ -412,14 +411,14 @@ class _Selector:
                      ) -> tuple[bool, list[int]]:
         """Step ``i`` of a logged growth again, its outcome known: no check."""
         T = self.tracker
-        added = log.added[i]
+        added = log.seen[i] >= 0
         if added:
             if not self.plain:
                 st.add(v)
             T.add(v, check=False)
         else:
             T.reject(v, check=False)
-        k = log.removed[i]
+        k = log.removed.get(i)
         if not k:
             return added, _NONE
         removed = [T.undo() for _ in range(k)]
