@@ -68,6 +68,7 @@ class GrowthTracker:
         self.ug = ug
         self.succ, self.pred = ug.succ, ug.pred
         self.o0, self.o1, self.o2 = ug.orders
+        self._rord = list(zip(self.o0, self.o1, self.o2, range(n)))  # orders and unit
         self._grail = [lab for pair in ug.intervals for lab in pair]
         self.own, self.lin, self.lout = ug.landmarks
         self._marks = [u for u, b in enumerate(self.own) if b]
@@ -76,6 +77,8 @@ class GrowthTracker:
         self.rej = [0] * n
         self.alive: list[bool] = []
         self.gid = 0
+        self._seen = [0] * n    # visit stamps of _phase_search
+        self._stamp = 0
         self.begin()
 
     def begin(self, blocked: list[bool] | None = None, blocked_marks: int | None = None
@@ -94,6 +97,7 @@ class GrowthTracker:
         self.lo = (_BIG, _BIG, _BIG)
         self.history: list[tuple[tuple[int, int, int], tuple[int, int, int]]] = []
         self.suspects: dict[int, tuple[int, int] | None] = {}
+        self._proof = -1    # the suspect whose witnesses last proved the condition failing
         self._cache: dict[int, tuple[int, int, int | None]] = {}
         self.violated = False
         # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
@@ -124,24 +128,29 @@ class GrowthTracker:
     def add(self, x: int, check: bool = True) -> None:
         """Make ``x`` a member and check the condition (``check=False``: known to hold, as when
         a logged growth is replayed)."""
-        t = len(self.alive)
-        self.alive.append(True)
+        alive = self.alive
+        t = len(alive)
+        alive.append(True)
         self.mem[x] = self.gid
         self.mtime[x] = t
-        self.members.append(x)
+        members = self.members
+        members.append(x)
         self.times.append(t)
         hi, lo = self.hi, self.lo      # never changed in place: the history shares them
         self.history.append((hi, lo))
-        a, b, c = self.o0[x], self.o1[x], self.o2[x]
-        if a > hi[0] or b > hi[1] or c > hi[2]:
-            self.hi = (max(a, hi[0]), max(b, hi[1]), max(c, hi[2]))
-        if a < lo[0] or b < lo[1] or c < lo[2]:
-            self.lo = (min(a, lo[0]), min(b, lo[1]), min(c, lo[2]))
-        s_in = self.s_in[-1] | self.lin[x]
-        s_out = self.s_out[-1] | self.lout[x]
-        self.s_in.append(s_in)
-        self.s_out.append(s_out)
-        if check and (self.rejected or self.blocked is not None) and len(self.members) > 1 \
+        a, b, c, _ = self._rord[x]
+        h0, h1, h2 = hi
+        if a > h0 or b > h1 or c > h2:
+            self.hi = (a if a > h0 else h0, b if b > h1 else h1, c if c > h2 else h2)
+        l0, l1, l2 = lo
+        if a < l0 or b < l1 or c < l2:
+            self.lo = (a if a < l0 else l0, b if b < l1 else l1, c if c < l2 else l2)
+        ins, outs = self.s_in, self.s_out
+        s_in = ins[-1] | self.lin[x]
+        s_out = outs[-1] | self.lout[x]
+        ins.append(s_in)
+        outs.append(s_out)
+        if check and len(members) > 1 and (self.rejected or self.blocked is not None) \
                 and (s_in & s_out & self.bad or self._through(x)):
             self.violated = True
             self.suspects = {}
@@ -151,13 +160,14 @@ class GrowthTracker:
         known to hold)."""
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
+        self._rords.append(self._rord[x])
         self.bad |= self.own[x]
         if not check:
             return
         w = self._witness(x)
         if w is not None:
             self.suspects[x] = w
+            self._proof = x
             self.violated = True
 
     def settle(self, batch_after: int = 8) -> list[int]:
@@ -186,7 +196,7 @@ class GrowthTracker:
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append((self.o0[x], self.o1[x], self.o2[x], x))
+        self._rords.append(self._rord[x])
         self.s_in.pop()
         self.s_out.pop()
         self.bad |= self.own[x]
@@ -249,14 +259,21 @@ class GrowthTracker:
         suspects = self.suspects
         suspects[x] = None
         alive = self.alive
-        for w in suspects.values():
+        w = suspects.get(self._proof)   # usually still alive: one test
+        if w is not None and alive[w[0]] and alive[w[1]]:
+            self.violated = True
+            return x
+        for z, w in suspects.items():
             if w is not None and alive[w[0]] and alive[w[1]]:
+                self._proof = z
                 self.violated = True
                 return x
-        for z in list(suspects):
+        while suspects:     # oldest first; a suspect without witnesses leaves
+            z = next(iter(suspects))
             w = self._witness(z)
             if w is not None:
                 suspects[z] = w
+                self._proof = z
                 self.violated = True
                 return x
             del suspects[z]
@@ -384,8 +401,28 @@ class GrowthTracker:
         """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
         ``x ~> r ~> S``)?"""
         side = self.outside(x)
+        mem, gid = self.mem, self.gid
+        # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
+        # unit between members already (or r == p, a member), so when every predecessor is a
+        # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
+        back = side <= 0
+        if back:
+            for w in self.pred[x]:
+                if mem[w] != gid:
+                    break
+            else:
+                back = False
+        fwd = side >= 0
+        if fwd:
+            for w in self.succ[x]:
+                if mem[w] != gid:
+                    break
+            else:
+                fwd = False
+        if not (back or fwd):
+            return False
         if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
-            reaches, mem, gid = self._reaches, self.mem, self.gid
+            reaches = self._reaches
             g0, g1, g2, g3, g4, g5 = self._grail
             x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
             y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
@@ -395,14 +432,14 @@ class GrowthTracker:
             h0, h1, h2 = self.hi
             for r0, r1, r2, r in self._rords:
                 if r0 < x0:        # may r ~> x, with a member before r?
-                    if side <= 0 and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
+                    if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
                             and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
                             and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
                         if s_out & lin[r] and lout[r] & x_in:
                             return True    # landmarks prove S ~> r ~> x
                         if self._find_member(r, False) is not None and reaches(r, x):
                             return True
-                elif side >= 0 and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
+                elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
                         and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
                         and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
                     if x_out & lin[r] and lout[r] & s_in:
@@ -410,41 +447,53 @@ class GrowthTracker:
                     if self._find_member(r, True) is not None and reaches(x, r):
                         return True
             return False
-        for forward in (False, True):
-            if (side > 0 and forward) or (side < 0 and not forward):
-                continue
-            if self._phase_search(x, forward):
-                return True
-        return False
+        return self._phase_search(x, back, fwd)
 
-    def _phase_search(self, x: int, forward: bool) -> bool:
-        """Is there a rejected (or blocked) unit ``r`` with ``x ~> r ~> S`` (``forward``) or
-        ``S ~> r ~> x``? Searches from ``x`` inside the window, stopping at members (the visit
-        of :meth:`_window_search` inlined: this search runs once per step)."""
-        adj = self.succ if forward else self.pred
+    def _phase_search(self, x: int, back: bool, fwd: bool) -> bool:
+        """Is there a rejected (or blocked) unit ``r`` with ``S ~> r ~> x`` (searched when
+        ``back``) or ``x ~> r ~> S`` (when ``fwd``)? Searches from ``x`` inside the window,
+        stopping at members (the visit of :meth:`_window_search` inlined, one setup for both
+        directions: this search runs on every join)."""
         mem, rej, gid, blocked = self.mem, self.rej, self.gid, self.blocked
         o0, o1, o2 = self.o0, self.o1, self.o2
-        if forward:
-            c0, c1, c2 = self.hi
-            sign = 1
-        else:
+        find = self._find_member
+        seen = self._seen
+        if back:
+            pred = self.pred
             c0, c1, c2 = self.lo
-            c0, c1, c2, sign = -c0, -c1, -c2, -1
-        seen = {x}
-        stack = list(adj[x])
-        while stack:
-            y = stack.pop()
-            if y in seen:
-                continue
-            seen.add(y)
-            if sign * o0[y] > c0 or sign * o1[y] > c1 or sign * o2[y] > c2 \
-                    or mem[y] == gid:
-                continue
-            if rej[y] == gid or (blocked is not None and blocked[y]):
-                if self._find_member(y, forward) is not None:
-                    return True
-                continue
-            stack.extend(adj[y])
+            self._stamp = stamp = self._stamp + 1
+            seen[x] = stamp
+            stack = [w for w in pred[x] if mem[w] != gid]
+            while stack:
+                y = stack.pop()
+                if seen[y] == stamp:
+                    continue
+                seen[y] = stamp
+                if o0[y] < c0 or o1[y] < c1 or o2[y] < c2 or mem[y] == gid:
+                    continue
+                if rej[y] == gid or (blocked is not None and blocked[y]):
+                    if find(y, False) is not None:
+                        return True
+                    continue
+                stack.extend(pred[y])
+        if fwd:
+            succ = self.succ
+            c0, c1, c2 = self.hi
+            self._stamp = stamp = self._stamp + 1
+            seen[x] = stamp
+            stack = [w for w in succ[x] if mem[w] != gid]
+            while stack:
+                y = stack.pop()
+                if seen[y] == stamp:
+                    continue
+                seen[y] = stamp
+                if o0[y] > c0 or o1[y] > c1 or o2[y] > c2 or mem[y] == gid:
+                    continue
+                if rej[y] == gid or (blocked is not None and blocked[y]):
+                    if find(y, True) is not None:
+                        return True
+                    continue
+                stack.extend(succ[y])
         return False
 
     def _window_search(self, x: int, forward: bool, visit: Callable[[int], int]) -> int | None:

@@ -43,6 +43,8 @@ import heapq
 from dataclasses import dataclass
 from typing import Iterable
 
+import numpy as np
+
 from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_device
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
@@ -159,12 +161,11 @@ _BATCH_AFTER = 256
 
 @dataclass(eq=False)
 class _Log:
-    """The steps of one growth: the unit each step met, whether it was accepted, and how many
-    units the rollback after it removed."""
+    """The steps of one growth: the unit each step met (``~unit`` when it was rejected), and
+    how many units the rollback after a step removed (steps without a rollback are absent)."""
 
     seen: list[int]
-    added: list[bool]
-    removed: list[int]
+    removed: dict[int, int]
 
 
 @dataclass(eq=False)
@@ -194,6 +195,11 @@ class _Selector:
         self._cover = [0] * ug.n
         self._flag = [False] * ug.n
         self._serial = 0
+        # GrowthState needs no bookkeeping without size, constant or never-together limits;
+        # then only a unit with an edge the device may not take inside can fail ``fits``
+        self.plain = problem.max_size is None and problem.max_const_bytes is None \
+            and not ug.never
+        self._risky: dict[int, list[bool]] = {}
         names = [nd.name for nd in problem.graph.nodes]
         self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
                        "+".join(names[v] for v in ug.members[u]))
@@ -314,10 +320,11 @@ class _Selector:
         pusher: list[int] = []    # who pushed each stack entry
         lone: set[int] = set()    # added, then at once rolled back alone
         mattered: set[int] = set()  # pushed an entry that was not skipped
-        log = _Log([], [], [])
-        seen, accepted, cut = log.seen, log.added, log.removed
+        log = _Log([], {})
+        seen, cut = log.seen, log.removed
         replay = self._replayable(old) if old is not None and self.trace is None else 0
         fast = self.trace is None
+        plain, risky = self.plain, self._risky_of(d)
         v = root
         while True:
             n = len(stack)      # push the neighbours of the unit just accepted
@@ -333,37 +340,52 @@ class _Selector:
                 by = pusher.pop()
                 if mem[v] == gid or rej[v] == gid:
                     continue
-                for w in pred[v]:
-                    if mem[w] == gid:
-                        break
-                else:
-                    for w in succ[v]:
+                if mem[by] != gid:      # its pusher rolled back: still next to a member?
+                    for w in pred[v]:
                         if mem[w] == gid:
                             break
                     else:
-                        continue    # no longer next to a member
-                mattered.add(by)
+                        for w in succ[v]:
+                            if mem[w] == gid:
+                                break
+                        else:
+                            continue
+                    mattered.add(by)    # (a living pusher was not rolled back alone)
                 if len(seen) < replay:
                     added, removed = self._replay_step(v, old.log, len(seen), st)
                 elif fast:
-                    added = aff[v] == d and not taken[v] and st.fits(v, T)
+                    added = aff[v] == d and not taken[v] \
+                        and ((plain and not risky[v]) or st.fits(v, T))
                     if added:
-                        st.add(v)
+                        if not plain:
+                            st.add(v)
                         T.add(v)
                     else:
                         T.reject(v)
                     removed = self._settle(st) if T.violated else _NONE
                 else:
                     added, removed = self._step(d, v, st)
-                seen.append(v)
-                accepted.append(added)
-                cut.append(len(removed))
+                if removed:
+                    cut[len(seen)] = len(removed)
+                seen.append(v if added else ~v)
                 if added:
                     if len(removed) == 1 and removed[0] == v:
                         lone.add(v)
                     break
             else:
                 return self._done(root, lone, mattered, log)
+
+    def _risky_of(self, d: int) -> list[bool]:
+        """Per unit: has an edge that device ``d`` may not take inside a cluster."""
+        risky = self._risky.get(d)
+        if risky is None:
+            ug = self.ug
+            bad = ~np.asarray(ug.ok[d], dtype=bool)
+            flags = np.zeros(ug.n, dtype=bool)
+            flags[np.asarray(ug.esrc)[bad]] = True
+            flags[np.asarray(ug.edst)[bad]] = True
+            risky = self._risky[d] = flags.tolist()
+        return risky
 
     def _start(self, d: int, root: int) -> GrowthState:
         """A new growth holding ``root`` alone."""
@@ -380,8 +402,8 @@ class _Selector:
         """Steps of ``old`` that a new growth from its root repeats: those before the first
         that accepted a unit taken since."""
         taken = self.taken
-        for i, (v, added) in enumerate(zip(old.log.seen, old.log.added)):
-            if added and taken[v]:
+        for i, v in enumerate(old.log.seen):
+            if v >= 0 and taken[v]:
                 return i
         return len(old.log.seen)
 
@@ -389,15 +411,20 @@ class _Selector:
                      ) -> tuple[bool, list[int]]:
         """Step ``i`` of a logged growth again, its outcome known: no check."""
         T = self.tracker
-        added = log.added[i]
+        added = log.seen[i] >= 0
         if added:
-            st.add(v)
+            if not self.plain:
+                st.add(v)
             T.add(v, check=False)
         else:
             T.reject(v, check=False)
-        removed = [T.undo() for _ in range(log.removed[i])]
-        for x in removed:
-            st.remove(x)
+        k = log.removed.get(i)
+        if not k:
+            return added, _NONE
+        removed = [T.undo() for _ in range(k)]
+        if not self.plain:
+            for x in removed:
+                st.remove(x)
         self.rollbacks += len(removed)
         return added, removed
 
@@ -406,7 +433,8 @@ class _Selector:
         T, tr = self.tracker, self.trace
         added = self.aff[v] == d and not self.taken[v] and st.fits(v, T)
         if added:
-            st.add(v)
+            if not self.plain:
+                st.add(v)
             T.add(v)
         else:
             T.reject(v)
@@ -432,9 +460,11 @@ class _Selector:
     def _settle(self, st: GrowthState) -> list[int]:
         """Roll back until the condition holds; return the units removed."""
         removed = self.tracker.settle(_BATCH_AFTER)
-        for x in removed:
-            st.remove(x)
-            self.rollbacks += 1
-            if self.trace is not None:
+        self.rollbacks += len(removed)
+        if not self.plain:
+            for x in removed:
+                st.remove(x)
+        if self.trace is not None:
+            for x in removed:
                 self.trace.append(("rollback", self._label(x)))
         return removed
