@@ -12,13 +12,13 @@ import networkx as nx
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_auto import key, set_partitions
 
 import clusterkit as ck
 from clusterkit.engines.refine import refine
 from clusterkit.testing.shapes import QUALITY_OP_SETS
 from support.models import BUNDLED_MODELS
 from support.problems import problems, rich_problems
-from test_auto import key, set_partitions
 
 FAST = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))

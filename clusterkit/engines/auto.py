@@ -43,7 +43,6 @@ import dataclasses
 import time
 from typing import Any, Sequence
 
-
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce

@@ -34,7 +34,6 @@ from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
-
 #: above this many clusters only the linear steps run (level merging and the refits)
 PAIR_LIMIT = 20000
 
