@@ -5,14 +5,14 @@ on the same fx GraphModules (needs torch, the optional extra; skipped without it
     python benchmarks/run.py --only torch [--quick]     # through the lead's runner
 
 Graphs: synthetic fx graphs of ``clusterkit.testing.synthetic.long_edge_dag(n, seed=0)`` for n =
-1e3, 3e3, 1e4, 1e5 (quick: 1e3), ops S0..S15 supported and U0..U3 not; and onnx's light
+1e3, 2e3, 3e3, 1e4, 1e5 (quick: 1e3), ops S0..S15 supported and U0..U3 not; and onnx's light
 models inception_v1, inception_v2, densenet121, bvlc_alexnet (quick: bvlc_alexnet; one fx node
 per ONNX node, every op supported but LRN, Dropout, Reshape, Transpose, Concat). Both
 partitioners get the same ``OpsSupport`` predicate and torch's defaults (no single-node
 partitions); ``auto`` is the drop-in's default (fewest partitions first), ``auto cut-first``
 auto's own default ranking (cut_bytes first). ``seconds`` is ``propose_partitions()`` alone (for
 clusterkit it includes reading the fx graph), each run in its own process after the graph is
-built; torch's is stopped after 120 s and not run on larger graphs once it was stopped.
+built; torch's is stopped after 300 s and not run on larger graphs once it was stopped.
 ``valid``: the partitions with the other nodes alone form an acyclic graph (checked here).
 """
 
@@ -27,10 +27,10 @@ from _child import spawn_child
 from _models import LIGHT_DIR
 from run import to_markdown
 
-SIZES = (1000, 3000, 10000, 100000)
+SIZES = (1000, 2000, 3000, 10000, 100000)
 LIGHT = ("inception_v1", "inception_v2", "densenet121", "bvlc_alexnet")
 LIGHT_UNSUPPORTED = ("LRN", "Dropout", "Reshape", "Transpose", "Concat")
-TORCH_CAP = 120.0
+TORCH_CAP = 300.0
 CLUSTERKIT_CAP = 300.0
 BUILD_ALLOWANCE = 300.0  # making a 1e5-node fx GraphModule takes a while
 PEERS = (("torch", "torch.fx"), ("auto", "auto"), ("auto-cut", "auto cut-first"),
