@@ -7,6 +7,7 @@ from __future__ import annotations
 import networkx as nx
 from hypothesis import given
 from hypothesis import strategies as st
+from test_auto import set_partitions
 
 from clusterkit import Constraints, OpsProperty, Partition, run_strategy
 from clusterkit.engines.coalesce import coalesce
@@ -69,24 +70,14 @@ def test_fit_and_coalesce_are_valid_and_never_worse(problem, strategy, slack):
     assert base.figures() == (fb, cut, parts)  # the input is left as it was
 
 
-def _set_partitions(items: list[int]):
-    if not items:
-        yield []
-        return
-    first, rest = items[0], items[1:]
-    for sub in _set_partitions(rest):
-        yield [[first]] + sub
-        for i in range(len(sub)):
-            yield sub[:i] + [[first] + sub[i]] + sub[i + 1:]
-
-
 def _fewest(problem, base: Partition) -> int:
     """The fewest partitions of the base partition's accelerator nodes (one device), by trying
     every grouping of them."""
     acc = sorted(v for c in base.accelerator_clusters() for v in c.nodes)
     host = [(-1, list(c.nodes)) for c in base.clusters if c.device == problem.fallback]
-    return min(len(groups) for groups in _set_partitions(acc)
-               if _valid(problem, host + [(0, grp) for grp in groups]))
+    return min(len(set(labels.values())) for labels in set_partitions(acc)
+               if _valid(problem, host + [(0, [v for v in acc if labels[v] == k])
+                                          for k in set(labels.values())]))
 
 
 @fast(120)
