@@ -9,15 +9,13 @@ would close a cycle.
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
-from clusterkit.graph.algorithms import gc_paused
+from clusterkit.graph.algorithms import gc_paused, topological_order
 from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 
@@ -82,38 +80,11 @@ def _contracted_graph(ug: UnitGraph, cl: np.ndarray, suspect: np.ndarray,
     np.minimum.at(first, cl[sus_units], urank[sus_units])
     group[node[sus_units]] = first[cl[sus_units]]
     # ready node of smallest (group key, own rank) first: one int per node (ranks < ug.n)
-    order = _keyed_order(count, nsrc, ndst, group * max(ug.n, 1) + own, max(ug.n, 1), own)
+    order = topological_order(count, nsrc, ndst, key=group * max(ug.n, 1) + own)
     pos = np.empty(count, dtype=np.int64)
     pos[order] = np.arange(count, dtype=np.int64)
     node[inside] = pos[node[inside]]
     return OneSidedGraphCycles.from_edges(count, pos[nsrc], pos[ndst]), node.tolist()
-
-
-def _keyed_order(count: int, src: np.ndarray, dst: np.ndarray, key: np.ndarray, base: int,
-                 own: np.ndarray) -> np.ndarray:
-    """Kahn's algorithm on nodes ``0..count-1`` of an acyclic graph taking the ready node of
-    smallest ``key`` first; keys are distinct and ``key % base`` is ``own`` (distinct, below
-    ``base``), so a heap of plain ints names its nodes."""
-    by_src = np.argsort(src, kind="stable")
-    ptr = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=count), out=ptr[1:])
-    bounds, flat, keys = ptr.tolist(), dst[by_src].tolist(), key.tolist()
-    indeg = np.bincount(dst, minlength=count)
-    node_of = np.zeros(base, dtype=np.int64)
-    node_of[own] = np.arange(count, dtype=np.int64)
-    node_of_l, left = node_of.tolist(), indeg.tolist()
-    heap = key[indeg == 0].tolist()
-    heapq.heapify(heap)
-    out: list[int] = []
-    push, pop = heapq.heappush, heapq.heappop
-    while heap:
-        u = node_of_l[pop(heap) % base]
-        out.append(u)
-        for w in flat[bounds[u]:bounds[u + 1]]:
-            left[w] -= 1
-            if not left[w]:
-                push(heap, keys[w])
-    return np.asarray(out, dtype=np.int64)
 
 
 def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, node_of: list[int],

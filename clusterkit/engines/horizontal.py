@@ -64,16 +64,17 @@ class _Levels:
         self.order = topological_order(k, src, dst)
         self.pos = positions(self.order)
         blocked = _blocked_edges(part, a, dev)
-        self.succ: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        self.succ: list[list[int]] = [[] for _ in range(k)]
+        self.weight: list[list[int]] = [[] for _ in range(k)]
         for x, y in zip(src.tolist(), dst.tolist()):
-            w = int(cls[x] > cls[y] and dev[y] >= 0) or int((x, y) in blocked)
-            self.succ[x].append((y, w))
+            self.succ[x].append(y)
+            self.weight[x].append(int(cls[x] > cls[y] and dev[y] >= 0) or int((x, y) in blocked))
         self.never = _never_partners(part, a)
 
     def levels(self) -> tuple[list[int], list[int]]:
         """Two levelings: the heaviest path ending at each cluster (``asap``) and minus the
         heaviest path starting at it (``alap``)."""
-        head, tail = heaviest_paths(self.order, self.succ)
+        head, tail = heaviest_paths(self.order, self.succ, self.weight)
         return head, [-t for t in tail]
 
     def bins(self, levels: list[int]) -> list[int]:
@@ -244,9 +245,10 @@ class _NodeLevels:
         self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
         pe = g.pred_edge
         self.pred = (g.pred_ptr.tolist(), src[pe].tolist(), w[pe].tolist())
-        n = g.n
-        self.head = _longest(range(n), self.pred)
-        self.tail = _longest(range(n - 1, -1, -1), self.succ)
+        ptr, dst_l, w_l = self.succ
+        bounds = list(zip(ptr[:-1], ptr[1:]))
+        self.head, self.tail = heaviest_paths(  # node ids are topological
+            range(g.n), [dst_l[i:j] for i, j in bounds], [w_l[i:j] for i, j in bounds])
         self.top = max(self.head, default=0)
         if memo is not None:
             memo[key] = (self.succ, self.pred, self.head, self.tail, self.top)
@@ -320,21 +322,6 @@ class _NodeLevels:
                                          selector=part.selector, seconds=part.seconds,
                                          info=dict(part.info),
                                          fallback_reasons=dict(part.fallback_reasons))
-
-
-def _longest(order, ins: tuple[list[int], list[int], list[int]]) -> list[int]:
-    """Per node (visited in ``order``), the heaviest path into it over ``ins`` (CSR lists of
-    neighbour and weight)."""
-    ptr, nbr, wt = ins
-    out = [0] * (len(ptr) - 1)
-    for v in order:
-        best = 0
-        for i in range(ptr[v], ptr[v + 1]):
-            x = out[nbr[i]] + wt[i]
-            if x > best:
-                best = x
-        out[v] = best
-    return out
 
 
 def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) -> int:

@@ -149,11 +149,13 @@ class LevelBound:
         order = gc.topological_order()
         n = gc.num_nodes
         cls = self.cls
-        # per node its successors with each edge's weight (see :meth:`weight`)
-        out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        # per node its successors and each edge's weight (see :meth:`weight`)
+        succ: list[list[int]] = [[] for _ in range(n)]
+        wts: list[list[int]] = [[] for _ in range(n)]
         for x in order:
-            out[x] = [(y, int(cls[y] < barrier and cls[x] > cls[y])) for y in gc.successors(x)]
-        asap, tail = heaviest_paths(order, out)
+            succ[x] = gc.successors(x)
+            wts[x] = [int(cls[y] < barrier and cls[x] > cls[y]) for y in succ[x]]
+        asap, tail = heaviest_paths(order, succ, wts)
         self.bound = max((asap[x] for x in order), default=0)
         self.asap = asap
         self.alap = [self.bound - t for t in tail]

@@ -19,7 +19,8 @@ from scipy.sparse.csgraph import depth_first_order
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
-from clusterkit.graph.algorithms import group_labels, positions, quotient, topological_order
+from clusterkit.graph.algorithms import (group_labels, heaviest_paths, positions, quotient,
+                                         topological_order)
 
 #: how many landmark units :attr:`UnitGraph.landmarks` labels reachability with
 LANDMARKS = 256
@@ -210,8 +211,8 @@ class UnitGraph:
         counted down from the longest one. A path ``u ~> v`` only passes units between ``u``
         and ``v`` in every one; depths keep units close that lie close along paths, however
         far apart the rank puts them."""
-        depth = _longest(self.order, self.pred)
-        height = _longest(self.order[::-1], self.succ)
+        ones = [[1] * len(ws) for ws in self.succ]
+        depth, height = heaviest_paths(self.order, self.succ, ones)
         top = max(height, default=0)
         return [self.rank, depth, [top - h for h in height]]
 
@@ -273,19 +274,6 @@ def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> in
     hit = convexity.first_reentry(ug.succ if forward else ug.pred, members, ug.rank,
                                   ug.orders[1:], forward)
     return None if hit is None else hit[0]
-
-
-def _longest(order: list[int], adj: list[list[int]]) -> list[int]:
-    """Per unit, the number of edges on the longest path reaching it along ``adj``, visiting
-    units in ``order`` (every ``adj`` neighbour first)."""
-    out = [0] * len(order)
-    for v in order:
-        best = -1
-        for w in adj[v]:
-            if out[w] > best:
-                best = out[w]
-        out[v] = best + 1
-    return out
 
 
 def _closure(order: list[int], adj: list[list[int]], own: list[int]) -> list[int]:

@@ -53,22 +53,42 @@ def topological_order(n: int, src: Sequence[int], dst: Sequence[int],
         succ[s].append(d)
         indeg[d] += 1
     keys = list(range(n)) if key is None else _as_list(key)
-    heap = [(keys[i], i) for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, u = heapq.heappop(heap)
-        order.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(heap, (keys[v], v))
+    order = _kahn(n, succ, indeg, keys)
     if len(order) < n:
         cycle = find_cycle([i for i in range(n) if indeg[i] > 0], succ)
         label = names if callable(names) else (
             (lambda i: str(i)) if names is None else (lambda i: str(names[i])))
         on = [label(i) for i in cycle]
         raise CycleError("the graph has a cycle: " + " -> ".join(on + on[:1]), on)
+    return order
+
+
+def _kahn(n: int, succ: list[list[int]], indeg: list[int], keys: list) -> list[int]:
+    """Kahn's algorithm taking the ready node of smallest ``(keys[v], v)`` first (``indeg`` is
+    used up). Non-negative int keys go on the heap as the one int ``key * n + v``, which
+    orders alike and compares faster than a tuple."""
+    order: list[int] = []
+    push, pop = heapq.heappush, heapq.heappop
+    if all(type(k) is int and k >= 0 for k in keys):
+        heap = [keys[i] * n + i for i in range(n) if indeg[i] == 0]
+        heapq.heapify(heap)
+        while heap:
+            u = pop(heap) % n
+            order.append(u)
+            for v in succ[u]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    push(heap, keys[v] * n + v)
+        return order
+    theap = [(keys[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(theap)
+    while theap:
+        _, u = pop(theap)
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                push(theap, (keys[v], v))
     return order
 
 
@@ -80,22 +100,24 @@ def positions(order: Sequence[int]) -> list[int]:
     return pos
 
 
-def heaviest_paths(order: Sequence[int], out: Sequence[Sequence[tuple[int, int]]]
-                   ) -> tuple[list[int], list[int]]:
+def heaviest_paths(order: Sequence[int], succ: Sequence[Sequence[int]],
+                   weight: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
     """Per node, the heaviest path ending at it and the heaviest path starting at it, in a DAG
-    given by ``order`` (topological) and ``out[x]``: ``(successor, weight)`` pairs of ``x``.
-    One pass each way over plain lists."""
-    head = [0] * len(out)
+    given by ``order`` (topological), ``succ[x]`` (the successors of ``x``) and ``weight[x]``
+    (their edge weights, in the same order). One pass each way over plain lists."""
+    head = [0] * len(succ)
     for x in order:
         hx = head[x]
-        for y, w in out[x]:
+        for y, w in zip(succ[x], weight[x]):
             if hx + w > head[y]:
                 head[y] = hx + w
-    tail = [0] * len(out)
+    tail = [0] * len(succ)
     for x in reversed(order):
-        for y, w in out[x]:
-            if tail[y] + w > tail[x]:
-                tail[x] = tail[y] + w
+        best = tail[x]
+        for y, w in zip(succ[x], weight[x]):
+            if tail[y] + w > best:
+                best = tail[y] + w
+        tail[x] = best
     return head, tail
 
 
