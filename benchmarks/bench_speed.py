@@ -9,8 +9,8 @@ once, after one untimed ``singleton`` run that fills the graph's lazily built ar
 cost is reading the model, not partitioning it). ``cpu_s`` is the strategy's process CPU time
 (steadier than wall time on a shared machine), ``wall_s`` its wall time; one row per strategy
 gives the slowest case, the median and how many cases took more than 0.5 s. ``vs_traversal``
-is the slowest case's CPU seconds over one pure-Python traversal of the same graph (Kahn's sort over the successor lists, best of
-three) measured in the same process. Quick: five models.
+is the slowest case's CPU seconds over one pure-Python traversal of the same graph (Kahn's sort
+over the successor lists, best of three) measured in the same process. Quick: five models.
 """
 
 from __future__ import annotations
