@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
-from clusterkit.graph.algorithms import gc_paused
+from clusterkit.graph.algorithms import gc_paused, quotient_edges, topological_order
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
 from clusterkit.reasons import Reason, current_placement
@@ -44,6 +44,9 @@ class Partition:
     info: dict[str, Any] = field(default_factory=dict)
     #: why each fallback node the engine can explain is there (see :mod:`clusterkit.reasons`)
     fallback_reasons: dict[int, Reason] = field(default_factory=dict)
+    #: views derived from ``clusters`` (assignment, device per cluster, metrics), valid while
+    #: ``clusters`` is the same list of the same length (see :meth:`_memo`)
+    _views: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -80,13 +83,20 @@ class Partition:
                                  "but another device than the rest of its cluster")
         rank = np.argsort(first, kind="stable")  # cluster ids in order of their first node
         names = list(problem.devices) + [problem.fallback]  # index -1 = fallback
-        dev_of = devices[first].tolist()
+        dev_of = devices[first][rank]
         flat = order.tolist()
-        st, en = starts.tolist(), ends.tolist()
-        with gc_paused():  # millions of small lists
-            clusters = [Cluster(k, names[dev_of[j]], flat[st[j]:en[j]])
-                        for k, j in enumerate(rank.tolist())]
-        return cls(problem, clusters, **kwargs)
+        st, en = starts[rank].tolist(), ends[rank].tolist()
+        with gc_paused():  # millions of small lists; map() builds them at C speed
+            clusters = list(map(Cluster, range(len(st)), map(names.__getitem__, dev_of.tolist()),
+                                map(flat.__getitem__, map(slice, st, en))))
+        out = cls(problem, clusters, **kwargs)
+        pos = np.empty(len(rank), dtype=np.int64)
+        pos[rank] = np.arange(len(rank), dtype=np.int64)
+        assignment = np.empty(n, dtype=np.int64)
+        assignment[order] = np.repeat(pos, ends - starts)
+        views = out._memo()
+        views["assignment"], views["devices"] = assignment, dev_of
+        return out
 
     @classmethod
     def from_clusters(cls, problem: Problem, clusters: Iterable[tuple[str, Iterable[int]]],
@@ -116,8 +126,50 @@ class Partition:
     def fallback(self) -> str:
         return self.problem.fallback
 
+    def _memo(self) -> dict[str, Any]:
+        """The derived views, emptied first when ``clusters`` is another list or changed length
+        since they were made (clusters are not to be edited in place once read)."""
+        views = self._views
+        if views.get("of") is not self.clusters or views.get("k") != len(self.clusters):
+            views.clear()
+            views["of"], views["k"] = self.clusters, len(self.clusters)
+        return views
+
     def assignment(self) -> np.ndarray:
-        """Cluster id per node; raises if a node is in no cluster or in two."""
+        """Cluster position per node (a new array); raises if a node is in no cluster or in
+        two."""
+        views = self._memo()
+        if "assignment" not in views:
+            views["assignment"] = self._assignment()
+        return views["assignment"].copy()
+
+    def device_indices(self) -> np.ndarray:
+        """Device index per cluster position (a new array; -1 for the fallback)."""
+        views = self._memo()
+        if "devices" not in views:
+            p = self.problem
+            views["devices"] = np.asarray([p.device_index(c.device) for c in self.clusters],
+                                          dtype=np.int64)
+        return views["devices"].copy()
+
+    def cluster_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct edges between clusters, as arrays of cluster positions (sorted)."""
+        views = self._memo()
+        if "edges" not in views:
+            g = self.graph
+            views["edges"] = quotient_edges(self.assignment(), g.edge_src, g.edge_dst)
+        src, dst = views["edges"]
+        return src.copy(), dst.copy()
+
+    def cluster_order(self) -> list[int]:
+        """A topological order of the cluster positions (Kahn's, first in first out; a new
+        list); raises :class:`~clusterkit.errors.CycleError` when the clusters form a cycle."""
+        views = self._memo()
+        if "order" not in views:
+            views["order"] = _fifo_order(len(self.clusters), *self.cluster_edges())
+        return list(views["order"])
+
+    def _assignment(self) -> np.ndarray:
         n = self.graph.n
         sizes = [len(c.nodes) for c in self.clusters]
         flat = np.fromiter((v for c in self.clusters for v in c.nodes), dtype=np.int64,
@@ -155,7 +207,11 @@ class Partition:
         """Transfer unit per node: the cluster position for accelerator clusters, HOST (-1) for
         every fallback node."""
         a = self.assignment() if assignment is None else assignment
-        on_host = np.asarray([c.device == self.fallback for c in self.clusters], dtype=bool)
+        views = self._memo()
+        if "devices" in views:
+            on_host = views["devices"] < 0
+        else:
+            on_host = np.asarray([c.device == self.fallback for c in self.clusters], dtype=bool)
         return np.where(on_host[a], HOST, a)
 
     def accelerator_clusters(self) -> list[Cluster]:
@@ -319,19 +375,29 @@ class Partition:
         """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
         ``folded_nodes`` (see :attr:`Graph.folded`) are left out of ``compute_nodes`` and of the
         ``offloaded_share`` (``compute_offloaded / compute_nodes``)."""
+        views = self._memo()
+        if "metrics" not in views:
+            views["metrics"] = self._metrics(views)
+        return dict(views["metrics"])
+
+    def _metrics(self, views: dict[str, Any]) -> dict[str, Any]:
         a = self.assignment()
         units = self.units(a)
         cut, unknown = cut_bytes(self.graph, units)
-        acc = self.accelerator_clusters()
-        offloaded = sum(len(c.nodes) for c in acc)
+        if "devices" in views:
+            on = views["devices"] >= 0
+        else:
+            on = np.asarray([c.device != self.fallback for c in self.clusters], dtype=bool)
+        sizes = np.bincount(a, minlength=len(self.clusters))[on]  # each node once: a is valid
+        offloaded = int(sizes.sum())
         n = self.graph.n
         folded = self.graph.folded
         compute = n - int(folded.sum())
         compute_off = int((~folded[units != HOST]).sum())
         return {
-            "partitions": len(acc),
+            "partitions": int(on.sum()),
             "cut_bytes": int(cut),
-            "largest_cluster": max((len(c.nodes) for c in acc), default=0),
+            "largest_cluster": int(sizes.max()) if len(sizes) else 0,
             "nodes_offloaded": offloaded,
             "offloaded_share": compute_off / compute if compute else float(n > 0),
             "clusters": len(self.clusters),
@@ -373,6 +439,28 @@ def folded_note(metrics: dict[str, Any]) -> str:
         return ""
     return (f" ({metrics['compute_offloaded']}/{metrics['compute_nodes']} compute nodes "
             f"offloaded, {metrics['folded_nodes']} folded)")
+
+
+def _fifo_order(k: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
+    """A topological order of ``k`` nodes with edges ``src -> dst`` (Kahn's, first in first
+    out); a cycle raises as :func:`~clusterkit.graph.algorithms.topological_order` does."""
+    by = np.argsort(src, kind="stable")
+    ptr = np.searchsorted(src[by], np.arange(k + 1)).tolist()
+    nbr = dst[by].tolist()
+    indeg = np.bincount(dst, minlength=k).tolist()
+    order = [v for v in range(k) if not indeg[v]]
+    i = 0
+    while i < len(order):
+        u = order[i]
+        i += 1
+        for j in range(ptr[u], ptr[u + 1]):
+            v = nbr[j]
+            indeg[v] -= 1
+            if not indeg[v]:
+                order.append(v)
+    if len(order) < k:  # a cycle: let the shared sort name it
+        return topological_order(k, src, dst)
+    return order
 
 
 def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:

@@ -113,7 +113,7 @@ class _Merger:
         clusters = partition.clusters
         self.k = k = len(clusters)
         self.a = a = partition.assignment()
-        self.dev = [p.device_index(c.device) if c.device != p.fallback else -1 for c in clusters]
+        self.dev = partition.device_indices().tolist()
         self.ca, self.cb = a[g.edge_src], a[g.edge_dst]
         self.between = self.ca != self.cb
         self.uf = UnionFind(k)
@@ -125,7 +125,8 @@ class _Merger:
         for x, y in self._blocked():
             self.blocks.setdefault(x, set()).add(y)
             self.blocks.setdefault(y, set()).add(x)
-        self.gc = GraphCycles.from_edges(k, self.ca[self.between], self.cb[self.between])
+        self.gc = GraphCycles.from_edges(k, *partition.cluster_edges(),
+                                         order=partition.cluster_order())
         self.node_of = list(range(k))  # representative cluster -> GraphCycles node
 
     def _blocked(self) -> set[tuple[int, int]]:

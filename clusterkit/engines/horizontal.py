@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from clusterkit.graph.algorithms import heaviest_paths, positions, quotient_edges, topological_order
-from clusterkit.graph.core import HOST, Graph
+from clusterkit.graph.algorithms import heaviest_paths, topological_order
+from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
 
@@ -57,12 +57,13 @@ class _Levels:
         self.k = k = len(part.clusters)
         self.a = a = part.assignment()
         ndev = len(p.devices)
-        self.dev = dev = [p.device_index(c.device) if c.device != p.fallback else -1
-                          for c in part.clusters]
+        self.dev = dev = part.device_indices().tolist()
         self.cls = cls = [d if d >= 0 else ndev for d in dev]
-        src, dst = quotient_edges(a, g.edge_src, g.edge_dst)
-        self.order = topological_order(k, src, dst)
-        self.pos = positions(self.order)
+        src, dst = part.cluster_edges()
+        if _limited(p):  # runs split by a limit follow the order: the smallest id first
+            self.order = topological_order(k, src, dst)
+        else:  # labels are per (device, level) whatever the order
+            self.order = part.cluster_order()
         blocked = _blocked_edges(part, a, dev)
         self.succ: list[list[int]] = [[] for _ in range(k)]
         self.weight: list[list[int]] = [[] for _ in range(k)]
@@ -127,6 +128,11 @@ class _Levels:
                                         fallback_reasons=dict(part.fallback_reasons))
         out.info["level_merges"] = len(part.clusters) - len(out.clusters)
         return out
+
+
+def _limited(p) -> bool:
+    """Whether a limit may split the clusters of one (device, level) into runs."""
+    return p.max_size is not None or p.max_const_bytes is not None or len(p.never_pairs) > 0
 
 
 def _blocked_edges(part: Partition, a: np.ndarray, dev: list[int]) -> set[tuple[int, int]]:
@@ -220,14 +226,12 @@ class _NodeLevels:
         g = p.graph
         self.a = a = part.assignment()
         if like is not None:  # same node devices and weights: only the cluster order is new
-            self.cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
-                                    for c in part.clusters], dtype=np.int64)
+            self.cdev = part.device_indices()
             self.ndev, self.succ, self.pred, self.w = like.ndev, like.succ, like.pred, like.w
             self.head, self.tail, self.top = like.head, like.tail, like.top
-            self.corder = _any_order(len(part.clusters), a, g)
+            self.corder = part.cluster_order()
             return
-        self.cdev = cdev = np.asarray([p.device_index(c.device) if c.device != p.fallback else -1
-                                       for c in part.clusters], dtype=np.int64)
+        self.cdev = cdev = part.device_indices()
         self.ndev = dev = cdev[a]
         cls = np.where(dev >= 0, dev, len(p.devices))
         src, dst = g.edge_src, g.edge_dst
@@ -237,7 +241,7 @@ class _NodeLevels:
             idx = np.flatnonzero(same)
             same[idx] = p.must_cut[idx] | ~p.edge_ok[dev[src[idx]], idx]
         self.w = w = (w | same).astype(np.int64)
-        self.corder = _any_order(len(part.clusters), a, g)
+        self.corder = part.cluster_order()  # any topological order: see :meth:`place`
         key = (dev.tobytes(), w.tobytes())  # the levels depend on nothing else of the graph
         if memo is not None and key in memo:
             self.succ, self.pred, self.head, self.tail, self.top = memo[key]
@@ -254,7 +258,9 @@ class _NodeLevels:
             memo[key] = (self.succ, self.pred, self.head, self.tail, self.top)
 
     def place(self, forward: bool) -> list[int]:
-        """A level per node: clusters in topological order (``forward``) or its reverse."""
+        """A level per node: clusters in topological order (``forward``) or its reverse. The
+        placement reads only the levels of a cluster's neighbours outside it, all placed before
+        it in any topological order, so which order does not matter."""
         if forward:
             ins, order = self.pred, self.corder
             cap = [self.top - t for t in self.tail]
@@ -333,27 +339,3 @@ def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) ->
         if x >= 0 and x + wt[i] > best:
             best = x + wt[i]
     return best
-
-
-def _any_order(k: int, a: np.ndarray, g: Graph) -> list[int]:
-    """A topological order of the ``k`` clusters of assignment ``a`` (Kahn's, first in first
-    out). The placement reads only the levels of a cluster's neighbours outside it, all placed
-    before it in any topological order, so which order does not matter."""
-    cs, cd = quotient_edges(a, g.edge_src, g.edge_dst)
-    by = np.argsort(cs, kind="stable")
-    ptr = np.searchsorted(cs[by], np.arange(k + 1)).tolist()
-    nbr = cd[by].tolist()
-    indeg = np.bincount(cd, minlength=k).tolist()
-    order = np.flatnonzero(np.asarray(indeg) == 0).tolist()
-    i = 0
-    while i < len(order):
-        u = order[i]
-        i += 1
-        for j in range(ptr[u], ptr[u + 1]):
-            v = nbr[j]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                order.append(v)
-    if len(order) < k:  # a cycle: let the shared sort name it
-        return topological_order(k, cs, cd)
-    return order

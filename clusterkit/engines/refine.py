@@ -59,8 +59,7 @@ class _Mover:
         g = p.graph
         self.p = p
         self.a: list[int] = partition.assignment().tolist()
-        self.dev = [p.device_index(c.device) if c.device != p.fallback else -1
-                    for c in partition.clusters]
+        self.dev = partition.device_indices().tolist()
         self.size = [len(c.nodes) for c in partition.clusters]
         self.members = {k: list(c.nodes) for k, c in enumerate(partition.clusters)
                         if self.dev[k] >= 0}

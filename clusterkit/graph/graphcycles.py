@@ -19,6 +19,7 @@ moving only one side of the rank window (for long runs of contractions across wi
 from __future__ import annotations
 
 import operator
+from typing import Sequence
 
 import numpy as np
 
@@ -46,13 +47,17 @@ class GraphCycles:
     # ------------------------------------------------------------------ build
 
     @classmethod
-    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> GraphCycles:
+    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray,
+                   order: Sequence[int] | None = None) -> GraphCycles:
         """Build a graph on ``n`` nodes from edge arrays ``src[i] -> dst[i]`` in bulk.
 
         Duplicate edges are ignored.  If node ids are not already a topological
-        order, one is computed (Kahn's algorithm) and used as the initial ranks.
+        order, ``order`` (a topological order the caller has at hand) or else one
+        computed by Kahn's algorithm gives the initial ranks; the answers of every
+        query and mutation do not depend on which.
         Raises :class:`~clusterkit.errors.GraphError` (a ``ValueError``) for ids out of range,
-        self-loops, or a cycle (:class:`~clusterkit.errors.CycleError`, naming it).
+        self-loops, a cycle (:class:`~clusterkit.errors.CycleError`, naming it), or an
+        ``order`` that is no topological order.
         """
         n = operator.index(n)
         if n < 0:
@@ -82,6 +87,8 @@ class GraphCycles:
             graph._in = _bucket(n, d[by_dst], s[by_dst])
         if bool(np.all(s < d)):
             graph._rank = list(range(n))
+        elif order is not None:
+            graph._rank = _order_ranks(n, order, s, d)
         else:
             graph._rank = positions(topological_order(n, s, d))
         return graph
@@ -191,12 +198,18 @@ class GraphCycles:
         survivor, and the survivor's id is returned.  Raises ``GraphError`` if
         the edge does not exist.
         """
-        x, y = self._node(x), self._node(y)
-        if y not in self._out[x]:
+        alive = self._alive
+        if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
+                and 0 <= y < len(alive) and alive[x] and alive[y]):
+            x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
+        out_x, in_y = self._out[x], self._in[y]
+        if y not in out_x:
             raise GraphError(f"no edge from node {x} to node {y}")
-        self._unlink(x, y)
-        if self._reachable(x, y):
-            self._link(x, y)  # rank[x] < rank[y] still holds
+        out_x.discard(y)
+        in_y.discard(x)
+        if out_x and in_y and self._reachable(x, y):  # no other edge out or in: no other path
+            out_x.add(y)  # rank[x] < rank[y] still holds
+            in_y.add(x)
             return None
         return self._absorb(x, y)
 
@@ -217,7 +230,7 @@ class GraphCycles:
             return None
         out[a].discard(b)
         inn[b].discard(a)
-        if self._reachable(a, b):
+        if out[a] and inn[b] and self._reachable(a, b):
             out[a].add(b)
             inn[b].add(a)
             return None
@@ -441,6 +454,17 @@ def _no_cycle(delta: set[int] | None, a: int, b: int) -> set[int]:
     return delta
 
 
+def _order_ranks(n: int, order: Sequence[int], src: np.ndarray, dst: np.ndarray) -> list[int]:
+    """The rank of each node in ``order``, checked to be a topological order of the edges."""
+    arr = np.asarray(order, dtype=np.int64)
+    rank = np.full(n, -1, dtype=np.int64)
+    if arr.shape == (n,) and n and arr.min() >= 0 and arr.max() < n:
+        rank[arr] = np.arange(n, dtype=np.int64)
+    if (rank < 0).any() or not bool(np.all(rank[src] < rank[dst])):
+        raise GraphError("the order given is no topological order of the graph's nodes")
+    return rank.tolist()
+
+
 def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
     """Per-node sets of ``values`` grouped by ``keys`` (``keys`` sorted ascending)."""
     bounds = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64)).tolist()
@@ -464,9 +488,10 @@ class OneSidedGraphCycles(GraphCycles):
     __slots__ = ("_order", "_rank_np", "_iota")
 
     @classmethod
-    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray) -> OneSidedGraphCycles:
+    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray,
+                   order: Sequence[int] | None = None) -> OneSidedGraphCycles:
         """Build in bulk, as :meth:`GraphCycles.from_edges`."""
-        graph = super().from_edges(n, src, dst)
+        graph = super().from_edges(n, src, dst, order)
         graph._init_order()
         return graph
 
