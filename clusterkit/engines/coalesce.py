@@ -62,7 +62,9 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
             return out
         best = _levels(partition, out, window)
     best_key = _key(best)
-    for cand in fit_levels_both(best, partition, memo):  # refits of the merges and the input
+    # the input's refit only counts when its clusters differ (else it ties the first refit)
+    second = best if _same_clusters(best, partition) else partition
+    for cand in fit_levels_both(best, second, memo):  # refits of the merges and the input
         key = _key(cand)
         if key < best_key:
             best, best_key = cand, key
@@ -85,6 +87,13 @@ def _levels(partition: Partition, out: Partition, window: int) -> Partition:
     best.info.pop("level_merges", None)
     best.info["coalesced_merges"] = len(partition.clusters) - len(best.clusters)
     return best
+
+
+def _same_clusters(one: Partition, other: Partition) -> bool:
+    """Whether two partitions of one problem have the same clusters in the same order."""
+    return (one is other or len(one.clusters) == len(other.clusters)
+            and np.array_equal(one.assignment(), other.assignment())
+            and np.array_equal(one.device_indices(), other.device_indices()))
 
 
 def _key(part: Partition) -> tuple[int, int]:
@@ -186,16 +195,14 @@ class _Merger:
         np.add.at(weight, inv, self.g.edge_bytes[between])
         order = np.lexsort((pairs, -weight))  # heaviest first, then by (x, y)
         xs, ys = (pairs[order] // self.k).tolist(), (pairs[order] % self.k).tolist()
+        contract, fits, node_of, join = gc_.contract_if_edge, self.fits, self.node_of, self.join
         for x0, y0 in zip(xs, ys):
             x, y = find(x0), find(y0)
-            if x == y or not self.fits(x, y):
+            if x == y or not fits(x, y):
                 continue
-            nx_, ny_ = self.node_of[x], self.node_of[y]
-            if not gc_.has_edge(nx_, ny_):
-                continue
-            survivor = gc_.contract_edge(nx_, ny_)
+            survivor = contract(node_of[x], node_of[y])
             if survivor is not None:
-                self.join(x, y, survivor)
+                join(x, y, survivor)
 
     def merge_independent(self, window: int) -> None:
         """Non-adjacent pairs of one device, in topological order of the clusters."""
@@ -212,25 +219,37 @@ class _Merger:
     def _merge_into(self, x: int, earlier: list[int]) -> int:
         """Merge cluster ``x`` with each of the ``earlier`` clusters (latest first) that it may
         join; returns what ``x`` became. What ``x`` is related to (by a path, either way) and
-        adjacent to (by an edge, each way) is read once per state of ``x``, made again after
-        every merge."""
-        find, gc_, reach = self.uf.find, self.gc, self.reach
+        adjacent to (by an edge, each way) is read once per GraphCycles node of ``x``, made
+        again after a merge that ``x``'s node did not survive (GraphCycles checks every merge
+        itself)."""
+        find, gc_, reach, node_of = self.uf.find, self.gc, self.reach, self.node_of
+        row, dev, fits = reach.row, self.dev, self.fits
+        free = self.p.max_size is None and self.members is None  # only blocks may refuse
+        blocks = self.blocks
         tried: set[int] = set()
-        near: tuple[int, np.ndarray, set[int], set[int]] | None = None
+        at = -1  # the GraphCycles node the next three describe
+        related: list[bool] = []
+        succ: set[int] = set()
+        pred: set[int] = set()
         for y0 in reversed(earlier):
             y = find(y0)
-            if y == x or y in tried or not self.fits(x, y):
+            if y == x or y in tried:
+                continue
+            if free and dev[y] == dev[x] and x not in blocks and y not in blocks:
+                pass  # fits(x, y) without the call
+            elif not fits(x, y):
                 continue
             tried.add(y)
-            nx_, ny_ = self.node_of[x], self.node_of[y]
-            if near is None or near[0] != nx_:
-                near = (nx_, reach.related_to(nx_), set(gc_.successors(nx_)),
-                        set(gc_.predecessors(nx_)))
-            if not near[1][reach.row[ny_]]:  # no path, so no edge either
+            nx_, ny_ = node_of[x], node_of[y]
+            if at != nx_:
+                at = nx_
+                related = reach.related_to(nx_).tolist()
+                succ, pred = set(gc_.out_set(nx_)), set(gc_.in_set(nx_))
+            if not related[row[ny_]]:  # no path, so no edge either
                 survivor = gc_.merge(nx_, ny_)
-            elif ny_ in near[2]:
+            elif ny_ in succ:
                 survivor = gc_.contract_edge(nx_, ny_)
-            elif ny_ in near[3]:
+            elif ny_ in pred:
                 survivor = gc_.contract_edge(ny_, nx_)
             else:
                 survivor = None
@@ -262,13 +281,7 @@ class _Reach:
 
     def __init__(self, gc: GraphCycles, acc: list[int]):
         self.row = {x: i for i, x in enumerate(acc)}
-        bit = {x: 1 << i for i, x in enumerate(acc)}
-        desc: dict[int, int] = {}
-        for v in reversed(gc.topological_order()):
-            d = 0
-            for w in gc.successors(v):
-                d |= desc[w] | bit.get(w, 0)
-            desc[v] = d
+        desc = gc.descendant_marks({x: 1 << i for i, x in enumerate(acc)})
         width = max(1, (len(acc) + 7) // 8)
         self.m = np.zeros((len(acc), width), dtype=np.uint8)
         for x, i in self.row.items():

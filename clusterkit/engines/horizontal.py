@@ -189,10 +189,13 @@ def fit_levels_both(first: Partition, second: Partition, memo: dict | None = Non
     inside a merged cluster): their node levels are the same, so they are read once. ``memo``
     (a dict kept by the caller for partitions of one graph) keeps the node levels by node
     devices and edge weights for the next call."""
-    if first is second or _unfit(first) or _unfit(second):
+    if _unfit(first) or _unfit(second):
         return fit_levels(first), fit_levels(second)
     nl = _NodeLevels(first, memo=memo)
-    return _fit(nl, 0.0), _fit(_NodeLevels(second, like=nl), 0.0)
+    refit = _fit(nl, 0.0)
+    if first is second:
+        return refit, refit
+    return refit, _fit(_NodeLevels(second, like=nl), 0.0)
 
 
 def _unfit(partition: Partition) -> bool:

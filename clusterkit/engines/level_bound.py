@@ -153,7 +153,7 @@ class LevelBound:
         succ: list[list[int]] = [[] for _ in range(n)]
         wts: list[list[int]] = [[] for _ in range(n)]
         for x in order:
-            succ[x] = gc.successors(x)
+            succ[x] = list(gc.out_set(x))  # any order: the path lengths are the same
             wts[x] = [int(cls[y] < barrier and cls[x] > cls[y]) for y in succ[x]]
         asap, tail = heaviest_paths(order, succ, wts)
         self.bound = max((asap[x] for x in order), default=0)
@@ -178,12 +178,12 @@ class LevelBound:
         pull = not same or alap[x] != alap[y]
         asap[survivor] = max(asap[x], asap[y])
         alap[survivor] = min(alap[x], alap[y])
-        gc = self.gc
+        out_set, in_set = self.gc.out_set, self.gc.in_set  # the fixed point is order-free
         stack = [survivor] if push else []
         while stack:  # weight() inlined: this is the hot loop of cycles+levels
             u = stack.pop()
             cu = cls[u]
-            for s in gc.successors(u):
+            for s in out_set(u):
                 cs = cls[s]
                 v = asap[u] + (cs < barrier and cu > cs)
                 if v > asap[s]:
@@ -193,7 +193,7 @@ class LevelBound:
         while stack:
             u = stack.pop()
             cu = cls[u]
-            for p in gc.predecessors(u):
+            for p in in_set(u):
                 v = alap[u] - (cu < barrier and cls[p] > cu)
                 if v < alap[p]:
                     alap[p] = v

@@ -128,6 +128,15 @@ class GraphCycles:
         """Direct predecessors of ``x``, sorted by id."""
         return sorted(self._in[self._node(x)])
 
+    def out_set(self, x: int) -> set[int]:
+        """The successors of live node ``x`` as the graph's own set: unsorted, ``x`` not
+        checked, not to be changed (for hot loops whose result does not depend on the order)."""
+        return self._out[x]
+
+    def in_set(self, x: int) -> set[int]:
+        """The predecessors of live node ``x``, as :meth:`out_set` gives the successors."""
+        return self._in[x]
+
     def has_edge(self, x: int, y: int) -> bool:
         """Whether the edge ``x -> y`` exists."""
         x, y = self._node(x), self._node(y)
@@ -212,6 +221,29 @@ class GraphCycles:
             in_y.add(x)
             return None
         return self._absorb(x, y)
+
+    def contract_if_edge(self, x: int, y: int) -> int | None:
+        """:meth:`contract_edge` when the edge ``x -> y`` exists, else ``None`` (graph
+        unchanged) instead of an error."""
+        alive = self._alive
+        if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
+                and 0 <= y < len(alive) and alive[x] and alive[y]):
+            x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
+        if y not in self._out[x]:
+            return None
+        return self.contract_edge(x, y)
+
+    def descendant_marks(self, mark: dict[int, int]) -> dict[int, int]:
+        """Per alive node, the bitwise or of ``mark`` (0 where absent) over the nodes it
+        reaches, itself excluded: one pass in reverse topological order."""
+        out, get = self._out, mark.get
+        desc: dict[int, int] = {}
+        for v in reversed(self.topological_order()):
+            d = 0
+            for w in out[v]:
+                d |= desc[w] | get(w, 0)
+            desc[v] = d
+        return desc
 
     def contract_between(self, x: int, y: int) -> int | None:
         """:meth:`contract_edge` on the edge joining ``x`` and ``y``, whichever way it points
