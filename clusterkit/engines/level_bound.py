@@ -111,29 +111,41 @@ def _chain_cut(g: Graph, acc: np.ndarray, cut: np.ndarray) -> int:
     when a fallback node reads it, plus one when it is a graph output made on the device."""
     past = _break_reach(g, acc, cut)
     tt = g.tensor_table
-    order = np.argsort(tt.inc_tensor, kind="stable")
-    bounds = np.searchsorted(tt.inc_tensor[order], np.arange(len(tt.nbytes) + 1)).tolist()
-    readers = tt.inc_node[order].tolist()
+    nt = len(tt.nbytes)
+    pair = np.unique(tt.inc_tensor * g.n + tt.inc_node)  # distinct (tensor, reader)
+    ten, node = pair // g.n, pair % g.n
+    n_cons = np.bincount(ten, minlength=nt)
+    n_dev = np.bincount(ten[acc[node]], minlength=nt)
+    mine = np.zeros(nt, dtype=bool)
+    made = tt.producer >= 0
+    mine[made] = acc[tt.producer[made]]
+    live = ~tt.free & (tt.nbytes > 0)
+    # a lone device consumer, or none: one unit at most, and no chain to search
+    units = np.minimum(n_dev, 1)
+    units = np.where(mine, units + (n_dev < n_cons) + tt.is_output, units)
+    easy = live & ((n_dev == 0) | ((n_dev == 1) & ~mine))
+    total = int((units[easy] * tt.nbytes[easy]).sum())
+    rest = np.flatnonzero(live & ~easy).tolist()
+    bounds = np.searchsorted(ten, np.arange(nt + 1)).tolist()
+    readers = node.tolist()
     on = acc.tolist()
-    total = 0
-    for t, (u, nb, free, out) in enumerate(zip(tt.producer.tolist(), tt.nbytes.tolist(),
-                                               tt.free.tolist(), tt.is_output.tolist())):
-        if free or not nb:
-            continue
-        cons = sorted(set(readers[bounds[t]:bounds[t + 1]]))
-        mine = u >= 0 and on[u]
+    prod, nbytes, out = tt.producer.tolist(), tt.nbytes.tolist(), tt.is_output.tolist()
+    for t in rest:
+        u = prod[t]
+        cons = readers[bounds[t]:bounds[t + 1]]  # distinct, ascending
         dev_cons = [c for c in cons if on[c]]
         chain = [1] * len(dev_cons)
         for j, c in enumerate(dev_cons):
             for i in range(j):
                 if past[dev_cons[i]] >> c & 1 and chain[i] + 1 > chain[j]:
                     chain[j] = chain[i] + 1
-        units = max(chain, default=0)
-        if mine and units:  # one consumer may share the producer's partition
-            units = max(units - 1, int(any(past[u] >> c & 1 for c in dev_cons)))
-        if mine:
-            units += int(len(dev_cons) < len(cons)) + int(out)
-        total += units * nb
+        units_t = max(chain, default=0)
+        is_mine = u >= 0 and on[u]
+        if is_mine and units_t:  # one consumer may share the producer's partition
+            units_t = max(units_t - 1, int(any(past[u] >> c & 1 for c in dev_cons)))
+        if is_mine:
+            units_t += int(len(dev_cons) < len(cons)) + int(out[t])
+        total += units_t * nbytes[t]
     return total
 
 
