@@ -64,12 +64,14 @@ class _Levels:
             self.order = topological_order(k, src, dst)
         else:  # labels are per (device, level) whatever the order
             self.order = part.cluster_order()
-        blocked = _blocked_edges(part, a, dev)
-        self.succ: list[list[int]] = [[] for _ in range(k)]
-        self.weight: list[list[int]] = [[] for _ in range(k)]
-        for x, y in zip(src.tolist(), dst.tolist()):
-            self.succ[x].append(y)
-            self.weight[x].append(int(cls[x] > cls[y] and dev[y] >= 0) or int((x, y) in blocked))
+        cls_a, dev_a = np.asarray(cls, dtype=np.int64), np.asarray(dev, dtype=np.int64)
+        weight = ((cls_a[src] > cls_a[dst]) & (dev_a[dst] >= 0)
+                  | np.isin(src * k + dst, _blocked_keys(part, a, dev_a)))
+        ptr = np.searchsorted(src, np.arange(k + 1)).tolist()  # the edges are sorted
+        spans = list(map(slice, ptr[:-1], ptr[1:]))
+        self.succ: list[list[int]] = list(map(dst.tolist().__getitem__, spans))
+        self.weight: list[list[int]] = list(map(weight.astype(np.int64).tolist().__getitem__,
+                                                spans))
         self.never = _never_partners(part, a)
 
     def levels(self) -> tuple[list[int], list[int]]:
@@ -135,20 +137,20 @@ def _limited(p) -> bool:
     return p.max_size is not None or p.max_const_bytes is not None or len(p.never_pairs) > 0
 
 
-def _blocked_edges(part: Partition, a: np.ndarray, dev: list[int]) -> set[tuple[int, int]]:
-    """Cluster pairs joined by an edge that may not lie inside one cluster (a cut edge, or one
-    the device's selector refuses)."""
+def _blocked_keys(part: Partition, a: np.ndarray, dev: np.ndarray) -> np.ndarray:
+    """Cluster pairs ``x * k + y`` joined by an edge ``x -> y`` that may not lie inside one
+    cluster (a cut edge, or one the device's selector refuses)."""
     p, g = part.problem, part.problem.graph
     ca, cb = a[g.edge_src], a[g.edge_dst]
     between = ca != cb
     bad = between & p.must_cut
     if len(p.devices):
-        d_src = np.asarray(dev, dtype=np.int64)[ca]
+        d_src = dev[ca]
         ok = np.ones(len(ca), dtype=bool)
         idx = np.flatnonzero(between & (d_src >= 0))
         ok[idx] = p.edge_ok[d_src[idx], idx]
         bad |= between & ~ok
-    return set(zip(ca[bad].tolist(), cb[bad].tolist()))
+    return ca[bad] * len(part.clusters) + cb[bad]
 
 
 def _never_partners(part: Partition, a: np.ndarray) -> dict[int, set[int]]:

@@ -21,7 +21,6 @@ from typing import Sequence
 import numpy as np
 
 from clusterkit.constraints.core import Problem
-from clusterkit.graph.algorithms import heaviest_paths
 from clusterkit.graph.core import Graph
 from clusterkit.graph.graphcycles import GraphCycles
 
@@ -161,13 +160,24 @@ class LevelBound:
         order = gc.topological_order()
         n = gc.num_nodes
         cls = self.cls
-        # per node its successors and each edge's weight (see :meth:`weight`)
-        succ: list[list[int]] = [[] for _ in range(n)]
-        wts: list[list[int]] = [[] for _ in range(n)]
+        out = gc.out_set  # any order of the successors: the path lengths are the same
+        asap = [0] * n  # the heaviest path ending at each node, weight() inlined
         for x in order:
-            succ[x] = list(gc.out_set(x))  # any order: the path lengths are the same
-            wts[x] = [int(cls[y] < barrier and cls[x] > cls[y]) for y in succ[x]]
-        asap, tail = heaviest_paths(order, succ, wts)
+            hx, cx = asap[x], cls[x]
+            for y in out(x):
+                cy = cls[y]
+                v = hx + (cy < barrier and cx > cy)
+                if v > asap[y]:
+                    asap[y] = v
+        tail = [0] * n  # the heaviest path starting at each node
+        for x in reversed(order):
+            best, cx = 0, cls[x]
+            for y in out(x):
+                cy = cls[y]
+                v = tail[y] + (cy < barrier and cx > cy)
+                if v > best:
+                    best = v
+            tail[x] = best
         self.bound = max((asap[x] for x in order), default=0)
         self.asap = asap
         self.alap = [self.bound - t for t in tail]
