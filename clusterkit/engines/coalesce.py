@@ -207,57 +207,86 @@ class _Merger:
     def merge_independent(self, window: int) -> None:
         """Non-adjacent pairs of one device, in topological order of the clusters."""
         find, dev = self.uf.find, self.dev
-        self.reach = _Reach(self.gc, [self.node_of[c] for c in range(self.k)
-                                      if dev[c] >= 0 and find(c) == c])
+        acc = [c for c in range(self.k) if dev[c] >= 0 and find(c) == c]
+        self.reach = reach = _Reach(self.gc, [self.node_of[c] for c in acc])
+        self.row_of = np.zeros(self.k, dtype=np.int64)  # root cluster -> its Reach row
+        self.row_of[acc] = [reach.row[self.node_of[c]] for c in acc]
         for d in sorted({v for v in dev if v >= 0}):
-            seen: list[int] = []  # earlier clusters of device d (stale entries resolve via find)
+            # earlier clusters of device d, kept as roots (rewritten when one merges)
+            seen = np.empty(self.k, dtype=np.int64)
+            count = 0
             for c in range(self.k):
                 if dev[c] != d or find(c) != c:
                     continue
-                seen.append(self._merge_into(c, seen[-window:]))
+                seen[count] = self._merge_into(c, seen, count, window)
+                count += 1
 
-    def _merge_into(self, x: int, earlier: list[int]) -> int:
-        """Merge cluster ``x`` with each of the ``earlier`` clusters (latest first) that it may
-        join; returns what ``x`` became. What ``x`` is related to (by a path, either way) and
-        adjacent to (by an edge, each way) is read once per GraphCycles node of ``x``, made
-        again after a merge that ``x``'s node did not survive (GraphCycles checks every merge
-        itself)."""
+    def _merge_into(self, x: int, seen: np.ndarray, count: int, window: int) -> int:
+        """Merge cluster ``x`` with each of the last ``window`` clusters of ``seen[:count]``
+        (latest first) that it may join; returns what ``x`` became. A cluster related to ``x``
+        (by a path, either way) and not adjacent to it (by an edge) is passed over; what ``x``
+        is related and adjacent to is read once per GraphCycles node of ``x``, made again after
+        a merge that ``x``'s node did not survive (GraphCycles checks every merge itself)."""
+        lo = max(0, count - window)
+        if lo == count:
+            return x
         find, gc_, reach, node_of = self.uf.find, self.gc, self.reach, self.node_of
-        row, dev, fits = reach.row, self.dev, self.fits
-        free = self.p.max_size is None and self.members is None  # only blocks may refuse
-        blocks = self.blocks
+        row, fits = reach.row, self.fits
+        cand = seen[lo:count][::-1]
+        rows = self.row_of[cand]
+        at, near = -1, None
         tried: set[int] = set()
-        at = -1  # the GraphCycles node the next three describe
-        related: list[bool] = []
-        succ: set[int] = set()
-        pred: set[int] = set()
-        for y0 in reversed(earlier):
-            y = find(y0)
-            if y == x or y in tried:
-                continue
-            if free and dev[y] == dev[x] and x not in blocks and y not in blocks:
-                pass  # fits(x, y) without the call
-            elif not fits(x, y):
+        i = 0
+        while True:
+            nx_ = node_of[x]
+            if at != nx_:  # x's node is new: what it is related and adjacent to, again
+                at = nx_
+                near = self._near(nx_)
+                todo = np.flatnonzero(self._worth(near, rows[i:])) + i
+                todo = todo.tolist()[::-1]
+            if not todo:
+                return x
+            i = todo.pop()
+            y = find(int(cand[i]))
+            i += 1
+            if y == x or y in tried or not fits(x, y):
                 continue
             tried.add(y)
-            nx_, ny_ = node_of[x], node_of[y]
-            if at != nx_:
-                at = nx_
-                related = reach.related_to(nx_).tolist()
-                succ, pred = set(gc_.out_set(nx_)), set(gc_.in_set(nx_))
+            related, succ, pred = near
+            ny_ = node_of[y]
             if not related[row[ny_]]:  # no path, so no edge either
                 survivor = gc_.merge(nx_, ny_)
             elif ny_ in succ:
                 survivor = gc_.contract_edge(nx_, ny_)
             elif ny_ in pred:
                 survivor = gc_.contract_edge(ny_, nx_)
-            else:
+            else:  # pragma: no cover - _worth passes over these
                 survivor = None
             if survivor is not None:
                 reach.merged(survivor, nx_, ny_)
                 self.join(x, y, survivor)
-                x = find(x)
-        return x
+                x_new = find(x)
+                live = seen[:count]
+                live[live == y] = x_new  # the merged cluster's entries name its root
+                live[live == x] = x_new
+                self.row_of[x_new] = row[survivor]
+                x = x_new
+
+    def _near(self, node: int) -> tuple[np.ndarray, set[int], set[int]]:
+        """What GraphCycles node ``node`` is related to (per Reach row) and its successors
+        and predecessors (copies)."""
+        gc_ = self.gc
+        return (self.reach.related_to(node), set(gc_.out_set(node)), set(gc_.in_set(node)))
+
+    def _worth(self, near: tuple[np.ndarray, set[int], set[int]],
+               rows: np.ndarray) -> np.ndarray:
+        """Per Reach row in ``rows``: whether its cluster may merge with the one ``near``
+        describes (no path between them, or an edge)."""
+        related, succ, pred = near
+        row = self.reach.row
+        worth = ~related
+        worth[[row[w] for w in succ | pred if w in row]] = True
+        return worth[rows]
 
     def result(self) -> Partition:
         part, find = self.partition, self.uf.find
