@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from clusterkit.engines.horizontal import fit_levels_both, merge_levels
+from clusterkit.engines.horizontal import merge_levels, refits
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
@@ -64,10 +64,12 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
     best_key = _key(best)
     # the input's refit only counts when its clusters differ (else it ties the first refit)
     second = best if _same_clusters(best, partition) else partition
-    for cand in fit_levels_both(best, second, memo):  # refits of the merges and the input
-        key = _key(cand)
+    make = None
+    for key, build in refits(best, second, memo):  # refits of the merges and the input
         if key < best_key:
-            best, best_key = cand, key
+            best_key, make = key, build
+    if make is not None:  # only the best refit is built
+        best = make()
     best.info["coalesced_merges"] = max(0, len(partition.clusters) - len(best.clusters))
     return best
 
@@ -194,7 +196,10 @@ class _Merger:
         weight = np.zeros(len(pairs), dtype=np.int64)
         np.add.at(weight, inv, self.g.edge_bytes[between])
         order = np.lexsort((pairs, -weight))  # heaviest first, then by (x, y)
-        xs, ys = (pairs[order] // self.k).tolist(), (pairs[order] % self.k).tolist()
+        xs, ys = pairs[order] // self.k, pairs[order] % self.k
+        dev = np.asarray(self.dev, dtype=np.int64)
+        one = (dev[xs] >= 0) & (dev[xs] == dev[ys])  # the others never fit (merges keep devices)
+        xs, ys = xs[one].tolist(), ys[one].tolist()
         contract, fits, node_of, join = gc_.contract_if_edge, self.fits, self.node_of, self.join
         for x0, y0 in zip(xs, ys):
             x, y = find(x0), find(y0)

@@ -23,6 +23,8 @@ those whose nodes share no level, and keeps the result when it is better.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from clusterkit.graph.algorithms import heaviest_paths, topological_order
@@ -191,13 +193,26 @@ def fit_levels_both(first: Partition, second: Partition, memo: dict | None = Non
     inside a merged cluster): their node levels are the same, so they are read once. ``memo``
     (a dict kept by the caller for partitions of one graph) keeps the node levels by node
     devices and edge weights for the next call."""
+    (one, make_one), (two, make_two) = refits(first, second, memo)
+    return make_one(), make_two()
+
+
+def refits(first: Partition, second: Partition, memo: dict | None = None
+           ) -> list[tuple[tuple[int, int], Callable[[], Partition]]]:
+    """:func:`fit_levels_both` as two pairs ``((cut_bytes, partitions), make)``: the figures
+    of each result and a function that builds it, for a caller that keeps only the best."""
     if _unfit(first) or _unfit(second):
-        return fit_levels(first), fit_levels(second)
+        out = (fit_levels(first), fit_levels(second))
+        return [(_figures(part), lambda part=part: part) for part in out]
     nl = _NodeLevels(first, memo=memo)
-    refit = _fit(nl, 0.0)
-    if first is second:
-        return refit, refit
-    return refit, _fit(_NodeLevels(second, like=nl), 0.0)
+    one = _fit_levels(nl, 0.0)
+    two = one if first is second else _fit_levels(_NodeLevels(second, like=nl), 0.0)
+    return [one, two]
+
+
+def _figures(part: Partition) -> tuple[int, int]:
+    m = part.metrics()
+    return int(m["cut_bytes"]), int(m["partitions"])
 
 
 def _unfit(partition: Partition) -> bool:
@@ -210,6 +225,13 @@ def _unfit(partition: Partition) -> bool:
 
 def _fit(nl: "_NodeLevels", slack: float) -> Partition:
     """The refit of ``nl``'s partition (see :func:`fit_levels`)."""
+    return _fit_levels(nl, slack)[1]()
+
+
+def _fit_levels(nl: "_NodeLevels", slack: float
+                ) -> tuple[tuple[int, int], Callable[[], Partition]]:
+    """The refit of ``nl``'s partition as ``((cut_bytes, partitions), make)`` (the partition
+    itself when no refit is better)."""
     partition = nl.partition
     best, best_key = None, nl.key(None)  # (partitions, cut_bytes): the input's
     budget = best_key[1] * (1 + slack) if best_key[1] else 0  # no 0 * inf
@@ -218,7 +240,9 @@ def _fit(nl: "_NodeLevels", slack: float) -> Partition:
         key = nl.key(lev)
         if key[1] <= budget and key < best_key:
             best, best_key = lev, key
-    return partition if best is None else nl.build(best)
+    if best is None:
+        return _figures(partition), lambda: partition
+    return (best_key[1], best_key[0]), lambda: nl.build(best)
 
 
 class _NodeLevels:

@@ -501,7 +501,7 @@ def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
     """Per-node sets of ``values`` grouped by ``keys`` (``keys`` sorted ascending)."""
     bounds = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64)).tolist()
     vals = values.tolist()
-    return [set(vals[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
+    return list(map(set, map(vals.__getitem__, map(slice, bounds[:-1], bounds[1:]))))
 
 
 class OneSidedGraphCycles(GraphCycles):
