@@ -336,14 +336,12 @@ class _NodeLevels:
     def key(self, lev: list[int] | None) -> tuple[int, int]:
         """(partitions, cut_bytes) of the accelerator nodes grouped by (device, level), or of
         the partition itself for ``lev=None``; the fallback nodes are the same in both."""
+        if lev is None:  # the partition's own metrics (kept with it)
+            cut, parts = _figures(self.partition)
+            return parts, cut
         on = self.ndev >= 0
-        if lev is None:
-            units = np.where(on, self.a, HOST)
-            parts = int((self.cdev >= 0).sum())
-        else:
-            units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
-            parts = len(np.unique(units[on]))
-        return parts, cut_bytes(self.p.graph, units)[0]
+        units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
+        return len(np.unique(units[on])), cut_bytes(self.p.graph, units)[0]
 
     def build(self, lev: list[int]) -> Partition:
         """Accelerator nodes grouped by (device, level); fallback nodes as before."""
