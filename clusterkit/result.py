@@ -449,12 +449,8 @@ def _fifo_order(k: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
     nbr = dst[by].tolist()
     indeg = np.bincount(dst, minlength=k).tolist()
     order = [v for v in range(k) if not indeg[v]]
-    i = 0
-    while i < len(order):
-        u = order[i]
-        i += 1
-        for j in range(ptr[u], ptr[u + 1]):
-            v = nbr[j]
+    for u in order:  # the list grows while it is read: first in, first out
+        for v in nbr[ptr[u]:ptr[u + 1]]:
             indeg[v] -= 1
             if not indeg[v]:
                 order.append(v)

@@ -131,7 +131,7 @@ class _Merger:
         # node lists only for the const-bytes limit (thousands of fallback singletons otherwise)
         self.members = ([list(c.nodes) for c in clusters] if p.max_const_bytes is not None
                         else None)
-        self.sizes = [len(c.nodes) for c in clusters]
+        self.sizes = np.bincount(a, minlength=k).tolist()  # each node in one cluster
         self.blocks: dict[int, set[int]] = {}  # only the clusters with a blocked partner
         for x, y in self._blocked():
             self.blocks.setdefault(x, set()).add(y)
