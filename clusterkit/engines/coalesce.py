@@ -201,9 +201,15 @@ class _Merger:
         one = (dev[xs] >= 0) & (dev[xs] == dev[ys])  # the others never fit (merges keep devices)
         xs, ys = xs[one].tolist(), ys[one].tolist()
         contract, fits, node_of, join = gc_.contract_if_edge, self.fits, self.node_of, self.join
+        free = self.p.max_size is None and self.members is None  # only blocks may refuse
+        blocks = self.blocks
         for x0, y0 in zip(xs, ys):
             x, y = find(x0), find(y0)
-            if x == y or not fits(x, y):
+            if x == y:
+                continue
+            if free and x not in blocks and y not in blocks:
+                pass  # fits(x, y): one device, checked above
+            elif not fits(x, y):
                 continue
             survivor = contract(node_of[x], node_of[y])
             if survivor is not None:

@@ -229,9 +229,16 @@ class GraphCycles:
         if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
                 and 0 <= y < len(alive) and alive[x] and alive[y]):
             x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
-        if y not in self._out[x]:
+        out_x, in_y = self._out[x], self._in[y]
+        if y not in out_x:
             return None
-        return self.contract_edge(x, y)
+        out_x.discard(y)  # as contract_edge, without checking the ids again
+        in_y.discard(x)
+        if out_x and in_y and self._reachable(x, y):
+            out_x.add(y)
+            in_y.add(x)
+            return None
+        return self._absorb(x, y)
 
     def descendant_marks(self, mark: dict[int, int]) -> dict[int, int]:
         """Per alive node, the bitwise or of ``mark`` (0 where absent) over the nodes it
