@@ -1,0 +1,93 @@
+"""The views a Partition keeps (assignment, device per cluster, metrics, cluster edges and
+order) against counts made from the clusters themselves."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import clusterkit as ck
+from clusterkit import Partition
+from support.models import BUNDLED_MODELS
+
+
+def _problems():
+    for model, selector in (("resnet18.onnx", "ops:Conv,Relu"), ("squeezenet1_1.onnx", "coreml"),
+                            ("shufflenet_v2_x1_0.onnx", "tensorrt")):
+        yield ck.make_problem(BUNDLED_MODELS / model, selector)
+
+
+PROBLEMS = list(_problems())
+
+
+def _by_hand(part: Partition) -> tuple[list[int], list[int], set[tuple[int, int]]]:
+    """Cluster position per node, device index per cluster and the cluster edges, from the
+    clusters' node lists."""
+    p, g = part.problem, part.problem.graph
+    where = [-1] * g.n
+    for pos, c in enumerate(part.clusters):
+        for v in c.nodes:
+            where[v] = pos
+    devices = [-1 if c.device == p.fallback else p.devices.index(c.device)
+               for c in part.clusters]
+    edges = {(where[u], where[v]) for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist())
+             if where[u] != where[v]}
+    return where, devices, edges
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.graph.name)
+@pytest.mark.parametrize("strategy", ["cycles", "longest-path", "singleton"])
+def test_views_match_the_clusters(problem, strategy):
+    part = ck.run_strategy(problem, strategy, validate=False)
+    where, devices, edges = _by_hand(part)
+    assert part.assignment().tolist() == where
+    assert part.device_indices().tolist() == devices
+    src, dst = part.cluster_edges()
+    assert set(zip(src.tolist(), dst.tolist())) == edges and len(src) == len(edges)
+    order = part.cluster_order()
+    assert sorted(order) == list(range(len(part.clusters)))
+    pos = {c: i for i, c in enumerate(order)}
+    assert all(pos[x] < pos[y] for x, y in edges)
+    # the same clusters in a partition built by hand (no views made at construction)
+    fresh = Partition.from_clusters(problem, [(c.device, c.nodes) for c in part.clusters])
+    assert fresh.metrics() == part.metrics()
+    assert fresh.assignment().tolist() == where and fresh.device_indices().tolist() == devices
+
+
+def test_views_are_copies_and_follow_a_new_cluster_list():
+    problem = PROBLEMS[0]
+    part = ck.run_strategy(problem, "cycles", validate=False)
+    a = part.assignment()
+    a[:] = -5
+    part.cluster_order().clear()
+    assert (part.assignment() >= 0).all() and len(part.cluster_order()) == len(part.clusters)
+    before = part.metrics()
+    before["cut_bytes"] = -1
+    assert part.metrics()["cut_bytes"] >= 0
+    # another list of clusters (reversed, and then one fewer by a merge): views made again
+    part.clusters = part.clusters[::-1]
+    where, devices, _ = _by_hand(part)
+    assert part.assignment().tolist() == where and part.device_indices().tolist() == devices
+    acc = [i for i, c in enumerate(part.clusters) if c.device != problem.fallback]
+    if len(acc) >= 2:
+        i, j = acc[:2]
+        merged = ck.Partition.from_clusters(problem, [(c.device, c.nodes) for c in part.clusters])
+        merged.clusters[i].nodes = sorted(merged.clusters[i].nodes + merged.clusters[j].nodes)
+        del merged.clusters[j]
+        where, devices, _ = _by_hand(merged)
+        assert merged.assignment().tolist() == where
+        assert merged.metrics()["partitions"] == len(acc) - 1
+
+
+def test_cluster_order_names_a_cycle():
+    g = nx.DiGraph()
+    for name in "abcd":
+        g.add_node(name, op="Conv")
+    g.add_edges_from([("a", "b"), ("b", "c"), ("c", "d")])
+    problem = ck.make_problem(ck.from_networkx(g), "ops:Conv")
+    idx = problem.graph.name_to_index
+    part = Partition.from_clusters(problem, [("ops", [idx["a"], idx["c"]]),
+                                             ("ops", [idx["b"]]), ("ops", [idx["d"]])])
+    with pytest.raises(ck.CycleError):
+        part.cluster_order()
