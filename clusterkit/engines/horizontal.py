@@ -55,7 +55,6 @@ class _Levels:
     def __init__(self, partition: Partition):
         self.partition = part = partition
         self.p = p = part.problem
-        g = p.graph
         self.k = k = len(part.clusters)
         self.a = a = part.assignment()
         ndev = len(p.devices)
@@ -193,7 +192,7 @@ def fit_levels_both(first: Partition, second: Partition, memo: dict | None = Non
     inside a merged cluster): their node levels are the same, so they are read once. ``memo``
     (a dict kept by the caller for partitions of one graph) keeps the node levels by node
     devices and edge weights for the next call."""
-    (one, make_one), (two, make_two) = refits(first, second, memo)
+    (_, make_one), (_, make_two) = refits(first, second, memo)
     return make_one(), make_two()
 
 
