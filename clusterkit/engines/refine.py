@@ -69,10 +69,10 @@ class _Mover:
         self.dirty = set(self.members)  # clusters whose sets are out of date
         self.succ_ptr, self.succ = g.succ_ptr.tolist(), g.succ_idx.tolist()
         self.pred_ptr, self.pred = g.pred_ptr.tolist(), g.pred_idx.tolist()
-        self.pred_edge = g.pred_edge.tolist()
         inner = ~np.asarray(p.must_cut, dtype=bool)
-        self.inner_ok = [(np.asarray(p.edge_ok[d], dtype=bool) & inner).tolist()
-                         for d in range(len(p.devices))]
+        ok = [np.asarray(p.edge_ok[d], dtype=bool) & inner for d in range(len(p.devices))]
+        self.inner_ok = [o.tolist() for o in ok]  # per device, by edge
+        self.inner_ok_pred = [o[g.pred_edge].tolist() for o in ok]  # by predecessor slot
         self.movable = (np.asarray(p.group_of) < 0).tolist()
         self.never: dict[int, list[int]] = {}
         for u, v in p.never_pairs.tolist():
@@ -145,33 +145,37 @@ class _Mover:
         """The down and up sets of cluster ``x``, by the cluster they would move to."""
         sets: dict[tuple[int, int], list[int]] = {}
         nodes = self.members[x]
-        for v, t in self._marks(x, reversed(nodes), self.succ_ptr, self.succ, self.down, None):
+        for v, t in self._marks(x, reversed(nodes), self.succ_ptr, self.succ, self.down,
+                                self.inner_ok):
             sets.setdefault((x, t), []).append(v)
-        for v, t in self._marks(x, nodes, self.pred_ptr, self.pred, self.up, self.pred_edge):
+        for v, t in self._marks(x, nodes, self.pred_ptr, self.pred, self.up, self.inner_ok_pred):
             sets.setdefault((x, t), []).append(v)
         return {k: sorted(v) for k, v in sets.items()}
 
     def _marks(self, x: int, nodes, ptr: list[int], nbr: list[int], mark: list[int],
-               edge_of: list[int] | None) -> list[tuple[int, int]]:
+               ok_by_dev: list[list[bool]]) -> list[tuple[int, int]]:
         """For each of ``nodes`` of cluster ``x`` (neighbours along ``ptr``/``nbr`` first) the
         one other cluster of its device that every neighbour lies in or leads to through
-        ``mark`` (NONE when there is none, then left out of the list), stored in ``mark``."""
+        ``mark`` (NONE when there is none, then left out of the list), stored in ``mark``
+        (``ok_by_dev``: per device, whether each ``nbr`` slot's edge may lie inside it)."""
         a, dev, movable = self.a, self.dev, self.movable
         d = dev[x]
-        ok = self.inner_ok[d]
+        ok = ok_by_dev[d]
         out = []
         for v in nodes:
             want = NONE
-            if movable[v] and ptr[v] < ptr[v + 1]:
-                for i in range(ptr[v], ptr[v + 1]):
+            lo, hi = ptr[v], ptr[v + 1]
+            if movable[v] and lo < hi:
+                for i in range(lo, hi):
                     w = nbr[i]
                     c = a[w]
                     if c == x:
                         got = mark[w]
-                    elif dev[c] == d and ok[i if edge_of is None else edge_of[i]]:
+                    elif ok[i] and dev[c] == d:
                         got = c
                     else:
-                        got = NONE
+                        want = NONE
+                        break
                     if got == NONE or (want != NONE and got != want):
                         want = NONE
                         break
