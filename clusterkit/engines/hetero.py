@@ -200,6 +200,7 @@ class _Selector:
         self.plain = problem.max_size is None and problem.max_const_bytes is None \
             and not ug.never
         self._risky: dict[int, list[bool]] = {}
+        self._adj = [s + p for s, p in zip(ug.succ, ug.pred)]   # successors, then predecessors
         names = [nd.name for nd in problem.graph.nodes]
         self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
                        "+".join(names[v] for v in ug.members[u]))
@@ -221,7 +222,7 @@ class _Selector:
         used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
         stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
-        watch: dict[int, list[int]] = {}
+        watch: dict[int, list[tuple[int, int]]] = {}   # unit -> (root, serial) watching it
         best: list[tuple[int, int, int, int]] = []
         dirty: list[tuple[int, int]] = []
         flagged = self._flag
@@ -250,8 +251,9 @@ class _Selector:
                     if g is None:
                         g = self._grow(d, v, stale.pop(v, None))
                         cache[v] = g
+                        key = (v, g.serial)
                         for u in self._watched(d, g):
-                            watch.setdefault(u, []).append(v)
+                            watch.setdefault(u, []).append(key)
                     else:
                         self.reused += 1
                         if self.trace is not None:
@@ -280,12 +282,14 @@ class _Selector:
             self._finalize(d, g)
             for u in g.members:
                 mark(u)
-                for r2 in watch.pop(u, ()):
-                    old = cache.pop(r2, None)
-                    if old is not None:
+                for r2, serial in watch.pop(u, ()):
+                    old = cache.get(r2)
+                    # an entry of a growth since replaced does not concern the current one
+                    if old is not None and old.serial == serial:
+                        del cache[r2]
                         stale[r2] = old
-                    if r2 in used:
-                        mark(r2)
+                        if r2 in used:
+                            mark(r2)
             settle()
 
     def _watched(self, d: int, g: _Growth) -> list[int]:
@@ -312,12 +316,17 @@ class _Selector:
         """Grow from ``root``. ``old``, an earlier growth from the same root that a taken unit
         invalidated, is replayed without checks up to its first step that met a unit taken
         since and accepted it then: every step before reads the same state, so it has the
-        same outcome (see :meth:`_replayable`)."""
+        same outcome (see :meth:`_replayable`).
+
+        The depth-first stack holds, per accepted unit, an iterator over its successors then
+        predecessors: the order in which pushing them all (predecessors first, reversed) and
+        popping would meet them. A unit that was a member or rejected when pushed is still
+        one of the two when popped (a member rolled back becomes rejected), so the pop-time
+        test alone skips the same entries."""
         T, st = self.tracker, self._start(d, root)
         gid, mem, rej = T.gid, T.mem, T.rej
-        succ, pred, aff, taken = self.ug.succ, self.ug.pred, self.aff, self.taken
-        stack: list[int] = []
-        pusher: list[int] = []    # who pushed each stack entry
+        succ, pred, adj, aff, taken = self.ug.succ, self.ug.pred, self._adj, self.aff, self.taken
+        frames = [(root, iter(adj[root]))]
         lone: set[int] = set()    # added, then at once rolled back alone
         mattered: set[int] = set()  # pushed an entry that was not skipped
         log = _Log([], {})
@@ -325,19 +334,9 @@ class _Selector:
         replay = self._replayable(old) if old is not None and self.trace is None else 0
         fast = self.trace is None
         plain, risky = self.plain, self._risky_of(d)
-        v = root
-        while True:
-            n = len(stack)      # push the neighbours of the unit just accepted
-            for w in reversed(pred[v]):
-                if mem[w] != gid and rej[w] != gid:
-                    stack.append(w)
-            for w in reversed(succ[v]):
-                if mem[w] != gid and rej[w] != gid:
-                    stack.append(w)
-            pusher.extend([v] * (len(stack) - n))
-            while stack:
-                v = stack.pop()
-                by = pusher.pop()
+        while frames:
+            by, it = frames[-1]
+            for v in it:
                 if mem[v] == gid or rej[v] == gid:
                     continue
                 if mem[by] != gid:      # its pusher rolled back: still next to a member?
@@ -367,13 +366,16 @@ class _Selector:
                     added, removed = self._step(d, v, st)
                 if removed:
                     cut[len(seen)] = len(removed)
-                seen.append(v if added else ~v)
                 if added:
+                    seen.append(v)
                     if len(removed) == 1 and removed[0] == v:
                         lone.add(v)
+                    frames.append((v, iter(adj[v])))
                     break
+                seen.append(~v)
             else:
-                return self._done(root, lone, mattered, log)
+                frames.pop()
+        return self._done(root, lone, mattered, log)
 
     def _risky_of(self, d: int) -> list[bool]:
         """Per unit: has an edge that device ``d`` may not take inside a cluster."""
