@@ -78,6 +78,8 @@ class GrowthTracker:
         self.alive: list[bool] = []
         self.gid = 0
         self._seen = [0] * n    # visit stamps of _phase_search
+        self._n = n
+        self._known: dict[int, bool] = {}   # searched pairs a * n + b: does a reach b
         self._stamp = 0
         self.begin()
 
@@ -307,12 +309,16 @@ class GrowthTracker:
         return self.o1[a] < self.o1[b] and self.o2[a] < self.o2[b]
 
     def _reaches(self, a: int, b: int) -> bool:
-        """``a ~> b`` (``a != b``), a depth-first search pruned toward ``b`` (the checks of
-        :meth:`_may` inlined)."""
-        if not self._may(a, b):
-            return False
+        """``a ~> b`` (``a != b``) for a pair that passed the filters of :meth:`_may` (every
+        caller tests them inline): landmarks, then a depth-first search pruned toward ``b``.
+        Search answers are facts of the graph, kept for the tracker's lifetime (growths from
+        nearby roots, and regrowths, ask the same pairs again)."""
         if self.lout[a] & self.lin[b]:
             return True
+        key = a * self._n + b
+        known = self._known.get(key)
+        if known is not None:
+            return known
         succ = self.succ
         o0, o1, o2 = self.o0, self.o1, self.o2
         g0, g1, g2, g3, g4, g5 = self._grail
@@ -320,16 +326,19 @@ class GrowthTracker:
         c0, c1, c2, c3, c4, c5 = g0[b], g1[b], g2[b], g3[b], g4[b], g5[b]
         seen = {a}
         stack = [a]
-        while stack:
+        found = False
+        while stack and not found:
             for w in succ[stack.pop()]:
                 if w == b:
-                    return True
+                    found = True
+                    break
                 if w not in seen and o0[w] < b0 and g0[w] <= c0 and c1 <= g1[w] \
                         and g2[w] <= c2 and c3 <= g3[w] and g4[w] <= c4 and c5 <= g5[w] \
                         and o1[w] < b1 and o2[w] < b2:
                     seen.add(w)
                     stack.append(w)
-        return False
+        self._known[key] = found
+        return found
 
     def _find_member(self, z: int, forward: bool) -> int | None:
         """Time of some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
@@ -400,19 +409,23 @@ class GrowthTracker:
     def _through(self, x: int) -> bool:
         """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
         ``x ~> r ~> S``)?"""
-        side = self.outside(x)
         mem, gid = self.mem, self.gid
+        # the window already holds x: a rejected r with S ~> r ~> x lies strictly between the
+        # window's low end and x in every order, so none exists when x is lowest in one
+        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        l0, l1, l2 = self.lo
+        h0, h1, h2 = self.hi
+        back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
         # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
         # unit between members already (or r == p, a member), so when every predecessor is a
         # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
-        back = side <= 0
         if back:
             for w in self.pred[x]:
                 if mem[w] != gid:
                     break
             else:
                 back = False
-        fwd = side >= 0
+        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
         if fwd:
             for w in self.succ[x]:
                 if mem[w] != gid:
@@ -424,12 +437,9 @@ class GrowthTracker:
         if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
             reaches = self._reaches
             g0, g1, g2, g3, g4, g5 = self._grail
-            x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
             y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
             lin, lout = self.lin, self.lout
             s_in, s_out, x_in, x_out = self.s_in[-1], self.s_out[-1], lin[x], lout[x]
-            l0, l1, l2 = self.lo
-            h0, h1, h2 = self.hi
             for r0, r1, r2, r in self._rords:
                 if r0 < x0:        # may r ~> x, with a member before r?
                     if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \

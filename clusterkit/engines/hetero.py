@@ -378,14 +378,18 @@ class _Selector:
         return self._done(root, lone, mattered, log)
 
     def _risky_of(self, d: int) -> list[bool]:
-        """Per unit: has an edge that device ``d`` may not take inside a cluster."""
+        """Per unit: has an edge that device ``d`` may not take inside a cluster to a unit of
+        affinity ``d`` (only units of affinity ``d`` ever join, so no other edge can lie
+        between two members)."""
         risky = self._risky.get(d)
         if risky is None:
             ug = self.ug
-            bad = ~np.asarray(ug.ok[d], dtype=bool)
+            mine = np.asarray(self.aff) == d
+            src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
+            bad = ~np.asarray(ug.ok[d], dtype=bool) & mine[src] & mine[dst]
             flags = np.zeros(ug.n, dtype=bool)
-            flags[np.asarray(ug.esrc)[bad]] = True
-            flags[np.asarray(ug.edst)[bad]] = True
+            flags[src[bad]] = True
+            flags[dst[bad]] = True
             risky = self._risky[d] = flags.tolist()
         return risky
 
