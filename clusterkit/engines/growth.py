@@ -434,6 +434,19 @@ class GrowthTracker:
                 fwd = False
         if not (back or fwd):
             return False
+        rej = self.rej      # the commonest witness: a rejected neighbour next to a member
+        if back:
+            for r in self.pred[x]:
+                if rej[r] == gid:
+                    for w in self.pred[r]:
+                        if mem[w] == gid:
+                            return True
+        if fwd:
+            for r in self.succ[x]:
+                if rej[r] == gid:
+                    for w in self.succ[r]:
+                        if mem[w] == gid:
+                            return True
         if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
             reaches = self._reaches
             g0, g1, g2, g3, g4, g5 = self._grail
