@@ -97,14 +97,15 @@ class GrowthTracker:
         self.rolled: list[int] = []
         self.hi = (-1, -1, -1)
         self.lo = (_BIG, _BIG, _BIG)
-        self.history: list[tuple[tuple[int, int, int], tuple[int, int, int]]] = []
+        # per member, the window and landmark ORs before it joined (restored by _pop)
+        self.history: list[tuple[tuple[int, int, int], tuple[int, int, int], int, int]] = []
         self.suspects: dict[int, tuple[int, int] | None] = {}
         self._proof = -1    # the suspect whose witnesses last proved the condition failing
         self._cache: dict[int, tuple[int, int, int | None]] = {}
         self.violated = False
         # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
         # rejected or blocked landmarks: s_in & s_out & bad proves the condition fails
-        self.s_in, self.s_out = [0], [0]
+        self.s_in = self.s_out = 0
         if blocked is None:
             self.bad = 0
         else:
@@ -139,7 +140,8 @@ class GrowthTracker:
         members.append(x)
         self.times.append(t)
         hi, lo = self.hi, self.lo      # never changed in place: the history shares them
-        self.history.append((hi, lo))
+        s_in, s_out = self.s_in, self.s_out
+        self.history.append((hi, lo, s_in, s_out))
         a, b, c, _ = self._rord[x]
         h0, h1, h2 = hi
         if a > h0 or b > h1 or c > h2:
@@ -147,11 +149,8 @@ class GrowthTracker:
         l0, l1, l2 = lo
         if a < l0 or b < l1 or c < l2:
             self.lo = (a if a < l0 else l0, b if b < l1 else l1, c if c < l2 else l2)
-        ins, outs = self.s_in, self.s_out
-        s_in = ins[-1] | self.lin[x]
-        s_out = outs[-1] | self.lout[x]
-        ins.append(s_in)
-        outs.append(s_out)
+        self.s_in = s_in = s_in | self.lin[x]
+        self.s_out = s_out = s_out | self.lout[x]
         if check and len(members) > 1 and (self.rejected or self.blocked is not None) \
                 and (s_in & s_out & self.bad or self._through(x)):
             self.violated = True
@@ -177,12 +176,78 @@ class GrowthTracker:
         latest first. After ``batch_after`` single steps the stopping point is computed at
         once from earliest-member labels (see :meth:`_batch_rollback`)."""
         removed: list[int] = []
+        members, times = self.members, self.times
         while self.violated:
-            if len(removed) >= batch_after and len(self.members) > 2 * batch_after:
+            if len(removed) >= batch_after and len(members) > 2 * batch_after:
                 removed.extend(self._batch_rollback())
                 break
+            # members that joined after both witnesses of the proof: rolling one back leaves
+            # the proof standing (what rollback() would find), so pop them without a check
+            suspects = self.suspects
+            w = suspects.get(self._proof)
+            if w is not None:
+                last = w[0] if w[0] > w[1] else w[1]
+                while times[-1] > last and (len(removed) < batch_after
+                                            or len(members) <= 2 * batch_after):
+                    x = self._pop()
+                    suspects[x] = None
+                    removed.append(x)
+                if times[-1] > last:
+                    continue
             removed.append(self.rollback())
         return removed
+
+    def replay(self, steps: list[int], removed: dict[int, int], count: int) -> list[int]:
+        """Apply the first ``count`` steps of a logged growth whose outcomes are known, as
+        ``add``/``reject``/``undo`` without checks would: ``steps[j]`` a unit made a member
+        (``~unit``: rejected), then ``removed[j]`` (when present) members rolled back.
+        Returns the units rolled back, in order."""
+        gid, mem, mtime, rej, alive = self.gid, self.mem, self.mtime, self.rej, self.alive
+        members, times, history = self.members, self.times, self.history
+        rejected, rords, rolled = self.rejected, self._rords, self.rolled
+        rord, own, lin, lout = self._rord, self.own, self.lin, self.lout
+        hi, lo, s_in, s_out, bad = self.hi, self.lo, self.s_in, self.s_out, self.bad
+        out: list[int] = []
+        for j in range(count):
+            x = steps[j]
+            if x >= 0:
+                t = len(alive)
+                alive.append(True)
+                mem[x] = gid
+                mtime[x] = t
+                members.append(x)
+                times.append(t)
+                history.append((hi, lo, s_in, s_out))
+                a, b, c, _ = rord[x]
+                h0, h1, h2 = hi
+                if a > h0 or b > h1 or c > h2:
+                    hi = (a if a > h0 else h0, b if b > h1 else h1, c if c > h2 else h2)
+                l0, l1, l2 = lo
+                if a < l0 or b < l1 or c < l2:
+                    lo = (a if a < l0 else l0, b if b < l1 else l1, c if c < l2 else l2)
+                s_in |= lin[x]
+                s_out |= lout[x]
+            else:
+                x = ~x
+                rej[x] = gid
+                rejected.append(x)
+                rords.append(rord[x])
+                bad |= own[x]
+            k = removed.get(j)
+            while k:
+                k -= 1
+                y = members.pop()
+                alive[times.pop()] = False
+                mem[y] = 0
+                hi, lo, s_in, s_out = history.pop()
+                rolled.append(y)
+                rej[y] = gid
+                rejected.append(y)
+                rords.append(rord[y])
+                bad |= own[y]
+                out.append(y)
+        self.hi, self.lo, self.s_in, self.s_out, self.bad = hi, lo, s_in, s_out, bad
+        return out
 
     def undo(self) -> int:
         """Roll back the latest member, as :meth:`rollback` does, without checking again (the
@@ -194,13 +259,11 @@ class GrowthTracker:
         t = self.times.pop()
         self.alive[t] = False
         self.mem[x] = 0
-        self.hi, self.lo = self.history.pop()
+        self.hi, self.lo, self.s_in, self.s_out = self.history.pop()
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
         self._rords.append(self._rord[x])
-        self.s_in.pop()
-        self.s_out.pop()
         self.bad |= self.own[x]
         return x
 
@@ -452,7 +515,7 @@ class GrowthTracker:
             g0, g1, g2, g3, g4, g5 = self._grail
             y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
             lin, lout = self.lin, self.lout
-            s_in, s_out, x_in, x_out = self.s_in[-1], self.s_out[-1], lin[x], lout[x]
+            s_in, s_out, x_in, x_out = self.s_in, self.s_out, lin[x], lout[x]
             for r0, r1, r2, r in self._rords:
                 if r0 < x0:        # may r ~> x, with a member before r?
                     if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
