@@ -359,21 +359,10 @@ class GrowthTracker:
         return 1 if after else -1
 
     # ------------------------------------------------------------------ searches
-    def _may(self, a: int, b: int) -> bool:
-        """Necessary for ``a ~> b``: before it in every order, interval inside in every
-        GRAIL labelling."""
-        o0 = self.o0
-        if o0[a] >= o0[b]:
-            return False
-        g = self._grail
-        if g[0][a] > g[0][b] or g[1][b] > g[1][a] or g[2][a] > g[2][b] or g[3][b] > g[3][a] \
-                or g[4][a] > g[4][b] or g[5][b] > g[5][a]:
-            return False
-        return self.o1[a] < self.o1[b] and self.o2[a] < self.o2[b]
-
     def _reaches(self, a: int, b: int) -> bool:
-        """``a ~> b`` (``a != b``) for a pair that passed the filters of :meth:`_may` (every
-        caller tests them inline): landmarks, then a depth-first search pruned toward ``b``.
+        """``a ~> b`` (``a != b``) for a pair its callers have filtered (``a`` before ``b`` in
+        every order, ``b``'s GRAIL intervals inside ``a``'s): landmarks, then a depth-first
+        search pruned toward ``b``.
         Search answers are facts of the graph, kept for the tracker's lifetime (growths from
         nearby roots, and regrowths, ask the same pairs again)."""
         if self.lout[a] & self.lin[b]:
@@ -511,29 +500,37 @@ class GrowthTracker:
                         if mem[w] == gid:
                             return True
         if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
-            reaches = self._reaches
-            g0, g1, g2, g3, g4, g5 = self._grail
-            y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
-            lin, lout = self.lin, self.lout
-            s_in, s_out, x_in, x_out = self.s_in, self.s_out, lin[x], lout[x]
-            for r0, r1, r2, r in self._rords:
-                if r0 < x0:        # may r ~> x, with a member before r?
-                    if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
-                            and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
-                            and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
-                        if s_out & lin[r] and lout[r] & x_in:
-                            return True    # landmarks prove S ~> r ~> x
-                        if self._find_member(r, False) is not None and reaches(r, x):
-                            return True
-                elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
-                        and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
-                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
-                    if x_out & lin[r] and lout[r] & s_in:
-                        return True        # landmarks prove x ~> r ~> S
-                    if self._find_member(r, True) is not None and reaches(x, r):
-                        return True
-            return False
+            return self._scan(x, back, fwd)
         return self._phase_search(x, back, fwd)
+
+    def _scan(self, x: int, back: bool, fwd: bool) -> bool:
+        """:meth:`_through` testing each rejected unit: the order and GRAIL filters, then
+        landmarks, a member on the other side and a search."""
+        mem, gid, reaches = self.mem, self.gid, self._reaches
+        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        l0, l1, l2 = self.lo
+        h0, h1, h2 = self.hi
+        g0, g1, g2, g3, g4, g5 = self._grail
+        y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
+        lin, lout = self.lin, self.lout
+        s_in, s_out, x_in, x_out = self.s_in, self.s_out, lin[x], lout[x]
+        for r0, r1, r2, r in self._rords:
+            if r0 < x0:        # may r ~> x, with a member before r?
+                if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
+                        and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
+                        and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
+                    if s_out & lin[r] and lout[r] & x_in:
+                        return True    # landmarks prove S ~> r ~> x
+                    if self._find_member(r, False) is not None and reaches(r, x):
+                        return True
+            elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
+                    and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                    and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
+                if x_out & lin[r] and lout[r] & s_in:
+                    return True        # landmarks prove x ~> r ~> S
+                if self._find_member(r, True) is not None and reaches(x, r):
+                    return True
+        return False
 
     def _phase_search(self, x: int, back: bool, fwd: bool) -> bool:
         """Is there a rejected (or blocked) unit ``r`` with ``S ~> r ~> x`` (searched when

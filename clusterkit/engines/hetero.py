@@ -318,16 +318,11 @@ class _Selector:
 
     # ------------------------------------------------------------------ one growth
     def _grow(self, d: int, root: int, old: _Growth | None = None) -> _Growth:
-        """Grow from ``root``. ``old``, an earlier growth from the same root that a taken unit
-        invalidated, is replayed without checks up to its first step that met a unit taken
-        since and accepted it then: every step before reads the same state, so it has the
-        same outcome (see :meth:`_replayable` and :meth:`_resume`).
-
-        The depth-first stack holds, per accepted unit, an iterator over its successors then
-        predecessors: the order in which pushing them all (predecessors first, reversed) and
-        popping would meet them. A unit that was a member or rejected when pushed is still
-        one of the two when popped (a member rolled back becomes rejected), so the pop-time
-        test alone skips the same entries."""
+        """Grow from ``root``, or resume ``old``, a growth from it that a taken unit
+        invalidated, at its first step that accepted a unit taken since (:meth:`_resume`).
+        The stack holds per accepted unit an iterator over its successors, then predecessors
+        (the order pushing them all and popping meets them; a member or rejected unit stays
+        one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
         gid, mem, rej = T.gid, T.mem, T.rej
         succ, pred, adj, aff, taken = self.ug.succ, self.ug.pred, self._adj, self.aff, self.taken
