@@ -134,3 +134,49 @@ def test_mxnet_keeps_the_blocked_landmarks_up_to_date(seed):
         assert any(passes.taken)
         assert passes.blocked_marks == sum(own[u] for u in range(passes.ug.n)
                                            if passes.blocked[u])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_replay_builds_the_state_of_the_logged_steps(seed):
+    """``replay`` applies logged steps (join, reject, rollbacks) without checks: members in
+    order, member and rejected flags, the rolled-back units and the window are those of the
+    plain-list model."""
+    rng = random.Random(2000 + seed)
+    ug = random_unit_graph(seed)
+    tracker = GrowthTracker(ug)
+    for _ in range(3):
+        tracker.begin()
+        model = Model(set())
+        steps: list[int] = []
+        removed: dict[int, int] = {}
+        rolled: list[int] = []
+        for j in range(rng.randint(1, 2 * ug.n)):
+            free = [u for u in range(ug.n) if u not in model.rejected and u not in model.members]
+            if not free:
+                break
+            x = rng.choice(free)
+            if rng.random() < 0.7 or not model.members:
+                steps.append(x)
+                model.members.append(x)
+            else:
+                steps.append(~x)
+                model.rejected.add(x)
+            k = rng.randint(0, len(model.members)) if rng.random() < 0.3 else 0
+            if k:
+                removed[j] = k
+                for _ in range(k):
+                    rolled.append(model.members.pop())
+                    model.rejected.add(rolled[-1])
+        assert tracker.replay(steps, removed, len(steps)) == rolled
+        assert tracker.members == model.members and tracker.rolled == rolled
+        assert all(tracker.is_member(u) == (u in model.members) for u in range(ug.n))
+        assert all(tracker.is_rejected(u) == (u in model.rejected) for u in range(ug.n))
+        orders = ug.orders
+        if model.members:
+            assert tracker.hi == tuple(max(o[m] for m in model.members) for o in orders)
+            assert tracker.lo == tuple(min(o[m] for m in model.members) for o in orders)
+            own, lin, lout = ug.landmarks
+            acc_in = acc_out = 0
+            for m in model.members:
+                acc_in, acc_out = acc_in | lin[m], acc_out | lout[m]
+            assert (tracker.s_in, tracker.s_out) == (acc_in, acc_out)

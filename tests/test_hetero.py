@@ -427,3 +427,21 @@ def test_trace_does_not_change_the_selection():
     assert [(c.device, sorted(c.nodes)) for c in plain.clusters] == \
         [(c.device, sorted(c.nodes)) for c in traced.clusters]
     assert plain.info["hetero"] == traced.info["hetero"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_replayed_growths_under_size_and_never_limits_give_what_rerunning_gives(seed):
+    """With size and never-together limits a regrowth also rebuilds their bookkeeping before
+    its first changed step; growing afresh every round must select the same."""
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+
+    graph = graph_from_dag(long_edge_dag(400, seed=seed))
+    rng = np.random.default_rng(seed)
+    names = [nd.name for nd in graph.nodes]
+    pairs = [(names[a], names[b]) for a, b in rng.integers(0, graph.n, size=(30, 2)) if a != b]
+    cons = ck.Constraints.default(max_size=9, never_together=pairs)
+    problem = ck.make_problem(graph, ["ops:" + ",".join(LONG_EDGE_SUPPORTED)], cons)
+    assert not hetero._Selector(problem, hetero.UnitGraph(problem), [0], False).plain
+    got = [(d, sorted(v)) for d, v in hetero.subgraphs(problem)]
+    assert got == [(d, sorted(v)) for d, v in rerun_every_round(problem)]

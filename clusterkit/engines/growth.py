@@ -78,6 +78,8 @@ class GrowthTracker:
         self.alive: list[bool] = []
         self.gid = 0
         self._seen = [0] * n    # visit stamps of _phase_search
+        self._n = n
+        self._known: dict[int, bool] = {}   # searched pairs a * n + b: does a reach b
         self._stamp = 0
         self.begin()
 
@@ -95,14 +97,15 @@ class GrowthTracker:
         self.rolled: list[int] = []
         self.hi = (-1, -1, -1)
         self.lo = (_BIG, _BIG, _BIG)
-        self.history: list[tuple[tuple[int, int, int], tuple[int, int, int]]] = []
+        # per member, the window and landmark ORs before it joined (restored by _pop)
+        self.history: list[tuple[tuple[int, int, int], tuple[int, int, int], int, int]] = []
         self.suspects: dict[int, tuple[int, int] | None] = {}
         self._proof = -1    # the suspect whose witnesses last proved the condition failing
         self._cache: dict[int, tuple[int, int, int | None]] = {}
         self.violated = False
         # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
         # rejected or blocked landmarks: s_in & s_out & bad proves the condition fails
-        self.s_in, self.s_out = [0], [0]
+        self.s_in = self.s_out = 0
         if blocked is None:
             self.bad = 0
         else:
@@ -137,7 +140,8 @@ class GrowthTracker:
         members.append(x)
         self.times.append(t)
         hi, lo = self.hi, self.lo      # never changed in place: the history shares them
-        self.history.append((hi, lo))
+        s_in, s_out = self.s_in, self.s_out
+        self.history.append((hi, lo, s_in, s_out))
         a, b, c, _ = self._rord[x]
         h0, h1, h2 = hi
         if a > h0 or b > h1 or c > h2:
@@ -145,11 +149,8 @@ class GrowthTracker:
         l0, l1, l2 = lo
         if a < l0 or b < l1 or c < l2:
             self.lo = (a if a < l0 else l0, b if b < l1 else l1, c if c < l2 else l2)
-        ins, outs = self.s_in, self.s_out
-        s_in = ins[-1] | self.lin[x]
-        s_out = outs[-1] | self.lout[x]
-        ins.append(s_in)
-        outs.append(s_out)
+        self.s_in = s_in = s_in | self.lin[x]
+        self.s_out = s_out = s_out | self.lout[x]
         if check and len(members) > 1 and (self.rejected or self.blocked is not None) \
                 and (s_in & s_out & self.bad or self._through(x)):
             self.violated = True
@@ -175,12 +176,78 @@ class GrowthTracker:
         latest first. After ``batch_after`` single steps the stopping point is computed at
         once from earliest-member labels (see :meth:`_batch_rollback`)."""
         removed: list[int] = []
+        members, times = self.members, self.times
         while self.violated:
-            if len(removed) >= batch_after and len(self.members) > 2 * batch_after:
+            if len(removed) >= batch_after and len(members) > 2 * batch_after:
                 removed.extend(self._batch_rollback())
                 break
+            # members that joined after both witnesses of the proof: rolling one back leaves
+            # the proof standing (what rollback() would find), so pop them without a check
+            suspects = self.suspects
+            w = suspects.get(self._proof)
+            if w is not None:
+                last = w[0] if w[0] > w[1] else w[1]
+                while times[-1] > last and (len(removed) < batch_after
+                                            or len(members) <= 2 * batch_after):
+                    x = self._pop()
+                    suspects[x] = None
+                    removed.append(x)
+                if times[-1] > last:
+                    continue
             removed.append(self.rollback())
         return removed
+
+    def replay(self, steps: list[int], removed: dict[int, int], count: int) -> list[int]:
+        """Apply the first ``count`` steps of a logged growth whose outcomes are known, as
+        ``add``/``reject``/``undo`` without checks would: ``steps[j]`` a unit made a member
+        (``~unit``: rejected), then ``removed[j]`` (when present) members rolled back.
+        Returns the units rolled back, in order."""
+        gid, mem, mtime, rej, alive = self.gid, self.mem, self.mtime, self.rej, self.alive
+        members, times, history = self.members, self.times, self.history
+        rejected, rords, rolled = self.rejected, self._rords, self.rolled
+        rord, own, lin, lout = self._rord, self.own, self.lin, self.lout
+        hi, lo, s_in, s_out, bad = self.hi, self.lo, self.s_in, self.s_out, self.bad
+        out: list[int] = []
+        for j in range(count):
+            x = steps[j]
+            if x >= 0:
+                t = len(alive)
+                alive.append(True)
+                mem[x] = gid
+                mtime[x] = t
+                members.append(x)
+                times.append(t)
+                history.append((hi, lo, s_in, s_out))
+                a, b, c, _ = rord[x]
+                h0, h1, h2 = hi
+                if a > h0 or b > h1 or c > h2:
+                    hi = (a if a > h0 else h0, b if b > h1 else h1, c if c > h2 else h2)
+                l0, l1, l2 = lo
+                if a < l0 or b < l1 or c < l2:
+                    lo = (a if a < l0 else l0, b if b < l1 else l1, c if c < l2 else l2)
+                s_in |= lin[x]
+                s_out |= lout[x]
+            else:
+                x = ~x
+                rej[x] = gid
+                rejected.append(x)
+                rords.append(rord[x])
+                bad |= own[x]
+            k = removed.get(j)
+            while k:
+                k -= 1
+                y = members.pop()
+                alive[times.pop()] = False
+                mem[y] = 0
+                hi, lo, s_in, s_out = history.pop()
+                rolled.append(y)
+                rej[y] = gid
+                rejected.append(y)
+                rords.append(rord[y])
+                bad |= own[y]
+                out.append(y)
+        self.hi, self.lo, self.s_in, self.s_out, self.bad = hi, lo, s_in, s_out, bad
+        return out
 
     def undo(self) -> int:
         """Roll back the latest member, as :meth:`rollback` does, without checking again (the
@@ -192,13 +259,11 @@ class GrowthTracker:
         t = self.times.pop()
         self.alive[t] = False
         self.mem[x] = 0
-        self.hi, self.lo = self.history.pop()
+        self.hi, self.lo, self.s_in, self.s_out = self.history.pop()
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
         self._rords.append(self._rord[x])
-        self.s_in.pop()
-        self.s_out.pop()
         self.bad |= self.own[x]
         return x
 
@@ -294,25 +359,18 @@ class GrowthTracker:
         return 1 if after else -1
 
     # ------------------------------------------------------------------ searches
-    def _may(self, a: int, b: int) -> bool:
-        """Necessary for ``a ~> b``: before it in every order, interval inside in every
-        GRAIL labelling."""
-        o0 = self.o0
-        if o0[a] >= o0[b]:
-            return False
-        g = self._grail
-        if g[0][a] > g[0][b] or g[1][b] > g[1][a] or g[2][a] > g[2][b] or g[3][b] > g[3][a] \
-                or g[4][a] > g[4][b] or g[5][b] > g[5][a]:
-            return False
-        return self.o1[a] < self.o1[b] and self.o2[a] < self.o2[b]
-
     def _reaches(self, a: int, b: int) -> bool:
-        """``a ~> b`` (``a != b``), a depth-first search pruned toward ``b`` (the checks of
-        :meth:`_may` inlined)."""
-        if not self._may(a, b):
-            return False
+        """``a ~> b`` (``a != b``) for a pair its callers have filtered (``a`` before ``b`` in
+        every order, ``b``'s GRAIL intervals inside ``a``'s): landmarks, then a depth-first
+        search pruned toward ``b``.
+        Search answers are facts of the graph, kept for the tracker's lifetime (growths from
+        nearby roots, and regrowths, ask the same pairs again)."""
         if self.lout[a] & self.lin[b]:
             return True
+        key = a * self._n + b
+        known = self._known.get(key)
+        if known is not None:
+            return known
         succ = self.succ
         o0, o1, o2 = self.o0, self.o1, self.o2
         g0, g1, g2, g3, g4, g5 = self._grail
@@ -320,16 +378,19 @@ class GrowthTracker:
         c0, c1, c2, c3, c4, c5 = g0[b], g1[b], g2[b], g3[b], g4[b], g5[b]
         seen = {a}
         stack = [a]
-        while stack:
+        found = False
+        while stack and not found:
             for w in succ[stack.pop()]:
                 if w == b:
-                    return True
+                    found = True
+                    break
                 if w not in seen and o0[w] < b0 and g0[w] <= c0 and c1 <= g1[w] \
                         and g2[w] <= c2 and c3 <= g3[w] and g4[w] <= c4 and c5 <= g5[w] \
                         and o1[w] < b1 and o2[w] < b2:
                     seen.add(w)
                     stack.append(w)
-        return False
+        self._known[key] = found
+        return found
 
     def _find_member(self, z: int, forward: bool) -> int | None:
         """Time of some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
@@ -400,19 +461,23 @@ class GrowthTracker:
     def _through(self, x: int) -> bool:
         """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
         ``x ~> r ~> S``)?"""
-        side = self.outside(x)
         mem, gid = self.mem, self.gid
+        # the window already holds x: a rejected r with S ~> r ~> x lies strictly between the
+        # window's low end and x in every order, so none exists when x is lowest in one
+        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        l0, l1, l2 = self.lo
+        h0, h1, h2 = self.hi
+        back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
         # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
         # unit between members already (or r == p, a member), so when every predecessor is a
         # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
-        back = side <= 0
         if back:
             for w in self.pred[x]:
                 if mem[w] != gid:
                     break
             else:
                 back = False
-        fwd = side >= 0
+        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
         if fwd:
             for w in self.succ[x]:
                 if mem[w] != gid:
@@ -421,33 +486,51 @@ class GrowthTracker:
                 fwd = False
         if not (back or fwd):
             return False
-        if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
-            reaches = self._reaches
-            g0, g1, g2, g3, g4, g5 = self._grail
-            x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
-            y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
-            lin, lout = self.lin, self.lout
-            s_in, s_out, x_in, x_out = self.s_in[-1], self.s_out[-1], lin[x], lout[x]
-            l0, l1, l2 = self.lo
-            h0, h1, h2 = self.hi
-            for r0, r1, r2, r in self._rords:
-                if r0 < x0:        # may r ~> x, with a member before r?
-                    if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
-                            and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
-                            and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
-                        if s_out & lin[r] and lout[r] & x_in:
-                            return True    # landmarks prove S ~> r ~> x
-                        if self._find_member(r, False) is not None and reaches(r, x):
+        rej = self.rej      # the commonest witness: a rejected neighbour next to a member
+        if back:
+            for r in self.pred[x]:
+                if rej[r] == gid:
+                    for w in self.pred[r]:
+                        if mem[w] == gid:
                             return True
-                elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
-                        and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
-                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
-                    if x_out & lin[r] and lout[r] & s_in:
-                        return True        # landmarks prove x ~> r ~> S
-                    if self._find_member(r, True) is not None and reaches(x, r):
-                        return True
-            return False
+        if fwd:
+            for r in self.succ[x]:
+                if rej[r] == gid:
+                    for w in self.succ[r]:
+                        if mem[w] == gid:
+                            return True
+        if self.blocked is None and len(self.rejected) <= _SCAN_REJECTED:
+            return self._scan(x, back, fwd)
         return self._phase_search(x, back, fwd)
+
+    def _scan(self, x: int, back: bool, fwd: bool) -> bool:
+        """:meth:`_through` testing each rejected unit: the order and GRAIL filters, then
+        landmarks, a member on the other side and a search."""
+        mem, gid, reaches = self.mem, self.gid, self._reaches
+        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        l0, l1, l2 = self.lo
+        h0, h1, h2 = self.hi
+        g0, g1, g2, g3, g4, g5 = self._grail
+        y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
+        lin, lout = self.lin, self.lout
+        s_in, s_out, x_in, x_out = self.s_in, self.s_out, lin[x], lout[x]
+        for r0, r1, r2, r in self._rords:
+            if r0 < x0:        # may r ~> x, with a member before r?
+                if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
+                        and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
+                        and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
+                    if s_out & lin[r] and lout[r] & x_in:
+                        return True    # landmarks prove S ~> r ~> x
+                    if self._find_member(r, False) is not None and reaches(r, x):
+                        return True
+            elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
+                    and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                    and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
+                if x_out & lin[r] and lout[r] & s_in:
+                    return True        # landmarks prove x ~> r ~> S
+                if self._find_member(r, True) is not None and reaches(x, r):
+                    return True
+        return False
 
     def _phase_search(self, x: int, back: bool, fwd: bool) -> bool:
         """Is there a rejected (or blocked) unit ``r`` with ``S ~> r ~> x`` (searched when

@@ -40,7 +40,8 @@ reject, rollback, subgraph, select).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
@@ -161,11 +162,15 @@ _BATCH_AFTER = 256
 
 @dataclass(eq=False)
 class _Log:
-    """The steps of one growth: the unit each step met (``~unit`` when it was rejected), and
-    how many units the rollback after a step removed (steps without a rollback are absent)."""
+    """The steps of one growth: the unit each step met (``~unit`` when it was rejected), how
+    many units the rollback after a step removed (steps without a rollback are absent), the
+    depth of the stack frame each accepting step came from (``(step, depth)``, in order), and
+    the steps whose pusher had been rolled back (``(step, pusher)``)."""
 
     seen: list[int]
     removed: dict[int, int]
+    pushed: list[tuple[int, int]] = field(default_factory=list)
+    dead: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -200,6 +205,7 @@ class _Selector:
         self.plain = problem.max_size is None and problem.max_const_bytes is None \
             and not ug.never
         self._risky: dict[int, list[bool]] = {}
+        self._adj = [s + p for s, p in zip(ug.succ, ug.pred)]   # successors, then predecessors
         names = [nd.name for nd in problem.graph.nodes]
         self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
                        "+".join(names[v] for v in ug.members[u]))
@@ -221,7 +227,7 @@ class _Selector:
         used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
         stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
-        watch: dict[int, list[int]] = {}
+        watch: dict[int, list[tuple[int, int]]] = {}   # unit -> (root, serial) watching it
         best: list[tuple[int, int, int, int]] = []
         dirty: list[tuple[int, int]] = []
         flagged = self._flag
@@ -250,8 +256,9 @@ class _Selector:
                     if g is None:
                         g = self._grow(d, v, stale.pop(v, None))
                         cache[v] = g
+                        key = (v, g.serial)
                         for u in self._watched(d, g):
-                            watch.setdefault(u, []).append(v)
+                            watch.setdefault(u, []).append(key)
                     else:
                         self.reused += 1
                         if self.trace is not None:
@@ -280,12 +287,14 @@ class _Selector:
             self._finalize(d, g)
             for u in g.members:
                 mark(u)
-                for r2 in watch.pop(u, ()):
-                    old = cache.pop(r2, None)
-                    if old is not None:
+                for r2, serial in watch.pop(u, ()):
+                    old = cache.get(r2)
+                    # an entry of a growth since replaced does not concern the current one
+                    if old is not None and old.serial == serial:
+                        del cache[r2]
                         stale[r2] = old
-                    if r2 in used:
-                        mark(r2)
+                        if r2 in used:
+                            mark(r2)
             settle()
 
     def _watched(self, d: int, g: _Growth) -> list[int]:
@@ -309,35 +318,26 @@ class _Selector:
 
     # ------------------------------------------------------------------ one growth
     def _grow(self, d: int, root: int, old: _Growth | None = None) -> _Growth:
-        """Grow from ``root``. ``old``, an earlier growth from the same root that a taken unit
-        invalidated, is replayed without checks up to its first step that met a unit taken
-        since and accepted it then: every step before reads the same state, so it has the
-        same outcome (see :meth:`_replayable`)."""
+        """Grow from ``root``, or resume ``old``, a growth from it that a taken unit
+        invalidated, at its first step that accepted a unit taken since (:meth:`_resume`).
+        The stack holds per accepted unit an iterator over its successors, then predecessors
+        (the order pushing them all and popping meets them; a member or rejected unit stays
+        one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
         gid, mem, rej = T.gid, T.mem, T.rej
-        succ, pred, aff, taken = self.ug.succ, self.ug.pred, self.aff, self.taken
-        stack: list[int] = []
-        pusher: list[int] = []    # who pushed each stack entry
-        lone: set[int] = set()    # added, then at once rolled back alone
-        mattered: set[int] = set()  # pushed an entry that was not skipped
-        log = _Log([], {})
-        seen, cut = log.seen, log.removed
-        replay = self._replayable(old) if old is not None and self.trace is None else 0
+        succ, pred, adj, aff, taken = self.ug.succ, self.ug.pred, self._adj, self.aff, self.taken
+        if old is not None and self.trace is None:
+            frames, lone, mattered, log = self._resume(old, st)
+        else:
+            frames = [(root, iter(adj[root]))]
+            lone, mattered, log = set(), set(), _Log([], {})
+        seen, cut, pushed, dead = log.seen, log.removed, log.pushed, log.dead
         fast = self.trace is None
         plain, risky = self.plain, self._risky_of(d)
-        v = root
-        while True:
-            n = len(stack)      # push the neighbours of the unit just accepted
-            for w in reversed(pred[v]):
-                if mem[w] != gid and rej[w] != gid:
-                    stack.append(w)
-            for w in reversed(succ[v]):
-                if mem[w] != gid and rej[w] != gid:
-                    stack.append(w)
-            pusher.extend([v] * (len(stack) - n))
-            while stack:
-                v = stack.pop()
-                by = pusher.pop()
+        i = len(seen)       # steps so far
+        while frames:
+            by, it = frames[-1]
+            for v in it:
                 if mem[v] == gid or rej[v] == gid:
                     continue
                 if mem[by] != gid:      # its pusher rolled back: still next to a member?
@@ -351,9 +351,8 @@ class _Selector:
                         else:
                             continue
                     mattered.add(by)    # (a living pusher was not rolled back alone)
-                if len(seen) < replay:
-                    added, removed = self._replay_step(v, old.log, len(seen), st)
-                elif fast:
+                    dead.append((i, by))
+                if fast:
                     added = aff[v] == d and not taken[v] \
                         and ((plain and not risky[v]) or st.fits(v, T))
                     if added:
@@ -366,24 +365,96 @@ class _Selector:
                 else:
                     added, removed = self._step(d, v, st)
                 if removed:
-                    cut[len(seen)] = len(removed)
-                seen.append(v if added else ~v)
+                    cut[i] = len(removed)
                 if added:
+                    seen.append(v)
                     if len(removed) == 1 and removed[0] == v:
                         lone.add(v)
+                    pushed.append((i, len(frames) - 1))
+                    frames.append((v, iter(adj[v])))
+                    i += 1
                     break
+                seen.append(~v)
+                i += 1
             else:
-                return self._done(root, lone, mattered, log)
+                frames.pop()
+        return self._done(root, lone, mattered, log)
+
+    def _resume(self, old: _Growth, st: GrowthState
+                ) -> tuple[list, set[int], set[int], _Log]:
+        """The state of a new growth from ``old``'s root just before its first step ``i`` that
+        accepted a unit taken since (:meth:`_replayable`): every earlier step reads the same
+        state, so it has the same outcome, applied here without checks and without walking
+        the stack. Step ``i`` accepted, so the pushes log its frame depth ``D``; the frame at
+        depth ``L <= D`` was pushed by the latest accepting step at depth ``L - 1`` before
+        the one that pushed frame ``L + 1`` (no step at a depth below ``L + 1`` runs while
+        that frame lives), and that step's entry is where frame ``L - 1`` stands."""
+        i, plain = self._replayable(old), self.plain
+        ol = old.log
+        seen, removed = ol.seen, ol.removed
+        if plain:
+            self.rollbacks += len(self.tracker.replay(seen, removed, i))
+        else:
+            for j in range(i):
+                self._replay_state(seen[j], removed.get(j, 0), st)
+        # a rollback of one unit right after it joined removes that unit
+        lone = {seen[j] for j, k in removed.items() if k == 1 and j < i and seen[j] >= 0}
+        at = bisect_left(ol.pushed, (i, -1))    # the pushes are in step order
+        frames = self._frames(old, at) if i < len(seen) else []
+        log = _Log(seen[:i], {j: k for j, k in removed.items() if j < i},
+                   ol.pushed[:at], [e for e in ol.dead if e[0] < i])
+        return frames, lone, {by for _, by in log.dead}, log
+
+    def _replay_state(self, v: int, k: int, st: GrowthState) -> None:
+        """One logged step (``v``, ``~unit`` when rejected, then ``k`` rollbacks) on the
+        tracker and the size/constant bookkeeping, without checks."""
+        T = self.tracker
+        if v >= 0:
+            st.add(v)
+            T.add(v, check=False)
+        else:
+            T.reject(~v, check=False)
+        for _ in range(k):
+            st.remove(T.undo())
+        self.rollbacks += k
+
+    def _frames(self, old: _Growth, at: int) -> list:
+        """The stack of ``old``'s growth when it met the unit of its accepting step number
+        ``at`` (see :meth:`_resume`)."""
+        seen, pushed = old.log.seen, old.log.pushed
+        i, need = pushed[at]
+        chain = [seen[i]]       # the entry each frame stands at, top first
+        units = []              # the unit of each frame, top first
+        if need:
+            for j, depth in reversed(pushed[:at]):
+                if depth == need - 1:
+                    units.append(seen[j])
+                    chain.append(seen[j])
+                    need -= 1
+                    if not need:
+                        break
+        units.append(old.root)
+        adj = self._adj
+        frames = []
+        for n in range(len(units) - 1, -1, -1):
+            a = adj[units[n]]
+            p = a.index(chain[n]) + (n > 0)   # the top frame stands at step i's unit itself
+            frames.append((units[n], iter(a[p:])))
+        return frames
 
     def _risky_of(self, d: int) -> list[bool]:
-        """Per unit: has an edge that device ``d`` may not take inside a cluster."""
+        """Per unit: has an edge that device ``d`` may not take inside a cluster to a unit of
+        affinity ``d`` (only units of affinity ``d`` ever join, so no other edge can lie
+        between two members)."""
         risky = self._risky.get(d)
         if risky is None:
             ug = self.ug
-            bad = ~np.asarray(ug.ok[d], dtype=bool)
+            mine = np.asarray(self.aff) == d
+            src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
+            bad = ~np.asarray(ug.ok[d], dtype=bool) & mine[src] & mine[dst]
             flags = np.zeros(ug.n, dtype=bool)
-            flags[np.asarray(ug.esrc)[bad]] = True
-            flags[np.asarray(ug.edst)[bad]] = True
+            flags[src[bad]] = True
+            flags[dst[bad]] = True
             risky = self._risky[d] = flags.tolist()
         return risky
 
@@ -406,27 +477,6 @@ class _Selector:
             if v >= 0 and taken[v]:
                 return i
         return len(old.log.seen)
-
-    def _replay_step(self, v: int, log: "_Log", i: int, st: GrowthState
-                     ) -> tuple[bool, list[int]]:
-        """Step ``i`` of a logged growth again, its outcome known: no check."""
-        T = self.tracker
-        added = log.seen[i] >= 0
-        if added:
-            if not self.plain:
-                st.add(v)
-            T.add(v, check=False)
-        else:
-            T.reject(v, check=False)
-        k = log.removed.get(i)
-        if not k:
-            return added, _NONE
-        removed = [T.undo() for _ in range(k)]
-        if not self.plain:
-            for x in removed:
-                st.remove(x)
-        self.rollbacks += len(removed)
-        return added, removed
 
     def _step(self, d: int, v: int, st: GrowthState) -> tuple[bool, list[int]]:
         """Accept or reject ``v``, then roll back until the condition holds."""
