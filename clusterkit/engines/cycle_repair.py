@@ -114,21 +114,21 @@ def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, node_of: list[int],
 def _adjacent_first(ug: UnitGraph, units: list[int]) -> list[int]:
     """The units breadth first over the cluster's own edges, from its first unit by rank (then
     from the next unvisited one), so that each unit usually joins a neighbour."""
-    rank = ug.rank
-    inside = set(units)
-    seen: set[int] = set()
+    rank, succ, pred = ug.rank, ug.succ, ug.pred
+    todo = set(units)                # units not reached yet
     out: list[int] = []
     for s in sorted(units, key=rank.__getitem__):
-        if s in seen:
+        if s not in todo:
             continue
-        seen.add(s)
+        todo.discard(s)
         k = len(out)
         out.append(s)
         while k < len(out):
             x = out[k]
             k += 1
-            for w in ug.succ[x] + ug.pred[x]:
-                if w in inside and w not in seen:
-                    seen.add(w)
-                    out.append(w)
+            for nbrs in (succ[x], pred[x]):
+                for w in nbrs:
+                    if w in todo:
+                        todo.discard(w)
+                        out.append(w)
     return out
