@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import connected_components
 
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
-from clusterkit.graph.algorithms import gc_paused, topological_order
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 
@@ -49,7 +49,7 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     if not suspect.any():
         return pieces, 0
     with gc_paused():   # the contracted graph is one set per node and edge direction
-        gc, node_of = _contracted_graph(ug, cl, suspect, csize[comp[item]] > 1)
+        gc, node_of = _contracted_graph(ug, csize[comp[item]] > 1)
         replacement = {i: _rebuild(ug, gc, node_of, pieces[i])
                        for i in np.flatnonzero(suspect).tolist() if len(pieces[i].units) > 1}
     replacement = {i: parts for i, parts in replacement.items() if len(parts) > 1}
@@ -59,32 +59,18 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     return out, len(replacement)
 
 
-def _contracted_graph(ug: UnitGraph, cl: np.ndarray, suspect: np.ndarray,
+def _contracted_graph(ug: UnitGraph,
                       inside: np.ndarray) -> tuple[OneSidedGraphCycles, list[int]]:
     """The units ``inside`` a cycle of the cluster graph (every other unit lies on no path
-    between two of them), each its own node, numbered in a topological order that keeps each
-    suspect's units together where it can (then contracting them moves few nodes); and each
-    unit's node (-1 outside)."""
-    src, dst = ug.esrc, ug.edst
+    between two of them), each its own node, numbered by their rank (a topological order, so
+    the graph is built without sorting); and each unit's node (-1 outside)."""
+    units = np.flatnonzero(inside)
+    units = units[np.argsort(np.asarray(ug.rank, dtype=np.int64)[units], kind="stable")]
     node = np.full(ug.n, -1, dtype=np.int64)
-    count = int(inside.sum())
-    node[inside] = np.arange(count)
-    nsrc, ndst = node[src], node[dst]
+    node[units] = np.arange(units.size, dtype=np.int64)
+    nsrc, ndst = node[ug.esrc], node[ug.edst]
     keep = (nsrc >= 0) & (ndst >= 0)
-    nsrc, ndst = nsrc[keep], ndst[keep]
-    urank = np.asarray(ug.rank, dtype=np.int64)
-    own = urank[inside]
-    group = own.copy()                  # a suspect's units share the key of its first unit
-    sus_units = np.flatnonzero((cl >= 0) & suspect[np.maximum(cl, 0)])
-    first = np.full(len(suspect), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, cl[sus_units], urank[sus_units])
-    group[node[sus_units]] = first[cl[sus_units]]
-    # ready node of smallest (group key, own rank) first: one int per node (ranks < ug.n)
-    order = topological_order(count, nsrc, ndst, key=group * max(ug.n, 1) + own)
-    pos = np.empty(count, dtype=np.int64)
-    pos[order] = np.arange(count, dtype=np.int64)
-    node[inside] = pos[node[inside]]
-    return OneSidedGraphCycles.from_edges(count, pos[nsrc], pos[ndst]), node.tolist()
+    return OneSidedGraphCycles.from_edges(units.size, nsrc[keep], ndst[keep]), node.tolist()
 
 
 def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, node_of: list[int],
@@ -114,21 +100,21 @@ def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, node_of: list[int],
 def _adjacent_first(ug: UnitGraph, units: list[int]) -> list[int]:
     """The units breadth first over the cluster's own edges, from its first unit by rank (then
     from the next unvisited one), so that each unit usually joins a neighbour."""
-    rank = ug.rank
-    inside = set(units)
-    seen: set[int] = set()
+    rank, succ, pred = ug.rank, ug.succ, ug.pred
+    todo = set(units)                # units not reached yet
     out: list[int] = []
     for s in sorted(units, key=rank.__getitem__):
-        if s in seen:
+        if s not in todo:
             continue
-        seen.add(s)
+        todo.discard(s)
         k = len(out)
         out.append(s)
         while k < len(out):
             x = out[k]
             k += 1
-            for w in ug.succ[x] + ug.pred[x]:
-                if w in inside and w not in seen:
-                    seen.add(w)
-                    out.append(w)
+            for nbrs in (succ[x], pred[x]):
+                for w in nbrs:
+                    if w in todo:
+                        todo.discard(w)
+                        out.append(w)
     return out

@@ -585,10 +585,13 @@ class OneSidedGraphCycles(GraphCycles):
         if len(out[drop]) + len(inn[drop]) > len(out[keep]) + len(inn[keep]):
             keep, drop = drop, keep
         e, l = (keep, drop) if rank[keep] < rank[drop] else (drop, keep)
-        re_, rl = int(rank[e]), int(rank[l])
+        re_, rl = rank[e], rank[l]
         early = [w for w in out[e] if rank[w] < rl]
-        late = [p for p in inn[l] if rank[p] > re_] if early else []
-        forward, moved = self._first_done(early, rl, late, re_)
+        if early:
+            late = [p for p in inn[l] if rank[p] > re_]
+            forward, moved = self._first_done(early, rl, late, re_)
+        else:     # nothing to move: the merged node takes l's slot
+            forward, moved = True, None
         if moved:
             ids = np.fromiter(moved, dtype=np.int64, count=len(moved))
             if forward:   # window [lo, rl]: the rest keep their order, then the moved nodes
