@@ -207,35 +207,34 @@ class GraphCycles:
         survivor, and the survivor's id is returned.  Raises ``GraphError`` if
         the edge does not exist.
         """
-        alive = self._alive
-        if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
-                and 0 <= y < len(alive) and alive[x] and alive[y]):
-            x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
-        out_x, in_y = self._out[x], self._in[y]
-        if y not in out_x:
+        x, y = self._pair(x, y)
+        if y not in self._out[x]:
             raise GraphError(f"no edge from node {x} to node {y}")
-        out_x.discard(y)
-        in_y.discard(x)
-        if out_x and in_y and self._reachable(x, y):  # no other edge out or in: no other path
-            out_x.add(y)  # rank[x] < rank[y] still holds
-            in_y.add(x)
-            return None
-        return self._absorb(x, y)
+        return self._contract(x, y)
 
     def contract_if_edge(self, x: int, y: int) -> int | None:
         """:meth:`contract_edge` when the edge ``x -> y`` exists, else ``None`` (graph
         unchanged) instead of an error."""
+        x, y = self._pair(x, y)
+        if y not in self._out[x]:
+            return None
+        return self._contract(x, y)
+
+    def _pair(self, x: int, y: int) -> tuple[int, int]:
+        """Two alive node ids, checked (plain ints pass with a few comparisons)."""
         alive = self._alive
         if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
                 and 0 <= y < len(alive) and alive[x] and alive[y]):
-            x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
+            return self._node(x), self._node(y)   # raises, or converts an integer-like id
+        return x, y
+
+    def _contract(self, x: int, y: int) -> int | None:
+        """Contract the existing edge ``x -> y`` unless another path joins them."""
         out_x, in_y = self._out[x], self._in[y]
-        if y not in out_x:
-            return None
-        out_x.discard(y)  # as contract_edge, without checking the ids again
+        out_x.discard(y)
         in_y.discard(x)
-        if out_x and in_y and self._reachable(x, y):
-            out_x.add(y)
+        if out_x and in_y and self._reachable(x, y):  # no other edge out or in: no other path
+            out_x.add(y)  # rank[x] < rank[y] still holds
             in_y.add(x)
             return None
         return self._absorb(x, y)
@@ -256,24 +255,13 @@ class GraphCycles:
         """:meth:`contract_edge` on the edge joining ``x`` and ``y``, whichever way it points
         (``x -> y`` first); ``None`` (graph unchanged) when no edge joins them or another path
         would close a cycle."""
-        alive = self._alive
-        if not (type(x) is int and type(y) is int and 0 <= x < len(alive)
-                and 0 <= y < len(alive) and alive[x] and alive[y]):
-            x, y = self._node(x), self._node(y)   # raises, or converts an integer-like id
-        out, inn = self._out, self._in
+        x, y = self._pair(x, y)
+        out = self._out
         if y in out[x]:
-            a, b = x, y
-        elif x in out[y]:
-            a, b = y, x
-        else:
-            return None
-        out[a].discard(b)
-        inn[b].discard(a)
-        if out[a] and inn[b] and self._reachable(a, b):
-            out[a].add(b)
-            inn[b].add(a)
-            return None
-        return self._absorb(a, b)
+            return self._contract(x, y)
+        if x in out[y]:
+            return self._contract(y, x)
+        return None
 
     def merge(self, x: int, y: int) -> int | None:
         """Merge two nodes, neither of which reaches the other, into one.
