@@ -325,7 +325,7 @@ class _Selector:
         one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
         gid, mem, rej = T.gid, T.mem, T.rej
-        succ, pred, adj, aff, taken = self.ug.succ, self.ug.pred, self._adj, self.aff, self.taken
+        adj, aff, taken = self._adj, self.aff, self.taken
         if old is not None and self.trace is None:
             frames, lone, mattered, log = self._resume(old, st)
         else:
@@ -341,15 +341,11 @@ class _Selector:
                 if mem[v] == gid or rej[v] == gid:
                     continue
                 if mem[by] != gid:      # its pusher rolled back: still next to a member?
-                    for w in pred[v]:
+                    for w in adj[v]:
                         if mem[w] == gid:
                             break
                     else:
-                        for w in succ[v]:
-                            if mem[w] == gid:
-                                break
-                        else:
-                            continue
+                        continue
                     mattered.add(by)    # (a living pusher was not rolled back alone)
                     dead.append((i, by))
                 if fast:
@@ -504,7 +500,7 @@ class _Selector:
             self.trace.append(("subgraph", self._names(members)))
         self._serial += 1
         usize = self.ug.size
-        return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
+        return _Growth(root, members, sum(map(usize.__getitem__, members)), list(T.rolled),
                        self._serial, watched, log)
 
     def _settle(self, st: GrowthState) -> list[int]:
