@@ -500,6 +500,21 @@ class GrowthTracker:
         l0, l1, l2 = self.lo
         h0, h1, h2 = self.hi
         back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
+        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
+        if not self.violated:
+            # the condition held before x joined: with a member predecessor p, a path
+            # x ~> r ~> S would make p ~> r ~> S, a rejected unit between members already, so
+            # none exists; the same for a member successor and S ~> r ~> x
+            if fwd:
+                for w in self.pred[x]:
+                    if mem[w] == gid:
+                        fwd = False
+                        break
+            if back:
+                for w in self.succ[x]:
+                    if mem[w] == gid:
+                        back = False
+                        break
         # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
         # unit between members already (or r == p, a member), so when every predecessor is a
         # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
@@ -509,7 +524,6 @@ class GrowthTracker:
                     break
             else:
                 back = False
-        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
         if fwd:
             for w in self.succ[x]:
                 if mem[w] != gid:
