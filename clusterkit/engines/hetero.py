@@ -266,10 +266,10 @@ class _Selector:
                     used[v] = g
                     heapq.heappush(best, (-g.size, rank[v], v, g.serial))
                     rv = rank[v]
-                    for m in g.members:
+                    for m in g.members:     # a covered unit matters only as a root
                         if rank[m] > rv:
                             cover[m] += 1
-                            if cover[m] == 1:
+                            if cover[m] == 1 and m in used:
                                 mark(m)
 
         for u in ug.order:
@@ -286,7 +286,8 @@ class _Selector:
             self.rounds += 1
             self._finalize(d, g)
             for u in g.members:
-                mark(u)
+                if u in used:   # a taken unit matters only as a root
+                    mark(u)
                 for r2, serial in watch.pop(u, ()):
                     old = cache.get(r2)
                     # an entry of a growth since replaced does not concern the current one
