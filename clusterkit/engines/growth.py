@@ -17,6 +17,7 @@ integer bitsets, so most positive answers need no search.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -183,19 +184,42 @@ class GrowthTracker:
                 break
             # members that joined after both witnesses of the proof: rolling one back leaves
             # the proof standing (what rollback() would find), so pop them without a check
-            suspects = self.suspects
-            w = suspects.get(self._proof)
+            w = self.suspects.get(self._proof)
             if w is not None:
                 last = w[0] if w[0] > w[1] else w[1]
-                while times[-1] > last and (len(removed) < batch_after
-                                            or len(members) <= 2 * batch_after):
-                    x = self._pop()
-                    suspects[x] = None
-                    removed.append(x)
+                k = len(times) - bisect_right(times, last)
+                if len(members) > 2 * batch_after:
+                    k = min(k, batch_after - len(removed))
+                if k > 0:
+                    removed.extend(self._pop_many(k))
                 if times[-1] > last:
                     continue
             removed.append(self.rollback())
         return removed
+
+    def _pop_many(self, k: int) -> list[int]:
+        """Roll back the latest ``k`` members without checks, as ``k`` calls of :meth:`_pop`
+        would, each becoming a suspect without witnesses; return them, latest first."""
+        members, times, alive, mem, rej, gid = self.members, self.times, self.alive, self.mem, \
+            self.rej, self.gid
+        xs = members[-1:-k - 1:-1]
+        for t in times[-k:]:
+            alive[t] = False
+        del members[-k:], times[-k:]
+        own, rord, suspects = self.own, self._rord, self.suspects
+        bad = self.bad
+        for x in xs:
+            mem[x] = 0
+            rej[x] = gid
+            bad |= own[x]
+            suspects[x] = None
+        self.bad = bad
+        self.hi, self.lo, self.s_in, self.s_out = self.history[-k]
+        del self.history[-k:]
+        self.rolled.extend(xs)
+        self.rejected.extend(xs)
+        self._rords.extend([rord[x] for x in xs])
+        return xs
 
     def replay(self, steps: list[int], removed: dict[int, int], count: int) -> list[int]:
         """Apply the first ``count`` steps of a logged growth whose outcomes are known, as
@@ -333,8 +357,16 @@ class GrowthTracker:
                 self._proof = z
                 self.violated = True
                 return x
+        o0, o1, o2 = self.o0, self.o1, self.o2
+        h0, h1, h2 = self.hi
+        l0, l1, l2 = self.lo
         while suspects:     # oldest first; a suspect without witnesses leaves
             z = next(iter(suspects))
+            a, b, c = o0[z], o1[z], o2[z]   # outside the window (see outside): no witnesses
+            if (a > h0 or b > h1 or c > h2) != ((a < l0 and a <= h0) or (b < l1 and b <= h1)
+                                                or (c < l2 and c <= h2)):
+                del suspects[z]
+                continue
             w = self._witness(z)
             if w is not None:
                 suspects[z] = w
@@ -468,6 +500,21 @@ class GrowthTracker:
         l0, l1, l2 = self.lo
         h0, h1, h2 = self.hi
         back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
+        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
+        if not self.violated:
+            # the condition held before x joined: with a member predecessor p, a path
+            # x ~> r ~> S would make p ~> r ~> S, a rejected unit between members already, so
+            # none exists; the same for a member successor and S ~> r ~> x
+            if fwd:
+                for w in self.pred[x]:
+                    if mem[w] == gid:
+                        fwd = False
+                        break
+            if back:
+                for w in self.succ[x]:
+                    if mem[w] == gid:
+                        back = False
+                        break
         # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
         # unit between members already (or r == p, a member), so when every predecessor is a
         # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
@@ -477,7 +524,6 @@ class GrowthTracker:
                     break
             else:
                 back = False
-        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
         if fwd:
             for w in self.succ[x]:
                 if mem[w] != gid:

@@ -160,6 +160,15 @@ _NONE: list[int] = []   # no unit rolled back (never changed)
 _BATCH_AFTER = 256
 
 
+def _apart(near: list[int], mem: list[int], gid: int) -> bool:
+    """No unit of ``near`` is a member (``GrowthState.fits`` without size, constant or
+    never-together limits, given the units across a refused edge)."""
+    for w in near:
+        if mem[w] == gid:
+            return False
+    return True
+
+
 @dataclass(eq=False)
 class _Log:
     """The steps of one growth: the unit each step met (``~unit`` when it was rejected), how
@@ -204,7 +213,7 @@ class _Selector:
         # then only a unit with an edge the device may not take inside can fail ``fits``
         self.plain = problem.max_size is None and problem.max_const_bytes is None \
             and not ug.never
-        self._risky: dict[int, list[bool]] = {}
+        self._risky: dict[int, list[list[int]]] = {}
         self._adj = [s + p for s, p in zip(ug.succ, ug.pred)]   # successors, then predecessors
         names = [nd.name for nd in problem.graph.nodes]
         self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
@@ -266,10 +275,10 @@ class _Selector:
                     used[v] = g
                     heapq.heappush(best, (-g.size, rank[v], v, g.serial))
                     rv = rank[v]
-                    for m in g.members:
+                    for m in g.members:     # a covered unit matters only as a root
                         if rank[m] > rv:
                             cover[m] += 1
-                            if cover[m] == 1:
+                            if cover[m] == 1 and m in used:
                                 mark(m)
 
         for u in ug.order:
@@ -286,7 +295,8 @@ class _Selector:
             self.rounds += 1
             self._finalize(d, g)
             for u in g.members:
-                mark(u)
+                if u in used:   # a taken unit matters only as a root
+                    mark(u)
                 for r2, serial in watch.pop(u, ()):
                     old = cache.get(r2)
                     # an entry of a growth since replaced does not concern the current one
@@ -325,7 +335,7 @@ class _Selector:
         one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
         gid, mem, rej = T.gid, T.mem, T.rej
-        succ, pred, adj, aff, taken = self.ug.succ, self.ug.pred, self._adj, self.aff, self.taken
+        adj, aff, taken = self._adj, self.aff, self.taken
         if old is not None and self.trace is None:
             frames, lone, mattered, log = self._resume(old, st)
         else:
@@ -341,20 +351,17 @@ class _Selector:
                 if mem[v] == gid or rej[v] == gid:
                     continue
                 if mem[by] != gid:      # its pusher rolled back: still next to a member?
-                    for w in pred[v]:
+                    for w in adj[v]:
                         if mem[w] == gid:
                             break
                     else:
-                        for w in succ[v]:
-                            if mem[w] == gid:
-                                break
-                        else:
-                            continue
+                        continue
                     mattered.add(by)    # (a living pusher was not rolled back alone)
                     dead.append((i, by))
                 if fast:
                     added = aff[v] == d and not taken[v] \
-                        and ((plain and not risky[v]) or st.fits(v, T))
+                        and ((not risky[v] or _apart(risky[v], mem, gid)) if plain
+                             else st.fits(v, T))
                     if added:
                         if not plain:
                             st.add(v)
@@ -442,20 +449,23 @@ class _Selector:
             frames.append((units[n], iter(a[p:])))
         return frames
 
-    def _risky_of(self, d: int) -> list[bool]:
-        """Per unit: has an edge that device ``d`` may not take inside a cluster to a unit of
-        affinity ``d`` (only units of affinity ``d`` ever join, so no other edge can lie
-        between two members)."""
+    def _risky_of(self, d: int) -> list[list[int]]:
+        """Per unit: its neighbours across an edge that device ``d`` may not take inside a
+        cluster, among units of affinity ``d`` (only units of affinity ``d`` ever join, so no
+        other edge can lie between two members). Without size, constant or never-together
+        limits, ``GrowthState.fits`` fails exactly when one of them is a member."""
         risky = self._risky.get(d)
         if risky is None:
             ug = self.ug
             mine = np.asarray(self.aff) == d
             src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
             bad = ~np.asarray(ug.ok[d], dtype=bool) & mine[src] & mine[dst]
-            flags = np.zeros(ug.n, dtype=bool)
-            flags[src[bad]] = True
-            flags[dst[bad]] = True
-            risky = self._risky[d] = flags.tolist()
+            risky = self._risky[d] = [_NONE] * ug.n
+            for a, b in zip(src[bad].tolist(), dst[bad].tolist()):
+                for x, y in ((a, b), (b, a)):
+                    if risky[x] is _NONE:
+                        risky[x] = []
+                    risky[x].append(y)
         return risky
 
     def _start(self, d: int, root: int) -> GrowthState:
@@ -504,7 +514,7 @@ class _Selector:
             self.trace.append(("subgraph", self._names(members)))
         self._serial += 1
         usize = self.ug.size
-        return _Growth(root, members, sum(usize[u] for u in members), list(T.rolled),
+        return _Growth(root, members, sum(map(usize.__getitem__, members)), list(T.rolled),
                        self._serial, watched, log)
 
     def _settle(self, st: GrowthState) -> list[int]:
