@@ -4,7 +4,6 @@ order) against counts made from the clusters themselves."""
 from __future__ import annotations
 
 import networkx as nx
-import numpy as np
 import pytest
 
 import clusterkit as ck
