@@ -21,6 +21,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from clusterkit.engines.units import UnitGraph
 
 
@@ -712,3 +714,32 @@ class GrowthState:
                 tc[t] -= 1
                 if not tc[t]:
                     self.bytes -= tb[t]
+
+
+_NO_UNITS: list[int] = []   # shared by every unit without a refused neighbour (never changed)
+
+
+def refused_neighbours(ug: UnitGraph, d: int, joinable: np.ndarray) -> list[list[int]]:
+    """Per unit, its neighbours across an edge device ``d`` may not take inside a cluster,
+    among the ``joinable`` units (a bool per unit: the only ones that ever become members, so
+    no other such edge can lie between two members). Without size, constant or never-together
+    limits, :meth:`GrowthState.fits` fails exactly when one of them is a member (see
+    :func:`apart`); an engine then skips the state for every unit with an empty list."""
+    src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
+    bad = ~np.asarray(ug.ok[d], dtype=bool) & joinable[src] & joinable[dst]
+    near = [_NO_UNITS] * ug.n
+    for a, b in zip(src[bad].tolist(), dst[bad].tolist()):
+        for x, y in ((a, b), (b, a)):
+            if near[x] is _NO_UNITS:
+                near[x] = []
+            near[x].append(y)
+    return near
+
+
+def apart(near: list[int], mem: list[int], gid: int) -> bool:
+    """No unit of ``near`` (a :func:`refused_neighbours` list) is a member of the tracker's
+    growth ``gid`` (``mem``: :attr:`GrowthTracker.mem`)."""
+    for w in near:
+        if mem[w] == gid:
+            return False
+    return True

@@ -49,7 +49,7 @@ import numpy as np
 from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_device
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
-from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
+from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
 from clusterkit.engines.units import UnitGraph
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.reasons import Category, Reason
@@ -158,15 +158,6 @@ _NONE: list[int] = []   # no unit rolled back (never changed)
 # single rollback steps before GrowthTracker.settle labels the whole window at once: on wide
 # windows (long edges) the labelling costs more than re-checking the few suspects per step
 _BATCH_AFTER = 256
-
-
-def _apart(near: list[int], mem: list[int], gid: int) -> bool:
-    """No unit of ``near`` is a member (``GrowthState.fits`` without size, constant or
-    never-together limits, given the units across a refused edge)."""
-    for w in near:
-        if mem[w] == gid:
-            return False
-    return True
 
 
 @dataclass(eq=False)
@@ -360,7 +351,7 @@ class _Selector:
                     dead.append((i, by))
                 if fast:
                     added = aff[v] == d and not taken[v] \
-                        and ((not risky[v] or _apart(risky[v], mem, gid)) if plain
+                        and ((not risky[v] or apart(risky[v], mem, gid)) if plain
                              else st.fits(v, T))
                     if added:
                         if not plain:
@@ -451,21 +442,12 @@ class _Selector:
 
     def _risky_of(self, d: int) -> list[list[int]]:
         """Per unit: its neighbours across an edge that device ``d`` may not take inside a
-        cluster, among units of affinity ``d`` (only units of affinity ``d`` ever join, so no
-        other edge can lie between two members). Without size, constant or never-together
-        limits, ``GrowthState.fits`` fails exactly when one of them is a member."""
+        cluster, among units of affinity ``d`` (only they ever join; see
+        :func:`~clusterkit.engines.growth.refused_neighbours`)."""
         risky = self._risky.get(d)
         if risky is None:
-            ug = self.ug
-            mine = np.asarray(self.aff) == d
-            src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
-            bad = ~np.asarray(ug.ok[d], dtype=bool) & mine[src] & mine[dst]
-            risky = self._risky[d] = [_NONE] * ug.n
-            for a, b in zip(src[bad].tolist(), dst[bad].tolist()):
-                for x, y in ((a, b), (b, a)):
-                    if risky[x] is _NONE:
-                        risky[x] = []
-                    risky[x].append(y)
+            risky = refused_neighbours(self.ug, d, np.asarray(self.aff) == d)
+            self._risky[d] = risky
         return risky
 
     def _start(self, d: int, root: int) -> GrowthState:

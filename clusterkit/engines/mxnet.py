@@ -36,7 +36,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
-from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece
+from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
 from clusterkit.engines.units import UnitGraph, first_reentry
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
@@ -142,17 +142,12 @@ class _MXNet:
                 self._take(d, kept)
 
     def _device_setup(self, d: int) -> None:
-        """Per-device shortcuts of ``GrowthState.fits``: whether the state is trivial (no size,
-        never-together or constant limit) and which units have an edge the device may not
-        contract to a unit it may take (members are such units)."""
+        """Per-device shortcut of ``GrowthState.fits``: whether the state is trivial (no size,
+        never-together or constant limit) and each unit's neighbours across an edge the device
+        may not contract, among the units it may take (members are such units)."""
         p, ug = self.problem, self.ug
         self.trivial = p.max_size is None and p.max_const_bytes is None and not ug.never
-        feas = np.asarray(ug.feasible[d], dtype=bool)
-        bad_edge = ~np.asarray(ug.ok[d], dtype=bool) & feas[ug.esrc] & feas[ug.edst]
-        risky = np.zeros(ug.n, dtype=bool)
-        risky[np.asarray(ug.esrc)[bad_edge]] = True
-        risky[np.asarray(ug.edst)[bad_edge]] = True
-        self.risky = risky.tolist()
+        self.near = refused_neighbours(ug, d, np.asarray(ug.feasible[d], dtype=bool))
 
     def _accepted(self, prop, kept: list[int], seed: int, dev: str) -> bool:
         """``create_subgraph_node`` on the subgraph of ``kept``; a rejection is recorded."""
@@ -185,7 +180,7 @@ class _MXNet:
     def _grow(self, d: int, sel, seed: int) -> list[int]:
         """Breadth-first candidate selection from ``seed`` with cycle shrinking."""
         ug, nodes, T = self.ug, self.graph.nodes, self.tracker
-        blocked, trivial, risky = self.blocked, self.trivial, self.risky
+        blocked, trivial, near = self.blocked, self.trivial, self.near
         p = self.problem
         T.begin(blocked, self.blocked_marks)
         gid, mem, rej = T.gid, T.mem, T.rej
@@ -210,7 +205,8 @@ class _MXNet:
                     if mem[w] == gid or rej[w] == gid or blocked[w]:
                         continue
                     pair = edge_nodes[e]
-                    if ((trivial and not risky[w]) or st.fits(w, T)) \
+                    if ((not near[w] or apart(near[w], mem, gid)) if trivial
+                            else st.fits(w, T)) \
                             and call(sel, nodes[pair[inner]], nodes[pair[1 - inner]]):
                         add(w)
                         if not trivial:
