@@ -118,12 +118,14 @@ def test_shared_node_levels_give_the_separate_refits(problem, strategy):
     """The refits of a partition and of its pair merges with the node levels read once (and
     kept in a memo across calls) are the ones each gets alone."""
     from clusterkit.engines.coalesce import _pairs
-    from clusterkit.engines.horizontal import fit_levels_both
+    from clusterkit.engines.horizontal import refits
 
     base = run_strategy(problem, strategy)
     merged = _pairs(base, 64)
     memo: dict = {}
     for _ in range(2):  # the second call reads the memo
-        both = fit_levels_both(merged, base, memo)
-        for got, alone in zip(both, (fit_levels(merged), fit_levels(base))):
+        both = refits(merged, base, memo)
+        for (figures, make), alone in zip(both, (fit_levels(merged), fit_levels(base))):
+            got = make()
             assert _groups(got) == _groups(alone)
+            assert figures == got.figures()[1:]  # the figures given are the built refit's

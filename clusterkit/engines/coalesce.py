@@ -99,8 +99,7 @@ def _same_clusters(one: Partition, other: Partition) -> bool:
 
 
 def _key(part: Partition) -> tuple[int, int]:
-    m = part.metrics()
-    return int(m["cut_bytes"]), int(m["partitions"])
+    return part.figures()[1:]
 
 
 def _pairs(partition: Partition, window: int) -> Partition:

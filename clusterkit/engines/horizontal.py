@@ -182,36 +182,25 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
     never-together pairs) are returned unchanged."""
     if _unfit(partition):
         return partition
-    return _fit(_NodeLevels(partition), slack)
-
-
-def fit_levels_both(first: Partition, second: Partition, memo: dict | None = None
-                    ) -> tuple[Partition, Partition]:
-    """:func:`fit_levels` of two partitions whose nodes have the same devices and whose clusters
-    differ only by merges :mod:`clusterkit.engines.coalesce` allows (no cut or refused edge
-    inside a merged cluster): their node levels are the same, so they are read once. ``memo``
-    (a dict kept by the caller for partitions of one graph) keeps the node levels by node
-    devices and edge weights for the next call."""
-    (_, make_one), (_, make_two) = refits(first, second, memo)
-    return make_one(), make_two()
+    return _fit_levels(_NodeLevels(partition), slack)[1]()
 
 
 def refits(first: Partition, second: Partition, memo: dict | None = None
            ) -> list[tuple[tuple[int, int], Callable[[], Partition]]]:
-    """:func:`fit_levels_both` as two pairs ``((cut_bytes, partitions), make)``: the figures
-    of each result and a function that builds it, for a caller that keeps only the best."""
+    """:func:`fit_levels` of two partitions whose nodes have the same devices and whose clusters
+    differ only by merges :mod:`clusterkit.engines.coalesce` allows (no cut or refused edge
+    inside a merged cluster): their node levels are the same, so they are read once. Returns
+    per partition ``((cut_bytes, partitions), make)``: the figures of its refit and a function
+    that builds it, for a caller that keeps only the best. ``memo`` (a dict kept by the caller
+    for partitions of one graph) keeps the node levels by node devices and edge weights for the
+    next call."""
     if _unfit(first) or _unfit(second):
         out = (fit_levels(first), fit_levels(second))
-        return [(_figures(part), lambda part=part: part) for part in out]
+        return [(part.figures()[1:], lambda part=part: part) for part in out]
     nl = _NodeLevels(first, memo=memo)
     one = _fit_levels(nl, 0.0)
     two = one if first is second else _fit_levels(_NodeLevels(second, like=nl), 0.0)
     return [one, two]
-
-
-def _figures(part: Partition) -> tuple[int, int]:
-    m = part.metrics()
-    return int(m["cut_bytes"]), int(m["partitions"])
 
 
 def _unfit(partition: Partition) -> bool:
@@ -220,11 +209,6 @@ def _unfit(partition: Partition) -> bool:
     return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.min_size > 1
             or p.max_size is not None or p.max_const_bytes is not None
             or len(p.never_pairs) > 0)
-
-
-def _fit(nl: "_NodeLevels", slack: float) -> Partition:
-    """The refit of ``nl``'s partition (see :func:`fit_levels`)."""
-    return _fit_levels(nl, slack)[1]()
 
 
 def _fit_levels(nl: "_NodeLevels", slack: float
@@ -240,7 +224,7 @@ def _fit_levels(nl: "_NodeLevels", slack: float
         if key[1] <= budget and key < best_key:
             best, best_key = lev, key
     if best is None:
-        return _figures(partition), lambda: partition
+        return partition.figures()[1:], lambda: partition
     return (best_key[1], best_key[0]), lambda: nl.build(best)
 
 
@@ -336,7 +320,7 @@ class _NodeLevels:
         """(partitions, cut_bytes) of the accelerator nodes grouped by (device, level), or of
         the partition itself for ``lev=None``; the fallback nodes are the same in both."""
         if lev is None:  # the partition's own metrics (kept with it)
-            cut, parts = _figures(self.partition)
+            _, cut, parts = self.partition.figures()
             return parts, cut
         on = self.ndev >= 0
         units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
