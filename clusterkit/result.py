@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
-from clusterkit.graph.algorithms import gc_paused, quotient_edges, topological_order
+from clusterkit.graph.algorithms import fifo_order, gc_paused, quotient_edges
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
 from clusterkit.reasons import Reason, current_placement
@@ -166,7 +166,7 @@ class Partition:
         list); raises :class:`~clusterkit.errors.CycleError` when the clusters form a cycle."""
         views = self._memo()
         if "order" not in views:
-            views["order"] = _fifo_order(len(self.clusters), *self.cluster_edges())
+            views["order"] = fifo_order(len(self.clusters), *self.cluster_edges())
         return list(views["order"])
 
     def _assignment(self) -> np.ndarray:
@@ -439,24 +439,6 @@ def folded_note(metrics: dict[str, Any]) -> str:
         return ""
     return (f" ({metrics['compute_offloaded']}/{metrics['compute_nodes']} compute nodes "
             f"offloaded, {metrics['folded_nodes']} folded)")
-
-
-def _fifo_order(k: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
-    """A topological order of ``k`` nodes with edges ``src -> dst`` (Kahn's, first in first
-    out); a cycle raises as :func:`~clusterkit.graph.algorithms.topological_order` does."""
-    by = np.argsort(src, kind="stable")
-    ptr = np.searchsorted(src[by], np.arange(k + 1)).tolist()
-    nbr = dst[by].tolist()
-    indeg = np.bincount(dst, minlength=k).tolist()
-    order = [v for v in range(k) if not indeg[v]]
-    for u in order:  # the list grows while it is read: first in, first out
-        for v in nbr[ptr[u]:ptr[u + 1]]:
-            indeg[v] -= 1
-            if not indeg[v]:
-                order.append(v)
-    if len(order) < k:  # a cycle: let the shared sort name it
-        return topological_order(k, src, dst)
-    return order
 
 
 def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:
