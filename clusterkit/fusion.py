@@ -412,19 +412,8 @@ def subgraph_model(sub: Subgraph, outputs: Sequence[str] | None = None,
         if nd.proto is None:
             raise ExecutionError(f"node {nd.name!r} ({nd.op_type}) has no ONNX proto")
         nodes.append(nd.proto)
-    dtypes = input_dtypes or {}
     sharper = static.value_infos if static is not None else {}
-    inputs = []
-    for t in feeds:
-        ten = root.tensors[t]
-        if not shapes:
-            ten = dataclasses.replace(ten, shape=None)
-        vi = sharper[t] if shapes and t in sharper and t not in dtypes else value_info(
-            ten, dtypes.get(t))
-        if not vi.type.HasField("tensor_type"):
-            raise ExecutionError(f"boundary input {t!r} of subgraph {name or sub.device!r} has no "
-                                 "known type")
-        inputs.append(vi)
+    inputs = _input_infos(sub, feeds, input_dtypes or {}, sharper if shapes else None, name)
     produced = {o for v in order for o in root.nodes[v].outputs if o}
     for t in outs:
         if t not in produced and t not in feeds:
@@ -451,3 +440,22 @@ def subgraph_model(sub: Subgraph, outputs: Sequence[str] | None = None,
     out.ir_version = model.ir_version
     out.functions.extend(model.functions)
     return out
+
+
+def _input_infos(sub: Subgraph, feeds: Sequence[str], dtypes: dict[str, str],
+                 sharper: dict | None, name: str | None) -> list:
+    """The ValueInfos of a subgraph model's inputs: the sharper ones ``static`` knows unless a
+    type is supplied in ``dtypes``; ``sharper=None`` declares them without shapes."""
+    root = sub.graph
+    inputs = []
+    for t in feeds:
+        ten = root.tensors[t]
+        if sharper is None:
+            ten = dataclasses.replace(ten, shape=None)
+        vi = sharper[t] if sharper is not None and t in sharper and t not in dtypes \
+            else value_info(ten, dtypes.get(t))
+        if not vi.type.HasField("tensor_type"):
+            raise ExecutionError(f"boundary input {t!r} of subgraph {name or sub.device!r} has no "
+                                 "known type")
+        inputs.append(vi)
+    return inputs

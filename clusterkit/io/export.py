@@ -59,11 +59,36 @@ def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
 
     if not isinstance(graph, FusedGraph):
         raise ExecutionError("export_fused needs a fused graph (clusterkit.fusion.fuse)")
-    root = graph.root
-    model = source_model(root)
-    inits = initializer_map(root)
-    vinfo = value_info_map(root)
+    model = source_model(graph.root)
+    vinfo = value_info_map(graph.root)
     opsets = list(model.opset_import)
+    nodes, functions, domains = _calls(graph, vinfo, opsets)
+    g = _outer_graph(graph, model, nodes, vinfo)
+    out = helper.make_model(g, opset_imports=opsets + [helper.make_opsetid(d, 1)
+                                                        for d in domains],
+                            producer_name="clusterkit", functions=list(model.functions) +
+                            functions)
+    out.ir_version = max(int(model.ir_version), FUNCTION_IR_VERSION)
+    for prop in model.metadata_props:
+        if prop.key != PARTITION_KEY:
+            out.metadata_props.add(key=prop.key, value=prop.value)
+    plan = flat_plan(graph, model_name)
+    out.metadata_props.add(key=PARTITION_KEY, value=json.dumps(plan))
+    if len(out.functions) > MAX_LOCAL_FUNCTIONS:
+        share_functions(out)
+    if check:
+        onnx.checker.check_model(out)
+    if path is not None:
+        save_model(out, path, external_data=wants_external_data(graph))
+    return out
+
+
+def _calls(graph: FusedGraph, vinfo: dict, opsets: list) -> tuple[list, list, list[str]]:
+    """The outer graph's nodes (ordinary nodes copied, a function call per fused node), the
+    functions and their domains (in first-use order)."""
+    from onnx import helper
+
+    root = graph.root
     nodes: list[Any] = []
     functions = []
     domains: list[str] = []
@@ -90,6 +115,16 @@ def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
         functions.append(fn)
         nodes.append(helper.make_node(fn_name, inputs, list(sub.outputs), name=node.name,
                                       domain=domain))
+    return nodes, functions, domains
+
+
+def _outer_graph(graph: FusedGraph, model, nodes: list, vinfo: dict):
+    """The exported GraphProto around ``nodes``: the source's inputs (initializers left out),
+    outputs, the initializers something still reads, and the value infos of the nodes'
+    outputs."""
+    from onnx import helper
+
+    root = graph.root
     used: set[str] = set(root.outputs)
     for nd in nodes:
         used.update(nd.input)
@@ -98,7 +133,7 @@ def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
     src = model.graph
     dense = [t for t in src.initializer if t.name in used]
     sparse = [t for t in src.sparse_initializer if t.values.name in used]
-    init_names = set(inits)
+    init_names = set(initializer_map(root))
     g = helper.make_graph(nodes, src.name or graph.name, [i for i in src.input
                                                          if i.name not in init_names],
                           list(src.output), initializer=dense, sparse_initializer=sparse or None,
@@ -106,23 +141,7 @@ def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
     listed = {i.name for i in g.input} | {o.name for o in g.output}
     g.value_info.extend(vinfo[t] for nd in nodes for t in nd.output
                         if t in vinfo and t not in listed)
-    out = helper.make_model(g, opset_imports=opsets + [helper.make_opsetid(d, 1)
-                                                        for d in domains],
-                            producer_name="clusterkit", functions=list(model.functions) +
-                            functions)
-    out.ir_version = max(int(model.ir_version), FUNCTION_IR_VERSION)
-    for prop in model.metadata_props:
-        if prop.key != PARTITION_KEY:
-            out.metadata_props.add(key=prop.key, value=prop.value)
-    plan = flat_plan(graph, model_name)
-    out.metadata_props.add(key=PARTITION_KEY, value=json.dumps(plan))
-    if len(out.functions) > MAX_LOCAL_FUNCTIONS:
-        share_functions(out)
-    if check:
-        onnx.checker.check_model(out)
-    if path is not None:
-        save_model(out, path, external_data=wants_external_data(graph))
-    return out
+    return g
 
 
 def model_bytes(model, path: str | os.PathLike | None = None, external_data: bool = False
