@@ -57,35 +57,8 @@ def graph_from_arrays(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int
                       name: str = "synthetic") -> Graph:
     """A Graph on nodes ``0..n-1`` (named ``"0"``, ``"1"``, ...) with edges ``src[k] -> dst[k]``
     (duplicates merged), op type ``ops[i]`` and output size ``nbytes[i]`` per node."""
-    n = int(n)
-    if n < 0:
-        raise GraphError(f"graph_from_arrays: n must be >= 0, got {n}")
-    src = np.asarray(src, dtype=np.int64).ravel()
-    dst = np.asarray(dst, dtype=np.int64).ravel()
-    if src.shape != dst.shape:
-        raise GraphError(f"graph_from_arrays: {src.size} sources but {dst.size} targets")
-    ops = list(ops)
-    if len(ops) != n:
-        raise GraphError(f"graph_from_arrays: {len(ops)} op types for {n} nodes")
+    n, src, dst, ops, nbytes = _checked_arrays(n, src, dst, ops, nbytes)
     kinds = set(ops)
-    if any(not isinstance(op, str) or not op for op in kinds):
-        bad = next(i for i, op in enumerate(ops) if not isinstance(op, str) or not op)
-        raise GraphError(f"node {bad} has no op type (a non-empty string), got {ops[bad]!r}")
-    nbytes = np.asarray(nbytes, dtype=np.int64).ravel()
-    if nbytes.shape != (n,):
-        raise GraphError(f"graph_from_arrays: {nbytes.size} byte sizes for {n} nodes")
-    if n and nbytes.min() < 0:
-        i = int(np.argmin(nbytes))
-        raise GraphError(f"node {i}: output size must be >= 0 bytes, got {int(nbytes[i])}")
-    for arr, what in ((src, "source"), (dst, "target")):
-        bad = np.flatnonzero((arr < 0) | (arr >= n))
-        if bad.size:
-            raise GraphError(f"edge {int(bad[0])}: {what} {int(arr[bad[0]])} is not a node "
-                             f"(graph has {n} nodes)")
-    loops = np.flatnonzero(src == dst)
-    if loops.size:
-        v = int(src[loops[0]])
-        raise GraphError(f"cycle: node {v!r} reads its own output (edge {v} -> {v})")
     if src.size and not bool(np.all(src < dst)):
         return _general(n, src, dst, ops, nbytes, name)
 
@@ -123,6 +96,41 @@ def graph_from_arrays(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int
         known=np.ones(n, dtype=bool), free=const.copy(), is_output=is_out,
         inc_tensor=graph.edge_src, inc_node=graph.edge_dst)
     return graph
+
+
+def _checked_arrays(n, src, dst, ops, nbytes) -> tuple[int, np.ndarray, np.ndarray, list[str],
+                                                       np.ndarray]:
+    """:func:`graph_from_arrays`'s arguments as arrays and lists, checked (one-line
+    :class:`~clusterkit.errors.GraphError` naming the node or edge at fault)."""
+    n = int(n)
+    if n < 0:
+        raise GraphError(f"graph_from_arrays: n must be >= 0, got {n}")
+    src = np.asarray(src, dtype=np.int64).ravel()
+    dst = np.asarray(dst, dtype=np.int64).ravel()
+    if src.shape != dst.shape:
+        raise GraphError(f"graph_from_arrays: {src.size} sources but {dst.size} targets")
+    ops = list(ops)
+    if len(ops) != n:
+        raise GraphError(f"graph_from_arrays: {len(ops)} op types for {n} nodes")
+    if any(not isinstance(op, str) or not op for op in set(ops)):
+        bad = next(i for i, op in enumerate(ops) if not isinstance(op, str) or not op)
+        raise GraphError(f"node {bad} has no op type (a non-empty string), got {ops[bad]!r}")
+    nbytes = np.asarray(nbytes, dtype=np.int64).ravel()
+    if nbytes.shape != (n,):
+        raise GraphError(f"graph_from_arrays: {nbytes.size} byte sizes for {n} nodes")
+    if n and nbytes.min() < 0:
+        i = int(np.argmin(nbytes))
+        raise GraphError(f"node {i}: output size must be >= 0 bytes, got {int(nbytes[i])}")
+    for arr, what in ((src, "source"), (dst, "target")):
+        bad = np.flatnonzero((arr < 0) | (arr >= n))
+        if bad.size:
+            raise GraphError(f"edge {int(bad[0])}: {what} {int(arr[bad[0]])} is not a node "
+                             f"(graph has {n} nodes)")
+    loops = np.flatnonzero(src == dst)
+    if loops.size:
+        v = int(src[loops[0]])
+        raise GraphError(f"cycle: node {v!r} reads its own output (edge {v} -> {v})")
+    return n, src, dst, ops, nbytes
 
 
 def graph_from_dag(dag, name: str = "synthetic") -> Graph:
