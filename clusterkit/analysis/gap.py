@@ -49,22 +49,14 @@ def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = 
     solvers report it). When the partition leaves more nodes on the fallback than the optimum it
     is worse whatever its objective: ``excess``/``gap`` are then None and ``offload_gap`` > 0.
     """
-    from clusterkit.engines.cpsat.strategy import CpsatResult, SolveReport, optimize
+    from clusterkit.engines.cpsat.strategy import optimize
 
     w_cut, w_parts, label = parse_objective(objective)
     fb, value = partition_key(partition.metrics(), w_cut, w_parts)
     if optimum is None:
         optimum = optimize(partition.problem, objective, time_limit=time_limit,
                            workers=workers, seed=seed, warm_start=partition)
-    if isinstance(optimum, Partition):
-        # a partition made elsewhere (coalesced, read from JSON) keeps only the info keys
-        report = optimum.solve_report or SolveReport.from_info(optimum.info)
-        best = optimum
-    elif isinstance(optimum, CpsatResult):
-        report, best = optimum.report, optimum.partition
-    else:
-        raise TypeError(f"optimality_gap: optimum must be a CpsatResult or a Partition, got "
-                        f"{type(optimum).__name__}")
+    report, best = _report_of(optimum)
     if report.objective_name not in ("", label):
         raise StrategyError(f"optimality_gap: the optimum was solved for "
                             f"{report.objective_name!r}, not {label!r}")
@@ -87,9 +79,29 @@ def optimality_gap(partition: Partition, objective: str | Mapping[str, float] = 
     if fb > ofb:
         out.update({"excess": None, "excess_ratio": None, "gap": None, "gap_ratio": None})
         return out
-    excess = value - oval
-    out["excess"] = excess
-    out["excess_ratio"] = excess / oval if oval else (0.0 if excess == 0 else float("inf"))
+    out.update(_excess(value, oval, bound))
+    return out
+
+
+def _report_of(optimum: Any) -> tuple[Any, Partition | None]:
+    """The solve report and the best partition of a ``CpsatResult`` or a cpsat Partition."""
+    from clusterkit.engines.cpsat.strategy import CpsatResult, SolveReport
+
+    if isinstance(optimum, Partition):
+        # a partition made elsewhere (coalesced, read from JSON) keeps only the info keys
+        return optimum.solve_report or SolveReport.from_info(optimum.info), optimum
+    if isinstance(optimum, CpsatResult):
+        return optimum.report, optimum.partition
+    raise TypeError(f"optimality_gap: optimum must be a CpsatResult or a Partition, got "
+                    f"{type(optimum).__name__}")
+
+
+def _excess(value: float, optimum: float, bound: float | None) -> dict[str, Any]:
+    """``excess``/``excess_ratio`` over the best known and ``gap``/``gap_ratio`` over the
+    bound (None without one) of a partition at the optimum's fallback count."""
+    excess = value - optimum
+    out: dict[str, Any] = {"excess": excess, "excess_ratio": excess / optimum if optimum else
+                           (0.0 if excess == 0 else float("inf"))}
     if bound is None:
         out["gap"] = out["gap_ratio"] = None
     else:
