@@ -310,8 +310,27 @@ def static_info(graph: Graph) -> StaticInfo | None:
 
 
 def _probe(root: Graph) -> StaticInfo:
-    import onnx
-    import onnxruntime as ort
+    """The values and static shapes onnxruntime's constant folding finds (see
+    :func:`static_info`)."""
+    optimized = _folded_model(_probe_model(root))
+    values = {}
+    for t in optimized.graph.initializer:
+        ten = root.tensors.get(t.name)
+        if ten is not None and not ten.is_constant and ten.producer is not None:
+            values[t.name] = t
+    shapes = {}
+    for vi in optimized.graph.value_info:
+        ten = root.tensors.get(vi.name)
+        tt = vi.type.tensor_type
+        if ten is None or not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        if all(d.HasField("dim_value") for d in tt.shape.dim):
+            shapes[vi.name] = vi
+    return StaticInfo(values, shapes)
+
+
+def _probe_model(root: Graph):
+    """The source model with its big constants (weights) turned into inputs."""
     from onnx import helper
 
     from clusterkit.fusion import value_info
@@ -344,6 +363,15 @@ def _probe(root: Graph) -> StaticInfo:
     probe = helper.make_model(g, opset_imports=list(model.opset_import))
     probe.ir_version = max(int(model.ir_version), 4)
     probe.functions.extend(model.functions)
+    return probe
+
+
+def _folded_model(probe):
+    """``probe`` after onnxruntime's basic optimizations (constant folding), read back from the
+    optimized model file one session writes (into a temporary folder removed afterwards)."""
+    import onnx
+    import onnxruntime as ort
+
     folder = tempfile.mkdtemp(prefix="clusterkit_probe_")
     path = os.path.join(folder, "optimized.onnx")
     try:
@@ -354,22 +382,8 @@ def _probe(root: Graph) -> StaticInfo:
         so.log_severity_level = 3
         ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"],
                              disabled_optimizers=PROBE_DISABLED)
-        optimized = onnx.load(path)
+        return onnx.load(path)
     finally:
         for name in os.listdir(folder):
             os.remove(os.path.join(folder, name))
         os.rmdir(folder)
-    values = {}
-    for t in optimized.graph.initializer:
-        ten = root.tensors.get(t.name)
-        if ten is not None and not ten.is_constant and ten.producer is not None:
-            values[t.name] = t
-    shapes = {}
-    for vi in optimized.graph.value_info:
-        ten = root.tensors.get(vi.name)
-        tt = vi.type.tensor_type
-        if ten is None or not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-            continue
-        if all(d.HasField("dim_value") for d in tt.shape.dim):
-            shapes[vi.name] = vi
-    return StaticInfo(values, shapes)
