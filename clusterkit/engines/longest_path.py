@@ -173,7 +173,6 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
     labels = labels.copy()
     dev = dev.copy()
     next_label = int(labels.max()) + 1
-    nodes = g.nodes
     for chunk in np.split(members_sorted, bounds):
         cl = chunk.tolist()
         d = int(dev[cl[0]])
@@ -187,20 +186,12 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
             given = selectors(int(labels[cl[0]])) if selectors is not None else None
             if given is None:  # a fresh selector, started on the cluster's first node
                 given = props[d].create_subgraph_selector()
-                call_select(given, nodes[cl[0]])
+                call_select(given, g.nodes[cl[0]])
             sels.append(given)
             for v in cl:
                 part[int(uo[v])] = 0
         if do_filter[d]:
-            for pid, sel in enumerate(sels):
-                cands = [nodes[v] for v in cl if part[int(uo[v])] == pid]
-                if not cands:
-                    continue
-                kept = {nd.index for nd in call_filter(sel, cands)}
-                for nd in cands:
-                    if nd.index not in kept and part[int(uo[nd.index])] >= 0:
-                        u = int(uo[nd.index])
-                        part[u] = -1  # a dropped member takes its whole group along
+            _filter_pieces(g, uo, cl, part, sels)
         dropped = [v for v in cl if part[int(uo[v])] < 0]
         if not dropped and len(sels) <= 1:
             continue
@@ -209,18 +200,42 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
             stats["filtered_nodes"] += len(filt)
             plan_.codes[filt] = FB_FILTER
         dev[dropped] = -1
-        split = convex_split(units, cl, part)
-        remap: dict[tuple[int, int], int] = {}
-        for v in cl:
-            u = int(uo[v])
-            if part[u] < 0:
-                continue
-            k = split[u]
-            if k not in remap:
-                remap[k] = next_label
-                next_label += 1
-            labels[v] = remap[k]
+        next_label = _relabel(units, cl, part, labels, next_label)
     return labels, dev, stats
+
+
+def _filter_pieces(g: Graph, uo: np.ndarray, cl: list[int], part: dict[int, int],
+                   sels: list[SubgraphSelector]) -> None:
+    """Each piece's selector ``filter`` on its nodes; a dropped node's unit (its whole together
+    group) gets part ``-1``."""
+    nodes = g.nodes
+    for pid, sel in enumerate(sels):
+        cands = [nodes[v] for v in cl if part[int(uo[v])] == pid]
+        if not cands:
+            continue
+        kept = {nd.index for nd in call_filter(sel, cands)}
+        for nd in cands:
+            if nd.index not in kept:
+                part[int(uo[nd.index])] = -1
+
+
+def _relabel(units: UnitGraph, cl: list[int], part: dict[int, int], labels: np.ndarray,
+             next_label: int) -> int:
+    """New labels (from ``next_label``) for the kept nodes of cluster ``cl`` split by
+    :func:`convex_split`; returns the next free label."""
+    uo = units.unit_of
+    split = convex_split(units, cl, part)
+    remap: dict[tuple[int, int], int] = {}
+    for v in cl:
+        u = int(uo[v])
+        if part[u] < 0:
+            continue
+        k = split[u]
+        if k not in remap:
+            remap[k] = next_label
+            next_label += 1
+        labels[v] = remap[k]
+    return next_label
 
 
 def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, int],
