@@ -317,15 +317,7 @@ def run(problem: Problem, *, split_components: bool = True, join_siblings: bool 
     - ``refine``: move nodes within their slack to lower cut bytes (default on);
       ``refine_rounds`` bounds the rounds of moves.
     """
-    for key, value in (("split_components", split_components), ("refine", refine),
-                       ("join_siblings", join_siblings)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise StrategyError(f"strategy 'longest-path': option {key} must be true or false,"
-                                f" got {value!r}")
-    if isinstance(refine_rounds, bool) or not isinstance(refine_rounds, (int, np.integer)) \
-            or refine_rounds < 0:
-        raise StrategyError("strategy 'longest-path': option refine_rounds must be an integer"
-                            f" >= 0, got {refine_rounds!r}")
+    _check_options(split_components, join_siblings, refine, refine_rounds)
     g = problem.graph
     n = g.n
     pl = plan(problem)
@@ -368,6 +360,45 @@ def run(problem: Problem, *, split_components: bool = True, join_siblings: bool 
     labels, dev, stats = selector_pass(problem, pl, labels, dev, regrow=True)
     info.update(stats)
     return finish(problem, pl, labels, dev, "longest-path", info)
+
+
+def _bytes_at(level_of: np.ndarray, edges: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per unit ``v``, the bytes of the weight-0 edges ``(ls, ld, s0, d0, b0)`` (current levels
+    of both ends, the ends, the bytes) joining ``v`` at level ``level_of[v]`` to a neighbour on
+    that level."""
+    ls, ld, s0, d0, b0 = edges
+    n = len(level_of)
+    into = ls == level_of[d0]
+    out = ld == level_of[s0]
+    return (np.bincount(d0[into], weights=b0[into], minlength=n)
+            + np.bincount(s0[out], weights=b0[out], minlength=n))
+
+
+def _independent(mover: np.ndarray, delta: np.ndarray, cs: np.ndarray, cd: np.ndarray,
+                 pos: np.ndarray) -> np.ndarray:
+    """``mover`` without the loser of every conflict pair ``(cs[k], cd[k])`` where both move:
+    the smaller gain ``delta`` loses, on a tie the later ``pos``."""
+    both = mover[cs] & mover[cd]
+    if both.any():
+        a, b = cs[both], cd[both]
+        a_loses = (delta[a] < delta[b]) | ((delta[a] == delta[b]) & (pos[a] > pos[b]))
+        mover = mover.copy()
+        mover[np.where(a_loses, a, b)] = False
+    return mover
+
+
+def _check_options(split_components: object, join_siblings: object, refine: object,
+                   refine_rounds: object) -> None:
+    """One-line StrategyError for an option of the wrong kind."""
+    for key, value in (("split_components", split_components), ("refine", refine),
+                       ("join_siblings", join_siblings)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise StrategyError(f"strategy 'longest-path': option {key} must be true or false,"
+                                f" got {value!r}")
+    if isinstance(refine_rounds, bool) or not isinstance(refine_rounds, (int, np.integer)) \
+            or refine_rounds < 0:
+        raise StrategyError("strategy 'longest-path': option refine_rounds must be an integer"
+                            f" >= 0, got {refine_rounds!r}")
 
 
 def _unit_pairs(problem: Problem, uo: np.ndarray) -> list[tuple[int, int]]:
@@ -537,17 +568,10 @@ class _LevelProblem:
             np.maximum.at(lo, d, cur[s] + w)
             hi = np.full(n, top, dtype=np.int64)
             np.minimum.at(hi, s, cur[d] - w)
-            ls, ld = cur[s0], cur[d0]
-
-            def bytes_at(level_of: np.ndarray) -> np.ndarray:
-                into = ls == level_of[d0]
-                out = ld == level_of[s0]
-                return (np.bincount(d0[into], weights=b0[into], minlength=n)
-                        + np.bincount(s0[out], weights=b0[out], minlength=n))
-
-            here = bytes_at(cur)
-            g_lo = np.where(lo < cur, bytes_at(lo), -1.0)
-            g_hi = np.where(hi > cur, bytes_at(hi), -1.0)
+            edges = (cur[s0], cur[d0], s0, d0, b0)
+            here = _bytes_at(cur, edges)
+            g_lo = np.where(lo < cur, _bytes_at(lo, edges), -1.0)
+            g_hi = np.where(hi > cur, _bytes_at(hi, edges), -1.0)
             to_hi = g_hi > g_lo
             target = np.where(to_hi, hi, lo)
             delta = np.where(to_hi, g_hi, g_lo) - here
@@ -557,12 +581,7 @@ class _LevelProblem:
                 clash[pa[cur[pb] == target[pa]]] = True
                 clash[pb[cur[pa] == target[pb]]] = True
                 mover &= ~clash
-            both = mover[cs] & mover[cd]
-            if both.any():
-                a, b = cs[both], cd[both]
-                a_loses = (delta[a] < delta[b]) | ((delta[a] == delta[b]) & (pos[a] > pos[b]))
-                mover[np.where(a_loses, a, b)] = False
-            idx = np.flatnonzero(mover)
+            idx = np.flatnonzero(_independent(mover, delta, cs, cd, pos))
             if not len(idx):
                 break
             cur = cur.copy()
