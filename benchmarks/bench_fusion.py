@@ -82,15 +82,12 @@ def run(quick: bool = False, threads: int = 0) -> dict:
     import onnxruntime as ort
 
     import clusterkit as ck
-    from clusterkit.fusion import fuse
     from clusterkit.runtime.backends import OnnxRuntimeBackend
-    from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs
+    from clusterkit.runtime.executor import random_inputs
 
     strategy = next(s for s in STRATEGY_PREFERENCE if s in ck.strategy_names())
     runs, warmup = (7, 2) if quick else (21, 3)
     rows = []
-    worst = {"every op": 0.0, "partial": 0.0}
-    worst_cut = 0.0
     for name in MODELS:
         graph = ck.load_graph(str(BUNDLED_MODELS / f"{name}.onnx"))
         ops = sorted(set(graph.op_types))
@@ -105,38 +102,13 @@ def run(quick: bool = False, threads: int = 0) -> dict:
         config = {"intra_op_num_threads": threads}
         options = OnnxRuntimeBackend(config=config).session_options()
         same = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        whole = (partial(same.run, names, feeds), expected, single_default)
         for label, take in (("every op", ops), ("partial", [o for o in ops
                                                           if o not in HOST_ONLY])):
             problem = ck.make_problem(graph, ["acc=ops:" + ",".join(take)])
             part = ck.run_strategy(problem, strategy)
-            executor = Executor(fuse(part), backend_config={"onnxruntime": config})
-            check = compare_outputs(expected, executor.run(feeds))
-            cut = ort.InferenceSession(_cut_model(graph, executor), options,
-                                       providers=["CPUExecutionProvider"])
-            cut_feeds = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()}
-            run_cut = partial(cut.run_with_ort_values, None, cut_feeds)
-            for _ in range(warmup):
-                same.run(names, feeds)
-                executor.run(feeds)
-                run_cut()
-            before = sum(u.total_seconds for u in executor.units)
-            ts, tf = _paired(partial(same.run, names, feeds), partial(executor.run, feeds),
-                             runs)
-            inside = (sum(u.total_seconds for u in executor.units) - before) / sum(tf)
-            tc, tf2 = _paired(run_cut, partial(executor.run, feeds), runs)
-            single, fused = statistics.median(ts), statistics.median(tf)
-            ratio = statistics.median(f / s for s, f in zip(ts, tf))
-            ratio_cut = statistics.median(f / c for c, f in zip(tc, tf2))
-            worst[label] = max(worst[label], ratio)
-            worst_cut = max(worst_cut, ratio_cut)
-            compile_s = sum(u.compile_seconds for u in executor.units)
-            rows.append([name, label, strategy, part.metrics()["partitions"],
-                         len(executor.units), round(single_default * 1e3, 2),
-                         round(single * 1e3, 2), round(fused * 1e3, 2), round(ratio, 3),
-                         round(fused / single_default, 3),
-                         round(statistics.median(tc) * 1e3, 2), round(ratio_cut, 3),
-                         round(ratio / ratio_cut, 3), round(inside, 3),
-                         round(compile_s, 2), check["outputs_match"]])
+            rows.append([name, label, strategy, part.metrics()["partitions"]]
+                        + _case(part, feeds, whole, (config, options), (runs, warmup)))
     return {
         "title": "Fused heterogeneous run / one onnxruntime session",
         "columns": ["model", "selector", "strategy", "partitions", "units",
@@ -144,28 +116,73 @@ def run(quick: bool = False, threads: int = 0) -> dict:
                     "ratio_vs_default", "single_cut_ms", "ratio_vs_cut", "cut_cost", "in_sessions",
                     "compile_s", "outputs_match"],
         "rows": rows,
-        "notes": [
-            f"{runs} rounds after {warmup} warm-up rounds, same process, same inputs; a round "
-            "runs the whole-model session with the executor's options (allow_spinning off, "
-            f"intra-op threads {threads or 'default'}, optimization level all, shared "
-            "allocator) and the fused run, alternating which goes "
-            "first; ratio = median over the rounds of fused / single; single_default = the "
-            "whole model on onnxruntime's default options, timed alone (ratio_vs_default = "
-            "median fused / its median); fused = clusterkit Executor (every unit an "
-            "onnxruntime session, consecutive fused nodes of one device in one unit, tensors "
-            "passed as OrtValues, values fixed by static shapes "
-            "folded); in_sessions = share of the fused time inside the units' sessions",
-            "'every op' selector: acc=ops:<every op type of the model>; 'partial': the same minus "
-            f"{', '.join(HOST_ONLY)} (those run on the host); default constraints (value inputs "
-            "such as a Reshape's computed shape force cuts)",
-            f"target: ratio <= 1.05; worst here {worst['every op']:.3f} with every op supported, "
-            f"{worst['partial']:.3f} with the partial selector (a whole-model session fuses "
-            "patterns across the device boundary, such as Gelu = Div, Erf, Add, Mul, that a "
-            f"heterogeneous run cannot); worst ratio_vs_cut {worst_cut:.3f} (single_cut = the "
-            "whole model with every tensor passed between units also a graph output, run with "
-            "OrtValues, paired with the fused run the same way)",
-        ],
+        "notes": _notes(rows, runs, warmup, threads),
     }
+
+
+def _case(part, feeds: dict, whole: tuple, opts: tuple, timing: tuple[int, int]) -> list:
+    """The timed columns of one row: the fused run of ``part`` paired with the whole-model
+    session (``whole``: its run, its outputs, its median alone on default options) and with
+    the cut model."""
+    import onnxruntime as ort
+
+    from clusterkit.fusion import fuse
+    from clusterkit.runtime.executor import Executor, compare_outputs
+
+    run_same, expected, single_default = whole
+    config, options = opts
+    runs, warmup = timing
+    executor = Executor(fuse(part), backend_config={"onnxruntime": config})
+    check = compare_outputs(expected, executor.run(feeds))
+    cut = ort.InferenceSession(_cut_model(part.graph, executor), options,
+                               providers=["CPUExecutionProvider"])
+    cut_feeds = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()}
+    run_cut = partial(cut.run_with_ort_values, None, cut_feeds)
+    for _ in range(warmup):
+        run_same()
+        executor.run(feeds)
+        run_cut()
+    before = sum(u.total_seconds for u in executor.units)
+    ts, tf = _paired(run_same, partial(executor.run, feeds), runs)
+    inside = (sum(u.total_seconds for u in executor.units) - before) / sum(tf)
+    tc, tf2 = _paired(run_cut, partial(executor.run, feeds), runs)
+    single, fused = statistics.median(ts), statistics.median(tf)
+    ratio = statistics.median(f / s for s, f in zip(ts, tf))
+    ratio_cut = statistics.median(f / c for c, f in zip(tc, tf2))
+    compile_s = sum(u.compile_seconds for u in executor.units)
+    return [len(executor.units), round(single_default * 1e3, 2), round(single * 1e3, 2),
+            round(fused * 1e3, 2), round(ratio, 3), round(fused / single_default, 3),
+            round(statistics.median(tc) * 1e3, 2), round(ratio_cut, 3),
+            round(ratio / ratio_cut, 3), round(inside, 3), round(compile_s, 2),
+            check["outputs_match"]]
+
+
+def _notes(rows: list[list], runs: int, warmup: int, threads: int) -> list[str]:
+    """The section's notes, with the worst ratios of ``rows``."""
+    worst = {label: max((r[8] for r in rows if r[1] == label), default=0.0)
+             for label in ("every op", "partial")}
+    worst_cut = max((r[11] for r in rows), default=0.0)
+    return [
+        f"{runs} rounds after {warmup} warm-up rounds, same process, same inputs; a round "
+        "runs the whole-model session with the executor's options (allow_spinning off, "
+        f"intra-op threads {threads or 'default'}, optimization level all, shared "
+        "allocator) and the fused run, alternating which goes "
+        "first; ratio = median over the rounds of fused / single; single_default = the "
+        "whole model on onnxruntime's default options, timed alone (ratio_vs_default = "
+        "median fused / its median); fused = clusterkit Executor (every unit an "
+        "onnxruntime session, consecutive fused nodes of one device in one unit, tensors "
+        "passed as OrtValues, values fixed by static shapes "
+        "folded); in_sessions = share of the fused time inside the units' sessions",
+        "'every op' selector: acc=ops:<every op type of the model>; 'partial': the same minus "
+        f"{', '.join(HOST_ONLY)} (those run on the host); default constraints (value inputs "
+        "such as a Reshape's computed shape force cuts)",
+        f"target: ratio <= 1.05; worst here {worst['every op']:.3f} with every op supported, "
+        f"{worst['partial']:.3f} with the partial selector (a whole-model session fuses "
+        "patterns across the device boundary, such as Gelu = Div, Erf, Add, Mul, that a "
+        f"heterogeneous run cannot); worst ratio_vs_cut {worst_cut:.3f} (single_cut = the "
+        "whole model with every tensor passed between units also a graph output, run with "
+        "OrtValues, paired with the fused run the same way)",
+    ]
 
 
 if __name__ == "__main__":  # pragma: no cover
