@@ -250,6 +250,33 @@ def models(quick: bool) -> list[list]:
 
 
 # ====================================================================== table
+def _scale_rows(results: dict[tuple[str, int], dict | None], base: dict[int, dict]
+                ) -> list[list]:
+    """The random-DAG rows: every engine and the baseline per size, with the speed-up over
+    the baseline where it ran at that size."""
+    rows = []
+    for n in sorted({k[1] for k in results} | set(base)):
+        for engine in ENGINES + (BASELINE,):
+            r = base.get(n) if engine == BASELINE else results.get((engine, n))
+            if r is None:
+                if engine == BASELINE and n > max(base, default=0):
+                    continue
+                rows.append(["random DAG", n, engine, "failed/timeout", "-", "-", "-", "-", "-",
+                             ""])
+                continue
+            ratio = "-"
+            if engine != BASELINE and n in base:
+                ratio = round(base[n]["seconds"] / max(r["seconds"], 1e-9), 1)
+            cut_vs = ""
+            if engine != BASELINE and n in base and base[n]["cut_bytes"]:
+                cut_vs = f"; cut {r['cut_bytes'] / base[n]['cut_bytes']:.3f} x baseline"
+            rows.append(["random DAG", n, engine, round(r["seconds"], 3), round(r["cpu"], 3),
+                         round(r["peak_mb"]), ratio, r["partitions"], r["cut_bytes"],
+                         f"graph+problem {r['graph_mb']:.0f} MB built in "
+                         f"{r['build_seconds']:.1f} s{cut_vs}"])
+    return rows
+
+
 def run(quick: bool = False) -> dict:
     sizes = [1_000, 10_000] if quick else [10_000, 100_000, 1_000_000]
     seed = 11
@@ -271,25 +298,7 @@ def run(quick: bool = False) -> dict:
         for engine in ENGINES:
             if (engine, n) not in results:
                 results[(engine, n)] = _spawn(engine, n, seed, timeout=900)
-    for n in sorted({k[1] for k in results} | set(base)):
-        for engine in ENGINES + (BASELINE,):
-            r = base.get(n) if engine == BASELINE else results.get((engine, n))
-            if r is None:
-                if engine == BASELINE and n > max(base, default=0):
-                    continue
-                rows.append(["random DAG", n, engine, "failed/timeout", "-", "-", "-", "-", "-",
-                             ""])
-                continue
-            ratio = "-"
-            if engine != BASELINE and n in base:
-                ratio = round(base[n]["seconds"] / max(r["seconds"], 1e-9), 1)
-            cut_vs = ""
-            if engine != BASELINE and n in base and base[n]["cut_bytes"]:
-                cut_vs = f"; cut {r['cut_bytes'] / base[n]['cut_bytes']:.3f} x baseline"
-            rows.append(["random DAG", n, engine, round(r["seconds"], 3), round(r["cpu"], 3),
-                         round(r["peak_mb"]), ratio, r["partitions"], r["cut_bytes"],
-                         f"graph+problem {r['graph_mb']:.0f} MB built in "
-                         f"{r['build_seconds']:.1f} s{cut_vs}"])
+    rows += _scale_rows(results, base)
     rows += optimality(30 if quick else 200)
     rows += models(quick)
     largest = max(base, default=None)

@@ -133,23 +133,7 @@ class Graph:
         nodes = [nodes[i] for i in order]
         for idx, node in enumerate(nodes):
             node.index = idx
-        # tensors: producers, consumers, flags
-        for tname in inputs:
-            tensors.setdefault(tname, Tensor(tname)).is_input = True
-        for tname in outputs:
-            tensors.setdefault(tname, Tensor(tname)).is_output = True
-        for t in tensors.values():
-            t.consumers = []
-            t.producer = None
-        for node in nodes:
-            for out in node.outputs:
-                if out:
-                    tensors.setdefault(out, Tensor(out)).producer = node.index
-            seen = set()
-            for t in node.all_inputs():
-                if t not in seen:
-                    seen.add(t)
-                    tensors.setdefault(t, Tensor(t)).consumers.append(node.index)
+        _wire_tensors(nodes, tensors, inputs, outputs)
         _mark_constants(nodes, tensors)
         return cls(nodes, tensors, inputs, outputs, name=name, model=model, source=source)
 
@@ -371,6 +355,28 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
 
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                      "Multinomial", "Bernoulli"}
+
+
+def _wire_tensors(nodes: list[Node], tensors: dict[str, Tensor], inputs: list[str],
+                  outputs: list[str]) -> None:
+    """Set every tensor's producer, consumers (each node once, in node order) and input/output
+    flags; tensors named nowhere else are created."""
+    for tname in inputs:
+        tensors.setdefault(tname, Tensor(tname)).is_input = True
+    for tname in outputs:
+        tensors.setdefault(tname, Tensor(tname)).is_output = True
+    for t in tensors.values():
+        t.consumers = []
+        t.producer = None
+    for node in nodes:
+        for out in node.outputs:
+            if out:
+                tensors.setdefault(out, Tensor(out)).producer = node.index
+        seen = set()
+        for t in node.all_inputs():
+            if t not in seen:
+                seen.add(t)
+                tensors.setdefault(t, Tensor(t)).consumers.append(node.index)
 
 
 def _mark_constants(nodes: Iterable[Node], tensors: dict[str, Tensor]) -> None:
