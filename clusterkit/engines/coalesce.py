@@ -299,8 +299,11 @@ class _Merger:
         return worth[rows]
 
     def result(self) -> Partition:
+        """The merged clusters as a partition, with the GraphCycles' order of them recorded
+        (:meth:`Partition.record_order`: no new topological sort)."""
         part, find = self.partition, self.uf.find
-        labels = np.asarray([find(c) for c in range(self.k)], dtype=np.int64)[self.a]
+        roots = np.asarray([find(c) for c in range(self.k)], dtype=np.int64)
+        labels = roots[self.a]
         devices = np.asarray(self.dev, dtype=np.int64)[self.a]
         out = Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
                                         selector=part.selector, seconds=part.seconds,
@@ -308,6 +311,12 @@ class _Merger:
                                         fallback_reasons=dict(part.fallback_reasons))
         k = self.k
         out.info["coalesced_merges"] = k - len(out.clusters) if k > len(out.clusters) else 0
+        pos = np.empty(k, dtype=np.int64)  # root cluster -> its position in ``out``
+        pos[labels] = out.assignment()
+        root_of = np.empty(self.gc.num_nodes, dtype=np.int64)  # GraphCycles node -> root
+        live = np.flatnonzero(roots == np.arange(k))
+        root_of[np.asarray(self.node_of, dtype=np.int64)[live]] = live
+        out.record_order(pos[root_of[self.gc.order_array()]])
         return out
 
 

@@ -241,6 +241,7 @@ class _NodeLevels:
             self.cdev = part.device_indices()
             self.ndev, self.succ, self.pred, self.w = like.ndev, like.succ, like.pred, like.w
             self.head, self.tail, self.top = like.head, like.tail, like.top
+            self.caps = like.caps
             self.corder = part.cluster_order()
             return
         self.cdev = cdev = part.device_indices()
@@ -256,7 +257,7 @@ class _NodeLevels:
         self.corder = part.cluster_order()  # any topological order: see :meth:`place`
         key = (dev.tobytes(), w.tobytes())  # the levels depend on nothing else of the graph
         if memo is not None and key in memo:
-            self.succ, self.pred, self.head, self.tail, self.top = memo[key]
+            self.succ, self.pred, self.head, self.tail, self.top, self.caps = memo[key]
             return
         self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
         pe = g.pred_edge
@@ -265,9 +266,13 @@ class _NodeLevels:
         bounds = list(zip(ptr[:-1], ptr[1:]))
         self.head, self.tail = heaviest_paths(  # node ids are topological
             range(g.n), [dst_l[i:j] for i, j in bounds], [w_l[i:j] for i, j in bounds])
-        self.top = max(self.head, default=0)
+        self.top = top = max(self.head, default=0)
+        # per direction, the last level each node may take (forward) or its mirror (backward)
+        caps = (top - np.asarray(self.tail, dtype=np.int64),
+                top - np.asarray(self.head, dtype=np.int64))
+        self.caps = tuple((cap.tolist(), cap) for cap in caps)
         if memo is not None:
-            memo[key] = (self.succ, self.pred, self.head, self.tail, self.top)
+            memo[key] = (self.succ, self.pred, self.head, self.tail, self.top, self.caps)
 
     def place(self, forward: bool) -> list[int]:
         """A level per node: clusters in topological order (``forward``) or its reverse. The
@@ -275,35 +280,47 @@ class _NodeLevels:
         it in any topological order, so which order does not matter."""
         if forward:
             ins, order = self.pred, self.corder
-            cap = [self.top - t for t in self.tail]
         else:
             ins, order = self.succ, self.corder[::-1]
-            cap = [self.top - h for h in self.head]
-        ptr, nbr, wt = ins
+        cap, cap_arr = self.caps[0 if forward else 1]
         lev = [-1] * len(cap)
-        clusters, cdev = self.partition.clusters, self.cdev.tolist()
+        clusters = self.partition.clusters
+        nodes_of = [c.nodes for c in clusters]
         optr, onbr, owt = self._outer(forward)
-        capmin = np.full(len(clusters), len(cap), dtype=np.int64)
-        np.minimum.at(capmin, self.a, np.asarray(cap, dtype=np.int64))
-        room = capmin.tolist()
+        k = len(clusters)
+        capmin = np.full(k, len(cap), dtype=np.int64)
+        np.minimum.at(capmin, self.a, cap_arr)
+        # a lone node's own window always allows the target, and fallback clusters stay whole
+        whole = (np.bincount(self.a, minlength=k) == 1) | (self.cdev < 0)
+        room = np.where(whole, len(cap) + 1, capmin).tolist()  # above every target
         for c in order:
-            target = 0  # the first level its neighbours outside it (all placed) allow
-            for j in range(optr[c], optr[c + 1]):
-                x = lev[onbr[j]] + owt[j]
-                if x > target:
-                    target = x
-            nodes = clusters[c].nodes
-            if len(nodes) == 1 or cdev[c] < 0 or target <= room[c]:
-                for v in nodes:  # whole (a lone node's own window always allows it)
+            lo, hi = optr[c], optr[c + 1]
+            if hi - lo == 1:  # the first level its neighbours outside it (all placed) allow
+                target = lev[onbr[lo]] + owt[lo]
+            else:
+                target = 0
+                for j in range(lo, hi):
+                    x = lev[onbr[j]] + owt[j]
+                    if x > target:
+                        target = x
+            if target <= room[c]:
+                for v in nodes_of[c]:  # whole
                     lev[v] = target
-                continue
-            nodes = sorted(nodes, reverse=not forward)
-            low = [_low(v, lev, ins) for v in nodes]
-            for v, lo in zip(nodes, low):  # split: each node at the target or as near as it may
-                inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
-                             if lev[nbr[i]] >= 0), default=0)
-                lev[v] = max(min(target, cap[v]), lo, inner)
+            else:
+                self._split(nodes_of[c], target, forward, lev, cap)
         return lev if forward else [self.top - x for x in lev]
+
+    def _split(self, nodes: list[int], target: int, forward: bool, lev: list[int],
+               cap: list[int]) -> None:
+        """Place a cluster's nodes each at ``target`` or as near as its window allows."""
+        ins = self.pred if forward else self.succ
+        ptr, nbr, _ = ins
+        nodes = sorted(nodes, reverse=not forward)
+        low = [_low(v, lev, ins) for v in nodes]
+        for v, lo in zip(nodes, low):
+            inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
+                         if lev[nbr[i]] >= 0), default=0)
+            lev[v] = max(min(target, cap[v]), lo, inner)
 
     def _outer(self, forward: bool) -> tuple[list[int], list[int], list[int]]:
         """Per cluster (CSR lists), the edges into it from outside (``forward``; out of it,

@@ -147,6 +147,12 @@ class GraphCycles:
         alive = self._alive
         return sorted((v for v in range(len(alive)) if alive[v]), key=self._rank.__getitem__)
 
+    def order_array(self) -> np.ndarray:
+        """Alive nodes sorted by rank (as :meth:`topological_order`), as a numpy array."""
+        rank = np.asarray(self._rank, dtype=np.int64)
+        by_rank = np.argsort(rank, kind="stable")
+        return by_rank[np.asarray(self._alive, dtype=bool)[by_rank]]
+
     def is_reachable(self, x: int, y: int) -> bool:
         """Whether a path ``x ~> y`` exists (``True`` when ``x == y``)."""
         x, y = self._node(x), self._node(y)
@@ -450,8 +456,10 @@ class GraphCycles:
         """Path ``x ~> y`` for ``x != y``: bidirectional DFS inside the rank window.
 
         The forward search keeps to ranks < rank[y], the backward search to
-        ranks > rank[x]; they alternate, so the cost is about twice the
-        smaller of the two cones.  Either search running dry proves no path.
+        ranks > rank[x]; each step expands the side whose edges scanned so far,
+        with those of its next node, are fewer (a node of many edges waits), so
+        the cost is about twice the smaller of the two cones.  Either search
+        running dry proves no path.
         """
         rank = self._rank
         lo, hi = rank[x], rank[y]
@@ -460,20 +468,29 @@ class GraphCycles:
         out, inn = self._out, self._in
         fseen, bseen = {x}, {y}
         fstack, bstack = [x], [y]
+        fwork = bwork = 0
         while fstack and bstack:
-            for w in out[fstack.pop()]:
-                if w in bseen:
-                    return True
-                if rank[w] < hi and w not in fseen:
-                    fseen.add(w)
-                    fstack.append(w)
-            for w in inn[bstack.pop()]:
-                if w in fseen:
-                    return True
-                if rank[w] > lo and w not in bseen:
-                    bseen.add(w)
-                    bstack.append(w)
+            fnext, bnext = out[fstack[-1]], inn[bstack[-1]]
+            if fwork + len(fnext) <= bwork + len(bnext):
+                fstack.pop()
+                fwork += len(fnext)
+                for w in fnext:
+                    if w in bseen:
+                        return True
+                    if rank[w] < hi and w not in fseen:
+                        fseen.add(w)
+                        fstack.append(w)
+            else:
+                bstack.pop()
+                bwork += len(bnext)
+                for w in bnext:
+                    if w in fseen:
+                        return True
+                    if rank[w] > lo and w not in bseen:
+                        bseen.add(w)
+                        bstack.append(w)
         return False
+
 
 def _no_cycle(delta: set[int] | None, a: int, b: int) -> set[int]:
     if delta is None:  # callers check reachability first, so this cannot happen
