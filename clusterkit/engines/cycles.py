@@ -338,19 +338,26 @@ class _Contraction:
     def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:
         """:meth:`_try` for near edges without constraints to check; returns the positions
         refused for a cycle."""
-        find, link = self.uf.find, self.uf.link
-        contract = self.gc.contract_edge
+        parent, link = self.uf.parent, self.uf.link
+        contract = self.gc.contract_live_edge
         gid, orig = self.gid, self.orig
         lb = self.levels
+        asap, alap = (lb.asap, lb.alap) if lb is not None else ([], [])
         refused: list[int] = []
-        done = 0
+        done = level_refused = 0
         for i, (a, b) in enumerate(zip(us, vs)):
-            a, b = find(a), find(b)
+            while parent[a] != a:  # UnionFind.find inlined (path halving)
+                parent[a] = a = parent[parent[a]]
+            while parent[b] != b:
+                parent[b] = b = parent[parent[b]]
             if a == b:
                 continue
             ga, gb = (a, b) if gid is None else (gid[a], gid[b])
-            if lb is not None and not self._level_ok(ga, gb):
-                continue
+            if lb is not None:  # LevelBound.allows inlined
+                ax, ay, lx, ly = asap[ga], asap[gb], alap[ga], alap[gb]
+                if (ax if ax > ay else ay) > (lx if lx < ly else ly):
+                    level_refused += 1
+                    continue
             s = contract(ga, gb)
             if s is None:
                 refused.append(i)
@@ -363,6 +370,8 @@ class _Contraction:
             done += 1
         self.info["contractions"] += done
         self.info["refused_cycle"] += len(refused)
+        if level_refused:
+            self.info["refused_levels"] += level_refused
         return refused
 
     def _try(self, u: int, v: int, far: bool) -> str | None:
@@ -546,18 +555,18 @@ def _check_options(**opts: Any) -> None:
 def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     """Another path ``x ~> y`` besides the edge? ``"path"``, ``"none"`` (both cones of the rank
     window explored within ``budget`` nodes), or ``"budget"`` (a cone is larger)."""
-    rank = gcy.rank
-    lo, hi = rank(x), rank(y)
+    rank, out_set, in_set = gcy.ranks(), gcy.out_set, gcy.in_set  # live nodes only below
+    lo, hi = rank[x], rank[y]
     fseen = {x}
     stack = [x]
     while stack:
         u = stack.pop()
-        for w in gcy.successors(u):
+        for w in sorted(out_set(u)):
             if w == y:
                 if u == x:
                     continue
                 return "path"
-            if w not in fseen and rank(w) < hi:
+            if w not in fseen and rank[w] < hi:
                 if len(fseen) >= budget:
                     return "budget"
                 fseen.add(w)
@@ -566,14 +575,14 @@ def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     stack = [y]
     while stack:
         u = stack.pop()
-        for w in gcy.predecessors(u):
+        for w in sorted(in_set(u)):
             if w == x:
                 if u == y:
                     continue
                 return "path"
             if w in fseen:
                 return "path"
-            if w not in bseen and rank(w) > lo:
+            if w not in bseen and rank[w] > lo:
                 if len(bseen) >= budget:
                     return "budget"
                 bseen.add(w)

@@ -41,7 +41,7 @@ def merge_levels(partition: Partition) -> Partition:
     best, best_key = None, lv.key(list(range(lv.k)))
     for levels in lv.levels():
         labels = lv.bins(levels)
-        if len(set(labels)) == len(labels):
+        if labels is None:
             continue
         key = lv.key(labels)
         if key < best_key:
@@ -58,14 +58,17 @@ class _Levels:
         self.k = k = len(part.clusters)
         self.a = a = part.assignment()
         ndev = len(p.devices)
-        self.dev = dev = part.device_indices().tolist()
-        self.cls = cls = [d if d >= 0 else ndev for d in dev]
+        dev_a = part.device_indices()
+        self.dev = dev = dev_a.tolist()
+        cls_a = np.where(dev_a >= 0, dev_a, ndev)
         src, dst = part.cluster_edges()
         if _limited(p):  # runs split by a limit follow the order: the smallest id first
             self.order = topological_order(k, src, dst)
         else:  # labels are per (device, level) whatever the order
             self.order = part.cluster_order()
-        cls_a, dev_a = np.asarray(cls, dtype=np.int64), np.asarray(dev, dtype=np.int64)
+        order_a = np.asarray(self.order, dtype=np.int64)
+        self.acc_order = order_a[dev_a[order_a] >= 0].tolist()  # the order, fallback left out
+        self.size = np.bincount(a, minlength=k).tolist()  # nodes per cluster
         weight = ((cls_a[src] > cls_a[dst]) & (dev_a[dst] >= 0)
                   | np.isin(src * k + dst, _blocked_keys(part, a, dev_a)))
         ptr = np.searchsorted(src, np.arange(k + 1)).tolist()  # the edges are sorted
@@ -81,24 +84,27 @@ class _Levels:
         head, tail = heaviest_paths(self.order, self.succ, self.weight)
         return head, [-t for t in tail]
 
-    def bins(self, levels: list[int]) -> list[int]:
+    def bins(self, levels: list[int]) -> list[int] | None:
         """A label per cluster: one per (device, level), split into consecutive runs (in
-        topological order) where a limit forbids a merge; fallback clusters keep their own."""
-        dev = self.dev
+        topological order) where a limit forbids a merge; fallback clusters keep their own.
+        None when every cluster keeps its own label (no merge)."""
+        dev, acc = self.dev, self.acc_order
+        if len({(dev[c], levels[c]) for c in acc}) == len(acc):
+            return None  # one cluster per (device, level)
         labels = list(range(self.k))
         open_: dict[tuple[int, int], list[int]] = {}  # (device, level) -> members of the run
-        size = [len(c.nodes) for c in self.partition.clusters]
-        for c in self.order:
-            if dev[c] < 0:
-                continue
+        size = list(self.size)
+        merged = False
+        for c in acc:
             run = open_.get((dev[c], levels[c]))
             if run is not None and self._fits(run, c, size):
                 labels[c] = labels[run[0]]
                 run.append(c)
                 size[run[0]] += size[c]
+                merged = True
             else:
                 open_[(dev[c], levels[c])] = [c]
-        return labels
+        return labels if merged else None
 
     def _fits(self, run: list[int], c: int, size: list[int]) -> bool:
         p = self.p

@@ -195,11 +195,14 @@ class LevelBound:
         """Book-keeping after ``x`` and ``y`` became ``survivor``: its levels, then the levels
         they push forward (``asap``) and backward (``alap``)."""
         asap, alap, cls, barrier = self.asap, self.alap, self.cls, self.barrier
+        ax, ay, lx, ly = asap[x], asap[y], alap[x], alap[y]
         same = cls[x] == cls[y]  # then an equal level on both sides pushes nothing further:
-        push = not same or asap[x] != asap[y]  # every successor already sits at or after it
-        pull = not same or alap[x] != alap[y]
-        asap[survivor] = max(asap[x], asap[y])
-        alap[survivor] = min(alap[x], alap[y])
+        push = not same or ax != ay  # every successor already sits at or after it
+        pull = not same or lx != ly
+        asap[survivor] = ax if ax > ay else ay
+        alap[survivor] = lx if lx < ly else ly
+        if not (push or pull):
+            return
         out_set, in_set = self.gc.out_set, self.gc.in_set  # the fixed point is order-free
         stack = [survivor] if push else []
         while stack:  # weight() inlined: this is the hot loop of cycles+levels

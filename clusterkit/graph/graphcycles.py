@@ -128,6 +128,11 @@ class GraphCycles:
         """Direct predecessors of ``x``, sorted by id."""
         return sorted(self._in[self._node(x)])
 
+    def ranks(self) -> Sequence[int]:
+        """The rank of every node, as the graph's own sequence: not to be changed, and read
+        again after a mutation (for hot loops that read many ranks)."""
+        return self._rank
+
     def out_set(self, x: int) -> set[int]:
         """The successors of live node ``x`` as the graph's own set: unsorted, ``x`` not
         checked, not to be changed (for hot loops whose result does not depend on the order)."""
@@ -226,6 +231,11 @@ class GraphCycles:
             return None
         return self._contract(x, y)
 
+    def contract_live_edge(self, x: int, y: int) -> int | None:
+        """:meth:`contract_edge` for a caller that knows ``x`` and ``y`` are live node ids (plain
+        ints) joined by the edge ``x -> y``: neither is checked (for hot loops)."""
+        return self._contract(x, y)
+
     def _pair(self, x: int, y: int) -> tuple[int, int]:
         """Two alive node ids, checked (plain ints pass with a few comparisons)."""
         alive = self._alive
@@ -248,13 +258,18 @@ class GraphCycles:
     def descendant_marks(self, mark: dict[int, int]) -> dict[int, int]:
         """Per alive node, the bitwise or of ``mark`` (0 where absent) over the nodes it
         reaches, itself excluded: one pass in reverse topological order."""
-        out, get = self._out, mark.get
+        out = self._out
+        own = [0] * len(out)
+        for v, bits in mark.items():
+            own[v] = bits
+        seen = [0] * len(out)  # per node placed so far: its mark or those of its descendants
         desc: dict[int, int] = {}
-        for v in reversed(self.topological_order()):
+        for v in reversed(self.order_array().tolist()):
             d = 0
             for w in out[v]:
-                d |= desc[w] | get(w, 0)
+                d |= seen[w]
             desc[v] = d
+            seen[v] = d | own[v]
         return desc
 
     def contract_between(self, x: int, y: int) -> int | None:
