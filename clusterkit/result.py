@@ -71,7 +71,7 @@ class Partition:
                         base + len(problem.groups) + np.arange(n))
         key[fb] = gkey[fb]
         # one sort (by key, members ascending) instead of one array per cluster: 1e6 nodes
-        order = np.lexsort((np.arange(n), key))
+        order = np.argsort(key, kind="stable")
         sk = key[order]
         starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
         ends = np.append(starts[1:], n)

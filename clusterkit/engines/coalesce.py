@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from clusterkit.engines.horizontal import merge_levels, refits
-from clusterkit.graph.algorithms import UnionFind
+from clusterkit.graph.algorithms import UnionFind, roots
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
@@ -301,9 +301,9 @@ class _Merger:
     def result(self) -> Partition:
         """The merged clusters as a partition, with the GraphCycles' order of them recorded
         (:meth:`Partition.record_order`: no new topological sort)."""
-        part, find = self.partition, self.uf.find
-        roots = np.asarray([find(c) for c in range(self.k)], dtype=np.int64)
-        labels = roots[self.a]
+        part = self.partition
+        top = roots(self.uf.parent)  # per cluster, the root of its set
+        labels = top[self.a]
         devices = np.asarray(self.dev, dtype=np.int64)[self.a]
         out = Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
                                         selector=part.selector, seconds=part.seconds,
@@ -314,7 +314,7 @@ class _Merger:
         pos = np.empty(k, dtype=np.int64)  # root cluster -> its position in ``out``
         pos[labels] = out.assignment()
         root_of = np.empty(self.gc.num_nodes, dtype=np.int64)  # GraphCycles node -> root
-        live = np.flatnonzero(roots == np.arange(k))
+        live = np.flatnonzero(top == np.arange(k))
         root_of[np.asarray(self.node_of, dtype=np.int64)[live]] = live
         out.record_order(pos[root_of[self.gc.order_array()]])
         return out

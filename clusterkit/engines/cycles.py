@@ -49,7 +49,7 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.level_bound import LevelBound
 from clusterkit.engines.longest_path import finish, plan, selector_pass
 from clusterkit.errors import StrategyError
-from clusterkit.graph.algorithms import UnionFind, gc_paused
+from clusterkit.graph.algorithms import UnionFind, gc_paused, roots
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import (SubgraphSelector, call_select, call_select_input,
@@ -530,8 +530,8 @@ class _Contraction:
 
     # ------------------------------------------------------------------ result
     def labels(self) -> np.ndarray:
-        find = self.find
-        return np.fromiter((find(v) for v in range(self.n)), dtype=np.int64, count=self.n)
+        """The root of every node's cluster (pointer jumping on the union-find parents)."""
+        return roots(self.uf.parent)
 
     def selector_of(self, label: int) -> SubgraphSelector | None:
         """The grown selector of the cluster labelled ``label`` (its GraphCycles id)."""
