@@ -472,10 +472,11 @@ class _Contraction:
 
         def attempt(o: int, c: int) -> int | None:
             go, gc_ = self.to_gc(o), self.to_gc(c)
-            if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_) or \
-                    not gcy.can_merge(go, gc_):
+            if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_):
                 return None
-            sg = gcy.merge(go, gc_)
+            sg = gcy.merge(go, gc_)  # None (graph unchanged) when a path joins them
+            if sg is None:
+                return None
             self._level_merged(sg, go, gc_)
             s = self.from_gc(sg)
             self._absorbed(s, c if s == o else o)
@@ -517,7 +518,8 @@ class _Contraction:
             if not ok_dev[d]:
                 continue
             open_: list[int] = []
-            for c in sorted(by_dev[d], key=lambda x: gcy.rank(self.to_gc(x))):
+            rank, to_gc = gcy.ranks(), self.to_gc
+            for c in sorted(by_dev[d], key=lambda x: rank[to_gc(x)]):
                 merged = False
                 for j in range(len(open_) - 1, max(-1, len(open_) - 1 - self.NEIGHBOURS), -1):
                     s = attempt(open_[j], c)
