@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from clusterkit.graph.algorithms import heaviest_paths, topological_order
+from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
@@ -71,17 +71,28 @@ class _Levels:
         self.size = np.bincount(a, minlength=k).tolist()  # nodes per cluster
         weight = ((cls_a[src] > cls_a[dst]) & (dev_a[dst] >= 0)
                   | np.isin(src * k + dst, _blocked_keys(part, a, dev_a)))
-        ptr = np.searchsorted(src, np.arange(k + 1)).tolist()  # the edges are sorted
+        # a fallback cluster whose one successor is a fallback cluster, over a weight-0 edge,
+        # lies on every path through it at the same levels: folded into that successor, the
+        # accelerator clusters' levels stay (fewer nodes to walk)
+        rep = _fold_fallback(k, src, dst, weight, dev_a < 0)
+        self.walk = order_a[rep[order_a] == order_a].tolist()  # the order, folded left out
+        src, dst = rep[src], rep[dst]
+        out = src != dst
+        key = np.unique(src[out] * (2 * k) + dst[out] * 2 + weight[out])  # the heavier last
+        pair = key >> 1
+        last = np.ones(len(key), dtype=bool)
+        last[:-1] = pair[1:] != pair[:-1]
+        pair, heavy = pair[last], (key[last] & 1).tolist()
+        ptr = np.searchsorted(pair // k, np.arange(k + 1)).tolist()
         spans = list(map(slice, ptr[:-1], ptr[1:]))
-        self.succ: list[list[int]] = list(map(dst.tolist().__getitem__, spans))
-        self.weight: list[list[int]] = list(map(weight.astype(np.int64).tolist().__getitem__,
-                                                spans))
+        self.succ: list[list[int]] = list(map((pair % k).tolist().__getitem__, spans))
+        self.weight: list[list[int]] = list(map(heavy.__getitem__, spans))
         self.never = _never_partners(part, a)
 
     def levels(self) -> tuple[list[int], list[int]]:
         """Two levelings: the heaviest path ending at each cluster (``asap``) and minus the
-        heaviest path starting at it (``alap``)."""
-        head, tail = heaviest_paths(self.order, self.succ, self.weight)
+        heaviest path starting at it (``alap``); read for the accelerator clusters only."""
+        head, tail = heaviest_paths(self.walk, self.succ, self.weight)
         return head, [-t for t in tail]
 
     def bins(self, levels: list[int]) -> list[int] | None:
@@ -137,6 +148,19 @@ class _Levels:
                                         fallback_reasons=dict(part.fallback_reasons))
         out.info["level_merges"] = len(part.clusters) - len(out.clusters)
         return out
+
+
+def _fold_fallback(k: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
+                   fallback: np.ndarray) -> np.ndarray:
+    """Per cluster, the cluster it folds into: a fallback cluster whose only successor is a
+    fallback cluster, over a weight-0 edge, folds into it (chains to their end); the others
+    into themselves. Every path through a folded cluster goes on to its successor without
+    weight, so the heaviest paths of the other clusters are those of the folded graph."""
+    outdeg = np.bincount(src, minlength=k)
+    fold = fallback[src] & fallback[dst] & (outdeg[src] == 1) & ~weight
+    parent = np.arange(k, dtype=np.int64)
+    parent[src[fold]] = dst[fold]
+    return roots(parent)
 
 
 def _limited(p) -> bool:
