@@ -267,6 +267,7 @@ class _NodeLevels:
         self.p = p = part.problem
         g = p.graph
         self.a = a = part.assignment()
+        self._fold: tuple[np.ndarray, dict[int, list[int]], list[int]] | None = None
         if like is not None:  # same node devices and weights: only the cluster order is new
             self.cdev = part.device_indices()
             self.ndev, self.succ, self.pred, self.w = like.ndev, like.succ, like.pred, like.w
@@ -307,22 +308,25 @@ class _NodeLevels:
     def place(self, forward: bool) -> list[int]:
         """A level per node: clusters in topological order (``forward``) or its reverse. The
         placement reads only the levels of a cluster's neighbours outside it, all placed before
-        it in any topological order, so which order does not matter."""
-        if forward:
-            ins, order = self.pred, self.corder
-        else:
-            ins, order = self.succ, self.corder[::-1]
+        it in any topological order, so which order does not matter. A fallback cluster whose
+        only successor is a fallback cluster is placed with it (:meth:`_folds`): forward, the
+        levels of its nodes are read by that successor only (left unset: no accelerator node
+        reads them, and the fallback's are not used); backward, they are those of the
+        successor (written with them)."""
+        rep, extra, walk = self._folds()
+        order = walk if forward else walk[::-1]
         cap, cap_arr = self.caps[0 if forward else 1]
         lev = [-1] * len(cap)
         clusters = self.partition.clusters
         nodes_of = [c.nodes for c in clusters]
-        optr, onbr, owt = self._outer(forward)
+        optr, onbr, owt = self._outer(forward, rep[self.a])
         k = len(clusters)
         capmin = np.full(k, len(cap), dtype=np.int64)
         np.minimum.at(capmin, self.a, cap_arr)
         # a lone node's own window always allows the target, and fallback clusters stay whole
         whole = (np.bincount(self.a, minlength=k) == 1) | (self.cdev < 0)
         room = np.where(whole, len(cap) + 1, capmin).tolist()  # above every target
+        more = {} if forward else extra
         for c in order:
             lo, hi = optr[c], optr[c + 1]
             if hi - lo == 1:  # the first level its neighbours outside it (all placed) allow
@@ -336,9 +340,34 @@ class _NodeLevels:
             if target <= room[c]:
                 for v in nodes_of[c]:  # whole
                     lev[v] = target
+                folded = more.get(c)
+                if folded:
+                    for v in folded:
+                        lev[v] = target
             else:
                 self._split(nodes_of[c], target, forward, lev, cap)
         return lev if forward else [self.top - x for x in lev]
+
+    def _folds(self) -> tuple[np.ndarray, dict[int, list[int]], list[int]]:
+        """Per cluster the cluster it is placed with: a fallback cluster whose only successor
+        (in the cluster graph) is a fallback cluster goes with it, chains to their end (every
+        edge into a fallback node weighs 0); the nodes placed with each other cluster; and the
+        topological order of the clusters left (made once per partition)."""
+        if self._fold is None:
+            k = len(self.partition.clusters)
+            src, dst = self.partition.cluster_edges()
+            fb = self.cdev < 0
+            fold = fb[src] & fb[dst] & (np.bincount(src, minlength=k)[src] == 1)
+            parent = np.arange(k, dtype=np.int64)
+            parent[src[fold]] = dst[fold]
+            rep = roots(parent)
+            moved = np.flatnonzero(rep[self.a] != self.a)  # nodes of the folded clusters
+            extra: dict[int, list[int]] = {}
+            for v, c in zip(moved.tolist(), rep[self.a[moved]].tolist()):
+                extra.setdefault(c, []).append(v)
+            order = np.asarray(self.corder, dtype=np.int64)
+            self._fold = (rep, extra, order[rep[order] == order].tolist())
+        return self._fold
 
     def _split(self, nodes: list[int], target: int, forward: bool, lev: list[int],
                cap: list[int]) -> None:
@@ -352,10 +381,10 @@ class _NodeLevels:
                          if lev[nbr[i]] >= 0), default=0)
             lev[v] = max(min(target, cap[v]), lo, inner)
 
-    def _outer(self, forward: bool) -> tuple[list[int], list[int], list[int]]:
+    def _outer(self, forward: bool, a: np.ndarray) -> tuple[list[int], list[int], list[int]]:
         """Per cluster (CSR lists), the edges into it from outside (``forward``; out of it,
-        else): the neighbour outside and the weight."""
-        g, a = self.p.graph, self.a
+        else): the neighbour outside and the weight; ``a``: the cluster of each node."""
+        g = self.p.graph
         src, dst = g.edge_src, g.edge_dst
         into, other = (a[dst], src) if forward else (a[src], dst)
         ext = np.flatnonzero(a[src] != a[dst])
