@@ -76,8 +76,9 @@ def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | Non
         if merge_non_adjacent:
             engine.merge_independent()
         labels = engine.labels()
+        ranks = engine.ranks(labels)
         engine.gc = None  # free the dynamic graph before the partition is built
-    return _partition(engine, labels, dict(engine.info))
+    return _partition(engine, (labels, ranks), dict(engine.info))
 
 
 def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | None = 1024,
@@ -97,23 +98,34 @@ def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | Non
         if levels:
             engine.bound_levels()
         engine.contract(passes)
-        plain_labels, plain_info = engine.labels(), dict(engine.info)
+        labels = engine.labels()
+        plain, plain_info = (labels, engine.ranks(labels)), dict(engine.info)
         engine.merge_independent()
         labels = engine.labels()
+        ranks = engine.ranks(labels)
         engine.gc = None
-    return (_partition(engine, plain_labels, plain_info),
-            _partition(engine, labels, dict(engine.info)))
+    return (_partition(engine, plain, plain_info),
+            _partition(engine, (labels, ranks), dict(engine.info)))
 
 
-def _partition(engine: _Contraction, labels: np.ndarray, info: dict[str, Any]) -> Partition:
+def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],
+               info: dict[str, Any]) -> Partition:
     """The selector pass and the partition for contraction labels (on a copy of the plan's
-    fallback codes, which :func:`finish` updates)."""
+    fallback codes, which :func:`finish` updates); ``found``: the labels and the rank of each
+    node's contracted node, whose order the partition keeps as its cluster order when it is
+    one (:meth:`Partition.record_order`: the clusters the selector pass left as they were)."""
     problem = engine.problem
+    labels, ranks = found
     plan_ = dataclasses.replace(engine.plan, codes=engine.plan.codes.copy())
     labels, dev, stats = selector_pass(problem, plan_, labels, engine.dev,
                                        selectors=engine.selector_of)
     info.update(stats)
-    return finish(problem, plan_, labels, dev, "cycles", info)
+    part = finish(problem, plan_, labels, dev, "cycles", info)
+    if len(part.clusters) > 1:
+        rank = np.empty(len(part.clusters), dtype=np.int64)
+        rank[part.assignment()] = ranks
+        part.record_order(np.argsort(rank, kind="stable"))
+    return part
 
 
 class _Contraction:
@@ -534,6 +546,12 @@ class _Contraction:
     def labels(self) -> np.ndarray:
         """The root of every node's cluster (pointer jumping on the union-find parents)."""
         return roots(self.uf.parent)
+
+    def ranks(self, labels: np.ndarray) -> np.ndarray:
+        """Per node, the rank of its cluster's GraphCycles node now (a topological order of
+        the clusters; ``labels``: :meth:`labels`)."""
+        at = labels if self.gid is None else np.asarray(self.gid)[labels]
+        return np.asarray(self.gc.ranks(), dtype=np.int64)[at]
 
     def selector_of(self, label: int) -> SubgraphSelector | None:
         """The grown selector of the cluster labelled ``label`` (its GraphCycles id)."""
