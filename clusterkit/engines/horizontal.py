@@ -400,7 +400,10 @@ class _NodeLevels:
             return parts, cut
         on = self.ndev >= 0
         units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
-        return len(np.unique(units[on])), cut_bytes(self.p.graph, units)[0]
+        used = units[on]  # small ids: counted without a sort when none is negative
+        parts = (int(np.count_nonzero(np.bincount(used))) if len(used) and used.min() >= 0
+                 else len(np.unique(used)))
+        return parts, cut_bytes(self.p.graph, units)[0]
 
     def build(self, lev: list[int]) -> Partition:
         """Accelerator nodes grouped by (device, level); fallback nodes as before."""
