@@ -164,7 +164,7 @@ class LevelBound:
         self.gc = gc
         self.cls = list(cls)
         self.barrier = barrier
-        order = gc.topological_order()
+        order = gc.order_array().tolist()  # alive nodes by rank
         n = gc.num_nodes
         cls = self.cls
         out = gc.out_set  # any order of the successors: the path lengths are the same

@@ -149,11 +149,10 @@ class GraphCycles:
 
     def topological_order(self) -> list[int]:
         """Alive nodes sorted by rank."""
-        alive = self._alive
-        return sorted((v for v in range(len(alive)) if alive[v]), key=self._rank.__getitem__)
+        return self.order_array().tolist()
 
     def order_array(self) -> np.ndarray:
-        """Alive nodes sorted by rank (as :meth:`topological_order`), as a numpy array."""
+        """Alive nodes sorted by rank, as a numpy array."""
         rank = np.asarray(self._rank, dtype=np.int64)
         by_rank = np.argsort(rank, kind="stable")
         return by_rank[np.asarray(self._alive, dtype=bool)[by_rank]]
