@@ -216,8 +216,7 @@ def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Partition]
 def _fingerprint(part: Partition) -> bytes:
     """The partition's clusters as bytes: equal for two members that found the same clusters
     (which are then coalesced once)."""
-    devices = [c.device for c in part.clusters]
-    return part.assignment().tobytes() + repr(devices).encode()
+    return part.assignment().tobytes() + part.device_indices().tobytes()
 
 
 def _member_names(problem: Problem, members: Sequence[str] | None,

@@ -293,10 +293,7 @@ class _NodeLevels:
         self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
         pe = g.pred_edge
         self.pred = (g.pred_ptr.tolist(), src[pe].tolist(), w[pe].tolist())
-        ptr, dst_l, w_l = self.succ
-        bounds = list(zip(ptr[:-1], ptr[1:]))
-        self.head, self.tail = heaviest_paths(  # node ids are topological
-            range(g.n), [dst_l[i:j] for i, j in bounds], [w_l[i:j] for i, j in bounds])
+        self.head, self.tail = _node_paths(g, w, dev < 0)
         self.top = top = max(self.head, default=0)
         # per direction, the last level each node may take (forward) or its mirror (backward)
         caps = (top - np.asarray(self.tail, dtype=np.int64),
@@ -417,6 +414,28 @@ class _NodeLevels:
                                          selector=part.selector, seconds=part.seconds,
                                          info=dict(part.info),
                                          fallback_reasons=dict(part.fallback_reasons))
+
+
+def _node_paths(g, w: np.ndarray, fallback: np.ndarray) -> tuple[list[int], list[int]]:
+    """Per node, the heaviest path (weights ``w`` per edge) ending at it and starting at it,
+    exact for every node but the fallback nodes whose one edge out goes to a fallback node
+    (folded into it: every edge into a fallback node weighs 0, so the other nodes' paths are
+    those of the folded graph; theirs are left at 0, and the heaviest path ends elsewhere)."""
+    n = g.n
+    src, dst = g.edge_src, g.edge_dst
+    rep = _fold_fallback(n, src, dst, w > 0, fallback)
+    walk = np.flatnonzero(rep == np.arange(n)).tolist()  # node ids are topological
+    src, dst = rep[src], rep[dst]
+    out = src != dst
+    key = np.unique(src[out] * (2 * n) + dst[out] * 2 + w[out])  # the heavier last
+    pair = key >> 1
+    last = np.ones(len(key), dtype=bool)
+    last[:-1] = pair[1:] != pair[:-1]
+    pair, heavy = pair[last], (key[last] & 1).tolist()
+    ptr = np.searchsorted(pair // n, np.arange(n + 1)).tolist()
+    spans = list(map(slice, ptr[:-1], ptr[1:]))
+    return heaviest_paths(walk, list(map((pair % n).tolist().__getitem__, spans)),
+                          list(map(heavy.__getitem__, spans)))
 
 
 def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) -> int:
