@@ -45,3 +45,37 @@ def test_cycles_partitions_keep_a_topological_cluster_order(selector):
         for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist()):
             if where[u] != where[v]:
                 assert pos[int(where[u])] < pos[int(where[v])]
+
+
+@pytest.mark.parametrize("selector", ["coreml", "tensorrt"])
+def test_levels_from_a_copied_start_equal_a_fresh_run(selector):
+    from clusterkit.engines.cycles import run, run_both
+
+    problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", selector)
+    plain, merged, later = run_both(problem, then_levels=True)
+    for got, want in ((plain, run(problem)), (merged, run(problem, merge_non_adjacent=True)),
+                      (later(), run(problem, levels=True))):
+        assert got.assignment().tolist() == want.assignment().tolist()
+        assert got.device_indices().tolist() == want.device_indices().tolist()
+        assert got.info == want.info
+
+
+def test_graphcycles_copy_is_independent():
+    from clusterkit.graph.graphcycles import GraphCycles, OneSidedGraphCycles
+
+    src, dst = [0, 1, 2, 3, 0, 2], [1, 2, 3, 4, 5, 5]
+    for cls in (GraphCycles, OneSidedGraphCycles):
+        g = cls.from_edges(6, src, dst)
+        g.contract_edge(3, 4)
+        c, fresh = g.copy(), cls.from_edges(6, src, dst)
+        fresh.contract_edge(3, 4)
+        got = [(h.contract_edge(0, 1), h.merge(5, 3 if h.alive(3) else 4), h.merge(0, 2))
+               for h in (c, fresh)]  # the same steps on the copy and on a graph built again
+        assert got[0] == got[1] and got[0][0] is not None and got[0][2] is None
+        assert [c.alive(v) for v in range(6)] == [fresh.alive(v) for v in range(6)]
+        assert c.topological_order() == fresh.topological_order()
+        live = [v for v in range(6) if c.alive(v)]
+        assert [c.successors(v) for v in live] == [fresh.successors(v) for v in live]
+        c.check_invariants()
+        g.check_invariants()  # the original is untouched
+        assert g.alive(0) and g.alive(1) and g.successors(0) == [1, 5]

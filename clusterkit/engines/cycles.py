@@ -40,6 +40,7 @@ Details:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -69,6 +70,13 @@ def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | Non
     _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
     with gc_paused():  # the contraction allocates millions of small sets and lists
         engine = _Contraction(problem, window, far_span, far_budget)
+    return _run(engine, levels, merge_non_adjacent, passes)
+
+
+def _run(engine: _Contraction, levels: bool, merge_non_adjacent: bool,
+         passes: int) -> Partition:
+    """:func:`run` on an engine that has not started."""
+    with gc_paused():
         engine.merge_groups()
         if levels:
             engine.bound_levels()
@@ -82,18 +90,24 @@ def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | Non
 
 
 def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | None = 1024,
-             far_budget: int = 16, passes: int = 1,
-             levels: bool = False) -> tuple[Partition, Partition]:
+             far_budget: int = 16, passes: int = 1, levels: bool = False,
+             then_levels: bool = False) -> tuple[Partition, ...]:
     """The partitions of :func:`run` without and with ``merge_non_adjacent`` from one
     contraction (the non-adjacent merges come after it). Equal to two calls of :func:`run`;
-    with an edge-sensitive selector it is two calls (its selectors hold state)."""
+    with an edge-sensitive selector it is two calls (its selectors hold state). With
+    ``then_levels`` a third item: a function returning :func:`run` with ``levels`` (and no
+    ``merge_non_adjacent``), which starts from a copy of the same graph instead of building
+    it again."""
     opts = dict(window=window, far_span=far_span, far_budget=far_budget, passes=passes,
                 levels=levels)
     _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
     with gc_paused():
         engine = _Contraction(problem, window, far_span, far_budget)
         if any(engine.edge_sensitive):
-            return run(problem, **opts), run(problem, merge_non_adjacent=True, **opts)
+            later = (lambda: run(problem, **dict(opts, levels=True)),) if then_levels else ()
+            return (run(problem, **opts), run(problem, merge_non_adjacent=True, **opts),
+                    *later)
+        start = engine.copy() if then_levels else None
         engine.merge_groups()
         if levels:
             engine.bound_levels()
@@ -104,8 +118,11 @@ def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | Non
         labels = engine.labels()
         ranks = engine.ranks(labels)
         engine.gc = None
-    return (_partition(engine, plain, plain_info),
+    both = (_partition(engine, plain, plain_info),
             _partition(engine, (labels, ranks), dict(engine.info)))
+    if start is None:
+        return both
+    return (*both, lambda: _run(start, True, False, passes))
 
 
 def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],
@@ -188,6 +205,18 @@ class _Contraction:
         for grp in p.groups:
             self.in_group[grp] = True
         self.levels: LevelBound | None = None
+
+    def copy(self) -> _Contraction:
+        """This contraction before it started, to run again with other options: its own
+        GraphCycles, union-find and bookkeeping; the plan and arrays read only are shared."""
+        other = copy.copy(self)
+        other.gc = self.gc.copy()
+        other.uf = UnionFind(self.n)
+        other.find, other.size = other.uf.find, other.uf.size
+        other.cbytes = list(self.cbytes) if self.cbytes is not None else None
+        other.never = {v: set(partners) for v, partners in self.never.items()}
+        other.sel, other.info, other.levels = {}, dict(self.info), None
+        return other
 
     def bound_levels(self) -> None:
         """Refuse from now on every merge that would raise the number of levels

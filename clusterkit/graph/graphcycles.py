@@ -93,6 +93,16 @@ class GraphCycles:
             graph._rank = positions(topological_order(n, s, d))
         return graph
 
+    def copy(self) -> GraphCycles:
+        """An independent copy (same nodes, edges, ranks and dead nodes)."""
+        other = self.__class__.__new__(self.__class__)
+        other._rank = list(self._rank)
+        with gc_paused():  # thousands of fresh sets
+            other._out = list(map(set.copy, self._out))
+            other._in = list(map(set.copy, self._in))
+        other._alive = list(self._alive)
+        return other
+
     def add_node(self) -> int:
         """Append an isolated node (rank = its id) and return its id."""
         x = len(self._rank)
@@ -230,11 +240,6 @@ class GraphCycles:
             return None
         return self._contract(x, y)
 
-    def contract_live_edge(self, x: int, y: int) -> int | None:
-        """:meth:`contract_edge` for a caller that knows ``x`` and ``y`` are live node ids (plain
-        ints) joined by the edge ``x -> y``: neither is checked (for hot loops)."""
-        return self._contract(x, y)
-
     def _pair(self, x: int, y: int) -> tuple[int, int]:
         """Two alive node ids, checked (plain ints pass with a few comparisons)."""
         alive = self._alive
@@ -243,8 +248,9 @@ class GraphCycles:
             return self._node(x), self._node(y)   # raises, or converts an integer-like id
         return x, y
 
-    def _contract(self, x: int, y: int) -> int | None:
-        """Contract the existing edge ``x -> y`` unless another path joins them."""
+    def contract_live_edge(self, x: int, y: int) -> int | None:
+        """:meth:`contract_edge` for a caller that knows ``x`` and ``y`` are live node ids (plain
+        ints) joined by the edge ``x -> y``: neither is checked (for hot loops)."""
         out_x, in_y = self._out[x], self._in[y]
         out_x.discard(y)
         in_y.discard(x)
@@ -253,6 +259,8 @@ class GraphCycles:
             in_y.add(x)
             return None
         return self._absorb(x, y)
+
+    _contract = contract_live_edge  # the existing edge x -> y, unless another path joins them
 
     def descendant_marks(self, mark: dict[int, int]) -> dict[int, int]:
         """Per alive node, the bitwise or of ``mark`` (0 where absent) over the nodes it
@@ -557,6 +565,13 @@ class OneSidedGraphCycles(GraphCycles):
         """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
         super().__init__(n)
         self._init_order()
+
+    def copy(self) -> OneSidedGraphCycles:
+        """An independent copy (same nodes, edges, ranks and dead nodes)."""
+        other = super().copy()
+        other._set_rank(self._rank_np.copy())
+        other._order = self._order.copy()
+        return other
 
     def _init_order(self) -> None:
         rank = np.asarray(self._rank, dtype=np.int64)
