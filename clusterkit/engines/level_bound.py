@@ -167,11 +167,11 @@ class LevelBound:
         order = gc.order_array().tolist()  # alive nodes by rank
         n = gc.num_nodes
         cls = self.cls
-        out = gc.out_set  # any order of the successors: the path lengths are the same
+        out = gc.successor_sets()  # any order of the successors: the same path lengths
         asap = [0] * n  # the heaviest path ending at each node, weight() inlined
         for x in order:
             hx, cx = asap[x], cls[x]
-            for y in out(x):
+            for y in out[x]:
                 cy = cls[y]
                 v = hx + (cy < barrier and cx > cy)
                 if v > asap[y]:
@@ -179,7 +179,7 @@ class LevelBound:
         tail = [0] * n  # the heaviest path starting at each node
         for x in reversed(order):
             best, cx = 0, cls[x]
-            for y in out(x):
+            for y in out[x]:
                 cy = cls[y]
                 v = tail[y] + (cy < barrier and cx > cy)
                 if v > best:

@@ -143,6 +143,11 @@ class GraphCycles:
         again after a mutation (for hot loops that read many ranks)."""
         return self._rank
 
+    def successor_sets(self) -> list[set[int]]:
+        """The successor set of every node (by id), as the graph's own list: not to be changed
+        (for loops over all nodes, like :meth:`out_set` for one)."""
+        return self._out
+
     def out_set(self, x: int) -> set[int]:
         """The successors of live node ``x`` as the graph's own set: unsorted, ``x`` not
         checked, not to be changed (for hot loops whose result does not depend on the order)."""
