@@ -212,7 +212,8 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
     never-together pairs) are returned unchanged."""
     if _unfit(partition):
         return partition
-    return _fit_levels(_NodeLevels(partition), slack)[1]()
+    nl = _NodeLevels(partition)
+    return _maker(nl, _fit_levels(nl, slack)[1])()
 
 
 def refits(first: Partition, second: Partition, memo: dict | None = None
@@ -223,14 +224,30 @@ def refits(first: Partition, second: Partition, memo: dict | None = None
     per partition ``((cut_bytes, partitions), make)``: the figures of its refit and a function
     that builds it, for a caller that keeps only the best. ``memo`` (a dict kept by the caller
     for partitions of one graph) keeps the node levels by node devices and edge weights for the
-    next call."""
+    next call, and the refit of each partition by its clusters (two members of ``auto`` often
+    reach the same merged clusters)."""
     if _unfit(first) or _unfit(second):
         out = (fit_levels(first), fit_levels(second))
         return [(part.figures()[1:], lambda part=part: part) for part in out]
     nl = _NodeLevels(first, memo=memo)
-    one = _fit_levels(nl, 0.0)
-    two = one if first is second else _fit_levels(_NodeLevels(second, like=nl), 0.0)
-    return [one, two]
+    fits = []
+    for levels in (nl,) if first is second else (nl, _NodeLevels(second, like=nl)):
+        key = (levels.a.tobytes(), levels.cdev.tobytes(), levels.w.tobytes())
+        if memo is None or key not in memo:  # the same clusters give the same refit
+            found = _fit_levels(levels, 0.0)
+            if memo is None:
+                fits.append((found[0], _maker(levels, found[1])))
+                continue
+            memo[key] = found
+        fits.append((memo[key][0], _maker(levels, memo[key][1])))
+    return fits * (3 - len(fits))  # the one refit twice when first is second
+
+
+def _maker(nl: "_NodeLevels", lev: list[int] | None) -> Callable[[], Partition]:
+    """A function building the refit with levels ``lev`` of ``nl``'s partition (the partition
+    itself for None)."""
+    part = nl.partition
+    return (lambda: part) if lev is None else (lambda: nl.build(lev))
 
 
 def _unfit(partition: Partition) -> bool:
@@ -242,9 +259,9 @@ def _unfit(partition: Partition) -> bool:
 
 
 def _fit_levels(nl: "_NodeLevels", slack: float
-                ) -> tuple[tuple[int, int], Callable[[], Partition]]:
-    """The refit of ``nl``'s partition as ``((cut_bytes, partitions), make)`` (the partition
-    itself when no refit is better)."""
+                ) -> tuple[tuple[int, int], list[int] | None]:
+    """The refit of ``nl``'s partition as ``((cut_bytes, partitions), levels)``: its node
+    levels, or None when no refit is better (the figures are then the partition's)."""
     partition = nl.partition
     best, best_key = None, nl.key(None)  # (partitions, cut_bytes): the input's
     budget = best_key[1] * (1 + slack) if best_key[1] else 0  # no 0 * inf
@@ -254,8 +271,8 @@ def _fit_levels(nl: "_NodeLevels", slack: float
         if key[1] <= budget and key < best_key:
             best, best_key = lev, key
     if best is None:
-        return partition.figures()[1:], lambda: partition
-    return (best_key[1], best_key[0]), lambda: nl.build(best)
+        return partition.figures()[1:], None
+    return (best_key[1], best_key[0]), best
 
 
 class _NodeLevels:
