@@ -533,14 +533,13 @@ class _Contraction:
         bounds = np.searchsorted(inc_t, np.arange(len(tt.nbytes) + 1))
         consumers = inc_n.tolist()
         b_list = bounds.tolist()
-        free = tt.free.tolist()
-        for t in t_order.tolist():
+        shared = (np.diff(bounds)[t_order] >= 2) & ~tt.free[t_order]  # read twice, not free
+        dev_l = dev.tolist()
+        for t in t_order[shared].tolist():
             lo, hi = b_list[t], b_list[t + 1]
-            if hi - lo < 2 or free[t]:
-                continue
             first: dict[int, int] = {}
             for v in consumers[lo:hi]:
-                d = int(dev[v])
+                d = dev_l[v]
                 if d < 0 or not ok_dev[d]:
                     continue
                 c = find(v)
@@ -551,10 +550,11 @@ class _Contraction:
                 o = find(o)
                 s = attempt(o, c)
                 first[d] = s if s is not None else o
-        roots = [v for v in range(self.n) if self.uf.parent[v] == v and dev[v] >= 0]
+        parent = self.uf.parent
         by_dev: dict[int, list[int]] = {}
-        for c in roots:
-            by_dev.setdefault(int(dev[c]), []).append(c)
+        for c in range(self.n):
+            if parent[c] == c and dev_l[c] >= 0:
+                by_dev.setdefault(dev_l[c], []).append(c)
         for d in sorted(by_dev):
             if not ok_dev[d]:
                 continue
