@@ -256,7 +256,7 @@ class _Merger:
         while True:
             nx_ = node_of[x]
             if at != nx_:  # x's node is new: what it is related and adjacent to, again
-                at = nx_
+                at, fresh = nx_, True  # fresh: no merge since (the Reach rows are exact)
                 near = self._near(nx_)
                 todo = np.flatnonzero(self._worth(near, rows[i:])) + i
                 todo = todo.tolist()[::-1]
@@ -272,7 +272,7 @@ class _Merger:
             ny_ = node_of[y]
             how = adjacent.get(ny_)
             if not related[row[ny_]]:  # no path, so no edge either
-                survivor = gc_.merge(nx_, ny_)
+                survivor = gc_.merge_unrelated(nx_, ny_) if fresh else gc_.merge(nx_, ny_)
             elif how == _AFTER:
                 survivor = gc_.contract_edge(nx_, ny_)
             elif how == _BEFORE:
@@ -280,6 +280,7 @@ class _Merger:
             else:  # pragma: no cover - _worth passes over these
                 survivor = None
             if survivor is not None:
+                fresh = False
                 reach.merged(survivor, nx_, ny_)
                 self.join(x, y, survivor)
                 x_new = find(x)

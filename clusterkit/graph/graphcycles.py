@@ -307,6 +307,11 @@ class GraphCycles:
             return None
         return self._absorb(operator.index(x), operator.index(y))
 
+    def merge_unrelated(self, x: int, y: int) -> int:
+        """:meth:`merge` for a caller that knows ``x`` and ``y`` are distinct live nodes that
+        no path joins (not checked: for hot loops that track reachability themselves)."""
+        return self._absorb(x, y)
+
     # --------------------------------------------------------------- checking
 
     def check_invariants(self) -> None:
