@@ -204,7 +204,8 @@ class _Merger:
         dev = np.asarray(self.dev, dtype=np.int64)
         one = (dev[xs] >= 0) & (dev[xs] == dev[ys])  # the others never fit (merges keep devices)
         xs, ys = xs[one].tolist(), ys[one].tolist()
-        contract, fits, node_of, join = gc_.contract_if_edge, self.fits, self.node_of, self.join
+        contract, fits, node_of, join = gc_.contract_live_edge, self.fits, self.node_of, self.join
+        out_set = gc_.out_set
         free = self.p.max_size is None and self.members is None  # only blocks may refuse
         blocks = self.blocks
         for x0, y0 in zip(xs, ys):
@@ -215,7 +216,8 @@ class _Merger:
                 pass  # fits(x, y): one device, checked above
             elif not fits(x, y):
                 continue
-            survivor = contract(node_of[x], node_of[y])
+            nx_, ny_ = node_of[x], node_of[y]  # live nodes of the two roots
+            survivor = contract(nx_, ny_) if ny_ in out_set(nx_) else None
             if survivor is not None:
                 join(x, y, survivor)
 
