@@ -71,7 +71,7 @@ class Partition:
                         base + len(problem.groups) + np.arange(n))
         key[fb] = gkey[fb]
         # one sort (by key, members ascending) instead of one array per cluster: 1e6 nodes
-        order = np.lexsort((np.arange(n), key))
+        order = np.argsort(key, kind="stable")
         sk = key[order]
         starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
         ends = np.append(starts[1:], n)
@@ -162,12 +162,29 @@ class Partition:
         return src.copy(), dst.copy()
 
     def cluster_order(self) -> list[int]:
-        """A topological order of the cluster positions (Kahn's, first in first out; a new
-        list); raises :class:`~clusterkit.errors.CycleError` when the clusters form a cycle."""
+        """A topological order of the cluster positions (a new list): the one recorded with
+        :meth:`record_order`, else Kahn's, first in first out; raises
+        :class:`~clusterkit.errors.CycleError` when the clusters form a cycle."""
         views = self._memo()
         if "order" not in views:
             views["order"] = fifo_order(len(self.clusters), *self.cluster_edges())
         return list(views["order"])
+
+    def record_order(self, order: np.ndarray) -> bool:
+        """Keep ``order`` (cluster positions) as :meth:`cluster_order` when it is a topological
+        order of the clusters (checked on :meth:`cluster_edges`), for a maker that has one at
+        hand; returns whether it was kept."""
+        k = len(self.clusters)
+        order = np.asarray(order, dtype=np.int64)
+        if order.shape != (k,) or (k and (order.min() < 0 or order.max() >= k)):
+            return False
+        pos = np.full(k, -1, dtype=np.int64)
+        pos[order] = np.arange(k, dtype=np.int64)
+        src, dst = self.cluster_edges()
+        if (pos < 0).any() or not bool(np.all(pos[src] < pos[dst])):
+            return False
+        self._memo()["order"] = order.tolist()
+        return True
 
     def _assignment(self) -> np.ndarray:
         n = self.graph.n

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -52,18 +53,19 @@ def test_coalesce_on_real_models_lowers_partitions_at_equal_or_lower_cut():
         assert out.metrics()["cut_bytes"] <= base.metrics()["cut_bytes"]
 
 
+@pytest.mark.parametrize("dense", [False, True])  # one bool per pair, or one bit
 @settings(max_examples=80, deadline=None, database=None)
 @given(st.integers(2, 9).flatmap(lambda n: st.tuples(
     st.just(n), st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n),
     st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=12))))
 @example((6, {(1, 2), (4, 5)}, [(2, 4)]))  # 1 -> 2, 4 -> 5: merging 2 and 4 joins 1 to 5
-def test_reach_bits_follow_merges_like_networkx(case):
+def test_reach_bits_follow_merges_like_networkx(dense, case):
     n, pairs, merges = case
     edges = sorted((a, b) for a, b in pairs if a < b)
     gc = GraphCycles.from_edges(n, np.array([a for a, _ in edges], dtype=np.int64),
                                 np.array([b for _, b in edges], dtype=np.int64))
     acc = [v for v in range(n) if v % 3]  # every third node plays a fallback cluster
-    reach = _Reach(gc, acc)
+    reach = _Reach(gc, acc, dense=dense)
     ref = nx.DiGraph(edges)
     ref.add_nodes_from(range(n))
     alive = set(acc)

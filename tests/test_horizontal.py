@@ -125,3 +125,32 @@ def test_set_partitions_enumerates_bell_numbers():
     assert [sum(1 for _ in _set_partitions(n)) for n in range(6)] == [1, 1, 2, 5, 15, 52]
     assert len({tuple(x) for x in _set_partitions(4)}) == 15
     assert list(itertools.islice(_set_partitions(2), 2)) == [[0, 0], [0, 1]]
+
+
+def test_node_paths_with_folded_fallback_chains_match_the_full_graph():
+    """The refit's heaviest paths, with fallback chains folded, against heaviest_paths on the
+    whole node graph: equal on every node that is not folded, and the same longest path."""
+    import numpy as np
+
+    from clusterkit.engines.horizontal import _node_paths
+    from clusterkit.graph.algorithms import heaviest_paths
+    from clusterkit.testing.synthetic import random_dag
+
+    for seed in range(4):
+        g = graph_from_dag(random_dag(300, mean_out_degree=1.5, seed=seed), name=f"r{seed}")
+        rng = np.random.default_rng(seed)
+        fallback = rng.random(g.n) < 0.6
+        src, dst = g.edge_src, g.edge_dst
+        w = ((rng.random(len(src)) < 0.4) & ~fallback[dst]).astype(np.int64)  # 0 into fallback
+        succ = [dst[src == x].tolist() for x in range(g.n)]
+        wts = [w[src == x].tolist() for x in range(g.n)]
+        head, tail = heaviest_paths(range(g.n), succ, wts)
+        got_head, got_tail = _node_paths(g, w, fallback)
+        outdeg = np.bincount(src, minlength=g.n)
+        only = {x: succ[x][0] for x in range(g.n) if outdeg[x] == 1}
+        folded = {x for x, y in only.items() if fallback[x] and fallback[y]}
+        assert folded  # the case is exercised
+        for x in range(g.n):
+            if x not in folded:
+                assert (got_head[x], got_tail[x]) == (head[x], tail[x])
+        assert max(got_head) == max(head)

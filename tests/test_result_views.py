@@ -90,3 +90,26 @@ def test_cluster_order_names_a_cycle():
                                              ("ops", [idx["b"]]), ("ops", [idx["d"]])])
     with pytest.raises(ck.CycleError):
         part.cluster_order()
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.graph.name)
+def test_record_order_keeps_only_a_topological_order(problem):
+    part = ck.run_strategy(problem, "singleton", validate=False)
+    _, _, edges = _by_hand(part)
+    k = len(part.clusters)
+    fresh = Partition.from_clusters(problem, [(c.device, c.nodes) for c in part.clusters])
+    kahn = nx.lexicographical_topological_sort(nx.DiGraph(list(edges)), key=lambda c: -c)
+    order = list(kahn) + [c for c in range(k) if not any(c in e for e in edges)]
+    assert fresh.record_order(order) and fresh.cluster_order() == order
+    if edges:  # an order with an edge backwards, one cluster twice, or one missing: refused
+        x, y = next(iter(edges))
+        swapped = list(order)
+        i, j = swapped.index(x), swapped.index(y)
+        swapped[i], swapped[j] = y, x
+        other = Partition.from_clusters(problem, [(c.device, c.nodes) for c in part.clusters])
+        assert not other.record_order(swapped)
+        assert not other.record_order(order[:-1] + order[:1])
+        assert not other.record_order(order[:-1])
+        got = other.cluster_order()  # its own order, then
+        pos = {c: i for i, c in enumerate(got)}
+        assert sorted(got) == list(range(k)) and all(pos[a] < pos[b] for a, b in edges)

@@ -76,6 +76,8 @@ POLISH_GAIN = 0.01
 POLISH_LIMIT = 300
 #: members computed together (one contraction)
 PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
+#: the member that starts from a copy of the pair's graph
+LEVELS = "cycles+levels"
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
@@ -121,7 +123,7 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
-    shared: dict[str, Partition] = {}  # raw partitions found along with another member's
+    shared: dict[str, Any] = {}  # raw partitions found along with another member's (or makers)
     memo: dict = {}  # node levels for the refits, by node devices (one graph)
     winner = ""
     for name, prob in names:
@@ -197,18 +199,23 @@ def _rank(key: tuple[int, int, int], prefer: str) -> tuple[int, int, int]:
     return key if prefer == "cut" else (key[0], key[2], key[1])
 
 
-def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Partition]) -> Partition:
+def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> Partition:
     """The member's own partition. ``cycles`` and ``cycles+merge_non_adjacent`` share one
-    contraction when both are members (the non-adjacent merges follow it)."""
+    contraction when both are members (the non-adjacent merges follow it), and
+    ``cycles+levels`` then starts from a copy of its graph (run when its turn comes)."""
     if name in shared:
-        return shared.pop(name)
+        got = shared.pop(name)
+        return got() if callable(got) else got
     base = name.removesuffix("@cost")
     strategy, options = MEMBERS[base]
     pair = PAIRED.get(base)
     if pair is not None and name.replace(base, pair) in names:
-        plain, merged = run_both(prob)
+        levels = name.replace(base, LEVELS)
+        plain, merged, *later = run_both(prob, then_levels=levels in names)
         mine, other = (plain, merged) if base == "cycles" else (merged, plain)
         shared[name.replace(base, pair)] = other
+        if later:
+            shared[levels] = later[0]
         return mine
     return get_strategy(strategy)(prob, **options)
 
@@ -216,8 +223,7 @@ def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Partition]
 def _fingerprint(part: Partition) -> bytes:
     """The partition's clusters as bytes: equal for two members that found the same clusters
     (which are then coalesced once)."""
-    devices = [c.device for c in part.clusters]
-    return part.assignment().tobytes() + repr(devices).encode()
+    return part.assignment().tobytes() + part.device_indices().tobytes()
 
 
 def _member_names(problem: Problem, members: Sequence[str] | None,

@@ -30,12 +30,17 @@ import dataclasses
 import numpy as np
 
 from clusterkit.engines.horizontal import merge_levels, refits
-from clusterkit.graph.algorithms import UnionFind
+from clusterkit.graph.algorithms import UnionFind, roots
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition, cluster_const_bytes
 
 #: above this many clusters only the linear steps run (level merging and the refits)
 PAIR_LIMIT = 20000
+#: how a cluster joins an adjacent one: along the edge from it (after) or into it (before)
+_AFTER, _BEFORE = 1, 2
+#: up to this many accelerator clusters the reachability matrix of the independent merges
+#: holds one bool per pair (at most this squared bytes), above it one bit
+DENSE_REACH = 4096
 
 
 def coalesce(partition: Partition, window: int = 64, levels: bool = True,
@@ -199,7 +204,8 @@ class _Merger:
         dev = np.asarray(self.dev, dtype=np.int64)
         one = (dev[xs] >= 0) & (dev[xs] == dev[ys])  # the others never fit (merges keep devices)
         xs, ys = xs[one].tolist(), ys[one].tolist()
-        contract, fits, node_of, join = gc_.contract_if_edge, self.fits, self.node_of, self.join
+        contract, fits, node_of, join = gc_.contract_live_edge, self.fits, self.node_of, self.join
+        out_set = gc_.out_set
         free = self.p.max_size is None and self.members is None  # only blocks may refuse
         blocks = self.blocks
         for x0, y0 in zip(xs, ys):
@@ -210,7 +216,8 @@ class _Merger:
                 pass  # fits(x, y): one device, checked above
             elif not fits(x, y):
                 continue
-            survivor = contract(node_of[x], node_of[y])
+            nx_, ny_ = node_of[x], node_of[y]  # live nodes of the two roots
+            survivor = contract(nx_, ny_) if ny_ in out_set(nx_) else None
             if survivor is not None:
                 join(x, y, survivor)
 
@@ -221,12 +228,13 @@ class _Merger:
         self.reach = reach = _Reach(self.gc, [self.node_of[c] for c in acc])
         self.row_of = np.zeros(self.k, dtype=np.int64)  # root cluster -> its Reach row
         self.row_of[acc] = [reach.row[self.node_of[c]] for c in acc]
-        for d in sorted({v for v in dev if v >= 0}):
-            # earlier clusters of device d, kept as roots (rewritten when one merges)
+        for d in sorted({dev[c] for c in acc}):
+            # earlier clusters of device d, kept as roots (rewritten when one merges); a later
+            # cluster is still a root at its turn (a merge keeps the earlier of the two)
             seen = np.empty(self.k, dtype=np.int64)
             count = 0
-            for c in range(self.k):
-                if dev[c] != d or find(c) != c:
+            for c in acc:
+                if dev[c] != d:
                     continue
                 seen[count] = self._merge_into(c, seen, count, window)
                 count += 1
@@ -250,7 +258,7 @@ class _Merger:
         while True:
             nx_ = node_of[x]
             if at != nx_:  # x's node is new: what it is related and adjacent to, again
-                at = nx_
+                at, fresh = nx_, True  # fresh: no merge since (the Reach rows are exact)
                 near = self._near(nx_)
                 todo = np.flatnonzero(self._worth(near, rows[i:])) + i
                 todo = todo.tolist()[::-1]
@@ -262,17 +270,19 @@ class _Merger:
             if y == x or y in tried or not fits(x, y):
                 continue
             tried.add(y)
-            related, succ, pred = near
+            related, adjacent = near
             ny_ = node_of[y]
+            how = adjacent.get(ny_)
             if not related[row[ny_]]:  # no path, so no edge either
-                survivor = gc_.merge(nx_, ny_)
-            elif ny_ in succ:
+                survivor = gc_.merge_unrelated(nx_, ny_) if fresh else gc_.merge(nx_, ny_)
+            elif how == _AFTER:
                 survivor = gc_.contract_edge(nx_, ny_)
-            elif ny_ in pred:
+            elif how == _BEFORE:
                 survivor = gc_.contract_edge(ny_, nx_)
             else:  # pragma: no cover - _worth passes over these
                 survivor = None
             if survivor is not None:
+                fresh = False
                 reach.merged(survivor, nx_, ny_)
                 self.join(x, y, survivor)
                 x_new = find(x)
@@ -282,25 +292,31 @@ class _Merger:
                 self.row_of[x_new] = row[survivor]
                 x = x_new
 
-    def _near(self, node: int) -> tuple[np.ndarray, set[int], set[int]]:
-        """What GraphCycles node ``node`` is related to (per Reach row) and its successors
-        and predecessors (copies)."""
-        gc_ = self.gc
-        return (self.reach.related_to(node), set(gc_.out_set(node)), set(gc_.in_set(node)))
+    def _near(self, node: int) -> tuple[np.ndarray, dict[int, int]]:
+        """What GraphCycles node ``node`` is related to (per Reach row), and its accelerator
+        neighbours (nodes with a Reach row), each :data:`_AFTER` (a successor) or
+        :data:`_BEFORE` (a predecessor): a copy, as they are now."""
+        gc_, row = self.gc, self.reach.row
+        adjacent = {w: _AFTER for w in gc_.out_set(node) if w in row}
+        adjacent.update((w, _BEFORE) for w in gc_.in_set(node) if w in row)
+        return self.reach.related_to(node), adjacent
 
-    def _worth(self, near: tuple[np.ndarray, set[int], set[int]],
-               rows: np.ndarray) -> np.ndarray:
+    def _worth(self, near: tuple[np.ndarray, dict[int, int]], rows: np.ndarray) -> np.ndarray:
         """Per Reach row in ``rows``: whether its cluster may merge with the one ``near``
         describes (no path between them, or an edge)."""
-        related, succ, pred = near
+        related, adjacent = near
         row = self.reach.row
         worth = ~related
-        worth[[row[w] for w in succ | pred if w in row]] = True
+        if adjacent:
+            worth[[row[w] for w in adjacent]] = True
         return worth[rows]
 
     def result(self) -> Partition:
-        part, find = self.partition, self.uf.find
-        labels = np.asarray([find(c) for c in range(self.k)], dtype=np.int64)[self.a]
+        """The merged clusters as a partition, with the GraphCycles' order of them recorded
+        (:meth:`Partition.record_order`: no new topological sort)."""
+        part = self.partition
+        top = roots(self.uf.parent)  # per cluster, the root of its set
+        labels = top[self.a]
         devices = np.asarray(self.dev, dtype=np.int64)[self.a]
         out = Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
                                         selector=part.selector, seconds=part.seconds,
@@ -308,26 +324,40 @@ class _Merger:
                                         fallback_reasons=dict(part.fallback_reasons))
         k = self.k
         out.info["coalesced_merges"] = k - len(out.clusters) if k > len(out.clusters) else 0
+        pos = np.empty(k, dtype=np.int64)  # root cluster -> its position in ``out``
+        pos[labels] = out.assignment()
+        root_of = np.empty(self.gc.num_nodes, dtype=np.int64)  # GraphCycles node -> root
+        live = np.flatnonzero(top == np.arange(k))
+        root_of[np.asarray(self.node_of, dtype=np.int64)[live]] = live
+        out.record_order(pos[root_of[self.gc.order_array()]])
         return out
 
 
 class _Reach:
-    """Which accelerator clusters each accelerator cluster reaches: one row of a packed bit
-    matrix per cluster, computed once over the whole cluster graph (paths through fallback
-    clusters included) and kept up to date through merges, so that testing a pair costs two
-    bit tests instead of a search, and a merge updates the rows that reach it in one numpy
-    operation."""
+    """Which accelerator clusters each accelerator cluster reaches: one row of a bit matrix per
+    cluster, computed once over the whole cluster graph (paths through fallback clusters
+    included) and kept up to date through merges, so that testing a pair costs two bit tests
+    instead of a search, and a merge updates the rows that reach it in one numpy operation.
+    Up to :data:`DENSE_REACH` clusters the matrix holds one bool per pair (``dense``: fewer
+    operations per test), above it one bit (packed)."""
 
-    def __init__(self, gc: GraphCycles, acc: list[int]):
+    def __init__(self, gc: GraphCycles, acc: list[int], dense: bool | None = None):
         self.row = {x: i for i, x in enumerate(acc)}
         desc = gc.descendant_marks({x: 1 << i for i, x in enumerate(acc)})
-        width = max(1, (len(acc) + 7) // 8)
-        self.m = np.zeros((len(acc), width), dtype=np.uint8)
+        n = len(acc)
+        width = max(1, (n + 7) // 8)
+        m = np.zeros((n, width), dtype=np.uint8)
         for x, i in self.row.items():
             if desc[x]:
-                self.m[i] = np.frombuffer(desc[x].to_bytes(width, "little"), dtype=np.uint8)
+                m[i] = np.frombuffer(desc[x].to_bytes(width, "little"), dtype=np.uint8)
+        self.dense = n <= DENSE_REACH if dense is None else dense
+        if self.dense:
+            m = np.unpackbits(m, axis=1, count=n, bitorder="little").view(bool)
+        self.m = m
 
     def _has(self, i: int, j: int) -> bool:
+        if self.dense:
+            return bool(self.m[i, j])
         return bool(self.m[i, j >> 3] >> (j & 7) & 1)
 
     def related(self, x: int, y: int) -> bool:
@@ -338,9 +368,11 @@ class _Reach:
     def related_to(self, x: int) -> np.ndarray:
         """Per row, whether a path joins node ``x`` and that row's node (either way)."""
         i = self.row[x]
-        n = self.m.shape[0]
-        out = np.unpackbits(self.m[i], bitorder="little")[:n].astype(bool)
-        out |= ((self.m[:, i >> 3] >> (i & 7)) & 1).astype(bool)
+        m = self.m
+        if self.dense:
+            return m[i] | m[:, i]
+        out = np.unpackbits(m[i], bitorder="little")[:m.shape[0]].astype(bool)
+        out |= ((m[:, i >> 3] >> (i & 7)) & 1).astype(bool)
         return out
 
     def merged(self, survivor: int, x: int, y: int) -> None:
@@ -350,6 +382,18 @@ class _Reach:
         i, j = row[x], row[y]
         gone = x if survivor == y else y
         s, g = row[survivor], row.pop(gone)
+        if self.dense:
+            mine = m[i] | m[j]
+            mine[i] = mine[j] = False
+            m[s] = mine
+            m[g] = False
+            hit = np.flatnonzero(m[:, i] | m[:, j])
+            if len(hit):
+                rows = m[hit] | mine
+                rows[:, g] = False
+                rows[:, s] = True
+                m[hit] = rows
+            return
         both = np.zeros(m.shape[1], dtype=np.uint8)
         both[i >> 3] |= 1 << (i & 7)
         both[j >> 3] |= 1 << (j & 7)

@@ -40,6 +40,7 @@ Details:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -49,7 +50,7 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.level_bound import LevelBound
 from clusterkit.engines.longest_path import finish, plan, selector_pass
 from clusterkit.errors import StrategyError
-from clusterkit.graph.algorithms import UnionFind, gc_paused
+from clusterkit.graph.algorithms import UnionFind, gc_paused, roots
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import (SubgraphSelector, call_select, call_select_input,
@@ -69,6 +70,13 @@ def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | Non
     _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
     with gc_paused():  # the contraction allocates millions of small sets and lists
         engine = _Contraction(problem, window, far_span, far_budget)
+    return _run(engine, levels, merge_non_adjacent, passes)
+
+
+def _run(engine: _Contraction, levels: bool, merge_non_adjacent: bool,
+         passes: int) -> Partition:
+    """:func:`run` on an engine that has not started."""
+    with gc_paused():
         engine.merge_groups()
         if levels:
             engine.bound_levels()
@@ -76,44 +84,65 @@ def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | Non
         if merge_non_adjacent:
             engine.merge_independent()
         labels = engine.labels()
+        ranks = engine.ranks(labels)
         engine.gc = None  # free the dynamic graph before the partition is built
-    return _partition(engine, labels, dict(engine.info))
+    return _partition(engine, (labels, ranks), dict(engine.info))
 
 
 def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | None = 1024,
-             far_budget: int = 16, passes: int = 1,
-             levels: bool = False) -> tuple[Partition, Partition]:
+             far_budget: int = 16, passes: int = 1, levels: bool = False,
+             then_levels: bool = False) -> tuple[Partition, ...]:
     """The partitions of :func:`run` without and with ``merge_non_adjacent`` from one
     contraction (the non-adjacent merges come after it). Equal to two calls of :func:`run`;
-    with an edge-sensitive selector it is two calls (its selectors hold state)."""
+    with an edge-sensitive selector it is two calls (its selectors hold state). With
+    ``then_levels`` a third item: a function returning :func:`run` with ``levels`` (and no
+    ``merge_non_adjacent``), which starts from a copy of the same graph instead of building
+    it again."""
     opts = dict(window=window, far_span=far_span, far_budget=far_budget, passes=passes,
                 levels=levels)
     _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
     with gc_paused():
         engine = _Contraction(problem, window, far_span, far_budget)
         if any(engine.edge_sensitive):
-            return run(problem, **opts), run(problem, merge_non_adjacent=True, **opts)
+            later = (lambda: run(problem, **dict(opts, levels=True)),) if then_levels else ()
+            return (run(problem, **opts), run(problem, merge_non_adjacent=True, **opts),
+                    *later)
+        start = engine.copy() if then_levels else None
         engine.merge_groups()
         if levels:
             engine.bound_levels()
         engine.contract(passes)
-        plain_labels, plain_info = engine.labels(), dict(engine.info)
+        labels = engine.labels()
+        plain, plain_info = (labels, engine.ranks(labels)), dict(engine.info)
         engine.merge_independent()
         labels = engine.labels()
+        ranks = engine.ranks(labels)
         engine.gc = None
-    return (_partition(engine, plain_labels, plain_info),
-            _partition(engine, labels, dict(engine.info)))
+    both = (_partition(engine, plain, plain_info),
+            _partition(engine, (labels, ranks), dict(engine.info)))
+    if start is None:
+        return both
+    return (*both, lambda: _run(start, True, False, passes))
 
 
-def _partition(engine: _Contraction, labels: np.ndarray, info: dict[str, Any]) -> Partition:
+def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],
+               info: dict[str, Any]) -> Partition:
     """The selector pass and the partition for contraction labels (on a copy of the plan's
-    fallback codes, which :func:`finish` updates)."""
+    fallback codes, which :func:`finish` updates); ``found``: the labels and the rank of each
+    node's contracted node, whose order the partition keeps as its cluster order when it is
+    one (:meth:`Partition.record_order`: the clusters the selector pass left as they were)."""
     problem = engine.problem
+    labels, ranks = found
     plan_ = dataclasses.replace(engine.plan, codes=engine.plan.codes.copy())
     labels, dev, stats = selector_pass(problem, plan_, labels, engine.dev,
                                        selectors=engine.selector_of)
     info.update(stats)
-    return finish(problem, plan_, labels, dev, "cycles", info)
+    part = finish(problem, plan_, labels, dev, "cycles", info)
+    if len(part.clusters) > 1:
+        rank = np.empty(len(part.clusters), dtype=np.int64)
+        rank[part.assignment()] = ranks
+        part.record_order(np.argsort(rank, kind="stable"))
+    return part
 
 
 class _Contraction:
@@ -176,6 +205,18 @@ class _Contraction:
         for grp in p.groups:
             self.in_group[grp] = True
         self.levels: LevelBound | None = None
+
+    def copy(self) -> _Contraction:
+        """This contraction before it started, to run again with other options: its own
+        GraphCycles, union-find and bookkeeping; the plan and arrays read only are shared."""
+        other = copy.copy(self)
+        other.gc = self.gc.copy()
+        other.uf = UnionFind(self.n)
+        other.find, other.size = other.uf.find, other.uf.size
+        other.cbytes = list(self.cbytes) if self.cbytes is not None else None
+        other.never = {v: set(partners) for v, partners in self.never.items()}
+        other.sel, other.info, other.levels = {}, dict(self.info), None
+        return other
 
     def bound_levels(self) -> None:
         """Refuse from now on every merge that would raise the number of levels
@@ -338,19 +379,26 @@ class _Contraction:
     def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:
         """:meth:`_try` for near edges without constraints to check; returns the positions
         refused for a cycle."""
-        find, link = self.uf.find, self.uf.link
-        contract = self.gc.contract_edge
+        parent, link = self.uf.parent, self.uf.link
+        contract = self.gc.contract_live_edge
         gid, orig = self.gid, self.orig
         lb = self.levels
+        asap, alap = (lb.asap, lb.alap) if lb is not None else ([], [])
         refused: list[int] = []
-        done = 0
+        done = level_refused = 0
         for i, (a, b) in enumerate(zip(us, vs)):
-            a, b = find(a), find(b)
+            while parent[a] != a:  # UnionFind.find inlined (path halving)
+                parent[a] = a = parent[parent[a]]
+            while parent[b] != b:
+                parent[b] = b = parent[parent[b]]
             if a == b:
                 continue
             ga, gb = (a, b) if gid is None else (gid[a], gid[b])
-            if lb is not None and not self._level_ok(ga, gb):
-                continue
+            if lb is not None:  # LevelBound.allows inlined
+                ax, ay, lx, ly = asap[ga], asap[gb], alap[ga], alap[gb]
+                if (ax if ax > ay else ay) > (lx if lx < ly else ly):
+                    level_refused += 1
+                    continue
             s = contract(ga, gb)
             if s is None:
                 refused.append(i)
@@ -363,6 +411,8 @@ class _Contraction:
             done += 1
         self.info["contractions"] += done
         self.info["refused_cycle"] += len(refused)
+        if level_refused:
+            self.info["refused_levels"] += level_refused
         return refused
 
     def _try(self, u: int, v: int, far: bool) -> str | None:
@@ -463,10 +513,11 @@ class _Contraction:
 
         def attempt(o: int, c: int) -> int | None:
             go, gc_ = self.to_gc(o), self.to_gc(c)
-            if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_) or \
-                    not gcy.can_merge(go, gc_):
+            if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_):
                 return None
-            sg = gcy.merge(go, gc_)
+            sg = gcy.merge(go, gc_)  # None (graph unchanged) when a path joins them
+            if sg is None:
+                return None
             self._level_merged(sg, go, gc_)
             s = self.from_gc(sg)
             self._absorbed(s, c if s == o else o)
@@ -482,14 +533,13 @@ class _Contraction:
         bounds = np.searchsorted(inc_t, np.arange(len(tt.nbytes) + 1))
         consumers = inc_n.tolist()
         b_list = bounds.tolist()
-        free = tt.free.tolist()
-        for t in t_order.tolist():
+        shared = (np.diff(bounds)[t_order] >= 2) & ~tt.free[t_order]  # read twice, not free
+        dev_l = dev.tolist()
+        for t in t_order[shared].tolist():
             lo, hi = b_list[t], b_list[t + 1]
-            if hi - lo < 2 or free[t]:
-                continue
             first: dict[int, int] = {}
             for v in consumers[lo:hi]:
-                d = int(dev[v])
+                d = dev_l[v]
                 if d < 0 or not ok_dev[d]:
                     continue
                 c = find(v)
@@ -500,15 +550,17 @@ class _Contraction:
                 o = find(o)
                 s = attempt(o, c)
                 first[d] = s if s is not None else o
-        roots = [v for v in range(self.n) if self.uf.parent[v] == v and dev[v] >= 0]
+        parent = self.uf.parent
         by_dev: dict[int, list[int]] = {}
-        for c in roots:
-            by_dev.setdefault(int(dev[c]), []).append(c)
+        for c in range(self.n):
+            if parent[c] == c and dev_l[c] >= 0:
+                by_dev.setdefault(dev_l[c], []).append(c)
         for d in sorted(by_dev):
             if not ok_dev[d]:
                 continue
             open_: list[int] = []
-            for c in sorted(by_dev[d], key=lambda x: gcy.rank(self.to_gc(x))):
+            rank, to_gc = gcy.ranks(), self.to_gc
+            for c in sorted(by_dev[d], key=lambda x: rank[to_gc(x)]):
                 merged = False
                 for j in range(len(open_) - 1, max(-1, len(open_) - 1 - self.NEIGHBOURS), -1):
                     s = attempt(open_[j], c)
@@ -521,8 +573,14 @@ class _Contraction:
 
     # ------------------------------------------------------------------ result
     def labels(self) -> np.ndarray:
-        find = self.find
-        return np.fromiter((find(v) for v in range(self.n)), dtype=np.int64, count=self.n)
+        """The root of every node's cluster (pointer jumping on the union-find parents)."""
+        return roots(self.uf.parent)
+
+    def ranks(self, labels: np.ndarray) -> np.ndarray:
+        """Per node, the rank of its cluster's GraphCycles node now (a topological order of
+        the clusters; ``labels``: :meth:`labels`)."""
+        at = labels if self.gid is None else np.asarray(self.gid)[labels]
+        return np.asarray(self.gc.ranks(), dtype=np.int64)[at]
 
     def selector_of(self, label: int) -> SubgraphSelector | None:
         """The grown selector of the cluster labelled ``label`` (its GraphCycles id)."""
@@ -546,18 +604,18 @@ def _check_options(**opts: Any) -> None:
 def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     """Another path ``x ~> y`` besides the edge? ``"path"``, ``"none"`` (both cones of the rank
     window explored within ``budget`` nodes), or ``"budget"`` (a cone is larger)."""
-    rank = gcy.rank
-    lo, hi = rank(x), rank(y)
+    rank, out_set, in_set = gcy.ranks(), gcy.out_set, gcy.in_set  # live nodes only below
+    lo, hi = rank[x], rank[y]
     fseen = {x}
     stack = [x]
     while stack:
         u = stack.pop()
-        for w in gcy.successors(u):
+        for w in sorted(out_set(u)):
             if w == y:
                 if u == x:
                     continue
                 return "path"
-            if w not in fseen and rank(w) < hi:
+            if w not in fseen and rank[w] < hi:
                 if len(fseen) >= budget:
                     return "budget"
                 fseen.add(w)
@@ -566,14 +624,14 @@ def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     stack = [y]
     while stack:
         u = stack.pop()
-        for w in gcy.predecessors(u):
+        for w in sorted(in_set(u)):
             if w == x:
                 if u == y:
                     continue
                 return "path"
             if w in fseen:
                 return "path"
-            if w not in bseen and rank(w) > lo:
+            if w not in bseen and rank[w] > lo:
                 if len(bseen) >= budget:
                     return "budget"
                 bseen.add(w)

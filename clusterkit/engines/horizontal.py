@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from clusterkit.graph.algorithms import heaviest_paths, topological_order
+from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
 
@@ -41,7 +41,7 @@ def merge_levels(partition: Partition) -> Partition:
     best, best_key = None, lv.key(list(range(lv.k)))
     for levels in lv.levels():
         labels = lv.bins(levels)
-        if len(set(labels)) == len(labels):
+        if labels is None:
             continue
         key = lv.key(labels)
         if key < best_key:
@@ -58,47 +58,64 @@ class _Levels:
         self.k = k = len(part.clusters)
         self.a = a = part.assignment()
         ndev = len(p.devices)
-        self.dev = dev = part.device_indices().tolist()
-        self.cls = cls = [d if d >= 0 else ndev for d in dev]
+        dev_a = part.device_indices()
+        self.dev = dev = dev_a.tolist()
+        cls_a = np.where(dev_a >= 0, dev_a, ndev)
         src, dst = part.cluster_edges()
         if _limited(p):  # runs split by a limit follow the order: the smallest id first
             self.order = topological_order(k, src, dst)
         else:  # labels are per (device, level) whatever the order
             self.order = part.cluster_order()
-        cls_a, dev_a = np.asarray(cls, dtype=np.int64), np.asarray(dev, dtype=np.int64)
+        order_a = np.asarray(self.order, dtype=np.int64)
+        self.acc_order = order_a[dev_a[order_a] >= 0].tolist()  # the order, fallback left out
+        self.size = np.bincount(a, minlength=k).tolist()  # nodes per cluster
         weight = ((cls_a[src] > cls_a[dst]) & (dev_a[dst] >= 0)
                   | np.isin(src * k + dst, _blocked_keys(part, a, dev_a)))
-        ptr = np.searchsorted(src, np.arange(k + 1)).tolist()  # the edges are sorted
+        # a fallback cluster whose one successor is a fallback cluster, over a weight-0 edge,
+        # lies on every path through it at the same levels: folded into that successor, the
+        # accelerator clusters' levels stay (fewer nodes to walk)
+        rep = _fold_fallback(k, src, dst, weight, dev_a < 0)
+        self.walk = order_a[rep[order_a] == order_a].tolist()  # the order, folded left out
+        src, dst = rep[src], rep[dst]
+        out = src != dst
+        key = np.unique(src[out] * (2 * k) + dst[out] * 2 + weight[out])  # the heavier last
+        pair = key >> 1
+        last = np.ones(len(key), dtype=bool)
+        last[:-1] = pair[1:] != pair[:-1]
+        pair, heavy = pair[last], (key[last] & 1).tolist()
+        ptr = np.searchsorted(pair // k, np.arange(k + 1)).tolist()
         spans = list(map(slice, ptr[:-1], ptr[1:]))
-        self.succ: list[list[int]] = list(map(dst.tolist().__getitem__, spans))
-        self.weight: list[list[int]] = list(map(weight.astype(np.int64).tolist().__getitem__,
-                                                spans))
+        self.succ: list[list[int]] = list(map((pair % k).tolist().__getitem__, spans))
+        self.weight: list[list[int]] = list(map(heavy.__getitem__, spans))
         self.never = _never_partners(part, a)
 
     def levels(self) -> tuple[list[int], list[int]]:
         """Two levelings: the heaviest path ending at each cluster (``asap``) and minus the
-        heaviest path starting at it (``alap``)."""
-        head, tail = heaviest_paths(self.order, self.succ, self.weight)
+        heaviest path starting at it (``alap``); read for the accelerator clusters only."""
+        head, tail = heaviest_paths(self.walk, self.succ, self.weight)
         return head, [-t for t in tail]
 
-    def bins(self, levels: list[int]) -> list[int]:
+    def bins(self, levels: list[int]) -> list[int] | None:
         """A label per cluster: one per (device, level), split into consecutive runs (in
-        topological order) where a limit forbids a merge; fallback clusters keep their own."""
-        dev = self.dev
+        topological order) where a limit forbids a merge; fallback clusters keep their own.
+        None when every cluster keeps its own label (no merge)."""
+        dev, acc = self.dev, self.acc_order
+        if len({(dev[c], levels[c]) for c in acc}) == len(acc):
+            return None  # one cluster per (device, level)
         labels = list(range(self.k))
         open_: dict[tuple[int, int], list[int]] = {}  # (device, level) -> members of the run
-        size = [len(c.nodes) for c in self.partition.clusters]
-        for c in self.order:
-            if dev[c] < 0:
-                continue
+        size = list(self.size)
+        merged = False
+        for c in acc:
             run = open_.get((dev[c], levels[c]))
             if run is not None and self._fits(run, c, size):
                 labels[c] = labels[run[0]]
                 run.append(c)
                 size[run[0]] += size[c]
+                merged = True
             else:
                 open_[(dev[c], levels[c])] = [c]
-        return labels
+        return labels if merged else None
 
     def _fits(self, run: list[int], c: int, size: list[int]) -> bool:
         p = self.p
@@ -131,6 +148,19 @@ class _Levels:
                                         fallback_reasons=dict(part.fallback_reasons))
         out.info["level_merges"] = len(part.clusters) - len(out.clusters)
         return out
+
+
+def _fold_fallback(k: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
+                   fallback: np.ndarray) -> np.ndarray:
+    """Per cluster, the cluster it folds into: a fallback cluster whose only successor is a
+    fallback cluster, over a weight-0 edge, folds into it (chains to their end); the others
+    into themselves. Every path through a folded cluster goes on to its successor without
+    weight, so the heaviest paths of the other clusters are those of the folded graph."""
+    outdeg = np.bincount(src, minlength=k)
+    fold = fallback[src] & fallback[dst] & (outdeg[src] == 1) & ~weight
+    parent = np.arange(k, dtype=np.int64)
+    parent[src[fold]] = dst[fold]
+    return roots(parent)
 
 
 def _limited(p) -> bool:
@@ -182,7 +212,8 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
     never-together pairs) are returned unchanged."""
     if _unfit(partition):
         return partition
-    return _fit_levels(_NodeLevels(partition), slack)[1]()
+    nl = _NodeLevels(partition)
+    return _maker(nl, _fit_levels(nl, slack)[1])()
 
 
 def refits(first: Partition, second: Partition, memo: dict | None = None
@@ -193,14 +224,30 @@ def refits(first: Partition, second: Partition, memo: dict | None = None
     per partition ``((cut_bytes, partitions), make)``: the figures of its refit and a function
     that builds it, for a caller that keeps only the best. ``memo`` (a dict kept by the caller
     for partitions of one graph) keeps the node levels by node devices and edge weights for the
-    next call."""
+    next call, and the refit of each partition by its clusters (two members of ``auto`` often
+    reach the same merged clusters)."""
     if _unfit(first) or _unfit(second):
         out = (fit_levels(first), fit_levels(second))
         return [(part.figures()[1:], lambda part=part: part) for part in out]
     nl = _NodeLevels(first, memo=memo)
-    one = _fit_levels(nl, 0.0)
-    two = one if first is second else _fit_levels(_NodeLevels(second, like=nl), 0.0)
-    return [one, two]
+    fits = []
+    for levels in (nl,) if first is second else (nl, _NodeLevels(second, like=nl)):
+        key = (levels.a.tobytes(), levels.cdev.tobytes(), levels.w.tobytes())
+        if memo is None or key not in memo:  # the same clusters give the same refit
+            found = _fit_levels(levels, 0.0)
+            if memo is None:
+                fits.append((found[0], _maker(levels, found[1])))
+                continue
+            memo[key] = found
+        fits.append((memo[key][0], _maker(levels, memo[key][1])))
+    return fits * (3 - len(fits))  # the one refit twice when first is second
+
+
+def _maker(nl: "_NodeLevels", lev: list[int] | None) -> Callable[[], Partition]:
+    """A function building the refit with levels ``lev`` of ``nl``'s partition (the partition
+    itself for None)."""
+    part = nl.partition
+    return (lambda: part) if lev is None else (lambda: nl.build(lev))
 
 
 def _unfit(partition: Partition) -> bool:
@@ -212,9 +259,9 @@ def _unfit(partition: Partition) -> bool:
 
 
 def _fit_levels(nl: "_NodeLevels", slack: float
-                ) -> tuple[tuple[int, int], Callable[[], Partition]]:
-    """The refit of ``nl``'s partition as ``((cut_bytes, partitions), make)`` (the partition
-    itself when no refit is better)."""
+                ) -> tuple[tuple[int, int], list[int] | None]:
+    """The refit of ``nl``'s partition as ``((cut_bytes, partitions), levels)``: its node
+    levels, or None when no refit is better (the figures are then the partition's)."""
     partition = nl.partition
     best, best_key = None, nl.key(None)  # (partitions, cut_bytes): the input's
     budget = best_key[1] * (1 + slack) if best_key[1] else 0  # no 0 * inf
@@ -224,8 +271,8 @@ def _fit_levels(nl: "_NodeLevels", slack: float
         if key[1] <= budget and key < best_key:
             best, best_key = lev, key
     if best is None:
-        return partition.figures()[1:], lambda: partition
-    return (best_key[1], best_key[0]), lambda: nl.build(best)
+        return partition.figures()[1:], None
+    return (best_key[1], best_key[0]), best
 
 
 class _NodeLevels:
@@ -237,10 +284,12 @@ class _NodeLevels:
         self.p = p = part.problem
         g = p.graph
         self.a = a = part.assignment()
+        self._fold: tuple[np.ndarray, dict[int, list[int]], list[int]] | None = None
         if like is not None:  # same node devices and weights: only the cluster order is new
             self.cdev = part.device_indices()
             self.ndev, self.succ, self.pred, self.w = like.ndev, like.succ, like.pred, like.w
             self.head, self.tail, self.top = like.head, like.tail, like.top
+            self.caps = like.caps
             self.corder = part.cluster_order()
             return
         self.cdev = cdev = part.device_indices()
@@ -256,59 +305,100 @@ class _NodeLevels:
         self.corder = part.cluster_order()  # any topological order: see :meth:`place`
         key = (dev.tobytes(), w.tobytes())  # the levels depend on nothing else of the graph
         if memo is not None and key in memo:
-            self.succ, self.pred, self.head, self.tail, self.top = memo[key]
+            self.succ, self.pred, self.head, self.tail, self.top, self.caps = memo[key]
             return
         self.succ = (g.succ_ptr.tolist(), dst.tolist(), w.tolist())
         pe = g.pred_edge
         self.pred = (g.pred_ptr.tolist(), src[pe].tolist(), w[pe].tolist())
-        ptr, dst_l, w_l = self.succ
-        bounds = list(zip(ptr[:-1], ptr[1:]))
-        self.head, self.tail = heaviest_paths(  # node ids are topological
-            range(g.n), [dst_l[i:j] for i, j in bounds], [w_l[i:j] for i, j in bounds])
-        self.top = max(self.head, default=0)
+        self.head, self.tail = _node_paths(g, w, dev < 0)
+        self.top = top = max(self.head, default=0)
+        # per direction, the last level each node may take (forward) or its mirror (backward)
+        caps = (top - np.asarray(self.tail, dtype=np.int64),
+                top - np.asarray(self.head, dtype=np.int64))
+        self.caps = tuple((cap.tolist(), cap) for cap in caps)
         if memo is not None:
-            memo[key] = (self.succ, self.pred, self.head, self.tail, self.top)
+            memo[key] = (self.succ, self.pred, self.head, self.tail, self.top, self.caps)
 
     def place(self, forward: bool) -> list[int]:
         """A level per node: clusters in topological order (``forward``) or its reverse. The
         placement reads only the levels of a cluster's neighbours outside it, all placed before
-        it in any topological order, so which order does not matter."""
-        if forward:
-            ins, order = self.pred, self.corder
-            cap = [self.top - t for t in self.tail]
-        else:
-            ins, order = self.succ, self.corder[::-1]
-            cap = [self.top - h for h in self.head]
-        ptr, nbr, wt = ins
+        it in any topological order, so which order does not matter. A fallback cluster whose
+        only successor is a fallback cluster is placed with it (:meth:`_folds`): forward, the
+        levels of its nodes are read by that successor only (left unset: no accelerator node
+        reads them, and the fallback's are not used); backward, they are those of the
+        successor (written with them)."""
+        rep, extra, walk = self._folds()
+        order = walk if forward else walk[::-1]
+        cap, cap_arr = self.caps[0 if forward else 1]
         lev = [-1] * len(cap)
-        clusters, cdev = self.partition.clusters, self.cdev.tolist()
-        optr, onbr, owt = self._outer(forward)
-        capmin = np.full(len(clusters), len(cap), dtype=np.int64)
-        np.minimum.at(capmin, self.a, np.asarray(cap, dtype=np.int64))
-        room = capmin.tolist()
+        clusters = self.partition.clusters
+        nodes_of = [c.nodes for c in clusters]
+        optr, onbr, owt = self._outer(forward, rep[self.a])
+        k = len(clusters)
+        capmin = np.full(k, len(cap), dtype=np.int64)
+        np.minimum.at(capmin, self.a, cap_arr)
+        # a lone node's own window always allows the target, and fallback clusters stay whole
+        whole = (np.bincount(self.a, minlength=k) == 1) | (self.cdev < 0)
+        room = np.where(whole, len(cap) + 1, capmin).tolist()  # above every target
+        more = {} if forward else extra
         for c in order:
-            target = 0  # the first level its neighbours outside it (all placed) allow
-            for j in range(optr[c], optr[c + 1]):
-                x = lev[onbr[j]] + owt[j]
-                if x > target:
-                    target = x
-            nodes = clusters[c].nodes
-            if len(nodes) == 1 or cdev[c] < 0 or target <= room[c]:
-                for v in nodes:  # whole (a lone node's own window always allows it)
+            lo, hi = optr[c], optr[c + 1]
+            if hi - lo == 1:  # the first level its neighbours outside it (all placed) allow
+                target = lev[onbr[lo]] + owt[lo]
+            else:
+                target = 0
+                for j in range(lo, hi):
+                    x = lev[onbr[j]] + owt[j]
+                    if x > target:
+                        target = x
+            if target <= room[c]:
+                for v in nodes_of[c]:  # whole
                     lev[v] = target
-                continue
-            nodes = sorted(nodes, reverse=not forward)
-            low = [_low(v, lev, ins) for v in nodes]
-            for v, lo in zip(nodes, low):  # split: each node at the target or as near as it may
-                inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
-                             if lev[nbr[i]] >= 0), default=0)
-                lev[v] = max(min(target, cap[v]), lo, inner)
+                folded = more.get(c)
+                if folded:
+                    for v in folded:
+                        lev[v] = target
+            else:
+                self._split(nodes_of[c], target, forward, lev, cap)
         return lev if forward else [self.top - x for x in lev]
 
-    def _outer(self, forward: bool) -> tuple[list[int], list[int], list[int]]:
+    def _folds(self) -> tuple[np.ndarray, dict[int, list[int]], list[int]]:
+        """Per cluster the cluster it is placed with: a fallback cluster whose only successor
+        (in the cluster graph) is a fallback cluster goes with it, chains to their end (every
+        edge into a fallback node weighs 0); the nodes placed with each other cluster; and the
+        topological order of the clusters left (made once per partition)."""
+        if self._fold is None:
+            k = len(self.partition.clusters)
+            src, dst = self.partition.cluster_edges()
+            fb = self.cdev < 0
+            fold = fb[src] & fb[dst] & (np.bincount(src, minlength=k)[src] == 1)
+            parent = np.arange(k, dtype=np.int64)
+            parent[src[fold]] = dst[fold]
+            rep = roots(parent)
+            moved = np.flatnonzero(rep[self.a] != self.a)  # nodes of the folded clusters
+            extra: dict[int, list[int]] = {}
+            for v, c in zip(moved.tolist(), rep[self.a[moved]].tolist()):
+                extra.setdefault(c, []).append(v)
+            order = np.asarray(self.corder, dtype=np.int64)
+            self._fold = (rep, extra, order[rep[order] == order].tolist())
+        return self._fold
+
+    def _split(self, nodes: list[int], target: int, forward: bool, lev: list[int],
+               cap: list[int]) -> None:
+        """Place a cluster's nodes each at ``target`` or as near as its window allows."""
+        ins = self.pred if forward else self.succ
+        ptr, nbr, _ = ins
+        nodes = sorted(nodes, reverse=not forward)
+        low = [_low(v, lev, ins) for v in nodes]
+        for v, lo in zip(nodes, low):
+            inner = max((lev[nbr[i]] for i in range(ptr[v], ptr[v + 1])
+                         if lev[nbr[i]] >= 0), default=0)
+            lev[v] = max(min(target, cap[v]), lo, inner)
+
+    def _outer(self, forward: bool, a: np.ndarray) -> tuple[list[int], list[int], list[int]]:
         """Per cluster (CSR lists), the edges into it from outside (``forward``; out of it,
-        else): the neighbour outside and the weight."""
-        g, a = self.p.graph, self.a
+        else): the neighbour outside and the weight; ``a``: the cluster of each node."""
+        g = self.p.graph
         src, dst = g.edge_src, g.edge_dst
         into, other = (a[dst], src) if forward else (a[src], dst)
         ext = np.flatnonzero(a[src] != a[dst])
@@ -324,7 +414,10 @@ class _NodeLevels:
             return parts, cut
         on = self.ndev >= 0
         units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
-        return len(np.unique(units[on])), cut_bytes(self.p.graph, units)[0]
+        used = units[on]  # small ids: counted without a sort when none is negative
+        parts = (int(np.count_nonzero(np.bincount(used))) if len(used) and used.min() >= 0
+                 else len(np.unique(used)))
+        return parts, cut_bytes(self.p.graph, units)[0]
 
     def build(self, lev: list[int]) -> Partition:
         """Accelerator nodes grouped by (device, level); fallback nodes as before."""
@@ -338,6 +431,28 @@ class _NodeLevels:
                                          selector=part.selector, seconds=part.seconds,
                                          info=dict(part.info),
                                          fallback_reasons=dict(part.fallback_reasons))
+
+
+def _node_paths(g, w: np.ndarray, fallback: np.ndarray) -> tuple[list[int], list[int]]:
+    """Per node, the heaviest path (weights ``w`` per edge) ending at it and starting at it,
+    exact for every node but the fallback nodes whose one edge out goes to a fallback node
+    (folded into it: every edge into a fallback node weighs 0, so the other nodes' paths are
+    those of the folded graph; theirs are left at 0, and the heaviest path ends elsewhere)."""
+    n = g.n
+    src, dst = g.edge_src, g.edge_dst
+    rep = _fold_fallback(n, src, dst, w > 0, fallback)
+    walk = np.flatnonzero(rep == np.arange(n)).tolist()  # node ids are topological
+    src, dst = rep[src], rep[dst]
+    out = src != dst
+    key = np.unique(src[out] * (2 * n) + dst[out] * 2 + w[out])  # the heavier last
+    pair = key >> 1
+    last = np.ones(len(key), dtype=bool)
+    last[:-1] = pair[1:] != pair[:-1]
+    pair, heavy = pair[last], (key[last] & 1).tolist()
+    ptr = np.searchsorted(pair // n, np.arange(n + 1)).tolist()
+    spans = list(map(slice, ptr[:-1], ptr[1:]))
+    return heaviest_paths(walk, list(map((pair % n).tolist().__getitem__, spans)),
+                          list(map(heavy.__getitem__, spans)))
 
 
 def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) -> int:

@@ -62,11 +62,10 @@ def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
         hit = (want >= 0) & (keys[e] == want) & cut[e] & acc[cn] & ~host_prod[ct]
         moved[ct[hit]] = True
     runs = acc.astype(np.int64).tolist()
-    on = acc.tolist()
-    breaks = cut.tolist()
     order = np.argsort(dst, kind="stable")
-    for u, v, e in zip(src[order].tolist(), dst[order].tolist(), order.tolist()):
-        r = runs[u] + (on[v] and (breaks[e] or not on[u]))
+    step = acc[dst] & (cut | ~acc[src])  # the edge starts a new run
+    for u, v, r in zip(src[order].tolist(), dst[order].tolist(), step[order].tolist()):
+        r += runs[u]
         if r > runs[v]:
             runs[v] = r
     moved_bytes = int(tt.nbytes[moved].sum())
@@ -79,10 +78,11 @@ def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
 CHAIN_LIMIT = 20000
 
 
-def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray) -> list[int]:
+def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray, bit: list[int]) -> list[int]:
     """Per node ``x`` a bit set of the nodes ``y`` that a path from ``x`` with a break (a cut
     edge, or an edge into or out of a fallback node) reaches: ``x`` and ``y`` never share a
-    partition (it would form a cycle with the break)."""
+    partition (it would form a cycle with the break). Only the nodes with ``bit[y] >= 0`` are
+    kept, at that bit."""
     src, dst = g.edge_src, g.edge_dst
     brk = (cut | ~acc[dst] | ~acc[src]).tolist()
     below = [0] * g.n  # x and its descendants
@@ -92,14 +92,15 @@ def _break_reach(g: Graph, acc: np.ndarray, cut: np.ndarray) -> list[int]:
         lo, hi = ptr[x], ptr[x + 1]
         if hi - lo == 1:  # one successor: its sets as they are (no copy)
             y = d[lo]
-            below[x], past[x] = below[y] | (1 << x), below[y] if brk[lo] else past[y]
-            continue
-        a = b = 0
-        for e in range(lo, hi):
-            y = d[e]
-            a |= below[y]
-            b |= below[y] if brk[e] else past[y]
-        below[x], past[x] = a | (1 << x), b
+            a, past[x] = below[y], below[y] if brk[lo] else past[y]
+        else:
+            a = b = 0
+            for e in range(lo, hi):
+                y = d[e]
+                a |= below[y]
+                b |= below[y] if brk[e] else past[y]
+            past[x] = b
+        below[x] = a | (1 << bit[x]) if bit[x] >= 0 else a
     return past
 
 
@@ -108,7 +109,6 @@ def _chain_cut(g: Graph, acc: np.ndarray, cut: np.ndarray) -> int:
     tensor reaches as many distinct units as the longest chain of its device consumers that
     pairwise never share a partition (one of them may share the producer's), plus the fallback
     when a fallback node reads it, plus one when it is a graph output made on the device."""
-    past = _break_reach(g, acc, cut)
     tt = g.tensor_table
     nt = len(tt.nbytes)
     pair = np.unique(tt.inc_tensor * g.n + tt.inc_node)  # distinct (tensor, reader)
@@ -124,24 +124,31 @@ def _chain_cut(g: Graph, acc: np.ndarray, cut: np.ndarray) -> int:
     units = np.where(mine, units + (n_dev < n_cons) + tt.is_output, units)
     easy = live & ((n_dev == 0) | ((n_dev == 1) & ~mine))
     total = int((units[easy] * tt.nbytes[easy]).sum())
-    rest = np.flatnonzero(live & ~easy).tolist()
+    rest_mask = live & ~easy
+    asked = np.unique(node[rest_mask[ten] & acc[node]])  # the only bits ever read
+    bit = np.full(g.n, -1, dtype=np.int64)
+    bit[asked] = np.arange(len(asked), dtype=np.int64)
+    past = _break_reach(g, acc, cut, bit.tolist())
+    rest = np.flatnonzero(rest_mask).tolist()
     bounds = np.searchsorted(ten, np.arange(nt + 1)).tolist()
     readers = node.tolist()
     on = acc.tolist()
+    bit_l = bit.tolist()
     prod, nbytes, out = tt.producer.tolist(), tt.nbytes.tolist(), tt.is_output.tolist()
     for t in rest:
         u = prod[t]
         cons = readers[bounds[t]:bounds[t + 1]]  # distinct, ascending
         dev_cons = [c for c in cons if on[c]]
+        at = [bit_l[c] for c in dev_cons]
         chain = [1] * len(dev_cons)
-        for j, c in enumerate(dev_cons):
+        for j in range(len(dev_cons)):
             for i in range(j):
-                if past[dev_cons[i]] >> c & 1 and chain[i] + 1 > chain[j]:
+                if past[dev_cons[i]] >> at[j] & 1 and chain[i] + 1 > chain[j]:
                     chain[j] = chain[i] + 1
         units_t = max(chain, default=0)
         is_mine = u >= 0 and on[u]
         if is_mine and units_t:  # one consumer may share the producer's partition
-            units_t = max(units_t - 1, int(any(past[u] >> c & 1 for c in dev_cons)))
+            units_t = max(units_t - 1, int(any(past[u] >> b & 1 for b in at)))
         if is_mine:
             units_t += int(len(dev_cons) < len(cons)) + int(out[t])
         total += units_t * nbytes[t]
@@ -157,14 +164,14 @@ class LevelBound:
         self.gc = gc
         self.cls = list(cls)
         self.barrier = barrier
-        order = gc.topological_order()
+        order = gc.order_array().tolist()  # alive nodes by rank
         n = gc.num_nodes
         cls = self.cls
-        out = gc.out_set  # any order of the successors: the path lengths are the same
+        out = gc.successor_sets()  # any order of the successors: the same path lengths
         asap = [0] * n  # the heaviest path ending at each node, weight() inlined
         for x in order:
             hx, cx = asap[x], cls[x]
-            for y in out(x):
+            for y in out[x]:
                 cy = cls[y]
                 v = hx + (cy < barrier and cx > cy)
                 if v > asap[y]:
@@ -172,7 +179,7 @@ class LevelBound:
         tail = [0] * n  # the heaviest path starting at each node
         for x in reversed(order):
             best, cx = 0, cls[x]
-            for y in out(x):
+            for y in out[x]:
                 cy = cls[y]
                 v = tail[y] + (cy < barrier and cx > cy)
                 if v > best:
@@ -195,11 +202,14 @@ class LevelBound:
         """Book-keeping after ``x`` and ``y`` became ``survivor``: its levels, then the levels
         they push forward (``asap``) and backward (``alap``)."""
         asap, alap, cls, barrier = self.asap, self.alap, self.cls, self.barrier
+        ax, ay, lx, ly = asap[x], asap[y], alap[x], alap[y]
         same = cls[x] == cls[y]  # then an equal level on both sides pushes nothing further:
-        push = not same or asap[x] != asap[y]  # every successor already sits at or after it
-        pull = not same or alap[x] != alap[y]
-        asap[survivor] = max(asap[x], asap[y])
-        alap[survivor] = min(alap[x], alap[y])
+        push = not same or ax != ay  # every successor already sits at or after it
+        pull = not same or lx != ly
+        asap[survivor] = ax if ax > ay else ay
+        alap[survivor] = lx if lx < ly else ly
+        if not (push or pull):
+            return
         out_set, in_set = self.gc.out_set, self.gc.in_set  # the fixed point is order-free
         stack = [survivor] if push else []
         while stack:  # weight() inlined: this is the hot loop of cycles+levels

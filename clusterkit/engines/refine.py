@@ -45,7 +45,7 @@ def refine(partition: Partition) -> Partition:
             break
     if not moved:
         return partition
-    devices = [mover.dev[c] for c in mover.a]
+    devices = np.asarray(mover.dev, dtype=np.int64)[mover.a]
     out = Partition.from_assignment(partition.problem, mover.a, devices)
     info = dict(partition.info, refine_moves=moved)
     return dataclasses.replace(partition, clusters=out.clusters, info=info)

@@ -8,7 +8,8 @@ function here is deterministic: ties are broken by a key, never by hash or inser
 - :func:`fifo_order` — any topological order, first in first out (no key, no heap).
 - :func:`positions` — the position of every node in an order (its inverse permutation).
 - :func:`adjacency` — successor / predecessor lists.
-- :class:`UnionFind` — disjoint sets with path halving and union by size, on plain lists.
+- :class:`UnionFind` — disjoint sets with path halving and union by size, on plain lists;
+  :func:`roots` — the root of every element of such a forest, in numpy.
 - :func:`group_labels` / :func:`quotient` — contract groups of nodes to units: the unit of each
   node, the distinct edges between units and the unit edge each original edge stands in
   (:func:`quotient_edges` keeps only the edges).
@@ -200,11 +201,20 @@ class UnionFind:
     def labels(self) -> np.ndarray:
         """Per element, its set's number; sets are numbered in the order of their smallest
         member (deterministic, independent of union order)."""
-        roots = np.fromiter((self.find(i) for i in range(len(self.parent))), dtype=np.int64,
-                            count=len(self.parent))
-        _, first, inverse = np.unique(roots, return_index=True, return_inverse=True)
+        _, first, inverse = np.unique(roots(self.parent), return_index=True, return_inverse=True)
         rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")
         return rank[inverse]
+
+
+def roots(parent: Sequence[int]) -> np.ndarray:
+    """The root of every element of a union-find forest given by ``parent`` (roots are their
+    own parent), by pointer jumping in numpy (a few passes, whatever the depth of the trees)."""
+    p = np.asarray(parent, dtype=np.int64)
+    while True:
+        q = p[p]
+        if np.array_equal(q, p):
+            return p
+        p = q
 
 
 def group_labels(group_of: np.ndarray) -> np.ndarray:

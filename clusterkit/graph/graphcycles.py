@@ -93,6 +93,16 @@ class GraphCycles:
             graph._rank = positions(topological_order(n, s, d))
         return graph
 
+    def copy(self) -> GraphCycles:
+        """An independent copy (same nodes, edges, ranks and dead nodes)."""
+        other = self.__class__.__new__(self.__class__)
+        other._rank = list(self._rank)
+        with gc_paused():  # thousands of fresh sets
+            other._out = list(map(set.copy, self._out))
+            other._in = list(map(set.copy, self._in))
+        other._alive = list(self._alive)
+        return other
+
     def add_node(self) -> int:
         """Append an isolated node (rank = its id) and return its id."""
         x = len(self._rank)
@@ -128,6 +138,16 @@ class GraphCycles:
         """Direct predecessors of ``x``, sorted by id."""
         return sorted(self._in[self._node(x)])
 
+    def ranks(self) -> Sequence[int]:
+        """The rank of every node, as the graph's own sequence: not to be changed, and read
+        again after a mutation (for hot loops that read many ranks)."""
+        return self._rank
+
+    def successor_sets(self) -> list[set[int]]:
+        """The successor set of every node (by id), as the graph's own list: not to be changed
+        (for loops over all nodes, like :meth:`out_set` for one)."""
+        return self._out
+
     def out_set(self, x: int) -> set[int]:
         """The successors of live node ``x`` as the graph's own set: unsorted, ``x`` not
         checked, not to be changed (for hot loops whose result does not depend on the order)."""
@@ -144,8 +164,13 @@ class GraphCycles:
 
     def topological_order(self) -> list[int]:
         """Alive nodes sorted by rank."""
-        alive = self._alive
-        return sorted((v for v in range(len(alive)) if alive[v]), key=self._rank.__getitem__)
+        return self.order_array().tolist()
+
+    def order_array(self) -> np.ndarray:
+        """Alive nodes sorted by rank, as a numpy array."""
+        rank = np.asarray(self._rank, dtype=np.int64)
+        by_rank = np.argsort(rank, kind="stable")
+        return by_rank[np.asarray(self._alive, dtype=bool)[by_rank]]
 
     def is_reachable(self, x: int, y: int) -> bool:
         """Whether a path ``x ~> y`` exists (``True`` when ``x == y``)."""
@@ -228,8 +253,9 @@ class GraphCycles:
             return self._node(x), self._node(y)   # raises, or converts an integer-like id
         return x, y
 
-    def _contract(self, x: int, y: int) -> int | None:
-        """Contract the existing edge ``x -> y`` unless another path joins them."""
+    def contract_live_edge(self, x: int, y: int) -> int | None:
+        """:meth:`contract_edge` for a caller that knows ``x`` and ``y`` are live node ids (plain
+        ints) joined by the edge ``x -> y``: neither is checked (for hot loops)."""
         out_x, in_y = self._out[x], self._in[y]
         out_x.discard(y)
         in_y.discard(x)
@@ -239,16 +265,23 @@ class GraphCycles:
             return None
         return self._absorb(x, y)
 
+    _contract = contract_live_edge  # the existing edge x -> y, unless another path joins them
+
     def descendant_marks(self, mark: dict[int, int]) -> dict[int, int]:
         """Per alive node, the bitwise or of ``mark`` (0 where absent) over the nodes it
         reaches, itself excluded: one pass in reverse topological order."""
-        out, get = self._out, mark.get
+        out = self._out
+        own = [0] * len(out)
+        for v, bits in mark.items():
+            own[v] = bits
+        seen = [0] * len(out)  # per node placed so far: its mark or those of its descendants
         desc: dict[int, int] = {}
-        for v in reversed(self.topological_order()):
+        for v in reversed(self.order_array().tolist()):
             d = 0
             for w in out[v]:
-                d |= desc[w] | get(w, 0)
+                d |= seen[w]
             desc[v] = d
+            seen[v] = d | own[v]
         return desc
 
     def contract_between(self, x: int, y: int) -> int | None:
@@ -273,6 +306,11 @@ class GraphCycles:
         if not self.can_merge(x, y):
             return None
         return self._absorb(operator.index(x), operator.index(y))
+
+    def merge_unrelated(self, x: int, y: int) -> int:
+        """:meth:`merge` for a caller that knows ``x`` and ``y`` are distinct live nodes that
+        no path joins (not checked: for hot loops that track reachability themselves)."""
+        return self._absorb(x, y)
 
     # --------------------------------------------------------------- checking
 
@@ -450,8 +488,10 @@ class GraphCycles:
         """Path ``x ~> y`` for ``x != y``: bidirectional DFS inside the rank window.
 
         The forward search keeps to ranks < rank[y], the backward search to
-        ranks > rank[x]; they alternate, so the cost is about twice the
-        smaller of the two cones.  Either search running dry proves no path.
+        ranks > rank[x]; each step expands the side whose edges scanned so far,
+        with those of its next node, are fewer (a node of many edges waits), so
+        the cost is about twice the smaller of the two cones.  Either search
+        running dry proves no path.
         """
         rank = self._rank
         lo, hi = rank[x], rank[y]
@@ -460,20 +500,29 @@ class GraphCycles:
         out, inn = self._out, self._in
         fseen, bseen = {x}, {y}
         fstack, bstack = [x], [y]
+        fwork = bwork = 0
         while fstack and bstack:
-            for w in out[fstack.pop()]:
-                if w in bseen:
-                    return True
-                if rank[w] < hi and w not in fseen:
-                    fseen.add(w)
-                    fstack.append(w)
-            for w in inn[bstack.pop()]:
-                if w in fseen:
-                    return True
-                if rank[w] > lo and w not in bseen:
-                    bseen.add(w)
-                    bstack.append(w)
+            fnext, bnext = out[fstack[-1]], inn[bstack[-1]]
+            if fwork + len(fnext) <= bwork + len(bnext):
+                fstack.pop()
+                fwork += len(fnext)
+                for w in fnext:
+                    if w in bseen:
+                        return True
+                    if rank[w] < hi and w not in fseen:
+                        fseen.add(w)
+                        fstack.append(w)
+            else:
+                bstack.pop()
+                bwork += len(bnext)
+                for w in bnext:
+                    if w in fseen:
+                        return True
+                    if rank[w] > lo and w not in bseen:
+                        bseen.add(w)
+                        bstack.append(w)
         return False
+
 
 def _no_cycle(delta: set[int] | None, a: int, b: int) -> set[int]:
     if delta is None:  # callers check reachability first, so this cannot happen
@@ -526,6 +575,13 @@ class OneSidedGraphCycles(GraphCycles):
         """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
         super().__init__(n)
         self._init_order()
+
+    def copy(self) -> OneSidedGraphCycles:
+        """An independent copy (same nodes, edges, ranks and dead nodes)."""
+        other = super().copy()
+        other._set_rank(self._rank_np.copy())
+        other._order = self._order.copy()
+        return other
 
     def _init_order(self) -> None:
         rank = np.asarray(self._rank, dtype=np.int64)
