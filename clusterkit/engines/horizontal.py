@@ -59,7 +59,7 @@ class _Levels:
         self.a = a = part.assignment()
         ndev = len(p.devices)
         dev_a = part.device_indices()
-        self.dev = dev = dev_a.tolist()
+        self.dev = dev_a.tolist()
         cls_a = np.where(dev_a >= 0, dev_a, ndev)
         src, dst = part.cluster_edges()
         if _limited(p):  # runs split by a limit follow the order: the smallest id first
