@@ -251,36 +251,55 @@ class Partition:
     # ------------------------------------------------------------------ validation
     def validate(self) -> "Partition":
         """Raise :class:`PartitionError` with the precise reason if invalid; return self."""
-        p = self.problem
-        g = p.graph
-        names = [nd.name for nd in g.nodes]
         a = self.assignment()
-        dev_idx = []
-        for c in self.clusters:
-            if not c.nodes:
-                raise PartitionError(f"cluster {c.id} is empty")
-            d = p.device_index(c.device) if c.device != p.fallback else -1
-            dev_idx.append(d)
-            if d >= 0:
-                bad = [v for v in c.nodes if not p.supported[d, v]]
-                if bad:
-                    nd = g.nodes[bad[0]]
-                    raise PartitionError(f"node {nd.name!r} ({nd.op_type}) is in cluster {c.id} on"
-                                         f" device {c.device!r}, which does not support it")
-                size = len(c.nodes)
-                if size < p.min_size:
-                    raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, below"
-                                         f" min_size {p.min_size}")
-                if p.max_size is not None and size > p.max_size:
-                    raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, above"
-                                         f" max_size {p.max_size}")
-                if p.max_const_bytes is not None:
-                    held = cluster_const_bytes(g, c.nodes)
-                    if held > p.max_const_bytes:
-                        raise PartitionError(f"cluster {c.id} on {c.device!r} holds {held} bytes of"
-                                             f" constants, above max_const_bytes "
-                                             f"{p.max_const_bytes}")
-        dev_idx = np.asarray(dev_idx, dtype=np.int64)
+        dev_idx = np.asarray([self._check_cluster(c) for c in self.clusters], dtype=np.int64)
+        self._check_edges(a, dev_idx)
+        p, names = self.problem, [nd.name for nd in self.graph.nodes]
+        for u, v in p.never_pairs.tolist():
+            if a[u] == a[v]:
+                raise PartitionError(f"never-together nodes {names[u]!r} and {names[v]!r} are both"
+                                     f" in cluster {self.clusters[a[u]].id}")
+        for gi, members in enumerate(p.groups):
+            if len(set(a[members].tolist())) > 1:
+                raise PartitionError(f"together group {gi} is split: {names[members[0]]!r} is in "
+                                     f"cluster {self.clusters[a[members[0]]].id}, but other "
+                                     "members are elsewhere")
+        self._check_acyclic(a)
+        return self
+
+    def _check_cluster(self, c: Cluster) -> int:
+        """A cluster's device index (-1: fallback), checked: not empty, every node supported,
+        within ``min_size``, ``max_size`` and ``max_const_bytes``."""
+        p, g = self.problem, self.graph
+        if not c.nodes:
+            raise PartitionError(f"cluster {c.id} is empty")
+        d = p.device_index(c.device) if c.device != p.fallback else -1
+        if d < 0:
+            return d
+        bad = [v for v in c.nodes if not p.supported[d, v]]
+        if bad:
+            nd = g.nodes[bad[0]]
+            raise PartitionError(f"node {nd.name!r} ({nd.op_type}) is in cluster {c.id} on"
+                                 f" device {c.device!r}, which does not support it")
+        size = len(c.nodes)
+        if size < p.min_size:
+            raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, below"
+                                 f" min_size {p.min_size}")
+        if p.max_size is not None and size > p.max_size:
+            raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, above"
+                                 f" max_size {p.max_size}")
+        if p.max_const_bytes is not None:
+            held = cluster_const_bytes(g, c.nodes)
+            if held > p.max_const_bytes:
+                raise PartitionError(f"cluster {c.id} on {c.device!r} holds {held} bytes of"
+                                     f" constants, above max_const_bytes "
+                                     f"{p.max_const_bytes}")
+        return d
+
+    def _check_edges(self, a: np.ndarray, dev_idx: np.ndarray) -> None:
+        """No must-cut edge and no edge its device's selector refuses inside a cluster."""
+        p, g = self.problem, self.graph
+        names = [nd.name for nd in g.nodes]
         src, dst = g.edge_src, g.edge_dst
         same = a[src] == a[dst]
         for e in np.flatnonzero(same & p.must_cut).tolist():
@@ -300,17 +319,6 @@ class Partition:
                 raise PartitionError(f"edge {names[u]!r} -> {names[v]!r} lies inside cluster "
                                      f"{self.clusters[a[u]].id}, but the selector of "
                                      f"{self.clusters[a[u]].device!r} refuses to follow it")
-        for u, v in p.never_pairs.tolist():
-            if a[u] == a[v]:
-                raise PartitionError(f"never-together nodes {names[u]!r} and {names[v]!r} are both"
-                                     f" in cluster {self.clusters[a[u]].id}")
-        for gi, members in enumerate(p.groups):
-            if len(set(a[members].tolist())) > 1:
-                raise PartitionError(f"together group {gi} is split: {names[members[0]]!r} is in "
-                                     f"cluster {self.clusters[a[members[0]]].id}, but other "
-                                     "members are elsewhere")
-        self._check_acyclic(a)
-        return self
 
     def _check_acyclic(self, a: np.ndarray) -> None:
         g = self.graph

@@ -506,24 +506,37 @@ class _Contraction:
         """Merge clusters of one device that no path joins, when the constraints allow: first
         clusters reading one tensor (largest first: it is then sent once), then each cluster
         with one of the few clusters before it in topological order (fewer partitions)."""
-        gcy = self.gc
-        find = self.find
-        dev = self.dev
         ok_dev = [not es for es in self.edge_sensitive]
+        dev_l = self.dev.tolist()
+        self._merge_readers(ok_dev, dev_l)
+        parent = self.uf.parent
+        by_dev: dict[int, list[int]] = {}
+        for c in range(self.n):
+            if parent[c] == c and dev_l[c] >= 0:
+                by_dev.setdefault(dev_l[c], []).append(c)
+        for d in sorted(by_dev):
+            if ok_dev[d]:
+                self._merge_window(by_dev[d])
 
-        def attempt(o: int, c: int) -> int | None:
-            go, gc_ = self.to_gc(o), self.to_gc(c)
-            if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_):
-                return None
-            sg = gcy.merge(go, gc_)  # None (graph unchanged) when a path joins them
-            if sg is None:
-                return None
-            self._level_merged(sg, go, gc_)
-            s = self.from_gc(sg)
-            self._absorbed(s, c if s == o else o)
-            self.info["non_adjacent_merges"] += 1
-            return s
+    def _attempt(self, o: int, c: int) -> int | None:
+        """Merge clusters ``o`` and ``c`` (of one device) unless the constraints, the level
+        bound or a path between them forbid it; returns the merged cluster or None."""
+        go, gc_ = self.to_gc(o), self.to_gc(c)
+        if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_):
+            return None
+        sg = self.gc.merge(go, gc_)  # None (graph unchanged) when a path joins them
+        if sg is None:
+            return None
+        self._level_merged(sg, go, gc_)
+        s = self.from_gc(sg)
+        self._absorbed(s, c if s == o else o)
+        self.info["non_adjacent_merges"] += 1
+        return s
 
+    def _merge_readers(self, ok_dev: list[bool], dev_l: list[int]) -> None:
+        """Per tensor read at least twice and not free (largest first), merge its readers of
+        one device into the first one's cluster where allowed."""
+        find, attempt = self.find, self._attempt
         tt = self.problem.graph.tensor_table
         t_order = np.lexsort((np.arange(len(tt.nbytes)), -tt.nbytes))
         inc_t, inc_n = tt.inc_tensor, tt.inc_node
@@ -534,11 +547,9 @@ class _Contraction:
         consumers = inc_n.tolist()
         b_list = bounds.tolist()
         shared = (np.diff(bounds)[t_order] >= 2) & ~tt.free[t_order]  # read twice, not free
-        dev_l = dev.tolist()
         for t in t_order[shared].tolist():
-            lo, hi = b_list[t], b_list[t + 1]
             first: dict[int, int] = {}
-            for v in consumers[lo:hi]:
+            for v in consumers[b_list[t]:b_list[t + 1]]:
                 d = dev_l[v]
                 if d < 0 or not ok_dev[d]:
                     continue
@@ -550,26 +561,20 @@ class _Contraction:
                 o = find(o)
                 s = attempt(o, c)
                 first[d] = s if s is not None else o
-        parent = self.uf.parent
-        by_dev: dict[int, list[int]] = {}
-        for c in range(self.n):
-            if parent[c] == c and dev_l[c] >= 0:
-                by_dev.setdefault(dev_l[c], []).append(c)
-        for d in sorted(by_dev):
-            if not ok_dev[d]:
-                continue
-            open_: list[int] = []
-            rank, to_gc = gcy.ranks(), self.to_gc
-            for c in sorted(by_dev[d], key=lambda x: rank[to_gc(x)]):
-                merged = False
-                for j in range(len(open_) - 1, max(-1, len(open_) - 1 - self.NEIGHBOURS), -1):
-                    s = attempt(open_[j], c)
-                    if s is not None:
-                        open_[j] = s
-                        merged = True
-                        break
-                if not merged:
-                    open_.append(c)
+
+    def _merge_window(self, clusters: list[int]) -> None:
+        """Each cluster of one device, in topological order, with one of the ``NEIGHBOURS``
+        latest open clusters before it (the latest first)."""
+        open_: list[int] = []
+        rank, to_gc = self.gc.ranks(), self.to_gc
+        for c in sorted(clusters, key=lambda x: rank[to_gc(x)]):
+            for j in range(len(open_) - 1, max(-1, len(open_) - 1 - self.NEIGHBOURS), -1):
+                s = self._attempt(open_[j], c)
+                if s is not None:
+                    open_[j] = s
+                    break
+            else:
+                open_.append(c)
 
     # ------------------------------------------------------------------ result
     def labels(self) -> np.ndarray:
