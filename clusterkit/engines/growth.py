@@ -72,6 +72,8 @@ class GrowthTracker:
         self.succ, self.pred = ug.succ, ug.pred
         self.o0, self.o1, self.o2 = ug.orders
         self._rord = list(zip(self.o0, self.o1, self.o2, range(n)))  # orders and unit
+        # sources and sinks: never on a path between two units, so never between members
+        self._end = [not s or not p for s, p in zip(self.succ, self.pred)]
         self._grail = [lab for pair in ug.intervals for lab in pair]
         self.own, self.lin, self.lout = ug.landmarks
         self._marks = [u for u, b in enumerate(self.own) if b]
@@ -96,7 +98,8 @@ class GrowthTracker:
         self.members: list[int] = []
         self.times: list[int] = []
         self.rejected: list[int] = []
-        self._rords: list[tuple[int, int, int, int]] = []   # (orders..., unit) per rejected
+        # (orders..., unit) per rejected unit that is neither a source nor a sink
+        self._rords: list[tuple[int, int, int, int]] = []
         self.rolled: list[int] = []
         self.hi = (-1, -1, -1)
         self.lo = (_BIG, _BIG, _BIG)
@@ -164,8 +167,10 @@ class GrowthTracker:
         known to hold)."""
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append(self._rord[x])
         self.bad |= self.own[x]
+        if self._end[x]:
+            return
+        self._rords.append(self._rord[x])
         if not check:
             return
         w = self._witness(x)
@@ -208,19 +213,20 @@ class GrowthTracker:
         for t in times[-k:]:
             alive[t] = False
         del members[-k:], times[-k:]
-        own, rord, suspects = self.own, self._rord, self.suspects
+        own, rord, suspects, end = self.own, self._rord, self.suspects, self._end
         bad = self.bad
         for x in xs:
             mem[x] = 0
             rej[x] = gid
             bad |= own[x]
-            suspects[x] = None
+            if not end[x]:
+                suspects[x] = None
         self.bad = bad
         self.hi, self.lo, self.s_in, self.s_out = self.history[-k]
         del self.history[-k:]
         self.rolled.extend(xs)
         self.rejected.extend(xs)
-        self._rords.extend([rord[x] for x in xs])
+        self._rords.extend([rord[x] for x in xs if not end[x]])
         return xs
 
     def replay(self, steps: list[int], removed: dict[int, int], count: int) -> list[int]:
@@ -231,7 +237,7 @@ class GrowthTracker:
         gid, mem, mtime, rej, alive = self.gid, self.mem, self.mtime, self.rej, self.alive
         members, times, history = self.members, self.times, self.history
         rejected, rords, rolled = self.rejected, self._rords, self.rolled
-        rord, own, lin, lout = self._rord, self.own, self.lin, self.lout
+        rord, own, lin, lout, end = self._rord, self.own, self.lin, self.lout, self._end
         hi, lo, s_in, s_out, bad = self.hi, self.lo, self.s_in, self.s_out, self.bad
         out: list[int] = []
         for j in range(count):
@@ -257,7 +263,8 @@ class GrowthTracker:
                 x = ~x
                 rej[x] = gid
                 rejected.append(x)
-                rords.append(rord[x])
+                if not end[x]:
+                    rords.append(rord[x])
                 bad |= own[x]
             k = removed.get(j)
             while k:
@@ -269,7 +276,8 @@ class GrowthTracker:
                 rolled.append(y)
                 rej[y] = gid
                 rejected.append(y)
-                rords.append(rord[y])
+                if not end[y]:
+                    rords.append(rord[y])
                 bad |= own[y]
                 out.append(y)
         self.hi, self.lo, self.s_in, self.s_out, self.bad = hi, lo, s_in, s_out, bad
@@ -289,7 +297,8 @@ class GrowthTracker:
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append(self._rord[x])
+        if not self._end[x]:
+            self._rords.append(self._rord[x])
         self.bad |= self.own[x]
         return x
 
@@ -348,7 +357,8 @@ class GrowthTracker:
         are then searched again only once none does (at most one is found per step)."""
         x = self._pop()
         suspects = self.suspects
-        suspects[x] = None
+        if not self._end[x]:
+            suspects[x] = None
         alive = self.alive
         w = suspects.get(self._proof)   # usually still alive: one test
         if w is not None and alive[w[0]] and alive[w[1]]:
