@@ -227,7 +227,7 @@ class _Selector:
         used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
         stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
-        watch: dict[int, list[tuple[int, int]]] = {}   # unit -> (root, serial) watching it
+        watch: list[list[_Growth]] = [[] for _ in range(ug.n)]   # unit -> growths watching it
         best: list[tuple[int, int, int, int]] = []
         dirty: list[tuple[int, int]] = []
         flagged = self._flag
@@ -237,45 +237,57 @@ class _Selector:
                 flagged[v] = True
                 heapq.heappush(dirty, (rank[v], v))
 
+        def use(v: int) -> None:
+            """Make ``v`` a root: its growth (cached or grown) covers its later members."""
+            cur = used.pop(v, None)     # an invalidated growth of ``v`` (cache has a new one)
+            g = cache.get(v)
+            if g is None:
+                g = self._grow(d, v, stale.pop(v, None))
+                cache[v] = g
+                for u in self._watched(d, g):
+                    watch[u].append(g)
+            else:
+                self.reused += 1
+                if self.trace is not None:
+                    self.trace.append(("reuse", self._names(g.members)))
+            used[v] = g
+            heapq.heappush(best, (-g.size, rank[v], v, g.serial))
+            rv = rank[v]
+            for m in g.members:     # a covered unit matters only as a root
+                if rank[m] > rv:
+                    cover[m] += 1
+                    if cover[m] == 1 and m in used:
+                        mark(m)
+            if cur is not None:     # after the new cover: units in both never reach 0
+                drop(cur, rv)
+
+        def drop(g: _Growth, rv: int) -> None:
+            """Take back the cover of ``g``, the growth of the root of rank ``rv``."""
+            for m in g.members:
+                # a taken unit freed of cover is no root; one still a root is marked already
+                if rank[m] > rv:
+                    cover[m] -= 1
+                    if cover[m] == 0 and not taken[m]:
+                        mark(m)
+
         def settle() -> None:
             while dirty:
                 _, v = heapq.heappop(dirty)
                 flagged[v] = False
                 want = aff[v] == d and not taken[v] and cover[v] == 0
                 cur = used.get(v)
-                if cur is not None and (not want or cache.get(v) is not cur):
+                if want:
+                    if cur is None or cache.get(v) is not cur:
+                        use(v)
+                elif cur is not None:
                     del used[v]
-                    rv = rank[v]
-                    for m in cur.members:
-                        if rank[m] > rv:
-                            cover[m] -= 1
-                            if cover[m] == 0:
-                                mark(m)
-                if want and v not in used:
-                    g = cache.get(v)
-                    if g is None:
-                        g = self._grow(d, v, stale.pop(v, None))
-                        cache[v] = g
-                        key = (v, g.serial)
-                        for u in self._watched(d, g):
-                            watch.setdefault(u, []).append(key)
-                    else:
-                        self.reused += 1
-                        if self.trace is not None:
-                            self.trace.append(("reuse", self._names(g.members)))
-                    used[v] = g
-                    heapq.heappush(best, (-g.size, rank[v], v, g.serial))
-                    rv = rank[v]
-                    for m in g.members:     # a covered unit matters only as a root
-                        if rank[m] > rv:
-                            cover[m] += 1
-                            if cover[m] == 1 and m in used:
-                                mark(m)
+                    drop(cur, rank[v])
 
+        # the first pass in rank order marks nothing: a change only reaches later units,
+        # all still to come and none yet a root
         for u in ug.order:
-            if aff[u] == d and not taken[u]:
-                mark(u)
-        settle()
+            if aff[u] == d and not taken[u] and cover[u] == 0:
+                use(u)
         while used:
             while True:
                 _, _, r, serial = best[0]
@@ -288,10 +300,14 @@ class _Selector:
             for u in g.members:
                 if u in used:   # a taken unit matters only as a root
                     mark(u)
-                for r2, serial in watch.pop(u, ()):
-                    old = cache.get(r2)
+                gs = watch[u]
+                if not gs:
+                    continue
+                watch[u] = []
+                for old in gs:
+                    r2 = old.root
                     # an entry of a growth since replaced does not concern the current one
-                    if old is not None and old.serial == serial:
+                    if cache.get(r2) is old:
                         del cache[r2]
                         stale[r2] = old
                         if r2 in used:
