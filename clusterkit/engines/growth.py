@@ -17,7 +17,6 @@ integer bitsets, so most positive answers need no search.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -78,9 +77,8 @@ class GrowthTracker:
         self.own, self.lin, self.lout = ug.landmarks
         self._marks = [u for u, b in enumerate(self.own) if b]
         self.mem = [0] * n
-        self.mtime = [0] * n
+        self.mpos = [0] * n     # a member's position in ``members`` (kept while it lives)
         self.rej = [0] * n
-        self.alive: list[bool] = []
         self.gid = 0
         self._seen = [0] * n    # visit stamps of _phase_search
         self._n = n
@@ -96,7 +94,6 @@ class GrowthTracker:
         self.gid += 1
         self.blocked = blocked
         self.members: list[int] = []
-        self.times: list[int] = []
         self.rejected: list[int] = []
         # (orders..., unit) per rejected unit that is neither a source nor a sink
         self._rords: list[tuple[int, int, int, int]] = []
@@ -137,14 +134,10 @@ class GrowthTracker:
     def add(self, x: int, check: bool = True) -> None:
         """Make ``x`` a member and check the condition (``check=False``: known to hold, as when
         a logged growth is replayed)."""
-        alive = self.alive
-        t = len(alive)
-        alive.append(True)
-        self.mem[x] = self.gid
-        self.mtime[x] = t
         members = self.members
+        self.mem[x] = self.gid
+        self.mpos[x] = len(members)
         members.append(x)
-        self.times.append(t)
         hi, lo = self.hi, self.lo      # never changed in place: the history shares them
         s_in, s_out = self.s_in, self.s_out
         self.history.append((hi, lo, s_in, s_out))
@@ -184,7 +177,7 @@ class GrowthTracker:
         latest first. After ``batch_after`` single steps the stopping point is computed at
         once from earliest-member labels (see :meth:`_batch_rollback`)."""
         removed: list[int] = []
-        members, times = self.members, self.times
+        members, mpos = self.members, self.mpos
         while self.violated:
             if len(removed) >= batch_after and len(members) > 2 * batch_after:
                 removed.extend(self._batch_rollback())
@@ -193,13 +186,13 @@ class GrowthTracker:
             # the proof standing (what rollback() would find), so pop them without a check
             w = self.suspects.get(self._proof)
             if w is not None:
-                last = w[0] if w[0] > w[1] else w[1]
-                k = len(times) - bisect_right(times, last)
+                last = max(mpos[w[0]], mpos[w[1]])
+                k = len(members) - 1 - last
                 if len(members) > 2 * batch_after:
                     k = min(k, batch_after - len(removed))
                 if k > 0:
                     removed.extend(self._pop_many(k))
-                if times[-1] > last:
+                if len(members) - 1 > last:
                     continue
             removed.append(self.rollback())
         return removed
@@ -207,12 +200,9 @@ class GrowthTracker:
     def _pop_many(self, k: int) -> list[int]:
         """Roll back the latest ``k`` members without checks, as ``k`` calls of :meth:`_pop`
         would, each becoming a suspect without witnesses; return them, latest first."""
-        members, times, alive, mem, rej, gid = self.members, self.times, self.alive, self.mem, \
-            self.rej, self.gid
+        members, mem, rej, gid = self.members, self.mem, self.rej, self.gid
         xs = members[-1:-k - 1:-1]
-        for t in times[-k:]:
-            alive[t] = False
-        del members[-k:], times[-k:]
+        del members[-k:]
         own, rord, suspects, end = self.own, self._rord, self.suspects, self._end
         bad = self.bad
         for x in xs:
@@ -234,8 +224,8 @@ class GrowthTracker:
         ``add``/``reject``/``undo`` without checks would: ``steps[j]`` a unit made a member
         (``~unit``: rejected), then ``removed[j]`` (when present) members rolled back.
         Returns the units rolled back, in order."""
-        gid, mem, mtime, rej, alive = self.gid, self.mem, self.mtime, self.rej, self.alive
-        members, times, history = self.members, self.times, self.history
+        gid, mem, mpos, rej = self.gid, self.mem, self.mpos, self.rej
+        members, history = self.members, self.history
         rejected, rords, rolled = self.rejected, self._rords, self.rolled
         rord, own, lin, lout, end = self._rord, self.own, self.lin, self.lout, self._end
         hi, lo, s_in, s_out, bad = self.hi, self.lo, self.s_in, self.s_out, self.bad
@@ -243,12 +233,9 @@ class GrowthTracker:
         for j in range(count):
             x = steps[j]
             if x >= 0:
-                t = len(alive)
-                alive.append(True)
                 mem[x] = gid
-                mtime[x] = t
+                mpos[x] = len(members)
                 members.append(x)
-                times.append(t)
                 history.append((hi, lo, s_in, s_out))
                 a, b, c, _ = rord[x]
                 h0, h1, h2 = hi
@@ -270,7 +257,6 @@ class GrowthTracker:
             while k:
                 k -= 1
                 y = members.pop()
-                alive[times.pop()] = False
                 mem[y] = 0
                 hi, lo, s_in, s_out = history.pop()
                 rolled.append(y)
@@ -290,8 +276,6 @@ class GrowthTracker:
 
     def _pop(self) -> int:
         x = self.members.pop()
-        t = self.times.pop()
-        self.alive[t] = False
         self.mem[x] = 0
         self.hi, self.lo, self.s_in, self.s_out = self.history.pop()
         self.rolled.append(x)
@@ -359,13 +343,13 @@ class GrowthTracker:
         suspects = self.suspects
         if not self._end[x]:
             suspects[x] = None
-        alive = self.alive
+        mem, gid = self.mem, self.gid  # a member rolled back never joins again
         w = suspects.get(self._proof)   # usually still alive: one test
-        if w is not None and alive[w[0]] and alive[w[1]]:
+        if w is not None and mem[w[0]] == gid and mem[w[1]] == gid:
             self.violated = True
             return x
         for z, w in suspects.items():
-            if w is not None and alive[w[0]] and alive[w[1]]:
+            if w is not None and mem[w[0]] == gid and mem[w[1]] == gid:
                 self._proof = z
                 self.violated = True
                 return x
@@ -437,25 +421,25 @@ class GrowthTracker:
         return found
 
     def _find_member(self, z: int, forward: bool) -> int | None:
-        """Time of some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
+        """Some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
         cached per growth: a found member stays valid while it lives; a miss stays valid for
         the members it saw (rollback is last-in-first-out), so only later members are tried."""
         adj = self.succ if forward else self.pred
-        mem, gid, mtime = self.mem, self.gid, self.mtime
+        mem, gid = self.mem, self.gid
         for w in adj[z]:
             if mem[w] == gid:
-                return mtime[w]
-        members, times = self.members, self.times
+                return w
+        members = self.members
         key = z if forward else -1 - z
         hit = self._cache.get(key)
         first = 0
         if hit is not None:
-            k, tk, found = hit
-            if found is not None and self.alive[found]:
+            k, uk, found = hit
+            if found is not None and mem[found] == gid:
                 return found
             # a miss, or the first member found by a scan, now rolled back: the members
-            # before it (still alive when the time before it matches) were misses
-            if k <= len(times) and (k == 0 or times[k - 1] == tk):
+            # before it (still alive when the member before it is the same) were misses
+            if k <= len(members) and (k == 0 or members[k - 1] == uk):
                 first = k
         if first or len(members) <= _SCAN_MEMBERS:
             reaches = self._reaches
@@ -469,29 +453,30 @@ class GrowthTracker:
                     if z0 < o0[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
                             and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
                             and z1 < o1[m] and z2 < o2[m] and reaches(z, m):
-                        found, z_m = mtime[m], m
+                        found = m
                         break
             else:
                 for m in members[first:]:
                     if o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] and g2[m] <= y2 \
                             and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
                             and o1[m] < z1 and o2[m] < z2 and reaches(m, z):
-                        found, z_m = mtime[m], m
+                        found = m
                         break
             # a found member is the first one: the members before it are misses
-            k = len(times) if found is None else members.index(z_m, first)
-            self._cache[key] = (k, times[k - 1] if k else -1, found)
+            k = len(members) if found is None else members.index(found, first)
+            self._cache[key] = (k, members[k - 1] if k else -1, found)
             return found
         y = self._window_search(z, forward, lambda y: _STOP if mem[y] == gid else _EXPAND)
         if y is not None:
-            self._cache[key] = (0, -1, mtime[y])
-            return mtime[y]
-        k = len(times)
-        self._cache[key] = (k, times[k - 1] if k else -1, None)
+            self._cache[key] = (0, -1, y)
+            return y
+        k = len(members)
+        self._cache[key] = (k, members[k - 1] if k else -1, None)
         return None
 
     def _witness(self, z: int) -> tuple[int, int] | None:
-        """Times of two members with ``a ~> z ~> b``, or None."""
+        """Two members with ``a ~> z ~> b``, or None (a member rolled back never joins
+        again: the pair proves the condition failing while both are members)."""
         if self.outside(z):
             return None
         a = self._find_member(z, False)
