@@ -220,7 +220,8 @@ class UnitGraph:
     def intervals(self) -> list[tuple[list[int], list[int]]]:
         """GRAIL reachability intervals ``(low, post)`` of three seeded random depth-first
         traversals: ``u ~> v`` implies ``low[u] <= low[v]`` and ``post[v] <= post[u]`` in each."""
-        return [_grail(self, seed) for seed in (1, 2, 3)]
+        posts = [_grail_post(self, seed) for seed in (1, 2, 3)]
+        return list(zip(_lowest(self.order, self.succ, posts), posts))
 
     @cached_property
     def landmarks(self) -> tuple[list[int], list[int], list[int]]:
@@ -300,36 +301,53 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
     return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
-def _grail(ug: UnitGraph, seed: int) -> tuple[list[int], list[int]]:
-    """One GRAIL labelling (Yildirim et al.): post-order ranks of a random depth-first search
-    and, per unit, the lowest post-order rank among its descendants. The random orders of the
-    roots and of every unit's successors are drawn at once with numpy (seeded); the search runs
-    in scipy (:func:`_preorder`): the post-order is the reversed preorder of the search tree
-    with every unit's children (and the roots) in reverse order."""
+def _grail_post(ug: UnitGraph, seed: int) -> list[int]:
+    """The post-order ranks of one GRAIL labelling (Yildirim et al.): a random depth-first
+    search. The random orders of the roots and of every unit's successors are drawn at once
+    with numpy (seeded); the search runs in scipy (:func:`_preorder`): the post-order is the
+    reversed preorder of the search tree with every unit's children (and the roots) in
+    reverse order."""
     rng = np.random.default_rng(seed)
     n = ug.n
     src, dst = np.asarray(ug.esrc, dtype=np.int64), np.asarray(ug.edst, dtype=np.int64)
-    shuffled = np.lexsort((rng.random(len(src)), src))
+    # by source, then by a random key (two integer-keyed sorts: lexsort on floats is slow)
+    shuffled = np.argsort(rng.random(len(src)))
+    shuffled = shuffled[np.argsort(src[shuffled], kind="stable")]
     roots = np.flatnonzero(np.bincount(dst, minlength=n) == 0)
     pre, parent = _preorder(n, src[shuffled], dst[shuffled], roots[rng.permutation(len(roots))])
     pos = np.empty(n, dtype=np.int64)
     pos[pre] = np.arange(n)
     top = parent < 0
     kids = np.flatnonzero(~top)
-    kids = kids[np.lexsort((-pos[kids], parent[kids]))]
+    kids = kids[np.argsort(parent[kids] * n + (n - 1 - pos[kids]))]     # keys are distinct
     mirrored, _ = _preorder(n, parent[kids], kids, pre[top[pre]][::-1])
     post_arr = np.empty(n, dtype=np.int64)
     post_arr[mirrored[::-1]] = np.arange(n)
-    post = post_arr.tolist()
-    succ = ug.succ
-    low = list(post)
-    for v in reversed(ug.order):
-        m = low[v]
-        for w in succ[v]:
-            if low[w] < m:
-                m = low[w]
-        low[v] = m
-    return low, post
+    return post_arr.tolist()
+
+
+def _lowest(order: list[int], succ: list[list[int]], posts: list[list[int]]
+            ) -> list[list[int]]:
+    """Per labelling (three post-orders), per unit the lowest post-order rank among its
+    descendants (itself included): one pass in reverse topological ``order``."""
+    p0, p1, p2 = posts
+    a0, a1, a2 = list(p0), list(p1), list(p2)
+    for v in reversed(order):
+        ws = succ[v]
+        if ws:
+            m0, m1, m2 = a0[v], a1[v], a2[v]
+            for w in ws:
+                x = a0[w]
+                if x < m0:
+                    m0 = x
+                x = a1[w]
+                if x < m1:
+                    m1 = x
+                x = a2[w]
+                if x < m2:
+                    m2 = x
+            a0[v], a1[v], a2[v] = m0, m1, m2
+    return [a0, a1, a2]
 
 
 def _preorder(n: int, owner: np.ndarray, kids: np.ndarray, starts: np.ndarray
