@@ -199,6 +199,8 @@ class _Selector:
         self.rounds = self.growths = self.reused = self.rollbacks = 0
         self._cover = [0] * ug.n
         self._flag = [False] * ug.n
+        self._free: list[bool] = []     # per unit: of the affinity of device _dev, not taken
+        self._dev = -1
         self._serial = 0
         # GrowthState needs no bookkeeping without size, constant or never-together limits;
         # then only a unit with an edge the device may not take inside can fail ``fits``
@@ -224,6 +226,7 @@ class _Selector:
         ug, aff, taken = self.ug, self.aff, self.taken
         rank = ug.rank
         cover = self._cover
+        self._device(d)
         used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
         stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
@@ -322,8 +325,11 @@ class _Selector:
 
     def _finalize(self, d: int, g: _Growth) -> None:
         ug = self.ug
+        self._device(d)
+        free = self._free
         for u in g.members:
             self.taken[u] = True
+            free[u] = False
         members = sorted(g.members, key=ug.rank.__getitem__)
         self.pieces.append(Piece(d, members))
         self.rolled_back.extend(g.rolled)
@@ -342,7 +348,7 @@ class _Selector:
         one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
         gid, mem, rej = T.gid, T.mem, T.rej
-        adj, aff, taken = self._adj, self.aff, self.taken
+        adj, free = self._adj, self._free
         if old is not None and self.trace is None:
             frames, lone, mattered, log = self._resume(old, st)
         else:
@@ -366,9 +372,8 @@ class _Selector:
                     mattered.add(by)    # (a living pusher was not rolled back alone)
                     dead.append((i, by))
                 if fast:
-                    added = aff[v] == d and not taken[v] \
-                        and ((not risky[v] or apart(risky[v], mem, gid)) if plain
-                             else st.fits(v, T))
+                    added = free[v] and ((not risky[v] or apart(risky[v], mem, gid)) if plain
+                                         else st.fits(v, T))
                     if added:
                         if not plain:
                             st.add(v)
@@ -380,10 +385,10 @@ class _Selector:
                     added, removed = self._step(d, v, st)
                 if removed:
                     cut[i] = len(removed)
+                    if added and len(removed) == 1 and removed[0] == v:
+                        lone.add(v)
                 if added:
                     seen.append(v)
-                    if len(removed) == 1 and removed[0] == v:
-                        lone.add(v)
                     pushed.append((i, len(frames) - 1))
                     frames.append((v, iter(adj[v])))
                     i += 1
@@ -466,8 +471,15 @@ class _Selector:
             self._risky[d] = risky
         return risky
 
+    def _device(self, d: int) -> None:
+        """Select device ``d`` for the ``free`` flags (kept by :meth:`_finalize`)."""
+        if self._dev != d:
+            self._dev = d
+            self._free = [a == d and not t for a, t in zip(self.aff, self.taken)]
+
     def _start(self, d: int, root: int) -> GrowthState:
         """A new growth holding ``root`` alone."""
+        self._device(d)
         self.growths += 1
         self.tracker.begin()
         st = GrowthState(self.ug, d, self.problem.max_size, self.problem.max_const_bytes)
@@ -489,7 +501,7 @@ class _Selector:
     def _step(self, d: int, v: int, st: GrowthState) -> tuple[bool, list[int]]:
         """Accept or reject ``v``, then roll back until the condition holds."""
         T, tr = self.tracker, self.trace
-        added = self.aff[v] == d and not self.taken[v] and st.fits(v, T)
+        added = self._free[v] and st.fits(v, T)
         if added:
             if not self.plain:
                 st.add(v)
