@@ -448,18 +448,19 @@ class GrowthTracker:
             z0, z1, z2 = o0[z], o1[z], o2[z]
             y0, y1, y2, y3, y4, y5 = g0[z], g1[z], g2[z], g3[z], g4[z], g5[z]
             found = None
+            # the most selective filters first (depth forward, height backward)
             if forward:             # z ~> m possible: z before m, m's intervals inside z's
                 for m in members[first:]:
-                    if z0 < o0[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
+                    if z1 < o1[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
                             and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
-                            and z1 < o1[m] and z2 < o2[m] and reaches(z, m):
+                            and z0 < o0[m] and z2 < o2[m] and reaches(z, m):
                         found = m
                         break
             else:
                 for m in members[first:]:
-                    if o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] and g2[m] <= y2 \
-                            and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
-                            and o1[m] < z1 and o2[m] < z2 and reaches(m, z):
+                    if o2[m] < z2 and o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] \
+                            and g2[m] <= y2 and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
+                            and o1[m] < z1 and reaches(m, z):
                         found = m
                         break
             # a found member is the first one: the members before it are misses
@@ -559,14 +560,14 @@ class GrowthTracker:
         s_in, s_out, x_in, x_out = self.s_in, self.s_out, lin[x], lout[x]
         for r0, r1, r2, r in self._rords:
             if r0 < x0:        # may r ~> x, with a member before r?
-                if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
+                if back and l2 < r2 < x2 and l0 < r0 and l1 < r1 < x1 \
                         and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
                         and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
                     if s_out & lin[r] and lout[r] & x_in:
                         return True    # landmarks prove S ~> r ~> x
                     if self._find_member(r, False) is not None and reaches(r, x):
                         return True
-            elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
+            elif fwd and x1 < r1 < h1 and r0 < h0 and x2 < r2 < h2 \
                     and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
                     and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
                 if x_out & lin[r] and lout[r] & s_in:
