@@ -492,53 +492,57 @@ class GrowthTracker:
         """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
         ``x ~> r ~> S``)?"""
         mem, gid = self.mem, self.gid
-        # the window already holds x: a rejected r with S ~> r ~> x lies strictly between the
-        # window's low end and x in every order, so none exists when x is lowest in one
-        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
-        l0, l1, l2 = self.lo
-        h0, h1, h2 = self.hi
-        back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
-        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
+        pred, succ = self.pred[x], self.succ[x]
+        back = fwd = True
         if not self.violated:
             # the condition held before x joined: with a member predecessor p, a path
             # x ~> r ~> S would make p ~> r ~> S, a rejected unit between members already, so
             # none exists; the same for a member successor and S ~> r ~> x
-            if fwd:
-                for w in self.pred[x]:
-                    if mem[w] == gid:
-                        fwd = False
-                        break
-            if back:
-                for w in self.succ[x]:
-                    if mem[w] == gid:
-                        back = False
-                        break
+            for w in pred:
+                if mem[w] == gid:
+                    fwd = False
+                    break
+            for w in succ:
+                if mem[w] == gid:
+                    back = False
+                    break
         # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
         # unit between members already (or r == p, a member), so when every predecessor is a
         # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
         if back:
-            for w in self.pred[x]:
+            for w in pred:
                 if mem[w] != gid:
                     break
             else:
                 back = False
         if fwd:
-            for w in self.succ[x]:
+            for w in succ:
                 if mem[w] != gid:
                     break
             else:
                 fwd = False
         if not (back or fwd):
             return False
+        # the window already holds x: a rejected r with S ~> r ~> x lies strictly between the
+        # window's low end and x in every order, so none exists when x is lowest in one
+        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        if back:
+            l0, l1, l2 = self.lo
+            back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
+        if fwd:
+            h0, h1, h2 = self.hi
+            fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
+        if not (back or fwd):
+            return False
         rej = self.rej      # the commonest witness: a rejected neighbour next to a member
         if back:
-            for r in self.pred[x]:
+            for r in pred:
                 if rej[r] == gid:
                     for w in self.pred[r]:
                         if mem[w] == gid:
                             return True
         if fwd:
-            for r in self.succ[x]:
+            for r in succ:
                 if rej[r] == gid:
                     for w in self.succ[r]:
                         if mem[w] == gid:
