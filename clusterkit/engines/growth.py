@@ -151,7 +151,7 @@ class GrowthTracker:
         self.s_in = s_in = s_in | self.lin[x]
         self.s_out = s_out = s_out | self.lout[x]
         if check and len(members) > 1 and (self.rejected or self.blocked is not None) \
-                and (s_in & s_out & self.bad or self._through(x)):
+                and self._through(x):
             self.violated = True
             self.suspects = {}
 
@@ -450,14 +450,14 @@ class GrowthTracker:
             found = None
             # the most selective filters first (depth forward, height backward)
             if forward:             # z ~> m possible: z before m, m's intervals inside z's
-                for m in members[first:]:
+                for m in (members[first:] if first else members):
                     if z1 < o1[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
                             and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
                             and z0 < o0[m] and z2 < o2[m] and reaches(z, m):
                         found = m
                         break
             else:
-                for m in members[first:]:
+                for m in (members[first:] if first else members):
                     if o2[m] < z2 and o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] \
                             and g2[m] <= y2 and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
                             and o1[m] < z1 and reaches(m, z):
@@ -494,7 +494,10 @@ class GrowthTracker:
         mem, gid = self.mem, self.gid
         pred, succ = self.pred[x], self.succ[x]
         back = fwd = True
-        if not self.violated:
+        if self.violated:   # (never while a caller settles after each step)
+            if self.s_in & self.s_out & self.bad:
+                return True
+        else:
             # the condition held before x joined: with a member predecessor p, a path
             # x ~> r ~> S would make p ~> r ~> S, a rejected unit between members already, so
             # none exists; the same for a member successor and S ~> r ~> x
@@ -523,6 +526,8 @@ class GrowthTracker:
                 fwd = False
         if not (back or fwd):
             return False
+        if self.s_in & self.s_out & self.bad:
+            return True     # landmarks prove a rejected unit between members
         # the window already holds x: a rejected r with S ~> r ~> x lies strictly between the
         # window's low end and x in every order, so none exists when x is lowest in one
         x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
