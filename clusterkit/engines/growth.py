@@ -557,33 +557,39 @@ class GrowthTracker:
         return self._phase_search(x, back, fwd)
 
     def _scan(self, x: int, back: bool, fwd: bool) -> bool:
-        """:meth:`_through` testing each rejected unit: the order and GRAIL filters, then
-        landmarks, a member on the other side and a search."""
-        mem, gid, reaches = self.mem, self.gid, self._reaches
+        """:meth:`_through` testing each rejected unit: the order and GRAIL filters (the most
+        selective first, one direction at a time), then :meth:`_via`."""
+        mem, gid = self.mem, self.gid
         x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
         l0, l1, l2 = self.lo
         h0, h1, h2 = self.hi
         g0, g1, g2, g3, g4, g5 = self._grail
         y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
-        lin, lout = self.lin, self.lout
-        s_in, s_out, x_in, x_out = self.s_in, self.s_out, lin[x], lout[x]
-        for r0, r1, r2, r in self._rords:
-            if r0 < x0:        # may r ~> x, with a member before r?
-                if back and l2 < r2 < x2 and l0 < r0 and l1 < r1 < x1 \
+        if back:    # may r ~> x, with a member before r?
+            for r0, r1, r2, r in self._rords:
+                if l2 < r2 < x2 and l0 < r0 < x0 and l1 < r1 < x1 \
                         and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
-                        and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
-                    if s_out & lin[r] and lout[r] & x_in:
-                        return True    # landmarks prove S ~> r ~> x
-                    if self._find_member(r, False) is not None and reaches(r, x):
-                        return True
-            elif fwd and x1 < r1 < h1 and r0 < h0 and x2 < r2 < h2 \
-                    and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
-                    and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
-                if x_out & lin[r] and lout[r] & s_in:
-                    return True        # landmarks prove x ~> r ~> S
-                if self._find_member(r, True) is not None and reaches(x, r):
+                        and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r] and self._via(r, x, False):
+                    return True
+        if fwd:     # may x ~> r, with a member after r?
+            for r0, r1, r2, r in self._rords:
+                if x1 < r1 < h1 and x0 < r0 < h0 and x2 < r2 < h2 \
+                        and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5 and self._via(r, x, True):
                     return True
         return False
+
+    def _via(self, r: int, x: int, forward: bool) -> bool:
+        """For a rejected ``r`` that the filters let through: ``S ~> r ~> x`` (``x ~> r ~> S``
+        when ``forward``)? Landmarks, then a member on the far side and a search."""
+        lin, lout = self.lin, self.lout
+        if forward:
+            if lout[x] & lin[r] and lout[r] & self.s_in:
+                return True     # landmarks prove x ~> r ~> S
+            return self._find_member(r, True) is not None and self._reaches(x, r)
+        if self.s_out & lin[r] and lout[r] & lin[x]:
+            return True         # landmarks prove S ~> r ~> x
+        return self._find_member(r, False) is not None and self._reaches(r, x)
 
     def _phase_search(self, x: int, back: bool, fwd: bool) -> bool:
         """Is there a rejected (or blocked) unit ``r`` with ``S ~> r ~> x`` (searched when
