@@ -357,6 +357,7 @@ class _Selector:
         seen, cut, pushed, dead = log.seen, log.removed, log.pushed, log.dead
         fast = self.trace is None
         plain, risky = self.plain, self._risky_of(d)
+        add, reject = T.add, T.reject
         i = len(seen)       # steps so far
         while frames:
             by, it = frames[-1]
@@ -377,9 +378,9 @@ class _Selector:
                     if added:
                         if not plain:
                             st.add(v)
-                        T.add(v)
+                        add(v)
                     else:
-                        T.reject(v)
+                        reject(v)
                     removed = self._settle(st) if T.violated else _NONE
                 else:
                     added, removed = self._step(d, v, st)
