@@ -497,10 +497,8 @@ class GrowthTracker:
         if self.violated:   # (never while a caller settles after each step)
             if self.s_in & self.s_out & self.bad:
                 return True
-        else:
-            # the condition held before x joined: with a member predecessor p, a path
-            # x ~> r ~> S would make p ~> r ~> S, a rejected unit between members already, so
-            # none exists; the same for a member successor and S ~> r ~> x
+        else:   # the condition held: with a member predecessor p, x ~> r ~> S would make
+            # p ~> r ~> S fail it already; the same for a member successor and S ~> r ~> x
             for w in pred:
                 if mem[w] == gid:
                     fwd = False
@@ -509,9 +507,8 @@ class GrowthTracker:
                 if mem[w] == gid:
                     back = False
                     break
-        # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
-        # unit between members already (or r == p, a member), so when every predecessor is a
-        # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
+        # r ~> x enters x from a predecessor; a member one would put r between members already
+        # (or be r): with only member predecessors no S ~> r ~> x is new (same for successors)
         if back:
             for w in pred:
                 if mem[w] != gid:
@@ -528,8 +525,8 @@ class GrowthTracker:
             return False
         if self.s_in & self.s_out & self.bad:
             return True     # landmarks prove a rejected unit between members
-        # the window already holds x: a rejected r with S ~> r ~> x lies strictly between the
-        # window's low end and x in every order, so none exists when x is lowest in one
+        # an r with S ~> r ~> x lies strictly between the window's low end (with x) and x in
+        # every order: none when x is lowest in one (the same for x ~> r ~> S)
         x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
         if back:
             l0, l1, l2 = self.lo
