@@ -116,6 +116,8 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     fallback."""
     reasons = dict(aff.fallback_reasons)
     ndev = len(problem.devices)
+    if not ug.has_groups:
+        return _node_affinity(problem, ug, aff, reasons), reasons
     dev = aff.device.tolist()
     out = [-1] * ug.n
     for u in range(ug.n):
@@ -152,6 +154,22 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
                 reasons[v] = Reason(Category.CONSTRAINT, f"together group {gi}: no device its "
                                     "members ask for can take the whole group")
     return out, reasons
+
+
+def _node_affinity(problem: Problem, ug: UnitGraph, aff: Affinity,
+                   reasons: dict[int, Reason]) -> list[int]:
+    """:func:`_unit_affinity` without together groups (a unit is a node): its affinity,
+    unless that device cannot take it alone (then the fallback, with a reason)."""
+    dev = np.asarray(aff.device, dtype=np.int64)
+    out = dev.copy()
+    refused = []
+    for d in range(len(problem.devices)):
+        bad = np.flatnonzero((dev == d) & ~np.asarray(ug.feasible[d], dtype=bool))
+        out[bad] = -1
+        refused.extend((v, d) for v in bad.tolist())
+    for v, d in sorted(refused):
+        reasons[v] = Reason(Category.CONSTRAINT, f"{problem.devices[d]} cannot take it alone")
+    return out.tolist()
 
 
 _NONE: list[int] = []   # no unit rolled back (never changed)
@@ -208,9 +226,8 @@ class _Selector:
             and not ug.never
         self._risky: dict[int, list[list[int]]] = {}
         self._adj = [s + p for s, p in zip(ug.succ, ug.pred)]   # successors, then predecessors
-        names = [nd.name for nd in problem.graph.nodes]
-        self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
-                       "+".join(names[v] for v in ug.members[u]))
+        nodes = problem.graph.nodes
+        self._label = (lambda u: "+".join(nodes[v].name for v in ug.members[u]))
 
     # ------------------------------------------------------------------ rounds
     def run_device(self, d: int) -> None:
