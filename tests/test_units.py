@@ -120,6 +120,24 @@ def test_landmarks_and_numberings_match_networkx_reachability(seed, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(30))
+def test_depth_and_height_orders_are_longest_paths(seed):
+    """``orders[1]`` is each unit's longest path from a source and ``orders[2]`` the longest
+    path to a sink counted down from the longest one (networkx longest paths, in edges: in
+    the subgraph of a unit's ancestors every longest path ends at it)."""
+    g, groups = random_case(seed)
+    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    q = nx.DiGraph()
+    q.add_nodes_from(range(ug.n))
+    q.add_edges_from(zip(ug.esrc.tolist(), ug.edst.tolist()))
+    depth = [nx.dag_longest_path_length(q.subgraph(nx.ancestors(q, u) | {u}))
+             for u in range(ug.n)]
+    height = [nx.dag_longest_path_length(q.subgraph(nx.descendants(q, u) | {u}))
+              for u in range(ug.n)]
+    assert ug.orders[1] == depth
+    assert ug.orders[2] == [max(height) - h for h in height]
+
+
+@pytest.mark.parametrize("seed", range(30))
 def test_grail_intervals_nest_along_every_path(seed):
     """Each GRAIL labelling: ``post`` numbers the units 0..n-1, and ``u ~> w`` implies
     ``low[u] <= low[w]`` and ``post[w] <= post[u]``; ``low[u]`` is the smallest ``post`` among

@@ -17,7 +17,6 @@ integer bitsets, so most positive answers need no search.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -72,13 +71,14 @@ class GrowthTracker:
         self.succ, self.pred = ug.succ, ug.pred
         self.o0, self.o1, self.o2 = ug.orders
         self._rord = list(zip(self.o0, self.o1, self.o2, range(n)))  # orders and unit
+        # sources and sinks: never on a path between two units, so never between members
+        self._end = [not s or not p for s, p in zip(self.succ, self.pred)]
         self._grail = [lab for pair in ug.intervals for lab in pair]
         self.own, self.lin, self.lout = ug.landmarks
         self._marks = [u for u, b in enumerate(self.own) if b]
         self.mem = [0] * n
-        self.mtime = [0] * n
+        self.mpos = [0] * n     # a member's position in ``members`` (kept while it lives)
         self.rej = [0] * n
-        self.alive: list[bool] = []
         self.gid = 0
         self._seen = [0] * n    # visit stamps of _phase_search
         self._n = n
@@ -94,9 +94,9 @@ class GrowthTracker:
         self.gid += 1
         self.blocked = blocked
         self.members: list[int] = []
-        self.times: list[int] = []
         self.rejected: list[int] = []
-        self._rords: list[tuple[int, int, int, int]] = []   # (orders..., unit) per rejected
+        # (orders..., unit) per rejected unit that is neither a source nor a sink
+        self._rords: list[tuple[int, int, int, int]] = []
         self.rolled: list[int] = []
         self.hi = (-1, -1, -1)
         self.lo = (_BIG, _BIG, _BIG)
@@ -134,14 +134,10 @@ class GrowthTracker:
     def add(self, x: int, check: bool = True) -> None:
         """Make ``x`` a member and check the condition (``check=False``: known to hold, as when
         a logged growth is replayed)."""
-        alive = self.alive
-        t = len(alive)
-        alive.append(True)
-        self.mem[x] = self.gid
-        self.mtime[x] = t
         members = self.members
+        self.mem[x] = self.gid
+        self.mpos[x] = len(members)
         members.append(x)
-        self.times.append(t)
         hi, lo = self.hi, self.lo      # never changed in place: the history shares them
         s_in, s_out = self.s_in, self.s_out
         self.history.append((hi, lo, s_in, s_out))
@@ -155,7 +151,7 @@ class GrowthTracker:
         self.s_in = s_in = s_in | self.lin[x]
         self.s_out = s_out = s_out | self.lout[x]
         if check and len(members) > 1 and (self.rejected or self.blocked is not None) \
-                and (s_in & s_out & self.bad or self._through(x)):
+                and self._through(x):
             self.violated = True
             self.suspects = {}
 
@@ -164,8 +160,10 @@ class GrowthTracker:
         known to hold)."""
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append(self._rord[x])
         self.bad |= self.own[x]
+        if self._end[x]:
+            return
+        self._rords.append(self._rord[x])
         if not check:
             return
         w = self._witness(x)
@@ -179,7 +177,7 @@ class GrowthTracker:
         latest first. After ``batch_after`` single steps the stopping point is computed at
         once from earliest-member labels (see :meth:`_batch_rollback`)."""
         removed: list[int] = []
-        members, times = self.members, self.times
+        members, mpos = self.members, self.mpos
         while self.violated:
             if len(removed) >= batch_after and len(members) > 2 * batch_after:
                 removed.extend(self._batch_rollback())
@@ -188,13 +186,13 @@ class GrowthTracker:
             # the proof standing (what rollback() would find), so pop them without a check
             w = self.suspects.get(self._proof)
             if w is not None:
-                last = w[0] if w[0] > w[1] else w[1]
-                k = len(times) - bisect_right(times, last)
+                last = max(mpos[w[0]], mpos[w[1]])
+                k = len(members) - 1 - last
                 if len(members) > 2 * batch_after:
                     k = min(k, batch_after - len(removed))
                 if k > 0:
                     removed.extend(self._pop_many(k))
-                if times[-1] > last:
+                if len(members) - 1 > last:
                     continue
             removed.append(self.rollback())
         return removed
@@ -202,25 +200,23 @@ class GrowthTracker:
     def _pop_many(self, k: int) -> list[int]:
         """Roll back the latest ``k`` members without checks, as ``k`` calls of :meth:`_pop`
         would, each becoming a suspect without witnesses; return them, latest first."""
-        members, times, alive, mem, rej, gid = self.members, self.times, self.alive, self.mem, \
-            self.rej, self.gid
+        members, mem, rej, gid = self.members, self.mem, self.rej, self.gid
         xs = members[-1:-k - 1:-1]
-        for t in times[-k:]:
-            alive[t] = False
-        del members[-k:], times[-k:]
-        own, rord, suspects = self.own, self._rord, self.suspects
+        del members[-k:]
+        own, rord, suspects, end = self.own, self._rord, self.suspects, self._end
         bad = self.bad
         for x in xs:
             mem[x] = 0
             rej[x] = gid
             bad |= own[x]
-            suspects[x] = None
+            if not end[x]:
+                suspects[x] = None
         self.bad = bad
         self.hi, self.lo, self.s_in, self.s_out = self.history[-k]
         del self.history[-k:]
         self.rolled.extend(xs)
         self.rejected.extend(xs)
-        self._rords.extend([rord[x] for x in xs])
+        self._rords.extend([rord[x] for x in xs if not end[x]])
         return xs
 
     def replay(self, steps: list[int], removed: dict[int, int], count: int) -> list[int]:
@@ -228,21 +224,18 @@ class GrowthTracker:
         ``add``/``reject``/``undo`` without checks would: ``steps[j]`` a unit made a member
         (``~unit``: rejected), then ``removed[j]`` (when present) members rolled back.
         Returns the units rolled back, in order."""
-        gid, mem, mtime, rej, alive = self.gid, self.mem, self.mtime, self.rej, self.alive
-        members, times, history = self.members, self.times, self.history
+        gid, mem, mpos, rej = self.gid, self.mem, self.mpos, self.rej
+        members, history = self.members, self.history
         rejected, rords, rolled = self.rejected, self._rords, self.rolled
-        rord, own, lin, lout = self._rord, self.own, self.lin, self.lout
+        rord, own, lin, lout, end = self._rord, self.own, self.lin, self.lout, self._end
         hi, lo, s_in, s_out, bad = self.hi, self.lo, self.s_in, self.s_out, self.bad
         out: list[int] = []
         for j in range(count):
             x = steps[j]
             if x >= 0:
-                t = len(alive)
-                alive.append(True)
                 mem[x] = gid
-                mtime[x] = t
+                mpos[x] = len(members)
                 members.append(x)
-                times.append(t)
                 history.append((hi, lo, s_in, s_out))
                 a, b, c, _ = rord[x]
                 h0, h1, h2 = hi
@@ -257,19 +250,20 @@ class GrowthTracker:
                 x = ~x
                 rej[x] = gid
                 rejected.append(x)
-                rords.append(rord[x])
+                if not end[x]:
+                    rords.append(rord[x])
                 bad |= own[x]
             k = removed.get(j)
             while k:
                 k -= 1
                 y = members.pop()
-                alive[times.pop()] = False
                 mem[y] = 0
                 hi, lo, s_in, s_out = history.pop()
                 rolled.append(y)
                 rej[y] = gid
                 rejected.append(y)
-                rords.append(rord[y])
+                if not end[y]:
+                    rords.append(rord[y])
                 bad |= own[y]
                 out.append(y)
         self.hi, self.lo, self.s_in, self.s_out, self.bad = hi, lo, s_in, s_out, bad
@@ -282,14 +276,13 @@ class GrowthTracker:
 
     def _pop(self) -> int:
         x = self.members.pop()
-        t = self.times.pop()
-        self.alive[t] = False
         self.mem[x] = 0
         self.hi, self.lo, self.s_in, self.s_out = self.history.pop()
         self.rolled.append(x)
         self.rej[x] = self.gid
         self.rejected.append(x)
-        self._rords.append(self._rord[x])
+        if not self._end[x]:
+            self._rords.append(self._rord[x])
         self.bad |= self.own[x]
         return x
 
@@ -348,14 +341,15 @@ class GrowthTracker:
         are then searched again only once none does (at most one is found per step)."""
         x = self._pop()
         suspects = self.suspects
-        suspects[x] = None
-        alive = self.alive
+        if not self._end[x]:
+            suspects[x] = None
+        mem, gid = self.mem, self.gid  # a member rolled back never joins again
         w = suspects.get(self._proof)   # usually still alive: one test
-        if w is not None and alive[w[0]] and alive[w[1]]:
+        if w is not None and mem[w[0]] == gid and mem[w[1]] == gid:
             self.violated = True
             return x
         for z, w in suspects.items():
-            if w is not None and alive[w[0]] and alive[w[1]]:
+            if w is not None and mem[w[0]] == gid and mem[w[1]] == gid:
                 self._proof = z
                 self.violated = True
                 return x
@@ -427,25 +421,25 @@ class GrowthTracker:
         return found
 
     def _find_member(self, z: int, forward: bool) -> int | None:
-        """Time of some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
+        """Some member reached from ``z`` (``forward``) or reaching ``z``. Answers are
         cached per growth: a found member stays valid while it lives; a miss stays valid for
         the members it saw (rollback is last-in-first-out), so only later members are tried."""
         adj = self.succ if forward else self.pred
-        mem, gid, mtime = self.mem, self.gid, self.mtime
+        mem, gid = self.mem, self.gid
         for w in adj[z]:
             if mem[w] == gid:
-                return mtime[w]
-        members, times = self.members, self.times
+                return w
+        members = self.members
         key = z if forward else -1 - z
         hit = self._cache.get(key)
         first = 0
         if hit is not None:
-            k, tk, found = hit
-            if found is not None and self.alive[found]:
+            k, uk, found = hit
+            if found is not None and mem[found] == gid:
                 return found
             # a miss, or the first member found by a scan, now rolled back: the members
-            # before it (still alive when the time before it matches) were misses
-            if k <= len(times) and (k == 0 or times[k - 1] == tk):
+            # before it (still alive when the member before it is the same) were misses
+            if k <= len(members) and (k == 0 or members[k - 1] == uk):
                 first = k
         if first or len(members) <= _SCAN_MEMBERS:
             reaches = self._reaches
@@ -454,34 +448,36 @@ class GrowthTracker:
             z0, z1, z2 = o0[z], o1[z], o2[z]
             y0, y1, y2, y3, y4, y5 = g0[z], g1[z], g2[z], g3[z], g4[z], g5[z]
             found = None
+            # the most selective filters first (depth forward, height backward)
             if forward:             # z ~> m possible: z before m, m's intervals inside z's
-                for m in members[first:]:
-                    if z0 < o0[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
+                for m in (members[first:] if first else members):
+                    if z1 < o1[m] and y0 <= g0[m] and g1[m] <= y1 and y2 <= g2[m] \
                             and g3[m] <= y3 and y4 <= g4[m] and g5[m] <= y5 \
-                            and z1 < o1[m] and z2 < o2[m] and reaches(z, m):
-                        found, z_m = mtime[m], m
+                            and z0 < o0[m] and z2 < o2[m] and reaches(z, m):
+                        found = m
                         break
             else:
-                for m in members[first:]:
-                    if o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] and g2[m] <= y2 \
-                            and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
-                            and o1[m] < z1 and o2[m] < z2 and reaches(m, z):
-                        found, z_m = mtime[m], m
+                for m in (members[first:] if first else members):
+                    if o2[m] < z2 and o0[m] < z0 and g0[m] <= y0 and y1 <= g1[m] \
+                            and g2[m] <= y2 and y3 <= g3[m] and g4[m] <= y4 and y5 <= g5[m] \
+                            and o1[m] < z1 and reaches(m, z):
+                        found = m
                         break
             # a found member is the first one: the members before it are misses
-            k = len(times) if found is None else members.index(z_m, first)
-            self._cache[key] = (k, times[k - 1] if k else -1, found)
+            k = len(members) if found is None else members.index(found, first)
+            self._cache[key] = (k, members[k - 1] if k else -1, found)
             return found
         y = self._window_search(z, forward, lambda y: _STOP if mem[y] == gid else _EXPAND)
         if y is not None:
-            self._cache[key] = (0, -1, mtime[y])
-            return mtime[y]
-        k = len(times)
-        self._cache[key] = (k, times[k - 1] if k else -1, None)
+            self._cache[key] = (0, -1, y)
+            return y
+        k = len(members)
+        self._cache[key] = (k, members[k - 1] if k else -1, None)
         return None
 
     def _witness(self, z: int) -> tuple[int, int] | None:
-        """Times of two members with ``a ~> z ~> b``, or None."""
+        """Two members with ``a ~> z ~> b``, or None (a member rolled back never joins
+        again: the pair proves the condition failing while both are members)."""
         if self.outside(z):
             return None
         a = self._find_member(z, False)
@@ -496,53 +492,59 @@ class GrowthTracker:
         """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
         ``x ~> r ~> S``)?"""
         mem, gid = self.mem, self.gid
-        # the window already holds x: a rejected r with S ~> r ~> x lies strictly between the
-        # window's low end and x in every order, so none exists when x is lowest in one
-        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
-        l0, l1, l2 = self.lo
-        h0, h1, h2 = self.hi
-        back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
-        fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
-        if not self.violated:
-            # the condition held before x joined: with a member predecessor p, a path
-            # x ~> r ~> S would make p ~> r ~> S, a rejected unit between members already, so
-            # none exists; the same for a member successor and S ~> r ~> x
-            if fwd:
-                for w in self.pred[x]:
-                    if mem[w] == gid:
-                        fwd = False
-                        break
-            if back:
-                for w in self.succ[x]:
-                    if mem[w] == gid:
-                        back = False
-                        break
-        # a path r ~> x enters x from a predecessor: a member one, ``p``, would mean a rejected
-        # unit between members already (or r == p, a member), so when every predecessor is a
-        # member no path S ~> r ~> x is new; the same for successors and x ~> r ~> S
+        pred, succ = self.pred[x], self.succ[x]
+        back = fwd = True
+        if self.violated:   # (never while a caller settles after each step)
+            if self.s_in & self.s_out & self.bad:
+                return True
+        else:   # the condition held: with a member predecessor p, x ~> r ~> S would make
+            # p ~> r ~> S fail it already; the same for a member successor and S ~> r ~> x
+            for w in pred:
+                if mem[w] == gid:
+                    fwd = False
+                    break
+            for w in succ:
+                if mem[w] == gid:
+                    back = False
+                    break
+        # r ~> x enters x from a predecessor; a member one would put r between members already
+        # (or be r): with only member predecessors no S ~> r ~> x is new (same for successors)
         if back:
-            for w in self.pred[x]:
+            for w in pred:
                 if mem[w] != gid:
                     break
             else:
                 back = False
         if fwd:
-            for w in self.succ[x]:
+            for w in succ:
                 if mem[w] != gid:
                     break
             else:
                 fwd = False
         if not (back or fwd):
             return False
+        if self.s_in & self.s_out & self.bad:
+            return True     # landmarks prove a rejected unit between members
+        # an r with S ~> r ~> x lies strictly between the window's low end (with x) and x in
+        # every order: none when x is lowest in one (the same for x ~> r ~> S)
+        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        if back:
+            l0, l1, l2 = self.lo
+            back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
+        if fwd:
+            h0, h1, h2 = self.hi
+            fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
+        if not (back or fwd):
+            return False
         rej = self.rej      # the commonest witness: a rejected neighbour next to a member
         if back:
-            for r in self.pred[x]:
+            for r in pred:
                 if rej[r] == gid:
                     for w in self.pred[r]:
                         if mem[w] == gid:
                             return True
         if fwd:
-            for r in self.succ[x]:
+            for r in succ:
                 if rej[r] == gid:
                     for w in self.succ[r]:
                         if mem[w] == gid:
@@ -552,33 +554,39 @@ class GrowthTracker:
         return self._phase_search(x, back, fwd)
 
     def _scan(self, x: int, back: bool, fwd: bool) -> bool:
-        """:meth:`_through` testing each rejected unit: the order and GRAIL filters, then
-        landmarks, a member on the other side and a search."""
-        mem, gid, reaches = self.mem, self.gid, self._reaches
+        """:meth:`_through` testing each rejected unit: the order and GRAIL filters (the most
+        selective first, one direction at a time), then :meth:`_via`."""
+        mem, gid = self.mem, self.gid
         x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
         l0, l1, l2 = self.lo
         h0, h1, h2 = self.hi
         g0, g1, g2, g3, g4, g5 = self._grail
         y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
-        lin, lout = self.lin, self.lout
-        s_in, s_out, x_in, x_out = self.s_in, self.s_out, lin[x], lout[x]
-        for r0, r1, r2, r in self._rords:
-            if r0 < x0:        # may r ~> x, with a member before r?
-                if back and l0 < r0 and l1 < r1 < x1 and l2 < r2 < x2 \
+        if back:    # may r ~> x, with a member before r?
+            for r0, r1, r2, r in self._rords:
+                if l2 < r2 < x2 and l0 < r0 < x0 and l1 < r1 < x1 \
                         and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
-                        and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r]:
-                    if s_out & lin[r] and lout[r] & x_in:
-                        return True    # landmarks prove S ~> r ~> x
-                    if self._find_member(r, False) is not None and reaches(r, x):
-                        return True
-            elif fwd and r0 < h0 and x1 < r1 < h1 and x2 < r2 < h2 \
-                    and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
-                    and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5:
-                if x_out & lin[r] and lout[r] & s_in:
-                    return True        # landmarks prove x ~> r ~> S
-                if self._find_member(r, True) is not None and reaches(x, r):
+                        and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r] and self._via(r, x, False):
+                    return True
+        if fwd:     # may x ~> r, with a member after r?
+            for r0, r1, r2, r in self._rords:
+                if x1 < r1 < h1 and x0 < r0 < h0 and x2 < r2 < h2 \
+                        and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
+                        and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5 and self._via(r, x, True):
                     return True
         return False
+
+    def _via(self, r: int, x: int, forward: bool) -> bool:
+        """For a rejected ``r`` that the filters let through: ``S ~> r ~> x`` (``x ~> r ~> S``
+        when ``forward``)? Landmarks, then a member on the far side and a search."""
+        lin, lout = self.lin, self.lout
+        if forward:
+            if lout[x] & lin[r] and lout[r] & self.s_in:
+                return True     # landmarks prove x ~> r ~> S
+            return self._find_member(r, True) is not None and self._reaches(x, r)
+        if self.s_out & lin[r] and lout[r] & lin[x]:
+            return True         # landmarks prove S ~> r ~> x
+        return self._find_member(r, False) is not None and self._reaches(r, x)
 
     def _phase_search(self, x: int, back: bool, fwd: bool) -> bool:
         """Is there a rejected (or blocked) unit ``r`` with ``S ~> r ~> x`` (searched when

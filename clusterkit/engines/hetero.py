@@ -116,6 +116,8 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     fallback."""
     reasons = dict(aff.fallback_reasons)
     ndev = len(problem.devices)
+    if not ug.has_groups:
+        return _node_affinity(problem, ug, aff, reasons), reasons
     dev = aff.device.tolist()
     out = [-1] * ug.n
     for u in range(ug.n):
@@ -152,6 +154,22 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
                 reasons[v] = Reason(Category.CONSTRAINT, f"together group {gi}: no device its "
                                     "members ask for can take the whole group")
     return out, reasons
+
+
+def _node_affinity(problem: Problem, ug: UnitGraph, aff: Affinity,
+                   reasons: dict[int, Reason]) -> list[int]:
+    """:func:`_unit_affinity` without together groups (a unit is a node): its affinity,
+    unless that device cannot take it alone (then the fallback, with a reason)."""
+    dev = np.asarray(aff.device, dtype=np.int64)
+    out = dev.copy()
+    refused = []
+    for d in range(len(problem.devices)):
+        bad = np.flatnonzero((dev == d) & ~np.asarray(ug.feasible[d], dtype=bool))
+        out[bad] = -1
+        refused.extend((v, d) for v in bad.tolist())
+    for v, d in sorted(refused):
+        reasons[v] = Reason(Category.CONSTRAINT, f"{problem.devices[d]} cannot take it alone")
+    return out.tolist()
 
 
 _NONE: list[int] = []   # no unit rolled back (never changed)
@@ -199,6 +217,8 @@ class _Selector:
         self.rounds = self.growths = self.reused = self.rollbacks = 0
         self._cover = [0] * ug.n
         self._flag = [False] * ug.n
+        self._free: list[bool] = []     # per unit: of the affinity of device _dev, not taken
+        self._dev = -1
         self._serial = 0
         # GrowthState needs no bookkeeping without size, constant or never-together limits;
         # then only a unit with an edge the device may not take inside can fail ``fits``
@@ -206,9 +226,8 @@ class _Selector:
             and not ug.never
         self._risky: dict[int, list[list[int]]] = {}
         self._adj = [s + p for s, p in zip(ug.succ, ug.pred)]   # successors, then predecessors
-        names = [nd.name for nd in problem.graph.nodes]
-        self._label = (lambda u: names[ug.members[u][0]] if len(ug.members[u]) == 1 else
-                       "+".join(names[v] for v in ug.members[u]))
+        nodes = problem.graph.nodes
+        self._label = (lambda u: "+".join(nodes[v].name for v in ug.members[u]))
 
     # ------------------------------------------------------------------ rounds
     def run_device(self, d: int) -> None:
@@ -224,10 +243,11 @@ class _Selector:
         ug, aff, taken = self.ug, self.aff, self.taken
         rank = ug.rank
         cover = self._cover
+        self._device(d)
         used: dict[int, _Growth] = {}
         cache: dict[int, _Growth] = {}
         stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
-        watch: dict[int, list[tuple[int, int]]] = {}   # unit -> (root, serial) watching it
+        watch: list[list[_Growth]] = [[] for _ in range(ug.n)]   # unit -> growths watching it
         best: list[tuple[int, int, int, int]] = []
         dirty: list[tuple[int, int]] = []
         flagged = self._flag
@@ -237,45 +257,57 @@ class _Selector:
                 flagged[v] = True
                 heapq.heappush(dirty, (rank[v], v))
 
+        def use(v: int) -> None:
+            """Make ``v`` a root: its growth (cached or grown) covers its later members."""
+            cur = used.pop(v, None)     # an invalidated growth of ``v`` (cache has a new one)
+            g = cache.get(v)
+            if g is None:
+                g = self._grow(d, v, stale.pop(v, None))
+                cache[v] = g
+                for u in self._watched(d, g):
+                    watch[u].append(g)
+            else:
+                self.reused += 1
+                if self.trace is not None:
+                    self.trace.append(("reuse", self._names(g.members)))
+            used[v] = g
+            heapq.heappush(best, (-g.size, rank[v], v, g.serial))
+            rv = rank[v]
+            for m in g.members:     # a covered unit matters only as a root
+                if rank[m] > rv:
+                    cover[m] += 1
+                    if cover[m] == 1 and m in used:
+                        mark(m)
+            if cur is not None:     # after the new cover: units in both never reach 0
+                drop(cur, rv)
+
+        def drop(g: _Growth, rv: int) -> None:
+            """Take back the cover of ``g``, the growth of the root of rank ``rv``."""
+            for m in g.members:
+                # a taken unit freed of cover is no root; one still a root is marked already
+                if rank[m] > rv:
+                    cover[m] -= 1
+                    if cover[m] == 0 and not taken[m]:
+                        mark(m)
+
         def settle() -> None:
             while dirty:
                 _, v = heapq.heappop(dirty)
                 flagged[v] = False
                 want = aff[v] == d and not taken[v] and cover[v] == 0
                 cur = used.get(v)
-                if cur is not None and (not want or cache.get(v) is not cur):
+                if want:
+                    if cur is None or cache.get(v) is not cur:
+                        use(v)
+                elif cur is not None:
                     del used[v]
-                    rv = rank[v]
-                    for m in cur.members:
-                        if rank[m] > rv:
-                            cover[m] -= 1
-                            if cover[m] == 0:
-                                mark(m)
-                if want and v not in used:
-                    g = cache.get(v)
-                    if g is None:
-                        g = self._grow(d, v, stale.pop(v, None))
-                        cache[v] = g
-                        key = (v, g.serial)
-                        for u in self._watched(d, g):
-                            watch.setdefault(u, []).append(key)
-                    else:
-                        self.reused += 1
-                        if self.trace is not None:
-                            self.trace.append(("reuse", self._names(g.members)))
-                    used[v] = g
-                    heapq.heappush(best, (-g.size, rank[v], v, g.serial))
-                    rv = rank[v]
-                    for m in g.members:     # a covered unit matters only as a root
-                        if rank[m] > rv:
-                            cover[m] += 1
-                            if cover[m] == 1 and m in used:
-                                mark(m)
+                    drop(cur, rank[v])
 
+        # the first pass in rank order marks nothing: a change only reaches later units,
+        # all still to come and none yet a root
         for u in ug.order:
-            if aff[u] == d and not taken[u]:
-                mark(u)
-        settle()
+            if aff[u] == d and not taken[u] and cover[u] == 0:
+                use(u)
         while used:
             while True:
                 _, _, r, serial = best[0]
@@ -288,10 +320,14 @@ class _Selector:
             for u in g.members:
                 if u in used:   # a taken unit matters only as a root
                     mark(u)
-                for r2, serial in watch.pop(u, ()):
-                    old = cache.get(r2)
+                gs = watch[u]
+                if not gs:
+                    continue
+                watch[u] = []
+                for old in gs:
+                    r2 = old.root
                     # an entry of a growth since replaced does not concern the current one
-                    if old is not None and old.serial == serial:
+                    if cache.get(r2) is old:
                         del cache[r2]
                         stale[r2] = old
                         if r2 in used:
@@ -306,8 +342,11 @@ class _Selector:
 
     def _finalize(self, d: int, g: _Growth) -> None:
         ug = self.ug
+        self._device(d)
+        free = self._free
         for u in g.members:
             self.taken[u] = True
+            free[u] = False
         members = sorted(g.members, key=ug.rank.__getitem__)
         self.pieces.append(Piece(d, members))
         self.rolled_back.extend(g.rolled)
@@ -326,7 +365,7 @@ class _Selector:
         one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
         gid, mem, rej = T.gid, T.mem, T.rej
-        adj, aff, taken = self._adj, self.aff, self.taken
+        adj, free = self._adj, self._free
         if old is not None and self.trace is None:
             frames, lone, mattered, log = self._resume(old, st)
         else:
@@ -335,6 +374,7 @@ class _Selector:
         seen, cut, pushed, dead = log.seen, log.removed, log.pushed, log.dead
         fast = self.trace is None
         plain, risky = self.plain, self._risky_of(d)
+        add, reject = T.add, T.reject
         i = len(seen)       # steps so far
         while frames:
             by, it = frames[-1]
@@ -350,24 +390,23 @@ class _Selector:
                     mattered.add(by)    # (a living pusher was not rolled back alone)
                     dead.append((i, by))
                 if fast:
-                    added = aff[v] == d and not taken[v] \
-                        and ((not risky[v] or apart(risky[v], mem, gid)) if plain
-                             else st.fits(v, T))
+                    added = free[v] and ((not risky[v] or apart(risky[v], mem, gid)) if plain
+                                         else st.fits(v, T))
                     if added:
                         if not plain:
                             st.add(v)
-                        T.add(v)
+                        add(v)
                     else:
-                        T.reject(v)
+                        reject(v)
                     removed = self._settle(st) if T.violated else _NONE
                 else:
                     added, removed = self._step(d, v, st)
                 if removed:
                     cut[i] = len(removed)
+                    if added and len(removed) == 1 and removed[0] == v:
+                        lone.add(v)
                 if added:
                     seen.append(v)
-                    if len(removed) == 1 and removed[0] == v:
-                        lone.add(v)
                     pushed.append((i, len(frames) - 1))
                     frames.append((v, iter(adj[v])))
                     i += 1
@@ -450,8 +489,15 @@ class _Selector:
             self._risky[d] = risky
         return risky
 
+    def _device(self, d: int) -> None:
+        """Select device ``d`` for the ``free`` flags (kept by :meth:`_finalize`)."""
+        if self._dev != d:
+            self._dev = d
+            self._free = [a == d and not t for a, t in zip(self.aff, self.taken)]
+
     def _start(self, d: int, root: int) -> GrowthState:
         """A new growth holding ``root`` alone."""
+        self._device(d)
         self.growths += 1
         self.tracker.begin()
         st = GrowthState(self.ug, d, self.problem.max_size, self.problem.max_const_bytes)
@@ -473,7 +519,7 @@ class _Selector:
     def _step(self, d: int, v: int, st: GrowthState) -> tuple[bool, list[int]]:
         """Accept or reject ``v``, then roll back until the condition holds."""
         T, tr = self.tracker, self.trace
-        added = self.aff[v] == d and not self.taken[v] and st.fits(v, T)
+        added = self._free[v] and st.fits(v, T)
         if added:
             if not self.plain:
                 st.add(v)

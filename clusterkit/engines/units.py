@@ -19,8 +19,7 @@ from scipy.sparse.csgraph import depth_first_order
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
-from clusterkit.graph.algorithms import (group_labels, heaviest_paths, positions, quotient,
-                                         topological_order)
+from clusterkit.graph.algorithms import group_labels, positions, quotient, topological_order
 
 #: how many landmark units :attr:`UnitGraph.landmarks` labels reachability with
 LANDMARKS = 256
@@ -211,8 +210,7 @@ class UnitGraph:
         counted down from the longest one. A path ``u ~> v`` only passes units between ``u``
         and ``v`` in every one; depths keep units close that lie close along paths, however
         far apart the rank puts them."""
-        ones = [[1] * len(ws) for ws in self.succ]
-        depth, height = heaviest_paths(self.order, self.succ, ones)
+        depth, height = _depths(self.order, self.succ)
         top = max(height, default=0)
         return [self.rank, depth, [top - h for h in height]]
 
@@ -220,7 +218,8 @@ class UnitGraph:
     def intervals(self) -> list[tuple[list[int], list[int]]]:
         """GRAIL reachability intervals ``(low, post)`` of three seeded random depth-first
         traversals: ``u ~> v`` implies ``low[u] <= low[v]`` and ``post[v] <= post[u]`` in each."""
-        return [_grail(self, seed) for seed in (1, 2, 3)]
+        posts = [_grail_post(self, seed) for seed in (1, 2, 3)]
+        return list(zip(_lowest(self.order, self.succ, posts), posts))
 
     @cached_property
     def landmarks(self) -> tuple[list[int], list[int], list[int]]:
@@ -276,6 +275,26 @@ def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> in
     return None if hit is None else hit[0]
 
 
+def _depths(order: list[int], succ: list[list[int]]) -> tuple[list[int], list[int]]:
+    """Per unit, the longest path (in edges) ending at it and the longest starting at it:
+    :func:`~clusterkit.graph.algorithms.heaviest_paths` with unit weights, without them."""
+    depth = [0] * len(succ)
+    for x in order:
+        dx = depth[x] + 1
+        for y in succ[x]:
+            if dx > depth[y]:
+                depth[y] = dx
+    height = [0] * len(succ)
+    for x in reversed(order):
+        best = -1
+        for y in succ[x]:
+            h = height[y]
+            if h > best:
+                best = h
+        height[x] = best + 1
+    return depth, height
+
+
 def _closure(order: list[int], adj: list[list[int]], own: list[int]) -> list[int]:
     """Per unit, the OR of ``own`` over the units reaching it along ``adj`` (itself included),
     visiting units in ``order`` (every ``adj`` neighbour first)."""
@@ -300,36 +319,53 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
     return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
-def _grail(ug: UnitGraph, seed: int) -> tuple[list[int], list[int]]:
-    """One GRAIL labelling (Yildirim et al.): post-order ranks of a random depth-first search
-    and, per unit, the lowest post-order rank among its descendants. The random orders of the
-    roots and of every unit's successors are drawn at once with numpy (seeded); the search runs
-    in scipy (:func:`_preorder`): the post-order is the reversed preorder of the search tree
-    with every unit's children (and the roots) in reverse order."""
+def _grail_post(ug: UnitGraph, seed: int) -> list[int]:
+    """The post-order ranks of one GRAIL labelling (Yildirim et al.): a random depth-first
+    search. The random orders of the roots and of every unit's successors are drawn at once
+    with numpy (seeded); the search runs in scipy (:func:`_preorder`): the post-order is the
+    reversed preorder of the search tree with every unit's children (and the roots) in
+    reverse order."""
     rng = np.random.default_rng(seed)
     n = ug.n
     src, dst = np.asarray(ug.esrc, dtype=np.int64), np.asarray(ug.edst, dtype=np.int64)
-    shuffled = np.lexsort((rng.random(len(src)), src))
+    # by source, then by a random key (two integer-keyed sorts: lexsort on floats is slow)
+    shuffled = np.argsort(rng.random(len(src)))
+    shuffled = shuffled[np.argsort(src[shuffled], kind="stable")]
     roots = np.flatnonzero(np.bincount(dst, minlength=n) == 0)
     pre, parent = _preorder(n, src[shuffled], dst[shuffled], roots[rng.permutation(len(roots))])
     pos = np.empty(n, dtype=np.int64)
     pos[pre] = np.arange(n)
     top = parent < 0
     kids = np.flatnonzero(~top)
-    kids = kids[np.lexsort((-pos[kids], parent[kids]))]
+    kids = kids[np.argsort(parent[kids] * n + (n - 1 - pos[kids]))]     # keys are distinct
     mirrored, _ = _preorder(n, parent[kids], kids, pre[top[pre]][::-1])
     post_arr = np.empty(n, dtype=np.int64)
     post_arr[mirrored[::-1]] = np.arange(n)
-    post = post_arr.tolist()
-    succ = ug.succ
-    low = list(post)
-    for v in reversed(ug.order):
-        m = low[v]
-        for w in succ[v]:
-            if low[w] < m:
-                m = low[w]
-        low[v] = m
-    return low, post
+    return post_arr.tolist()
+
+
+def _lowest(order: list[int], succ: list[list[int]], posts: list[list[int]]
+            ) -> list[list[int]]:
+    """Per labelling (three post-orders), per unit the lowest post-order rank among its
+    descendants (itself included): one pass in reverse topological ``order``."""
+    p0, p1, p2 = posts
+    a0, a1, a2 = list(p0), list(p1), list(p2)
+    for v in reversed(order):
+        ws = succ[v]
+        if ws:
+            m0, m1, m2 = a0[v], a1[v], a2[v]
+            for w in ws:
+                x = a0[w]
+                if x < m0:
+                    m0 = x
+                x = a1[w]
+                if x < m1:
+                    m1 = x
+                x = a2[w]
+                if x < m2:
+                    m2 = x
+            a0[v], a1[v], a2[v] = m0, m1, m2
+    return [a0, a1, a2]
 
 
 def _preorder(n: int, owner: np.ndarray, kids: np.ndarray, starts: np.ndarray
