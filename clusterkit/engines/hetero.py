@@ -240,99 +240,15 @@ class _Selector:
         roots whose subgraph accepted a taken node, and nodes whose cover changes, are visited
         again (in rank order, so every change only moves forward). The result is that of
         re-running every round; the work is that of the nodes the changes reach."""
-        ug, aff, taken = self.ug, self.aff, self.taken
-        rank = ug.rank
-        cover = self._cover
         self._device(d)
-        used: dict[int, _Growth] = {}
-        cache: dict[int, _Growth] = {}
-        stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
-        watch: list[list[_Growth]] = [[] for _ in range(ug.n)]   # unit -> growths watching it
-        best: list[tuple[int, int, int, int]] = []
-        dirty: list[tuple[int, int]] = []
-        flagged = self._flag
-
-        def mark(v: int) -> None:
-            if not flagged[v]:
-                flagged[v] = True
-                heapq.heappush(dirty, (rank[v], v))
-
-        def use(v: int) -> None:
-            """Make ``v`` a root: its growth (cached or grown) covers its later members."""
-            cur = used.pop(v, None)     # an invalidated growth of ``v`` (cache has a new one)
-            g = cache.get(v)
-            if g is None:
-                g = self._grow(d, v, stale.pop(v, None))
-                cache[v] = g
-                for u in self._watched(d, g):
-                    watch[u].append(g)
-            else:
-                self.reused += 1
-                if self.trace is not None:
-                    self.trace.append(("reuse", self._names(g.members)))
-            used[v] = g
-            heapq.heappush(best, (-g.size, rank[v], v, g.serial))
-            rv = rank[v]
-            for m in g.members:     # a covered unit matters only as a root
-                if rank[m] > rv:
-                    cover[m] += 1
-                    if cover[m] == 1 and m in used:
-                        mark(m)
-            if cur is not None:     # after the new cover: units in both never reach 0
-                drop(cur, rv)
-
-        def drop(g: _Growth, rv: int) -> None:
-            """Take back the cover of ``g``, the growth of the root of rank ``rv``."""
-            for m in g.members:
-                # a taken unit freed of cover is no root; one still a root is marked already
-                if rank[m] > rv:
-                    cover[m] -= 1
-                    if cover[m] == 0 and not taken[m]:
-                        mark(m)
-
-        def settle() -> None:
-            while dirty:
-                _, v = heapq.heappop(dirty)
-                flagged[v] = False
-                want = aff[v] == d and not taken[v] and cover[v] == 0
-                cur = used.get(v)
-                if want:
-                    if cur is None or cache.get(v) is not cur:
-                        use(v)
-                elif cur is not None:
-                    del used[v]
-                    drop(cur, rank[v])
-
-        # the first pass in rank order marks nothing: a change only reaches later units,
-        # all still to come and none yet a root
-        for u in ug.order:
-            if aff[u] == d and not taken[u] and cover[u] == 0:
-                use(u)
-        while used:
-            while True:
-                _, _, r, serial = best[0]
-                g = used.get(r)
-                if g is not None and g.serial == serial:
-                    break
-                heapq.heappop(best)
+        state = _Rounds(self, d)
+        state.first_pass()
+        while state.used:
+            g = state.largest()
             self.rounds += 1
             self._finalize(d, g)
-            for u in g.members:
-                if u in used:   # a taken unit matters only as a root
-                    mark(u)
-                gs = watch[u]
-                if not gs:
-                    continue
-                watch[u] = []
-                for old in gs:
-                    r2 = old.root
-                    # an entry of a growth since replaced does not concern the current one
-                    if cache.get(r2) is old:
-                        del cache[r2]
-                        stale[r2] = old
-                        if r2 in used:
-                            mark(r2)
-            settle()
+            state.take(g)
+            state.settle()
 
     def _watched(self, d: int, g: _Growth) -> list[int]:
         """Units whose being taken later would change the growth: members and the units rolled
@@ -556,3 +472,117 @@ class _Selector:
             for x in removed:
                 self.trace.append(("rollback", self._label(x)))
         return removed
+
+
+class _Rounds:
+    """The rounds of one device (see :meth:`_Selector.run_device`): the roots in use with their
+    growths, the growths kept for reuse or replay, who watches which unit, the heap of sizes
+    and the units to look at again, in rank order."""
+
+    def __init__(self, sel: _Selector, d: int):
+        self.sel, self.d = sel, d
+        self.rank = sel.ug.rank
+        self.used: dict[int, _Growth] = {}
+        self.cache: dict[int, _Growth] = {}
+        self.stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
+        self.watch: list[list[_Growth]] = [[] for _ in range(sel.ug.n)]  # unit -> watchers
+        self.best: list[tuple[int, int, int, int]] = []
+        self.dirty: list[tuple[int, int]] = []
+
+    def first_pass(self) -> None:
+        """Every root in rank order. It marks nothing: a change only reaches later units, all
+        still to come and none yet a root."""
+        sel, d = self.sel, self.d
+        aff, taken, cover = sel.aff, sel.taken, sel._cover
+        for u in sel.ug.order:
+            if aff[u] == d and not taken[u] and cover[u] == 0:
+                self.use(u)
+
+    def largest(self) -> _Growth:
+        """The largest current growth (the earliest root among equals)."""
+        best, used = self.best, self.used
+        while True:
+            _, _, r, serial = best[0]
+            g = used.get(r)
+            if g is not None and g.serial == serial:
+                return g
+            heapq.heappop(best)
+
+    def take(self, g: _Growth) -> None:
+        """After ``g`` is taken: its units that were roots, and the roots whose growth
+        watched one of them (now stale), are looked at again."""
+        used, cache, stale, watch, mark = self.used, self.cache, self.stale, self.watch, \
+            self.mark
+        for u in g.members:
+            if u in used:   # a taken unit matters only as a root
+                mark(u)
+            gs = watch[u]
+            if not gs:
+                continue
+            watch[u] = []
+            for old in gs:
+                r2 = old.root
+                # an entry of a growth since replaced does not concern the current one
+                if cache.get(r2) is old:
+                    del cache[r2]
+                    stale[r2] = old
+                    if r2 in used:
+                        mark(r2)
+
+    def mark(self, v: int) -> None:
+        flagged = self.sel._flag
+        if not flagged[v]:
+            flagged[v] = True
+            heapq.heappush(self.dirty, (self.rank[v], v))
+
+    def use(self, v: int) -> None:
+        """Make ``v`` a root: its growth (cached or grown) covers its later members."""
+        sel, rank, cover, used = self.sel, self.rank, self.sel._cover, self.used
+        cur = used.pop(v, None)     # an invalidated growth of ``v`` (cache has a new one)
+        g = self.cache.get(v)
+        if g is None:
+            g = sel._grow(self.d, v, self.stale.pop(v, None))
+            self.cache[v] = g
+            watch = self.watch
+            for u in sel._watched(self.d, g):
+                watch[u].append(g)
+        else:
+            sel.reused += 1
+            if sel.trace is not None:
+                sel.trace.append(("reuse", sel._names(g.members)))
+        used[v] = g
+        heapq.heappush(self.best, (-g.size, rank[v], v, g.serial))
+        rv = rank[v]
+        for m in g.members:     # a covered unit matters only as a root
+            if rank[m] > rv:
+                cover[m] += 1
+                if cover[m] == 1 and m in used:
+                    self.mark(m)
+        if cur is not None:     # after the new cover: units in both never reach 0
+            self.drop(cur, rv)
+
+    def drop(self, g: _Growth, rv: int) -> None:
+        """Take back the cover of ``g``, the growth of the root of rank ``rv``."""
+        rank, cover, taken = self.rank, self.sel._cover, self.sel.taken
+        for m in g.members:
+            # a taken unit freed of cover is no root; one still a root is marked already
+            if rank[m] > rv:
+                cover[m] -= 1
+                if cover[m] == 0 and not taken[m]:
+                    self.mark(m)
+
+    def settle(self) -> None:
+        """Look at the marked units again, in rank order."""
+        sel, d, dirty, used, cache = self.sel, self.d, self.dirty, self.used, self.cache
+        aff, taken, cover, flagged = sel.aff, sel.taken, sel._cover, sel._flag
+        while dirty:
+            _, v = heapq.heappop(dirty)
+            flagged[v] = False
+            want = aff[v] == d and not taken[v] and cover[v] == 0
+            cur = used.get(v)
+            if want:
+                if cur is None or cache.get(v) is not cur:
+                    self.use(v)
+            elif cur is not None:
+                del used[v]
+                self.drop(cur, self.rank[v])
