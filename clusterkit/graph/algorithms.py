@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import gc
 import heapq
+import operator
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from clusterkit.errors import CycleError
+from clusterkit.errors import CycleError, GraphError
 
 
 def adjacency(n: int, src: Sequence[int], dst: Sequence[int]) -> tuple[list[list[int]],
@@ -37,6 +38,32 @@ def adjacency(n: int, src: Sequence[int], dst: Sequence[int]) -> tuple[list[list
         succ[s].append(d)
         pred[d].append(s)
     return succ, pred
+
+
+def edge_arrays(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
+                who: str) -> tuple[int, np.ndarray, np.ndarray]:
+    """``n`` and the edges ``src[k] -> dst[k]`` as flat int64 arrays, checked: a one-line
+    :class:`~clusterkit.errors.GraphError` (``who`` names the caller) for a negative ``n``,
+    arrays of different lengths or an end that is no node, a
+    :class:`~clusterkit.errors.CycleError` for a self-loop."""
+    n = operator.index(n)
+    if n < 0:
+        raise GraphError(f"{who}: the number of nodes must be >= 0, got {n}")
+    src = np.asarray(src, dtype=np.int64).ravel()
+    dst = np.asarray(dst, dtype=np.int64).ravel()
+    if src.shape != dst.shape:
+        raise GraphError(f"{who}: {src.size} edge sources but {dst.size} edge targets")
+    for arr, what in ((src, "source"), (dst, "target")):
+        bad = np.flatnonzero((arr < 0) | (arr >= n))
+        if bad.size:
+            raise GraphError(f"{who}: edge {int(bad[0])}: {what} {int(arr[bad[0]])} is not a "
+                             f"node (the graph has {n} nodes, 0..{n - 1})")
+    loops = np.flatnonzero(src == dst)
+    if loops.size:
+        v = int(src[loops[0]])
+        raise CycleError(f"{who}: edge {int(loops[0])} is a self-loop on node {v} ({v} -> {v})",
+                         [str(v)])
+    return n, src, dst
 
 
 def topological_order(n: int, src: Sequence[int], dst: Sequence[int],

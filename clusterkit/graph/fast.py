@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from clusterkit.errors import GraphError
-from clusterkit.graph.algorithms import gc_paused
+from clusterkit.graph.algorithms import edge_arrays, gc_paused
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
 
 __all__ = ["graph_from_arrays", "graph_from_dag"]
@@ -102,13 +102,7 @@ def _checked_arrays(n, src, dst, ops, nbytes) -> tuple[int, np.ndarray, np.ndarr
                                                        np.ndarray]:
     """:func:`graph_from_arrays`'s arguments as arrays and lists, checked (one-line
     :class:`~clusterkit.errors.GraphError` naming the node or edge at fault)."""
-    n = int(n)
-    if n < 0:
-        raise GraphError(f"graph_from_arrays: n must be >= 0, got {n}")
-    src = np.asarray(src, dtype=np.int64).ravel()
-    dst = np.asarray(dst, dtype=np.int64).ravel()
-    if src.shape != dst.shape:
-        raise GraphError(f"graph_from_arrays: {src.size} sources but {dst.size} targets")
+    n, src, dst = edge_arrays(n, src, dst, "graph_from_arrays")
     ops = list(ops)
     if len(ops) != n:
         raise GraphError(f"graph_from_arrays: {len(ops)} op types for {n} nodes")
@@ -121,15 +115,6 @@ def _checked_arrays(n, src, dst, ops, nbytes) -> tuple[int, np.ndarray, np.ndarr
     if n and nbytes.min() < 0:
         i = int(np.argmin(nbytes))
         raise GraphError(f"node {i}: output size must be >= 0 bytes, got {int(nbytes[i])}")
-    for arr, what in ((src, "source"), (dst, "target")):
-        bad = np.flatnonzero((arr < 0) | (arr >= n))
-        if bad.size:
-            raise GraphError(f"edge {int(bad[0])}: {what} {int(arr[bad[0]])} is not a node "
-                             f"(graph has {n} nodes)")
-    loops = np.flatnonzero(src == dst)
-    if loops.size:
-        v = int(src[loops[0]])
-        raise GraphError(f"cycle: node {v!r} reads its own output (edge {v} -> {v})")
     return n, src, dst, ops, nbytes
 
 

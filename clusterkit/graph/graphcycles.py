@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from clusterkit.errors import GraphError
-from clusterkit.graph.algorithms import gc_paused, positions, topological_order
+from clusterkit.graph.algorithms import edge_arrays, gc_paused, positions, topological_order
 
 __all__ = ["GraphCycles", "OneSidedGraphCycles"]
 
@@ -59,20 +59,7 @@ class GraphCycles:
         self-loops, a cycle (:class:`~clusterkit.errors.CycleError`, naming it), or an
         ``order`` that is no topological order.
         """
-        n = operator.index(n)
-        if n < 0:
-            raise GraphError(f"number of nodes must be >= 0, got {n}")
-        src = np.asarray(src, dtype=np.int64).ravel()
-        dst = np.asarray(dst, dtype=np.int64).ravel()
-        if src.shape != dst.shape:
-            raise GraphError(f"src and dst differ in length: {src.size} != {dst.size}")
-        for arr in (src, dst):
-            bad = np.flatnonzero((arr < 0) | (arr >= n))
-            if bad.size:
-                raise GraphError(f"node {int(arr[bad[0]])} is out of range [0, {n})")
-        loops = np.flatnonzero(src == dst)
-        if loops.size:
-            raise GraphError(f"self-loop on node {int(src[loops[0]])}")
+        n, src, dst = edge_arrays(n, src, dst, "GraphCycles.from_edges")
 
         keys = np.sort(src * n + dst)  # sorted by (src, dst)
         distinct = np.ones(keys.size, dtype=bool)
