@@ -76,17 +76,7 @@ class _Levels:
         # accelerator clusters' levels stay (fewer nodes to walk)
         rep = _fold_fallback(k, src, dst, weight, dev_a < 0)
         self.walk = order_a[rep[order_a] == order_a].tolist()  # the order, folded left out
-        src, dst = rep[src], rep[dst]
-        out = src != dst
-        key = np.unique(src[out] * (2 * k) + dst[out] * 2 + weight[out])  # the heavier last
-        pair = key >> 1
-        last = np.ones(len(key), dtype=bool)
-        last[:-1] = pair[1:] != pair[:-1]
-        pair, heavy = pair[last], (key[last] & 1).tolist()
-        ptr = np.searchsorted(pair // k, np.arange(k + 1)).tolist()
-        spans = list(map(slice, ptr[:-1], ptr[1:]))
-        self.succ: list[list[int]] = list(map((pair % k).tolist().__getitem__, spans))
-        self.weight: list[list[int]] = list(map(heavy.__getitem__, spans))
+        self.succ, self.weight = _folded_adjacency(k, src, dst, weight, rep)
         self.never = _never_partners(part, a)
 
     def levels(self) -> tuple[list[int], list[int]]:
@@ -442,17 +432,24 @@ def _node_paths(g, w: np.ndarray, fallback: np.ndarray) -> tuple[list[int], list
     src, dst = g.edge_src, g.edge_dst
     rep = _fold_fallback(n, src, dst, w > 0, fallback)
     walk = np.flatnonzero(rep == np.arange(n)).tolist()  # node ids are topological
+    return heaviest_paths(walk, *_folded_adjacency(n, src, dst, w, rep))
+
+
+def _folded_adjacency(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
+                      rep: np.ndarray) -> tuple[list[list[int]], list[list[int]]]:
+    """Successor lists and 0/1 edge weights of the graph whose node ``v`` is folded into
+    ``rep[v]`` (:func:`_fold_fallback`): edges inside a fold are dropped, of parallel edges
+    the heavier is kept."""
     src, dst = rep[src], rep[dst]
     out = src != dst
-    key = np.unique(src[out] * (2 * n) + dst[out] * 2 + w[out])  # the heavier last
+    key = np.unique(src[out] * (2 * n) + dst[out] * 2 + weight[out])  # the heavier last
     pair = key >> 1
     last = np.ones(len(key), dtype=bool)
     last[:-1] = pair[1:] != pair[:-1]
     pair, heavy = pair[last], (key[last] & 1).tolist()
     ptr = np.searchsorted(pair // n, np.arange(n + 1)).tolist()
     spans = list(map(slice, ptr[:-1], ptr[1:]))
-    return heaviest_paths(walk, list(map((pair % n).tolist().__getitem__, spans)),
-                          list(map(heavy.__getitem__, spans)))
+    return list(map((pair % n).tolist().__getitem__, spans)), list(map(heavy.__getitem__, spans))
 
 
 def _low(v: int, lev: list[int], ins: tuple[list[int], list[int], list[int]]) -> int:
