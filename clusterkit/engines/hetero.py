@@ -215,8 +215,6 @@ class _Selector:
         self.rolled_back: list[int] = []
         self.trace: list | None = [] if trace else None
         self.rounds = self.growths = self.reused = self.rollbacks = 0
-        self._cover = [0] * ug.n
-        self._flag = [False] * ug.n
         self._free: list[bool] = []     # per unit: of the affinity of device _dev, not taken
         self._dev = -1
         self._serial = 0
@@ -476,12 +474,15 @@ class _Selector:
 
 class _Rounds:
     """The rounds of one device (see :meth:`_Selector.run_device`): the roots in use with their
-    growths, the growths kept for reuse or replay, who watches which unit, the heap of sizes
-    and the units to look at again, in rank order."""
+    growths, the growths kept for reuse or replay, who watches which unit, how many growths of
+    earlier roots cover each unit, the heap of sizes and the units to look at again, in rank
+    order. A unit is a root iff it is free (:attr:`_Selector._free`) and covered by none."""
 
     def __init__(self, sel: _Selector, d: int):
         self.sel, self.d = sel, d
         self.rank = sel.ug.rank
+        self.cover = [0] * sel.ug.n
+        self.flagged = [False] * sel.ug.n   # in ``dirty``
         self.used: dict[int, _Growth] = {}
         self.cache: dict[int, _Growth] = {}
         self.stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
@@ -492,10 +493,9 @@ class _Rounds:
     def first_pass(self) -> None:
         """Every root in rank order. It marks nothing: a change only reaches later units, all
         still to come and none yet a root."""
-        sel, d = self.sel, self.d
-        aff, taken, cover = sel.aff, sel.taken, sel._cover
-        for u in sel.ug.order:
-            if aff[u] == d and not taken[u] and cover[u] == 0:
+        free, cover = self.sel._free, self.cover
+        for u in self.sel.ug.order:
+            if free[u] and cover[u] == 0:
                 self.use(u)
 
     def largest(self) -> _Growth:
@@ -530,14 +530,14 @@ class _Rounds:
                         mark(r2)
 
     def mark(self, v: int) -> None:
-        flagged = self.sel._flag
+        flagged = self.flagged
         if not flagged[v]:
             flagged[v] = True
             heapq.heappush(self.dirty, (self.rank[v], v))
 
     def use(self, v: int) -> None:
         """Make ``v`` a root: its growth (cached or grown) covers its later members."""
-        sel, rank, cover, used = self.sel, self.rank, self.sel._cover, self.used
+        sel, rank, cover, used = self.sel, self.rank, self.cover, self.used
         cur = used.pop(v, None)     # an invalidated growth of ``v`` (cache has a new one)
         g = self.cache.get(v)
         if g is None:
@@ -563,7 +563,7 @@ class _Rounds:
 
     def drop(self, g: _Growth, rv: int) -> None:
         """Take back the cover of ``g``, the growth of the root of rank ``rv``."""
-        rank, cover, taken = self.rank, self.sel._cover, self.sel.taken
+        rank, cover, taken = self.rank, self.cover, self.sel.taken
         for m in g.members:
             # a taken unit freed of cover is no root; one still a root is marked already
             if rank[m] > rv:
@@ -573,12 +573,12 @@ class _Rounds:
 
     def settle(self) -> None:
         """Look at the marked units again, in rank order."""
-        sel, d, dirty, used, cache = self.sel, self.d, self.dirty, self.used, self.cache
-        aff, taken, cover, flagged = sel.aff, sel.taken, sel._cover, sel._flag
+        dirty, used, cache = self.dirty, self.used, self.cache
+        free, cover, flagged = self.sel._free, self.cover, self.flagged
         while dirty:
             _, v = heapq.heappop(dirty)
             flagged[v] = False
-            want = aff[v] == d and not taken[v] and cover[v] == 0
+            want = free[v] and cover[v] == 0
             cur = used.get(v)
             if want:
                 if cur is None or cache.get(v) is not cur:
