@@ -166,7 +166,7 @@ class GrowthTracker:
         self._rords.append(self._rord[x])
         if not check:
             return
-        w = self._witness(x)
+        w = None if self.outside(x) else self._witness(x)
         if w is not None:
             self.suspects[x] = w
             self._proof = x
@@ -358,7 +358,7 @@ class GrowthTracker:
         l0, l1, l2 = self.lo
         while suspects:     # oldest first; a suspect without witnesses leaves
             z = next(iter(suspects))
-            a, b, c = o0[z], o1[z], o2[z]   # outside the window (see outside): no witnesses
+            a, b, c = o0[z], o1[z], o2[z]   # outside() inlined: outside, no witnesses
             if (a > h0 or b > h1 or c > h2) != ((a < l0 and a <= h0) or (b < l1 and b <= h1)
                                                 or (c < l2 and c <= h2)):
                 del suspects[z]
@@ -476,10 +476,9 @@ class GrowthTracker:
         return None
 
     def _witness(self, z: int) -> tuple[int, int] | None:
-        """Two members with ``a ~> z ~> b``, or None (a member rolled back never joins
-        again: the pair proves the condition failing while both are members)."""
-        if self.outside(z):
-            return None
+        """Two members with ``a ~> z ~> b``, or None, for a ``z`` inside the window (its
+        callers test :meth:`outside` first). A member rolled back never joins again: the pair
+        proves the condition failing while both are members."""
         a = self._find_member(z, False)
         if a is None:
             return None
