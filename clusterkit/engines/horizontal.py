@@ -358,13 +358,9 @@ class _NodeLevels:
         edge into a fallback node weighs 0); the nodes placed with each other cluster; and the
         topological order of the clusters left (made once per partition)."""
         if self._fold is None:
-            k = len(self.partition.clusters)
             src, dst = self.partition.cluster_edges()
-            fb = self.cdev < 0
-            fold = fb[src] & fb[dst] & (np.bincount(src, minlength=k)[src] == 1)
-            parent = np.arange(k, dtype=np.int64)
-            parent[src[fold]] = dst[fold]
-            rep = roots(parent)
+            rep = _fold_fallback(len(self.partition.clusters), src, dst,
+                                 np.zeros(len(src), dtype=bool), self.cdev < 0)
             moved = np.flatnonzero(rep[self.a] != self.a)  # nodes of the folded clusters
             extra: dict[int, list[int]] = {}
             for v, c in zip(moved.tolist(), rep[self.a[moved]].tolist()):
