@@ -167,6 +167,8 @@ class LevelBound:
         order = gc.order_array().tolist()  # alive nodes by rank
         n = gc.num_nodes
         cls = self.cls
+        # graph.algorithms.heaviest_paths with weight() computed in the loop: building its
+        # per-node successor and weight lists costs three times the passes themselves
         out = gc.successor_sets()  # any order of the successors: the same path lengths
         asap = [0] * n  # the heaviest path ending at each node, weight() inlined
         for x in order:
