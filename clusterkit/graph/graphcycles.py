@@ -222,7 +222,7 @@ class GraphCycles:
         x, y = self._pair(x, y)
         if y not in self._out[x]:
             raise GraphError(f"no edge from node {x} to node {y}")
-        return self._contract(x, y)
+        return self.contract_live_edge(x, y)
 
     def contract_if_edge(self, x: int, y: int) -> int | None:
         """:meth:`contract_edge` when the edge ``x -> y`` exists, else ``None`` (graph
@@ -230,7 +230,7 @@ class GraphCycles:
         x, y = self._pair(x, y)
         if y not in self._out[x]:
             return None
-        return self._contract(x, y)
+        return self.contract_live_edge(x, y)
 
     def _pair(self, x: int, y: int) -> tuple[int, int]:
         """Two alive node ids, checked (plain ints pass with a few comparisons)."""
@@ -251,8 +251,6 @@ class GraphCycles:
             in_y.add(x)
             return None
         return self._absorb(x, y)
-
-    _contract = contract_live_edge  # the existing edge x -> y, unless another path joins them
 
     def descendant_marks(self, mark: dict[int, int]) -> dict[int, int]:
         """Per alive node, the bitwise or of ``mark`` (0 where absent) over the nodes it
@@ -278,9 +276,9 @@ class GraphCycles:
         x, y = self._pair(x, y)
         out = self._out
         if y in out[x]:
-            return self._contract(x, y)
+            return self.contract_live_edge(x, y)
         if x in out[y]:
-            return self._contract(y, x)
+            return self.contract_live_edge(y, x)
         return None
 
     def merge(self, x: int, y: int) -> int | None:
