@@ -254,15 +254,17 @@ class Partition:
         a = self.assignment()
         dev_idx = np.asarray([self._check_cluster(c) for c in self.clusters], dtype=np.int64)
         self._check_edges(a, dev_idx)
-        p, names = self.problem, [nd.name for nd in self.graph.nodes]
+        p, nodes = self.problem, self.graph.nodes  # names read for a message only
         for u, v in p.never_pairs.tolist():
             if a[u] == a[v]:
-                raise PartitionError(f"never-together nodes {names[u]!r} and {names[v]!r} are both"
-                                     f" in cluster {self.clusters[a[u]].id}")
+                raise PartitionError(f"never-together nodes {nodes[u].name!r} and "
+                                     f"{nodes[v].name!r} are both in cluster "
+                                     f"{self.clusters[a[u]].id}")
         for gi, members in enumerate(p.groups):
             if len(set(a[members].tolist())) > 1:
-                raise PartitionError(f"together group {gi} is split: {names[members[0]]!r} is in "
-                                     f"cluster {self.clusters[a[members[0]]].id}, but other "
+                raise PartitionError(f"together group {gi} is split: "
+                                     f"{nodes[members[0]].name!r} is in cluster "
+                                     f"{self.clusters[a[members[0]]].id}, but other "
                                      "members are elsewhere")
         self._check_acyclic(a)
         return self
@@ -299,16 +301,17 @@ class Partition:
     def _check_edges(self, a: np.ndarray, dev_idx: np.ndarray) -> None:
         """No must-cut edge and no edge its device's selector refuses inside a cluster."""
         p, g = self.problem, self.graph
-        names = [nd.name for nd in g.nodes]
+        nodes = g.nodes  # names read for a message only
         src, dst = g.edge_src, g.edge_dst
         same = a[src] == a[dst]
         for e in np.flatnonzero(same & p.must_cut).tolist():
             u, v = int(src[e]), int(dst[e])
             why = ("it is a required cut" if p.cut_reason[e] == CUT_EXPLICIT else
-                   f"node {names[v]!r} ({g.nodes[v].op_type}) must know the value it reads from"
-                   f" {names[u]!r}" if p.cut_reason[e] == CUT_VALUE else "a constraint cuts it")
-            raise PartitionError(f"edge {names[u]!r} -> {names[v]!r} lies inside cluster "
-                                 f"{self.clusters[a[u]].id}, but {why}")
+                   f"node {nodes[v].name!r} ({nodes[v].op_type}) must know the value it reads"
+                   f" from {nodes[u].name!r}" if p.cut_reason[e] == CUT_VALUE
+                   else "a constraint cuts it")
+            raise PartitionError(f"edge {nodes[u].name!r} -> {nodes[v].name!r} lies inside "
+                                 f"cluster {self.clusters[a[u]].id}, but {why}")
         if len(p.devices):
             d_e = dev_idx[a[src]]
             inside = np.flatnonzero(same & (d_e >= 0))
@@ -316,8 +319,8 @@ class Partition:
             if len(refused):
                 e = int(refused[0])
                 u, v = int(src[e]), int(dst[e])
-                raise PartitionError(f"edge {names[u]!r} -> {names[v]!r} lies inside cluster "
-                                     f"{self.clusters[a[u]].id}, but the selector of "
+                raise PartitionError(f"edge {nodes[u].name!r} -> {nodes[v].name!r} lies inside "
+                                     f"cluster {self.clusters[a[u]].id}, but the selector of "
                                      f"{self.clusters[a[u]].device!r} refuses to follow it")
 
     def _check_acyclic(self, a: np.ndarray) -> None:
