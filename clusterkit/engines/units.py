@@ -19,7 +19,8 @@ from scipy.sparse.csgraph import depth_first_order
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
-from clusterkit.graph.algorithms import group_labels, positions, quotient, topological_order
+from clusterkit.graph.algorithms import (group_labels, heaviest_paths, positions, quotient,
+                                         topological_order)
 
 #: how many landmark units :attr:`UnitGraph.landmarks` labels reachability with
 LANDMARKS = 256
@@ -210,7 +211,7 @@ class UnitGraph:
         counted down from the longest one. A path ``u ~> v`` only passes units between ``u``
         and ``v`` in every one; depths keep units close that lie close along paths, however
         far apart the rank puts them."""
-        depth, height = _depths(self.order, self.succ)
+        depth, height = heaviest_paths(self.order, self.succ)  # in edges
         top = max(height, default=0)
         return [self.rank, depth, [top - h for h in height]]
 
@@ -273,26 +274,6 @@ def first_reentry(ug: UnitGraph, members: list[int], forward: bool = True) -> in
     hit = convexity.first_reentry(ug.succ if forward else ug.pred, members, ug.rank,
                                   ug.orders[1:], forward)
     return None if hit is None else hit[0]
-
-
-def _depths(order: list[int], succ: list[list[int]]) -> tuple[list[int], list[int]]:
-    """Per unit, the longest path (in edges) ending at it and the longest starting at it:
-    :func:`~clusterkit.graph.algorithms.heaviest_paths` with unit weights, without them."""
-    depth = [0] * len(succ)
-    for x in order:
-        dx = depth[x] + 1
-        for y in succ[x]:
-            if dx > depth[y]:
-                depth[y] = dx
-    height = [0] * len(succ)
-    for x in reversed(order):
-        best = -1
-        for y in succ[x]:
-            h = height[y]
-            if h > best:
-                best = h
-        height[x] = best + 1
-    return depth, height
 
 
 def _closure(order: list[int], adj: list[list[int]], own: list[int]) -> list[int]:

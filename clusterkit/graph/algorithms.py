@@ -149,10 +149,13 @@ def positions(order: Sequence[int]) -> list[int]:
 
 
 def heaviest_paths(order: Sequence[int], succ: Sequence[Sequence[int]],
-                   weight: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+                   weight: Sequence[Sequence[int]] | None = None) -> tuple[list[int], list[int]]:
     """Per node, the heaviest path ending at it and the heaviest path starting at it, in a DAG
     given by ``order`` (topological), ``succ[x]`` (the successors of ``x``) and ``weight[x]``
-    (their edge weights, in the same order). One pass each way over plain lists."""
+    (their edge weights, in the same order; None: every edge weighs 1, the longest paths in
+    edges, without weight lists to build). One pass each way over plain lists."""
+    if weight is None:
+        return _longest_paths(order, succ)
     head = [0] * len(succ)
     for x in order:
         hx = head[x]
@@ -166,6 +169,25 @@ def heaviest_paths(order: Sequence[int], succ: Sequence[Sequence[int]],
             if tail[y] + w > best:
                 best = tail[y] + w
         tail[x] = best
+    return head, tail
+
+
+def _longest_paths(order: Sequence[int], succ: Sequence[Sequence[int]]
+                   ) -> tuple[list[int], list[int]]:
+    """:func:`heaviest_paths` with every edge weighing 1."""
+    head = [0] * len(succ)
+    for x in order:
+        hx = head[x] + 1
+        for y in succ[x]:
+            if hx > head[y]:
+                head[y] = hx
+    tail = [0] * len(succ)
+    for x in reversed(order):
+        best = -1
+        for y in succ[x]:
+            if tail[y] > best:
+                best = tail[y]
+        tail[x] = best + 1
     return head, tail
 
 
