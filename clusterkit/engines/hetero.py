@@ -63,7 +63,12 @@ def run(problem: Problem, *, affinity: Iterable[str] | None = None, fill_affinit
     other nodes by the fallback policy instead of sending them to the fallback; ``trace``:
     record the selection steps in ``info["trace"]``."""
     with gc_paused():   # many small lists and tuples; any cycles are collected afterwards
-        aff, ug, sel, reasons = _select(problem, affinity, fill_affinity, trace)
+        return _run(problem, affinity, fill_affinity, trace)
+
+
+def _run(problem: Problem, affinity: Iterable[str] | None, fill_affinity: bool,
+         trace: bool) -> Partition:
+    aff, ug, sel, reasons = _select(problem, affinity, fill_affinity, trace)
     rolled = dict.fromkeys(ug.nodes_of(sel.rolled_back), "rolled back for a self-reference")
     part, split = close_growth(problem, ug, sel.pieces, "hetero", reasons, rolled)
     part.info["hetero"] = {"rounds": sel.rounds, "growths": sel.growths,
