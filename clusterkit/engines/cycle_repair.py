@@ -79,14 +79,12 @@ def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, node_of: list[int],
     first part whose edge to it contracts without closing a cycle, else starts a new part."""
     heads: list[int] = []            # current graph node of each part
     parts: list[list[int]] = []
+    contract_first = gc.contract_first
     for u in _adjacent_first(ug, piece.units):
         x = node_of[u]
-        for j, h in enumerate(heads):
-            merged = gc.contract_between(h, x)
-            if merged is not None:
-                heads[j] = merged
-                parts[j].append(u)
-                break
+        j = contract_first(heads, x)
+        if j >= 0:
+            parts[j].append(u)
         else:
             heads.append(x)
             parts.append([u])

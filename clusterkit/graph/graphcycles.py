@@ -281,6 +281,17 @@ class GraphCycles:
             return self.contract_live_edge(y, x)
         return None
 
+    def contract_first(self, heads: list[int], x: int) -> int:
+        """:meth:`contract_between` of live node ``x`` with each live node of ``heads`` in turn
+        (none of them ``x``; not checked, for hot loops) until one succeeds: puts the survivor
+        in its place and returns its index, or ``-1`` (graph unchanged) when none does."""
+        for j, h in enumerate(heads):
+            merged = self.contract_between(h, x)
+            if merged is not None:
+                heads[j] = merged
+                return j
+        return -1
+
     def merge(self, x: int, y: int) -> int | None:
         """Merge two nodes, neither of which reaches the other, into one.
 
@@ -509,6 +520,9 @@ class GraphCycles:
         return False
 
 
+_WINDOW_PER_EDGE = 32   # rewriting this many ranks of a window costs about one edge scanned
+
+
 def _no_cycle(delta: set[int] | None, a: int, b: int) -> set[int]:
     if delta is None:  # callers check reachability first, so this cannot happen
         raise AssertionError(f"merging nodes {a} and {b} would close a cycle")
@@ -603,59 +617,132 @@ class OneSidedGraphCycles(GraphCycles):
         for v in deltab | deltaf:
             self._order[self._rank[v]] = v
 
+    def contract_first(self, heads: list[int], x: int) -> int:
+        """As :meth:`GraphCycles.contract_first`, with the edge tests inlined (an attempt on a
+        node not adjacent to ``x`` costs two set look-ups)."""
+        out, inn = self._out, self._in
+        out_x, in_x = out[x], inn[x]
+        for j, h in enumerate(heads):
+            if h in in_x:
+                a, b = h, x
+            elif h in out_x:
+                a, b = x, h
+            else:
+                continue
+            out_a, in_b = out[a], inn[b]
+            out_a.discard(b)
+            in_b.discard(a)
+            if out_a and in_b and self._reachable(a, b):
+                out_a.add(b)
+                in_b.add(a)
+                continue
+            heads[j] = self._absorb(a, b)
+            return j
+        return -1
+
+    def _reachable(self, x: int, y: int) -> bool:
+        """As :meth:`GraphCycles._reachable`, first ruling a path out when no edge on the side
+        of fewer edges (``x``'s successors or ``y``'s predecessors) stays inside the window."""
+        rank = self._rank
+        lo, hi = rank[x], rank[y]
+        out_x, in_y = self._out[x], self._in[y]
+        if len(in_y) <= len(out_x):
+            for p in in_y:
+                if rank[p] > lo:
+                    return super()._reachable(x, y)
+            return False
+        for w in out_x:
+            if rank[w] < hi:
+                return super()._reachable(x, y)
+        return False
+
     def _absorb(self, keep: int, drop: int) -> int:
         """Merge two nodes with no path between them (any direct edge already removed).
 
         The node with more edges survives (``keep`` on a tie). The merged node takes the slot
-        of the later node ``l`` once the earlier node ``e``'s descendants ranked before ``l``
-        moved after it, or the slot of ``e`` once ``l``'s ancestors ranked after ``e`` moved
-        before it, whichever set the lockstep search finds first."""
+        of the earlier node ``e`` when no predecessor of the later node ``l`` lies after ``e``,
+        or the slot of ``l`` when no successor of ``e`` lies before ``l`` (the dying node's
+        side, usually the smaller, is tested first); otherwise :meth:`_make_room`."""
         rank, out, inn = self._rank, self._out, self._in
-        if len(out[drop]) + len(inn[drop]) > len(out[keep]) + len(inn[keep]):
-            keep, drop = drop, keep
-        e, l = (keep, drop) if rank[keep] < rank[drop] else (drop, keep)
-        re_, rl = rank[e], rank[l]
+        out_k, in_k, out_d, in_d = out[keep], inn[keep], out[drop], inn[drop]
+        if len(out_d) + len(in_d) > len(out_k) + len(in_k):
+            keep, drop, out_k, in_k, out_d, in_d = drop, keep, out_d, in_d, out_k, in_k
+        rk, rd = rank[keep], rank[drop]
+        if rk < rd:     # keep is e: its slot is free unless drop has a predecessor after it
+            if any(rank[p] > rk for p in in_d):
+                self._make_room(keep, drop, rk, rd)
+        elif any(rank[w] < rk for w in out_d):     # drop is e: keep's slot is taken
+            self._make_room(keep, drop, rk, rd)
+        for w in out_d:
+            w_in = inn[w]
+            w_in.discard(drop)
+            w_in.add(keep)
+        for w in in_d:
+            w_out = out[w]
+            w_out.discard(drop)
+            w_out.add(keep)
+        out_k |= out_d
+        in_k |= in_d
+        out[drop], inn[drop] = set(), set()
+        self._alive[drop] = False
+        return keep
+
+    def _make_room(self, keep: int, drop: int, rk: int, rd: int) -> None:
+        """Rewrite the order so that the merged node can take ``keep``'s slot (ranks ``rk``
+        of ``keep``, ``rd`` of ``drop``, whose own side was tested taken): the slot of the
+        other node ``l`` or ``e`` if that one is free, else the one whose nodes to move (``e``'s
+        descendants ranked before ``l``, to just after it; or ``l``'s ancestors ranked after
+        ``e``, to just before it) the weighted lockstep search finds first; then ``keep`` and
+        ``drop`` swap slots when the merged node's slot is ``drop``'s."""
+        rank, out, inn = self._rank, self._out, self._in
+        e, l, re_, rl = (keep, drop, rk, rd) if rk < rd else (drop, keep, rd, rk)
         early = [w for w in out[e] if rank[w] < rl]
-        if early:
-            late = [p for p in inn[l] if rank[p] > re_]
-            forward, moved = self._first_done(early, rl, late, re_)
-        else:     # nothing to move: the merged node takes l's slot
-            forward, moved = True, None
-        if moved:
+        late = [p for p in inn[l] if rank[p] > re_]
+        if not early:
+            forward = True
+        elif not late:
+            forward = False
+        else:
+            fwin = rl - min(map(rank.__getitem__, early))
+            bwin = max(map(rank.__getitem__, late)) - re_
+            forward, moved = self._first_done(early, rl, late, re_, fwin - bwin)
             ids = np.fromiter(moved, dtype=np.int64, count=len(moved))
             if forward:   # window [lo, rl]: the rest keep their order, then the moved nodes
-                self._move(ids, int(self._rank_np[ids].min()), rl, last=True)
+                self._move(ids, rl - fwin, rl, last=True)
             else:         # window [re_, hi]: the moved nodes, then the rest
-                self._move(ids, re_, int(self._rank_np[ids].max()), last=False)
-        slot = l if forward else e
-        if slot != keep:
+                self._move(ids, re_, re_ + bwin, last=False)
+        if (l if forward else e) == drop:
             order = self._order
-            rk, rd = int(rank[keep]), int(rank[drop])
+            rk, rd = rank[keep], rank[drop]     # moved with the window
             rank[keep], rank[drop] = rd, rk
             order[rd], order[rk] = keep, drop
-        return self._move_edges(keep, drop)
 
     def _first_done(self, fstarts: list[int], hi: int, bstarts: list[int],
-                    lo: int) -> tuple[bool, set[int]]:
+                    lo: int, bias: int = 0) -> tuple[bool, set[int]]:
         """``(True, nodes reachable from fstarts through ranks < hi)`` or ``(False, nodes
-        reaching bstarts through ranks > lo)``: both searches step in lockstep and the first to
-        run dry is returned (the forward one when both start empty)."""
+        reaching bstarts through ranks > lo)``: the first search to run dry, stepping the one
+        whose edges scanned so far are fewer, the forward one counted ``bias`` /
+        :data:`_WINDOW_PER_EDGE` edges ahead (moving a wider window costs more)."""
         rank, out, inn = self._rank, self._out, self._in
         fseen, bseen = set(fstarts), set(bstarts)
         fstack, bstack = list(fstarts), list(bstarts)
-        while True:
-            if not fstack:
-                return True, fseen
-            if not bstack:
-                return False, bseen
-            for w in out[fstack.pop()]:
-                if w not in fseen and rank[w] < hi:
-                    fseen.add(w)
-                    fstack.append(w)
-            for w in inn[bstack.pop()]:
-                if w not in bseen and rank[w] > lo:
-                    bseen.add(w)
-                    bstack.append(w)
+        fwork, bwork = max(bias, 0) // _WINDOW_PER_EDGE, max(-bias, 0) // _WINDOW_PER_EDGE
+        while fstack and bstack:
+            if fwork <= bwork:
+                nbrs = out[fstack.pop()]
+                fwork += len(nbrs) + 1
+                for w in nbrs:
+                    if w not in fseen and rank[w] < hi:
+                        fseen.add(w)
+                        fstack.append(w)
+            else:
+                nbrs = inn[bstack.pop()]
+                bwork += len(nbrs) + 1
+                for w in nbrs:
+                    if w not in bseen and rank[w] > lo:
+                        bseen.add(w)
+                        bstack.append(w)
+        return (True, fseen) if not fstack else (False, bseen)
 
     def _move(self, ids: np.ndarray, lo: int, hi: int, last: bool) -> None:
         """Move nodes ``ids`` (ranked in ``[lo, hi]``, the lowest at ``lo`` when ``last``, the
