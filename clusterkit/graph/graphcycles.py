@@ -520,7 +520,7 @@ class GraphCycles:
         return False
 
 
-_WINDOW_PER_EDGE = 32   # rewriting this many ranks of a window costs about one edge scanned
+_SPREAD = 64   # gap between the keys of moved nodes with no edge bounding them
 
 
 def _no_cycle(delta: set[int] | None, a: int, b: int) -> set[int]:
@@ -550,72 +550,82 @@ def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
 class OneSidedGraphCycles(GraphCycles):
     """A :class:`GraphCycles` for long runs of contractions across wide rank windows.
 
-    Same graph, same answers; only the way the order is repaired after a contraction differs.
-    Pearce–Kelly moves both the merged node's descendants and the other node's ancestors inside
-    the window; here one search runs from each side in lockstep, the first to finish names the
-    set to move (the descendants to just after the window, or the ancestors to just before it),
-    and the window's ranks are rewritten with numpy from a position → node array (on DAGs with
-    long edges the ancestor side is often far larger). Ranks are a numpy array, read in the
-    Python loops through a memoryview of it (plain ints, no numpy scalars), so ``add_node``
-    costs O(n).
+    Same graph, same answers; only the way the order is kept differs. Each node has an order
+    key (:meth:`ranks`): every edge goes from a lower to a higher key, keys are spaced apart and
+    unrelated nodes may share one. After a contraction, one search runs from each side in
+    lockstep; the first to finish names the set to move (the merged node's descendants to just
+    after it, or its ancestors to just before it), and only those nodes get new keys, spread in
+    the gap next to it (all keys are spaced again, in their order, when the gap is too small):
+    on DAGs with long edges a few nodes often move across a window of thousands.
+    :meth:`rank` is still the position in the topological order, at O(n) per call.
     """
 
-    __slots__ = ("_order", "_rank_np", "_iota")
+    __slots__ = ()
 
     @classmethod
     def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray,
                    order: Sequence[int] | None = None) -> OneSidedGraphCycles:
         """Build in bulk, as :meth:`GraphCycles.from_edges`."""
         graph = super().from_edges(n, src, dst, order)
-        graph._init_order()
+        graph._space(np.asarray(graph._rank, dtype=np.int64))
         return graph
 
     def __init__(self, n: int) -> None:
         """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
         super().__init__(n)
-        self._init_order()
-
-    def copy(self) -> OneSidedGraphCycles:
-        """An independent copy (same nodes, edges, ranks and dead nodes)."""
-        other = super().copy()
-        other._set_rank(self._rank_np.copy())
-        other._order = self._order.copy()
-        return other
-
-    def _init_order(self) -> None:
-        rank = np.asarray(self._rank, dtype=np.int64)
-        self._set_rank(rank)
-        self._order = np.empty_like(rank)
-        self._order[rank] = np.arange(rank.size, dtype=np.int64)
+        self._space(np.arange(len(self._rank), dtype=np.int64))
 
     def add_node(self) -> int:
         """Append an isolated node (rank = its id) and return its id."""
-        x = len(self._rank)
-        self._set_rank(np.append(self._rank_np, x))
-        self._order = np.append(self._order, x)
-        self._out.append(set())
-        self._in.append(set())
-        self._alive.append(True)
+        key = max(self._rank, default=0) + 1
+        x = super().add_node()
+        self._rank[x] = key
         return x
 
-    def _set_rank(self, rank: np.ndarray) -> None:
-        """Keep ``rank`` (int64) for numpy writes and a memoryview of it for the loops' reads
-        (and ``0 .. n-1`` for rewriting windows of ranks)."""
-        self._rank_np = rank
-        self._rank = memoryview(rank)  # type: ignore[assignment]
-        self._iota = np.arange(rank.size, dtype=np.int64)
+    def rank(self, x: int) -> int:
+        """Current position of ``x`` in the topological order (:meth:`topological_order`)."""
+        x = self._node(x)
+        keys = np.asarray(self._rank, dtype=np.int64)
+        return int(np.count_nonzero(keys < keys[x]) + np.count_nonzero(keys[:x] == keys[x]))
+
+    def ranks(self) -> Sequence[int]:
+        """The order key of every node (not its position: keys are spaced apart and unrelated
+        nodes may share one), as the graph's own sequence: not to be changed, and read again
+        after a mutation."""
+        return self._rank
 
     def check_invariants(self) -> None:
-        """As :meth:`GraphCycles.check_invariants`, and the position → node array inverts the
-        ranks."""
-        super().check_invariants()
-        if not np.array_equal(self._order[self._rank_np], np.arange(len(self._rank))):
-            raise AssertionError("position -> node array does not invert the ranks")
+        """As :meth:`GraphCycles.check_invariants`, on the positions the keys give."""
+        keys = self._rank
+        self._rank = positions(np.argsort(np.asarray(keys, dtype=np.int64), kind="stable"))
+        try:
+            super().check_invariants()
+        finally:
+            self._rank = keys
 
-    def _reorder(self, deltab: set[int], deltaf: set[int]) -> None:
-        super()._reorder(deltab, deltaf)
-        for v in deltab | deltaf:
-            self._order[self._rank[v]] = v
+    def _space(self, order_keys: np.ndarray, least: int = 1) -> None:
+        """Give the nodes keys spaced apart (by at least ``least``), in the order of
+        ``order_keys`` (ties by id), in place; the gap keeps keys small ints where it can."""
+        n = order_keys.size
+        gap = max((1 << 29) // max(n, 1), least)
+        keys = np.empty(n, dtype=np.int64)
+        keys[np.argsort(order_keys, kind="stable")] = np.arange(n, dtype=np.int64) * gap
+        self._rank[:] = keys.tolist()
+
+    def _insert(self, x: int, y: int) -> bool:
+        """:meth:`GraphCycles.insert_edge` on checked ids: when ``y`` is not after ``x``, the
+        nodes ``y`` reaches up to ``x``'s key move to just after ``x``."""
+        if x == y or self._reachable(y, x):
+            return False
+        if y not in self._out[x]:
+            rank = self._rank
+            if rank[x] >= rank[y]:
+                moved = self._below([y], rank[x])
+                if not self._spread(moved, rank[x], self._next_key(moved, rank[x])):
+                    self._space(np.asarray(rank, dtype=np.int64), len(moved) + 1)
+                    return self._insert(x, y)
+            self._link(x, y)
+        return True
 
     def contract_first(self, heads: list[int], x: int) -> int:
         """As :meth:`GraphCycles.contract_first`, with the edge tests inlined (an attempt on a
@@ -642,37 +652,44 @@ class OneSidedGraphCycles(GraphCycles):
 
     def _reachable(self, x: int, y: int) -> bool:
         """As :meth:`GraphCycles._reachable`, first ruling a path out when no edge on the side
-        of fewer edges (``x``'s successors or ``y``'s predecessors) stays inside the window."""
+        of fewer edges (``x``'s successors or ``y``'s predecessors) stays inside the window
+        (its bounds included)."""
         rank = self._rank
         lo, hi = rank[x], rank[y]
         out_x, in_y = self._out[x], self._in[y]
         if len(in_y) <= len(out_x):
             for p in in_y:
-                if rank[p] > lo:
+                if rank[p] >= lo:
                     return super()._reachable(x, y)
             return False
         for w in out_x:
-            if rank[w] < hi:
+            if rank[w] <= hi:
                 return super()._reachable(x, y)
         return False
 
     def _absorb(self, keep: int, drop: int) -> int:
         """Merge two nodes with no path between them (any direct edge already removed).
 
-        The node with more edges survives (``keep`` on a tie). The merged node takes the slot
-        of the earlier node ``e`` when no predecessor of the later node ``l`` lies after ``e``,
-        or the slot of ``l`` when no successor of ``e`` lies before ``l`` (the dying node's
-        side, usually the smaller, is tested first); otherwise :meth:`_make_room`."""
+        The node with more edges survives (``keep`` on a tie) and takes the slot (key) of
+        the earlier node ``e`` when no predecessor of the later node ``l`` has a key as high
+        as ``e``'s, or the slot of ``l`` when no successor of ``e`` has a key as low as
+        ``l``'s (the dying node's side, usually the smaller, is tested first; otherwise
+        :meth:`_make_room`)."""
         rank, out, inn = self._rank, self._out, self._in
         out_k, in_k, out_d, in_d = out[keep], inn[keep], out[drop], inn[drop]
         if len(out_d) + len(in_d) > len(out_k) + len(in_k):
             keep, drop, out_k, in_k, out_d, in_d = drop, keep, out_d, in_d, out_k, in_k
-        rk, rd = rank[keep], rank[drop]
-        if rk < rd:     # keep is e: its slot is free unless drop has a predecessor after it
-            if any(rank[p] > rk for p in in_d):
-                self._make_room(keep, drop, rk, rd)
-        elif any(rank[w] < rk for w in out_d):     # drop is e: keep's slot is taken
-            self._make_room(keep, drop, rk, rd)
+        rk = rank[keep]
+        if rk < rank[drop]:     # keep is e: its slot is free unless drop has a late predecessor
+            for p in in_d:
+                if rank[p] >= rk:
+                    self._make_room(keep, drop)
+                    break
+        else:                   # keep is l: its slot is free unless drop has an early successor
+            for w in out_d:
+                if rank[w] <= rk:
+                    self._make_room(keep, drop)
+                    break
         for w in out_d:
             w_in = inn[w]
             w_in.discard(drop)
@@ -687,85 +704,84 @@ class OneSidedGraphCycles(GraphCycles):
         self._alive[drop] = False
         return keep
 
-    def _make_room(self, keep: int, drop: int, rk: int, rd: int) -> None:
-        """Rewrite the order so that the merged node can take ``keep``'s slot (ranks ``rk``
-        of ``keep``, ``rd`` of ``drop``, whose own side was tested taken): the slot of the
-        other node ``l`` or ``e`` if that one is free, else the one whose nodes to move (``e``'s
-        descendants ranked before ``l``, to just after it; or ``l``'s ancestors ranked after
-        ``e``, to just before it) the weighted lockstep search finds first; then ``keep`` and
-        ``drop`` swap slots when the merged node's slot is ``drop``'s."""
+    def _make_room(self, keep: int, drop: int) -> None:
+        """Change keys so that ``keep`` can stand for the merged node: the slot of ``l`` if
+        no successor of ``e`` has a key up to ``l``'s, else that of ``e`` if no predecessor of
+        ``l`` has one down to ``e``'s, else the slot whose nodes to move (``e``'s descendants
+        keyed up to ``l``, to just after it; or ``l``'s ancestors keyed down to ``e``, to just
+        before it) the lockstep search finds first; ``keep`` takes the slot's key."""
         rank, out, inn = self._rank, self._out, self._in
-        e, l, re_, rl = (keep, drop, rk, rd) if rk < rd else (drop, keep, rd, rk)
-        early = [w for w in out[e] if rank[w] < rl]
-        late = [p for p in inn[l] if rank[p] > re_]
-        if not early:
-            forward = True
-        elif not late:
-            forward = False
-        else:
-            fwin = rl - min(map(rank.__getitem__, early))
-            bwin = max(map(rank.__getitem__, late)) - re_
-            forward, moved = self._first_done(early, rl, late, re_, fwin - bwin)
-            ids = np.fromiter(moved, dtype=np.int64, count=len(moved))
-            if forward:   # window [lo, rl]: the rest keep their order, then the moved nodes
-                self._move(ids, rl - fwin, rl, last=True)
-            else:         # window [re_, hi]: the moved nodes, then the rest
-                self._move(ids, re_, re_ + bwin, last=False)
-        if (l if forward else e) == drop:
-            order = self._order
-            rk, rd = rank[keep], rank[drop]     # moved with the window
-            rank[keep], rank[drop] = rd, rk
-            order[rd], order[rk] = keep, drop
+        e, l = (keep, drop) if rank[keep] < rank[drop] else (drop, keep)
+        re_, rl = rank[e], rank[l]
+        early = [w for w in out[e] if rank[w] <= rl]
+        late = [p for p in inn[l] if rank[p] >= re_] if early else []
+        forward = not early
+        if early and late:
+            forward, moved = self._first_done(early, rl, late, re_)
+            lo, hi = (rl, self._next_key(moved, rl)) if forward else (self._prev_key(moved, re_), re_)
+            if not self._spread(moved, lo, hi):
+                self._space(np.asarray(rank, dtype=np.int64), len(moved) + 1)
+                return self._make_room(keep, drop)
+        rank[keep] = rl if forward else re_
 
     def _first_done(self, fstarts: list[int], hi: int, bstarts: list[int],
-                    lo: int, bias: int = 0) -> tuple[bool, set[int]]:
-        """``(True, nodes reachable from fstarts through ranks < hi)`` or ``(False, nodes
-        reaching bstarts through ranks > lo)``: the first search to run dry, stepping the one
-        whose edges scanned so far are fewer, the forward one counted ``bias`` /
-        :data:`_WINDOW_PER_EDGE` edges ahead (moving a wider window costs more)."""
+                    lo: int) -> tuple[bool, set[int]]:
+        """``(True, nodes reachable from fstarts through keys <= hi)`` or ``(False, nodes
+        reaching bstarts through keys >= lo)``: the first search to run dry, stepping the one
+        whose edges scanned so far are fewer."""
         rank, out, inn = self._rank, self._out, self._in
         fseen, bseen = set(fstarts), set(bstarts)
         fstack, bstack = list(fstarts), list(bstarts)
-        fwork, bwork = max(bias, 0) // _WINDOW_PER_EDGE, max(-bias, 0) // _WINDOW_PER_EDGE
+        fwork = bwork = 0
         while fstack and bstack:
             if fwork <= bwork:
                 nbrs = out[fstack.pop()]
                 fwork += len(nbrs) + 1
                 for w in nbrs:
-                    if w not in fseen and rank[w] < hi:
+                    if w not in fseen and rank[w] <= hi:
                         fseen.add(w)
                         fstack.append(w)
             else:
                 nbrs = inn[bstack.pop()]
                 bwork += len(nbrs) + 1
                 for w in nbrs:
-                    if w not in bseen and rank[w] > lo:
+                    if w not in bseen and rank[w] >= lo:
                         bseen.add(w)
                         bstack.append(w)
         return (True, fseen) if not fstack else (False, bseen)
 
-    def _move(self, ids: np.ndarray, lo: int, hi: int, last: bool) -> None:
-        """Move nodes ``ids`` (ranked in ``[lo, hi]``, the lowest at ``lo`` when ``last``, the
-        highest at ``hi`` otherwise) to the end (``last``) or the start of that window, every
-        group keeping its relative order, and rewrite the window's ranks. The runs between moved
-        nodes shift as blocks (a few slice copies: few nodes move across wide windows)."""
-        order, rank = self._order, self._rank_np
-        pos = np.sort(rank[ids])
-        moved = order[pos]
-        k = len(pos)
-        cut = pos.tolist()
-        if last:          # the run after the i-th moved node shifts down by i + 1
-            ends = cut[1:] + [hi + 1]
-            for i in range(k):
-                a, b = cut[i] + 1, ends[i]
-                if a < b:
-                    order[a - i - 1:b - i - 1] = order[a:b]
-            order[hi + 1 - k:hi + 1] = moved
-        else:             # the run before the i-th moved node shifts up by k - i
-            starts = [lo - 1] + cut[:-1]
-            for i in range(k - 1, -1, -1):
-                a, b = starts[i] + 1, cut[i]
-                if a < b:
-                    order[a + k - i:b + k - i] = order[a:b]
-            order[lo:lo + k] = moved
-        rank[order[lo:hi + 1]] = self._iota[lo:hi + 1]
+    def _below(self, starts: list[int], hi: int) -> set[int]:
+        """``starts`` and the nodes they reach through keys <= ``hi``."""
+        rank, out = self._rank, self._out
+        seen, stack = set(starts), list(starts)
+        while stack:
+            for w in out[stack.pop()]:
+                if w not in seen and rank[w] <= hi:
+                    seen.add(w)
+                    stack.append(w)
+        return seen
+
+    def _next_key(self, nodes: set[int], lo: int) -> int:
+        """The lowest key among the successors of ``nodes`` outside them (if none: far enough
+        above ``lo`` to spread ``nodes`` there)."""
+        rank, out = self._rank, self._out
+        keys = [rank[w] for v in nodes for w in out[v] if w not in nodes]
+        return min(keys) if keys else lo + _SPREAD * (len(nodes) + 1)
+
+    def _prev_key(self, nodes: set[int], hi: int) -> int:
+        """The highest key among the predecessors of ``nodes`` outside them (if none: far
+        enough below ``hi`` to spread ``nodes`` there)."""
+        rank, inn = self._rank, self._in
+        keys = [rank[p] for v in nodes for p in inn[v] if p not in nodes]
+        return max(keys) if keys else hi - _SPREAD * (len(nodes) + 1)
+
+    def _spread(self, nodes: set[int], lo: int, hi: int) -> bool:
+        """Give ``nodes`` keys strictly between ``lo`` and ``hi``, evenly spaced and in the
+        order of their current keys; ``False`` (nothing changed) when the gap is too small."""
+        k = len(nodes)
+        if hi - lo <= k:
+            return False
+        rank = self._rank
+        for i, v in enumerate(sorted(nodes, key=rank.__getitem__), 1):
+            rank[v] = lo + i * (hi - lo) // (k + 1)
+        return True
