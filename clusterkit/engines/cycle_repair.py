@@ -9,6 +9,8 @@ would close a cycle.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
@@ -35,9 +37,10 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     k = len(pieces)
     if k == 0:
         return pieces, 0
+    sizes = [len(p.units) for p in pieces]
     cl = np.full(ug.n, -1, dtype=np.int64)
-    for i, p in enumerate(pieces):
-        cl[p.units] = i
+    cl[np.fromiter(chain.from_iterable(p.units for p in pieces), dtype=np.int64,
+                   count=sum(sizes))] = np.repeat(np.arange(k, dtype=np.int64), sizes)
     item = np.where(cl >= 0, cl, k + np.arange(ug.n))
     iu, iv = item[ug.esrc], item[ug.edst]
     keep = iu != iv
@@ -49,8 +52,8 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     if not suspect.any():
         return pieces, 0
     with gc_paused():   # the contracted graph is one set per node and edge direction
-        gc, node_of = _contracted_graph(ug, csize[comp[item]] > 1)
-        replacement = {i: _rebuild(ug, gc, node_of, pieces[i])
+        gc = OneSidedGraphCycles.from_adjacency(ug.succ, ug.pred, ug.rank)
+        replacement = {i: _rebuild(ug, gc, pieces[i])
                        for i in np.flatnonzero(suspect).tolist() if len(pieces[i].units) > 1}
     replacement = {i: parts for i, parts in replacement.items() if len(parts) > 1}
     out: list[Piece] = []
@@ -59,37 +62,17 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     return out, len(replacement)
 
 
-def _contracted_graph(ug: UnitGraph,
-                      inside: np.ndarray) -> tuple[OneSidedGraphCycles, list[int]]:
-    """The units ``inside`` a cycle of the cluster graph (every other unit lies on no path
-    between two of them), each its own node, numbered by their rank (a topological order, so
-    the graph is built without sorting); and each unit's node (-1 outside)."""
-    units = np.flatnonzero(inside)
-    units = units[np.argsort(np.asarray(ug.rank, dtype=np.int64)[units], kind="stable")]
-    node = np.full(ug.n, -1, dtype=np.int64)
-    node[units] = np.arange(units.size, dtype=np.int64)
-    nsrc, ndst = node[ug.esrc], node[ug.edst]
-    keep = (nsrc >= 0) & (ndst >= 0)
-    return OneSidedGraphCycles.from_edges(units.size, nsrc[keep], ndst[keep]), node.tolist()
-
-
-def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, node_of: list[int],
-             piece: Piece) -> list[Piece]:
+def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, piece: Piece) -> list[Piece]:
     """Rebuild one suspect on the contracted graph ``gc``: each unit, breadth first, joins the
     first part whose edge to it contracts without closing a cycle, else starts a new part."""
-    heads: list[int] = []            # current graph node of each part
-    parts: list[list[int]] = []
-    contract_first = gc.contract_first
-    for u in _adjacent_first(ug, piece.units):
-        x = node_of[u]
-        j = contract_first(heads, x)
-        if j >= 0:
-            parts[j].append(u)
-        else:
-            heads.append(x)
-            parts.append([u])
-    if len(parts) == 1:
+    units = _adjacent_first(ug, piece.units)
+    group = gc.contract_groups(units)
+    k = max(group) + 1
+    if k == 1:
         return [piece]
+    parts: list[list[int]] = [[] for _ in range(k)]
+    for u, j in zip(units, group):
+        parts[j].append(u)
     rank = ug.rank
     return [Piece(piece.device, sorted(part, key=rank.__getitem__), dict(piece.tag, split=True))
             for part in parts]
@@ -101,18 +84,30 @@ def _adjacent_first(ug: UnitGraph, units: list[int]) -> list[int]:
     rank, succ, pred = ug.rank, ug.succ, ug.pred
     todo = set(units)                # units not reached yet
     out: list[int] = []
-    for s in sorted(units, key=rank.__getitem__):
-        if s not in todo:
-            continue
-        todo.discard(s)
-        k = len(out)
-        out.append(s)
-        while k < len(out):
-            x = out[k]
-            k += 1
-            for nbrs in (succ[x], pred[x]):
-                for w in nbrs:
-                    if w in todo:
-                        todo.discard(w)
-                        out.append(w)
+    _reach(min(units, key=rank.__getitem__), todo, out, succ, pred)
+    if todo:                         # more than one component
+        for s in sorted(todo, key=rank.__getitem__):
+            if s in todo:
+                _reach(s, todo, out, succ, pred)
     return out
+
+
+def _reach(s: int, todo: set[int], out: list[int], succ: list[list[int]],
+           pred: list[list[int]]) -> None:
+    """Append ``s`` and the units of ``todo`` it reaches over edges either way to ``out``,
+    breadth first (each unit's successors, then its predecessors), taking them from ``todo``."""
+    append, discard = out.append, todo.discard
+    discard(s)
+    k = len(out)
+    append(s)
+    while k < len(out):
+        x = out[k]
+        k += 1
+        for w in succ[x]:
+            if w in todo:
+                discard(w)
+                append(w)
+        for w in pred[x]:
+            if w in todo:
+                discard(w)
+                append(w)

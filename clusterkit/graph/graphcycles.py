@@ -80,6 +80,20 @@ class GraphCycles:
             graph._rank = positions(topological_order(n, s, d))
         return graph
 
+    @classmethod
+    def from_adjacency(cls, succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                       rank: Sequence[int]) -> GraphCycles:
+        """Build from each node's distinct successors and predecessors (mirroring each other)
+        and its position ``rank`` in a topological order, none of which is checked (for a
+        caller that holds a DAG in this form already, as plain lists)."""
+        graph = cls.__new__(cls)
+        with gc_paused():  # one fresh set per node and direction
+            graph._out = list(map(set, succ))
+            graph._in = list(map(set, pred))
+        graph._alive = [True] * len(graph._out)
+        graph._rank = list(rank)
+        return graph
+
     def copy(self) -> GraphCycles:
         """An independent copy (same nodes, edges, ranks and dead nodes)."""
         other = self.__class__.__new__(self.__class__)
@@ -281,16 +295,24 @@ class GraphCycles:
             return self.contract_live_edge(y, x)
         return None
 
-    def contract_first(self, heads: list[int], x: int) -> int:
-        """:meth:`contract_between` of live node ``x`` with each live node of ``heads`` in turn
-        (none of them ``x``; not checked, for hot loops) until one succeeds: puts the survivor
-        in its place and returns its index, or ``-1`` (graph unchanged) when none does."""
-        for j, h in enumerate(heads):
-            merged = self.contract_between(h, x)
-            if merged is not None:
-                heads[j] = merged
-                return j
-        return -1
+    def contract_groups(self, nodes: list[int]) -> list[int]:
+        """Contract each of the distinct live ``nodes`` in turn with the node of the first
+        group (in the order they were started) it can be contracted with
+        (:meth:`contract_between`), else start a new group with it; return each node's group.
+        Nodes are not checked (for hot loops)."""
+        heads: list[int] = []      # the current node of each group
+        group: list[int] = []
+        for x in nodes:
+            for j, h in enumerate(heads):
+                merged = self.contract_between(h, x)
+                if merged is not None:
+                    heads[j] = merged
+                    group.append(j)
+                    break
+            else:
+                group.append(len(heads))
+                heads.append(x)
+        return group
 
     def merge(self, x: int, y: int) -> int | None:
         """Merge two nodes, neither of which reaches the other, into one.
@@ -570,6 +592,15 @@ class OneSidedGraphCycles(GraphCycles):
         graph._space(np.asarray(graph._rank, dtype=np.int64))
         return graph
 
+    @classmethod
+    def from_adjacency(cls, succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                       rank: Sequence[int]) -> OneSidedGraphCycles:
+        """Build as :meth:`GraphCycles.from_adjacency`."""
+        graph = super().from_adjacency(succ, pred, rank)
+        gap = max((1 << 29) // max(len(rank), 1), 1)
+        graph._rank = [r * gap for r in graph._rank]
+        return graph
+
     def __init__(self, n: int) -> None:
         """Create ``n`` isolated nodes; node ``i`` gets rank ``i``."""
         super().__init__(n)
@@ -627,28 +658,35 @@ class OneSidedGraphCycles(GraphCycles):
             self._link(x, y)
         return True
 
-    def contract_first(self, heads: list[int], x: int) -> int:
-        """As :meth:`GraphCycles.contract_first`, with the edge tests inlined (an attempt on a
-        node not adjacent to ``x`` costs two set look-ups)."""
-        out, inn = self._out, self._in
-        out_x, in_x = out[x], inn[x]
-        for j, h in enumerate(heads):
-            if h in in_x:
-                a, b = h, x
-            elif h in out_x:
-                a, b = x, h
+    def contract_groups(self, nodes: list[int]) -> list[int]:
+        """As :meth:`GraphCycles.contract_groups`, with the edge tests inlined (an attempt on a
+        group not adjacent to the node costs two set look-ups)."""
+        out, inn, reachable, absorb = self._out, self._in, self._reachable, self._absorb
+        heads: list[int] = []      # the current node of each group
+        group: list[int] = []
+        for x in nodes:
+            out_x, in_x = out[x], inn[x]
+            for j, h in enumerate(heads):
+                if h in in_x:
+                    a, b = h, x
+                elif h in out_x:
+                    a, b = x, h
+                else:
+                    continue
+                out_a, in_b = out[a], inn[b]
+                out_a.discard(b)
+                in_b.discard(a)
+                if out_a and in_b and reachable(a, b):
+                    out_a.add(b)
+                    in_b.add(a)
+                    continue
+                heads[j] = absorb(a, b)
+                group.append(j)
+                break
             else:
-                continue
-            out_a, in_b = out[a], inn[b]
-            out_a.discard(b)
-            in_b.discard(a)
-            if out_a and in_b and self._reachable(a, b):
-                out_a.add(b)
-                in_b.add(a)
-                continue
-            heads[j] = self._absorb(a, b)
-            return j
-        return -1
+                group.append(len(heads))
+                heads.append(x)
+        return group
 
     def _reachable(self, x: int, y: int) -> bool:
         """As :meth:`GraphCycles._reachable`, first ruling a path out when no edge on the side
@@ -660,11 +698,11 @@ class OneSidedGraphCycles(GraphCycles):
         if len(in_y) <= len(out_x):
             for p in in_y:
                 if rank[p] >= lo:
-                    return super()._reachable(x, y)
+                    return GraphCycles._reachable(self, x, y)
             return False
         for w in out_x:
             if rank[w] <= hi:
-                return super()._reachable(x, y)
+                return GraphCycles._reachable(self, x, y)
         return False
 
     def _absorb(self, keep: int, drop: int) -> int:
