@@ -730,15 +730,16 @@ class OneSidedGraphCycles(GraphCycles):
                     break
         for w in out_d:
             w_in = inn[w]
-            w_in.discard(drop)
+            w_in.remove(drop)
             w_in.add(keep)
         for w in in_d:
             w_out = out[w]
-            w_out.discard(drop)
+            w_out.remove(drop)
             w_out.add(keep)
         out_k |= out_d
         in_k |= in_d
-        out[drop], inn[drop] = set(), set()
+        out_d.clear()
+        in_d.clear()
         self._alive[drop] = False
         return keep
 
