@@ -96,13 +96,10 @@ def _reach(s: int, todo: set[int], out: list[int], succ: list[list[int]],
            pred: list[list[int]]) -> None:
     """Append ``s`` and the units of ``todo`` it reaches over edges either way to ``out``,
     breadth first (each unit's successors, then its predecessors), taking them from ``todo``."""
-    append, discard = out.append, todo.discard
-    discard(s)
-    k = len(out)
-    append(s)
-    while k < len(out):
-        x = out[k]
-        k += 1
+    todo.discard(s)
+    queue = [s]
+    append, discard = queue.append, todo.discard
+    for x in queue:                  # the loop also visits the units appended meanwhile
         for w in succ[x]:
             if w in todo:
                 discard(w)
@@ -111,3 +108,4 @@ def _reach(s: int, todo: set[int], out: list[int], succ: list[list[int]],
             if w in todo:
                 discard(w)
                 append(w)
+    out.extend(queue)
