@@ -26,14 +26,16 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     were formed (each convex on its own); units in no piece are single-unit clusters.
 
     Clusters in no cycle of the cluster graph (strongly connected components, computed once) are
-    kept and contracted. The others (*suspects*) are rebuilt in formation order on a dynamic
-    topological order (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`: XLA's
+    kept. The others (*suspects*) are rebuilt in formation order on a dynamic topological order
+    of the unit graph (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`: XLA's
     GraphCycles, repairing the order after a contraction by moving only the smaller side):
     each unit, taken breadth first over the cluster's own edges, joins the first adjacent piece
     of its cluster whose edge to it can be contracted without closing a cycle, else starts a new
     piece. Every contraction keeps the contracted graph acyclic, so each piece is convex (and
-    connected) and the pieces never depend on each other in a cycle. Returns the new list and
-    how many clusters were split."""
+    connected) and the pieces never depend on each other in a cycle. A path between two units of
+    one strongly connected component stays inside it, so the units of the other components
+    (left uncontracted) change no answer. Returns the new list and how many clusters were
+    split."""
     k = len(pieces)
     if k == 0:
         return pieces, 0
@@ -51,7 +53,7 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     suspect = csize[comp[:k]] > 1
     if not suspect.any():
         return pieces, 0
-    with gc_paused():   # the contracted graph is one set per node and edge direction
+    with gc_paused():   # the graph is one set per unit and edge direction
         gc = OneSidedGraphCycles.from_adjacency(ug.succ, ug.pred, ug.rank)
         replacement = {i: _rebuild(ug, gc, pieces[i])
                        for i in np.flatnonzero(suspect).tolist() if len(pieces[i].units) > 1}

@@ -543,6 +543,7 @@ class GraphCycles:
 
 
 _SPREAD = 64   # gap between the keys of moved nodes with no edge bounding them
+_KEY_RANGE = 1 << 29   # keys spaced over this range stay small ints (fast to compare)
 
 
 def _no_cycle(delta: set[int] | None, a: int, b: int) -> set[int]:
@@ -597,7 +598,7 @@ class OneSidedGraphCycles(GraphCycles):
                        rank: Sequence[int]) -> OneSidedGraphCycles:
         """Build as :meth:`GraphCycles.from_adjacency`."""
         graph = super().from_adjacency(succ, pred, rank)
-        gap = max((1 << 29) // max(len(rank), 1), 1)
+        gap = max(_KEY_RANGE // max(len(rank), 1), 1)
         graph._rank = [r * gap for r in graph._rank]
         return graph
 
@@ -638,7 +639,7 @@ class OneSidedGraphCycles(GraphCycles):
         """Give the nodes keys spaced apart (by at least ``least``), in the order of
         ``order_keys`` (ties by id), in place; the gap keeps keys small ints where it can."""
         n = order_keys.size
-        gap = max((1 << 29) // max(n, 1), least)
+        gap = max(_KEY_RANGE // max(n, 1), least)
         keys = np.empty(n, dtype=np.int64)
         keys[np.argsort(order_keys, kind="stable")] = np.arange(n, dtype=np.int64) * gap
         self._rank[:] = keys.tolist()
