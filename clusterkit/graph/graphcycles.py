@@ -12,8 +12,9 @@ survivor and it is marked dead.  Ids are never reused, and a dead node keeps
 its rank, so the ranks of all nodes (alive or dead) stay a permutation of
 ``0 .. num_nodes - 1``.
 
-:class:`OneSidedGraphCycles` answers the same but repairs the order after a contraction by
-moving only one side of the rank window (for long runs of contractions across wide windows).
+:class:`OneSidedGraphCycles` answers the same but keeps spaced order keys instead of ranks and,
+after a contraction, gives new keys only to the nodes on one side that must move (for long runs
+of contractions across wide windows).
 """
 
 from __future__ import annotations
@@ -758,7 +759,10 @@ class OneSidedGraphCycles(GraphCycles):
         forward = not early
         if early and late:
             forward, moved = self._first_done(early, rl, late, re_)
-            lo, hi = (rl, self._next_key(moved, rl)) if forward else (self._prev_key(moved, re_), re_)
+            if forward:
+                lo, hi = rl, self._next_key(moved, rl)
+            else:
+                lo, hi = self._prev_key(moved, re_), re_
             if not self._spread(moved, lo, hi):
                 self._space(np.asarray(rank, dtype=np.int64), len(moved) + 1)
                 return self._make_room(keep, drop)
