@@ -448,20 +448,22 @@ class GraphCycles:
         return self._move_edges(keep, drop)
 
     def _move_edges(self, keep: int, drop: int) -> int:
-        """Give ``drop``'s edges to ``keep``, mark ``drop`` dead and return ``keep``."""
+        """Give ``drop``'s edges to ``keep`` (``drop``'s sets are emptied in place), mark
+        ``drop`` dead and return ``keep``."""
         out, inn = self._out, self._in
         drop_out, drop_in = out[drop], inn[drop]
-        out[drop], inn[drop] = set(), set()
         for w in drop_out:
             w_in = inn[w]
-            w_in.discard(drop)
+            w_in.remove(drop)
             w_in.add(keep)
         for w in drop_in:
             w_out = out[w]
-            w_out.discard(drop)
+            w_out.remove(drop)
             w_out.add(keep)
         out[keep] |= drop_out
         inn[keep] |= drop_in
+        drop_out.clear()
+        drop_in.clear()
         self._alive[drop] = False
         return keep
 
@@ -716,9 +718,9 @@ class OneSidedGraphCycles(GraphCycles):
         ``l``'s (the dying node's side, usually the smaller, is tested first; otherwise
         :meth:`_make_room`)."""
         rank, out, inn = self._rank, self._out, self._in
-        out_k, in_k, out_d, in_d = out[keep], inn[keep], out[drop], inn[drop]
-        if len(out_d) + len(in_d) > len(out_k) + len(in_k):
-            keep, drop, out_k, in_k, out_d, in_d = drop, keep, out_d, in_d, out_k, in_k
+        if len(out[drop]) + len(inn[drop]) > len(out[keep]) + len(inn[keep]):
+            keep, drop = drop, keep
+        out_d, in_d = out[drop], inn[drop]
         rk = rank[keep]
         if rk < rank[drop]:     # keep is e: its slot is free unless drop has a late predecessor
             for p in in_d:
@@ -730,20 +732,7 @@ class OneSidedGraphCycles(GraphCycles):
                 if rank[w] <= rk:
                     self._make_room(keep, drop)
                     break
-        for w in out_d:
-            w_in = inn[w]
-            w_in.remove(drop)
-            w_in.add(keep)
-        for w in in_d:
-            w_out = out[w]
-            w_out.remove(drop)
-            w_out.add(keep)
-        out_k |= out_d
-        in_k |= in_d
-        out_d.clear()
-        in_d.clear()
-        self._alive[drop] = False
-        return keep
+        return self._move_edges(keep, drop)
 
     def _make_room(self, keep: int, drop: int) -> None:
         """Change keys so that ``keep`` can stand for the merged node: the slot of ``l`` if
