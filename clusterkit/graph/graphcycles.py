@@ -300,12 +300,20 @@ class GraphCycles:
         """Contract each of the distinct live ``nodes`` in turn with the node of the first
         group (in the order they were started) it can be contracted with
         (:meth:`contract_between`), else start a new group with it; return each node's group.
-        Nodes are not checked (for hot loops)."""
+        Nodes are not checked (for hot loops): an attempt on a group not adjacent to the node
+        costs two set look-ups."""
+        out, inn, contract = self._out, self._in, self.contract_live_edge
         heads: list[int] = []      # the current node of each group
         group: list[int] = []
         for x in nodes:
+            out_x, in_x = out[x], inn[x]
             for j, h in enumerate(heads):
-                merged = self.contract_between(h, x)
+                if h in in_x:
+                    merged = contract(h, x)
+                elif h in out_x:
+                    merged = contract(x, h)
+                else:
+                    continue
                 if merged is not None:
                     heads[j] = merged
                     group.append(j)
@@ -661,36 +669,6 @@ class OneSidedGraphCycles(GraphCycles):
                     return self._insert(x, y)
             self._link(x, y)
         return True
-
-    def contract_groups(self, nodes: list[int]) -> list[int]:
-        """As :meth:`GraphCycles.contract_groups`, with the edge tests inlined (an attempt on a
-        group not adjacent to the node costs two set look-ups)."""
-        out, inn, reachable, absorb = self._out, self._in, self._reachable, self._absorb
-        heads: list[int] = []      # the current node of each group
-        group: list[int] = []
-        for x in nodes:
-            out_x, in_x = out[x], inn[x]
-            for j, h in enumerate(heads):
-                if h in in_x:
-                    a, b = h, x
-                elif h in out_x:
-                    a, b = x, h
-                else:
-                    continue
-                out_a, in_b = out[a], inn[b]
-                out_a.discard(b)
-                in_b.discard(a)
-                if out_a and in_b and reachable(a, b):
-                    out_a.add(b)
-                    in_b.add(a)
-                    continue
-                heads[j] = absorb(a, b)
-                group.append(j)
-                break
-            else:
-                group.append(len(heads))
-                heads.append(x)
-        return group
 
     def _reachable(self, x: int, y: int) -> bool:
         """As :meth:`GraphCycles._reachable`, first ruling a path out when no edge on the side
