@@ -520,13 +520,29 @@ class GraphCycles:
         ranks > rank[x]; each step expands the side whose edges scanned so far,
         with those of its next node, are fewer (a node of many edges waits), so
         the cost is about twice the smaller of the two cones.  Either search
-        running dry proves no path.
+        running dry proves no path, and so does the first step alone when no edge
+        on the side of fewer edges (``x``'s successors or ``y``'s predecessors)
+        stays inside the window (its bounds included), tested before any set is
+        made.
         """
         rank = self._rank
         lo, hi = rank[x], rank[y]
         if lo > hi:
             return False
         out, inn = self._out, self._in
+        out_x, in_y = out[x], inn[y]
+        if len(in_y) <= len(out_x):
+            for p in in_y:
+                if rank[p] >= lo:
+                    break
+            else:
+                return False
+        else:
+            for w in out_x:
+                if rank[w] <= hi:
+                    break
+            else:
+                return False
         fseen, bseen = {x}, {y}
         fstack, bstack = [x], [y]
         fwork = bwork = 0
@@ -609,8 +625,7 @@ class OneSidedGraphCycles(GraphCycles):
                        rank: Sequence[int]) -> OneSidedGraphCycles:
         """Build as :meth:`GraphCycles.from_adjacency`."""
         graph = super().from_adjacency(succ, pred, rank)
-        gap = max(_KEY_RANGE // max(len(rank), 1), 1)
-        graph._rank = [r * gap for r in graph._rank]
+        graph._space(np.asarray(graph._rank, dtype=np.int64))
         return graph
 
     def __init__(self, n: int) -> None:
@@ -669,23 +684,6 @@ class OneSidedGraphCycles(GraphCycles):
                     return self._insert(x, y)
             self._link(x, y)
         return True
-
-    def _reachable(self, x: int, y: int) -> bool:
-        """As :meth:`GraphCycles._reachable`, first ruling a path out when no edge on the side
-        of fewer edges (``x``'s successors or ``y``'s predecessors) stays inside the window
-        (its bounds included)."""
-        rank = self._rank
-        lo, hi = rank[x], rank[y]
-        out_x, in_y = self._out[x], self._in[y]
-        if len(in_y) <= len(out_x):
-            for p in in_y:
-                if rank[p] >= lo:
-                    return GraphCycles._reachable(self, x, y)
-            return False
-        for w in out_x:
-            if rank[w] <= hi:
-                return GraphCycles._reachable(self, x, y)
-        return False
 
     def _absorb(self, keep: int, drop: int) -> int:
         """Merge two nodes with no path between them (any direct edge already removed).
