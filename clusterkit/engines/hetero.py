@@ -253,7 +253,7 @@ class _Selector:
             state.take(g)
             state.settle()
 
-    def _watched(self, d: int, g: _Growth) -> list[int]:
+    def _watched(self, g: _Growth) -> list[int]:
         """Units whose being taken later would change the growth: members and the units rolled
         back that mattered (see :meth:`_grow`). A unit it rejected at first sight would be
         rejected at the same step once taken, so the growth would run the same."""
@@ -549,7 +549,7 @@ class _Rounds:
             g = sel._grow(self.d, v, self.stale.pop(v, None))
             self.cache[v] = g
             watch = self.watch
-            for u in sel._watched(self.d, g):
+            for u in sel._watched(g):
                 watch[u].append(g)
         else:
             sel.reused += 1
