@@ -16,6 +16,8 @@ Fusion: in NeuralNetwork format a Cast is taken only fused after a supported Arg
 
 from __future__ import annotations
 
+from typing import Callable
+
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
 from clusterkit.selectors._checks import (check, decided_by, first, non_negative, not_a_restriction,
@@ -27,7 +29,7 @@ from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_div
                                             slice_is_empty)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import EACH, Fusion, R, in_pattern
+from clusterkit.selectors._rules import EACH, Fusion, R, Rule, in_pattern
 from clusterkit.selectors._tensor_checks import (all_inputs, const, dtype_in,
                                                  no_external_initializers, no_zero_dims,
                                                  outputs_at_most, rank, same_dtype, static,
@@ -57,8 +59,32 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
 
     cast_fusion = Fusion("Cast", (0,), where=lambda ctx, m: _cast_after_argmax(ctx, m))
 
-    rules = [
-        # ---- global conditions
+    rules = (_global_rules(static_shapes_only) + _opset_rules() + _elementwise_rules()
+             + _pool_rules(is_nn) + _reduce_rules(is_nn) + _norm_rules()
+             + _argmax_cast_rules(is_nn, is_ml, cast_fusion) + _clip_concat_rules(is_nn)
+             + _conv_rules(is_nn, ml, coreml_version) + _layout_rules(is_nn, ml, coreml_version)
+             + _gemm_matmul_rules(is_nn, is_ml) + _newer_ml_rules(is_nn) + _pad_rules()
+             + _reshape_rules() + _resize_rules(nn, is_nn)
+             + _shape_slice_rules(nn, is_nn, coreml_version) + _softmax_split_rules())
+    return TableProperty(
+        device, name="coreml", table=table, rules=rules, notes=NOTES, settings={
+            "model_format": model_format, "coreml_version": coreml_version,
+            "static_shapes_only": static_shapes_only},
+        available=in_format, unavailable_reason=f"not available in {model_format} format",
+        dtype_qualifiers={"MLProgram only": ml},
+        fusions=[cast_fusion] if nn else [],
+        extra_value_inputs={"Conv": (1, 2), "MatMul": (1,)} if nn else None)
+
+
+_CAST_TYPES = ("int32", "int64", "float32", "float16")
+
+NOTES: list = []
+
+
+# ---------------------------------------------------------------------- rules by section
+def _global_rules(static_shapes_only: bool) -> list[Rule]:
+    """Global conditions, checked for every op."""
+    return [
         R("*", "every input must have a known shape", first(
             all_inputs(lambda p: rank(p, required=True)),
             when(lambda c, n: static_shapes_only, all_inputs(lambda p: static(p))))),
@@ -74,7 +100,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("*", "initializers stored as external data", no_external_initializers()),
         R("*", "when MLProgram is requested", decided_by("op availability (formats)")),
         R(EACH, "format only", decided_by("op availability (formats)")),
-        # ---- opset minimums
+    ]
+
+
+def _opset_rules() -> list[Rule]:
+    """Opset minimums."""
+    return [
         R(["Add", "Sub", "Mul", "Div", "Pow", "Max"], "opset >= 7", opset_at_least(7)),
         R(["Sigmoid", "Tanh", "Relu", "LeakyRelu"], "opset >= 6", opset_at_least(6)),
         R(["BatchNormalization"], "opset >= 7", opset_at_least(7)),
@@ -82,7 +113,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R(["Pad", "Resize"], "opset >= 11", opset_at_least(11)),
         R(["Slice"], "opset >= 10", opset_at_least(10)),
         R(["Split"], "opset >= 13", opset_at_least(13)),
-        # ---- elementwise / activations
+    ]
+
+
+def _elementwise_rules() -> list[Rule]:
+    """Elementwise ops and activations."""
+    return [
         R("Pow", "both inputs must have the same dtype", same_dtype([0, 1])),
         R("PRelu", "X must be rank 3 or 4", rank(0, allowed=(3, 4))),
         R("PRelu", "channel dim of X", static(0, dims=[-3])),
@@ -93,7 +129,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
             lambda ctx, node: not (numel(ctx.shape(node, 1)) == 1
                                    and ctx.dim(node, 0, -3) == 1),
             "single-element slope with C == 1")),
-        # ---- pooling
+    ]
+
+
+def _pool_rules(is_nn: Callable[..., bool]) -> list[Rule]:
+    """Pooling."""
+    return [
         R(["AveragePool", "MaxPool"], "input must be rank 4", rank(0, allowed=(4,))),
         R(["AveragePool", "MaxPool"], "storage_order=1 not supported",
           attr_in("storage_order", (0,), 0)),
@@ -105,12 +146,22 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
           when(is_nn, attr_is("ceil_mode", 0, 0))),
         R("MaxPool", "only one output", outputs_at_most(1)),
         R(["GlobalAveragePool", "GlobalMaxPool"], "input must be rank 4", rank(0, allowed=(4,))),
-        # ---- reductions
+    ]
+
+
+def _reduce_rules(is_nn: Callable[..., bool]) -> list[Rule]:
+    """Reductions."""
+    return [
         R(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"],
           "axes (input 1), if present, must be a constant", const(1)),
         R(["ReduceSum", "ReduceMean"], "empty axes with noop_with_empty_axes=1", when(
             is_nn, no_noop_on_empty_axes())),
-        # ---- normalization
+    ]
+
+
+def _norm_rules() -> list[Rule]:
+    """Normalization."""
+    return [
         R("BatchNormalization", "single output only", outputs_at_most(1)),
         R("BatchNormalization", "input must be rank 4", rank(0, allowed=(4,))),
         R("BatchNormalization", "spatial must be 1", attr_is("spatial", 1, 1)),
@@ -126,7 +177,13 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
               same_dtype([0, 1, 2]), dtype_in(0, ("float32", "float16")))),
         R(["GroupNormalization", "LayerNormalization"], "stash_type must be 1",
           attr_is("stash_type", 1, 1)),
-        # ---- ArgMax / Cast
+    ]
+
+
+def _argmax_cast_rules(is_nn: Callable[..., bool], is_ml: Callable[..., bool],
+                       cast_fusion: Fusion) -> list[Rule]:
+    """ArgMax and Cast (a NeuralNetwork Cast only fused after an ArgMax)."""
+    return [
         R("ArgMax", "select_last_index must be 0", attr_is("select_last_index", 0, 0)),
         R("ArgMax", "NeuralNetwork: rejected if it has several consumers", when(
             is_nn, check(_argmax_consumers_ok, "several consumers, one a Cast to int32"))),
@@ -138,7 +195,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Cast", "at least one input edge", check(
             lambda ctx, node: ctx.producer(node, 0) is not None,
             "input comes straight from a graph input/initializer")),
-        # ---- Clip / Concat
+    ]
+
+
+def _clip_concat_rules(is_nn: Callable[..., bool]) -> list[Rule]:
+    """Clip and Concat."""
+    return [
         R("Clip", "must be constant initializers", const(1, 2)),
         R("Clip", "min/max must be float32 or float16", first(
             dtype_in(1, ("float32", "float16")), dtype_in(2, ("float32", "float16")))),
@@ -151,7 +213,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
             rank(0, allowed=(4,)), check(lambda ctx, node: ctx.rank(node, 0) is None or
                                          norm_axis(attr_of(node, "axis", 0), 4) == 1,
                                          "NeuralNetwork concatenates on the channel axis only")))),
-        # ---- Conv / ConvTranspose
+    ]
+
+
+def _conv_rules(is_nn: Callable[..., bool], ml: bool, coreml_version: int) -> list[Rule]:
+    """Conv and ConvTranspose."""
+    return [
         R("Conv", "weight must be rank 3 or 4", rank(1, allowed=(3, 4))),
         R("Conv", "NeuralNetwork: weight (input 1) must be a constant", when(is_nn, const(1))),
         R(["Conv", "ConvTranspose"], "bias (input 2), if present", const(2)),
@@ -170,7 +237,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("ConvTranspose", "output_padding must be all zeros", check(
             lambda ctx, node: not any(attr_of(node, "output_padding", ())),
             "output_padding is not all zeros")),
-        # ---- layout ops
+    ]
+
+
+def _layout_rules(is_nn: Callable[..., bool], ml: bool, coreml_version: int) -> list[Rule]:
+    """Layout ops: DepthToSpace, Flatten, Gather."""
+    return [
         R("DepthToSpace", "NeuralNetwork: mode must be DCR", when(is_nn,
                                                                   attr_is("mode", "DCR", "DCR"))),
         R("DepthToSpace", "MLProgram: mode CRD requires", when(
@@ -184,7 +256,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Gather", "rank(data) + rank(indices) - 1", check(
             lambda ctx, node: None in (ctx.rank(node, 0), ctx.rank(node, 1))
             or ctx.rank(node, 0) + ctx.rank(node, 1) - 1 <= 5, "output rank would exceed 5")),
-        # ---- Gemm / MatMul
+    ]
+
+
+def _gemm_matmul_rules(is_nn: Callable[..., bool], is_ml: Callable[..., bool]) -> list[Rule]:
+    """Gemm and MatMul."""
+    return [
         R("Gemm", "B (input 1) must be a constant", const(1)),
         R("Gemm", "transA must be 0", attr_is("transA", 0, 0)),
         R("Gemm", "alpha must be 1.0", attr_is("alpha", 1.0, 1.0)),
@@ -199,7 +276,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
             lambda ctx, node: not ({ctx.rank(node, 0), ctx.rank(node, 1)} & {1})
             or max(ctx.rank(node, 0) or 1, ctx.rank(node, 1) or 1) == 1,
             "a rank-1 operand with a rank>1 operand"))),
-        # ---- newer MLProgram ops
+    ]
+
+
+def _newer_ml_rules(is_nn: Callable[..., bool]) -> list[Rule]:
+    """Newer MLProgram ops."""
+    return [
         R("GridSample", "input must be rank 4", rank(0, allowed=(4,))),
         R("GridSample", "mode must be linear/bilinear", check(
             lambda ctx, node: attr_of(node, "mode", "bilinear") in ("linear", "bilinear"),
@@ -222,7 +304,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
           not_a_restriction("where the op comes from")),
         R("com.microsoft:FusedConv", "activation one of", attr_in(
             "activation", ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid"))),
-        # ---- Pad (NeuralNetwork only)
+    ]
+
+
+def _pad_rules() -> list[Rule]:
+    """Pad (NeuralNetwork only)."""
+    return [
         R("Pad", "input rank >= 2", rank(0, lo=2)),
         R("Pad", "input must not be empty", no_zero_dims([0])),
         R("Pad", "mode must be 'constant'", attr_is("mode", "constant", "constant")),
@@ -232,7 +319,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Pad", "axes (input 3), if present", const(3)),
         R("Pad", "only the last two dims may be padded", check(
             _pads_last_two_only, "pads a dim other than the last two")),
-        # ---- Reshape
+    ]
+
+
+def _reshape_rules() -> list[Rule]:
+    """Reshape."""
+    return [
         R("Reshape", "shape (input 1) must be a constant", const(1)),
         R("Reshape", "shape tensor (input 1) must be non-empty", check(
             lambda ctx, node: numel(ctx.shape(node, 1)) is None
@@ -241,7 +333,13 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Reshape", "allowzero=1 with a 0", value(
             1, lambda v, c, n: not (attr_of(n, "allowzero", 0) == 1 and (v == 0).any()),
             "allowzero=1 with a 0 in the shape")),
-        # ---- Resize
+    ]
+
+
+def _resize_rules(nn: bool, is_nn: Callable[..., bool]) -> list[Rule]:
+    """Resize."""
+    ml = not nn
+    return [
         R("Resize", "input must not have zero elements", no_zero_dims([0])),
         R("Resize", "NeuralNetwork: input rank must be 4",
           rank(0, allowed=(4,) if nn else (3, 4, 5))),
@@ -277,7 +375,13 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Resize", "MLProgram linear: coordinate_transformation_mode", when(
             lambda c, n: ml and attr_of(n, "mode", "nearest") == "linear",
             check(_ml_linear_ctm_ok, "unsupported coordinate_transformation_mode"))),
-        # ---- Shape / Slice / Softmax / Split / Squeeze / Unsqueeze
+    ]
+
+
+def _shape_slice_rules(nn: bool, is_nn: Callable[..., bool], coreml_version: int) -> list[Rule]:
+    """Shape and Slice."""
+    ml = not nn
+    return [
         R("Shape", "NeuralNetwork: 'end' attribute not supported", when(
             is_nn, attr_absent("end"), attr_is("start", 0, 0))),
         R("Shape", "MLProgram: non-default start/end", when(
@@ -292,6 +396,12 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Slice", "data float32 or int64", dtype_in(
             0, ("float32", "int64", "float16") if ml and coreml_version >= 6
             else ("float32", "int64"))),
+    ]
+
+
+def _softmax_split_rules() -> list[Rule]:
+    """Softmax, Split, Squeeze and Unsqueeze."""
+    return [
         R("Softmax", "fully static shape with > 0 elements", first(static(0), no_zero_dims([0]))),
         R("Split", "split (input 1), if present", const(1)),
         R("Split", "split must have >= 2 entries", value(1, _split_entries_ok,
@@ -311,19 +421,6 @@ def make_property(device: str = "coreml", *, model_format: str = "MLProgram",
         R("Unsqueeze", "output rank (input rank + #axes)", check(
             lambda ctx, node: (ctx.rank(node, 0, out=True) or 0) <= 5, "output rank > 5")),
     ]
-    return TableProperty(
-        device, name="coreml", table=table, rules=rules, notes=NOTES, settings={
-            "model_format": model_format, "coreml_version": coreml_version,
-            "static_shapes_only": static_shapes_only},
-        available=in_format, unavailable_reason=f"not available in {model_format} format",
-        dtype_qualifiers={"MLProgram only": ml},
-        fusions=[cast_fusion] if nn else [],
-        extra_value_inputs={"Conv": (1, 2), "MatMul": (1,)} if nn else None)
-
-
-_CAST_TYPES = ("int32", "int64", "float32", "float16")
-
-NOTES: list = []
 
 
 # ---------------------------------------------------------------------- helpers
