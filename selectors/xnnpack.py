@@ -26,7 +26,7 @@ from clusterkit.selectors._op_rules import (downscale_divides, last_axis, output
                                             resize_const, resize_scales)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import Fusion, R, in_pattern
+from clusterkit.selectors._rules import Fusion, R, Rule, in_pattern
 from clusterkit.selectors._tensor_checks import (const, dtype_in, inputs_between, no_zero_dims,
                                                  outputs_used_at_most, rank, static, table_dtypes)
 
@@ -43,22 +43,40 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
     def non_qdq(ctx, match) -> bool:
         return not ctx.in_qdq(ctx.graph.nodes[match[0]])
 
-    def chw_static(ctx, node):
-        return static(0, dims=range(1, ctx.rank(node, 0) or 1))(ctx, node)
-
     relu = Fusion("Relu", (0, 2, 4), where=non_qdq)
     clip = Fusion("Clip", (1, 3, 5), where=non_qdq)
-    fused_msg = "taken only fused after a supported non-QDQ Conv/MaxPool/AveragePool"
 
-    rules = [
-        # ---- global conditions
+    rules = (_global_rules(fp16) + _conv_rules() + _pool_rules() + _softmax_rules()
+             + _resize_rules() + _gemm_matmul_rules() + _fused_rules(relu, clip))
+    rules.append(R("*", "only ONNX-domain nodes go through the checker", check(
+        lambda ctx, node: node.domain in ("", "ai.onnx"),
+        "the EP checks only ONNX-domain nodes; it builds com.microsoft QLinear ops itself "
+        "from QDQ groups")))
+    return TableProperty(device, name="xnnpack", table=table, rules=rules,
+                         settings={"fp16": fp16}, fusions=[relu, clip], dtype_field=True,
+                         dtype_qualifiers={"XNNPACK_FP16_SUPPORTED": fp16})
+
+
+# ---------------------------------------------------------------------- rules by section
+def _global_rules(fp16: bool) -> list[Rule]:
+    """Global conditions, checked for every op."""
+    return [
         R("*", "if the build lacks XNNPACK fp16 support", when(
             lambda c, n: not fp16, check(lambda ctx, node: ctx.dtype(node, 0) != "float16",
                                          "float16 input without XNNPACK fp16 support"))),
         R("*", "quantized (QLinear*/QDQ) ops: quantization scales", check(
             lambda ctx, node: _qdq_scales_const(ctx, node),
             "QDQ scales/zero points must be constant")),
-        # ---- Conv family
+    ]
+
+
+def _conv_rules() -> list[Rule]:
+    """The Conv family."""
+
+    def chw_static(ctx, node):
+        return static(0, dims=range(1, ctx.rank(node, 0) or 1))(ctx, node)
+
+    return [
         R(CONVS, "opset >= 11", opset_at_least(11)),
         R(CONVS, "input X must be rank 3 or 4", rank(0, allowed=(3, 4))),
         R(CONVS, "C, H (and W for rank 4) dims of X", chw_static),
@@ -71,7 +89,12 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
             lambda c, n: "pads" not in n.attrs, attr_in("auto_pad", AUTO_PAD, "NOTSET"))),
         R(CONVS[2:], "quantized: (x,w,out) must form", check(
             _qconv_types_ok, "unsupported (x, w, y) quantization types")),
-        # ---- pooling
+    ]
+
+
+def _pool_rules() -> list[Rule]:
+    """Pooling."""
+    return [
         R("MaxPool", "opset >= 8", opset_at_least(8)),
         R("AveragePool", "opset >= 7", opset_at_least(7)),
         R("MaxPool", "float32, float16(if built), uint8 or int8", table_dtypes(0)),
@@ -93,7 +116,12 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("com.microsoft:QLinearAveragePool", "input and output must be uint8", first(
             dtype_in(0, ("uint8",)), dtype_in(0, ("uint8",), out=True))),
         R("com.microsoft:QLinearAveragePool", "scales and zero points", const(1, 2, 3, 4)),
-        # ---- Softmax
+    ]
+
+
+def _softmax_rules() -> list[Rule]:
+    """Softmax."""
+    return [
         R("Softmax", "float32, float16 or uint8", table_dtypes(0)),
         R("Softmax", "input rank >= 1", rank(0, lo=1)),
         R("Softmax", "opset >= 13: axis must be the last dim", when(
@@ -107,7 +135,12 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
             value(3, lambda v, c, n: abs(float(v.ravel()[0]) - 1 / 256) <= 1e-4,
                   "output scale is not 1/256"),
             value(4, lambda v, c, n: int(v.ravel()[0]) == 0, "output zero point is not 0"))),
-        # ---- Resize
+    ]
+
+
+def _resize_rules() -> list[Rule]:
+    """Resize."""
+    return [
         R("Resize", "opset >= 10", opset_at_least(10)),
         R("Resize", "float32, float16(if built), uint8, int8", table_dtypes(0)),
         R("Resize", "input must be rank 4", rank(0, allowed=(4,))),
@@ -132,7 +165,12 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("Resize", "coordinate_transformation_mode asymmetric", check(
             _resize_ctm_ok, "unsupported coordinate_transformation_mode")),
         R("Resize", "exclude_outside must be 0", attr_is("exclude_outside", 0, 0)),
-        # ---- Gemm / MatMul
+    ]
+
+
+def _gemm_matmul_rules() -> list[Rule]:
+    """Gemm and MatMul."""
+    return [
         R("Gemm", "alpha must be 1.0", attr_is("alpha", 1.0, 1.0)),
         R("Gemm", "beta must be 1.0", attr_is("beta", 1.0, 1.0)),
         R(["Gemm", "MatMul"], "A must be float32 or float16", table_dtypes(0)),
@@ -145,18 +183,17 @@ def make_property(device: str = "xnnpack", *, fp16: bool = False) -> TableProper
         R("MatMul", "exactly 2 inputs", inputs_between(2, 2)),
         R("MatMul", "A and B rank <= 2", first(rank(0, hi=2), rank(1, hi=2))),
         R("MatMul", "A and B dims must be non-zero", no_zero_dims([0, 1])),
-        # ---- fused-only activations
+    ]
+
+
+def _fused_rules(relu: Fusion, clip: Fusion) -> list[Rule]:
+    """Fused-only activations: Relu and Clip only after a supported Conv or pool."""
+    fused_msg = "taken only fused after a supported non-QDQ Conv/MaxPool/AveragePool"
+    return [
         R(["Relu"], "only as a fused activation", in_pattern(relu, fused_msg), fused=True),
         R(["Clip"], "only as a fused activation", in_pattern(clip, fused_msg), fused=True),
         R("Clip", "min (input 1) and max (input 2) must be constant", const(1, 2)),
     ]
-    rules.append(R("*", "only ONNX-domain nodes go through the checker", check(
-        lambda ctx, node: node.domain in ("", "ai.onnx"),
-        "the EP checks only ONNX-domain nodes; it builds com.microsoft QLinear ops itself "
-        "from QDQ groups")))
-    return TableProperty(device, name="xnnpack", table=table, rules=rules,
-                         settings={"fp16": fp16}, fusions=[relu, clip], dtype_field=True,
-                         dtype_qualifiers={"XNNPACK_FP16_SUPPORTED": fp16})
 
 
 # ---------------------------------------------------------------------- helpers
