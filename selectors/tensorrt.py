@@ -19,7 +19,7 @@ from clusterkit.selectors._facts import attr_of
 from clusterkit.selectors._op_rules import softmax_axis
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import N, R
+from clusterkit.selectors._rules import N, R, Rule
 from clusterkit.selectors._tensor_checks import (const, io_dtypes_in, outputs_used_at_most, rank,
                                                  static)
 
@@ -37,8 +37,20 @@ RNNS = ["GRU", "LSTM", "RNN"]
 def make_property(device: str = "tensorrt") -> TableProperty:
     """The TensorRT device."""
     table = load_table(TABLE)
-    no_dilation = attr_all("dilations", lambda d: d == 1, "dilations must be empty or all 1")
-    rules = [
+    rules = (_global_rules() + _pool_rules() + _other_op_rules() + _resize_rules()
+             + _scatter_slice_topk_rules())
+    notes = [
+        N("Loop", "scan output length cannot be dynamic", "depends on the loop body at run time"),
+        N("Loop", "loop-carried dependency shapes", "depends on the loop body at run time"),
+    ]
+    return TableProperty(device, name="tensorrt", table=table, rules=rules, notes=notes,
+                         dtype_field=True, dtype_aliases={"float64": "float32"})
+
+
+# ---------------------------------------------------------------------- rules by section
+def _global_rules() -> list[Rule]:
+    """Global conditions: opsets, tensor types, low precision only via QDQ."""
+    return [
         R("*", "ONNX opsets 9 through 20", first(opset_at_least(9), opset_at_most(20))),
         R("*", "supported tensor types", io_dtypes_in(TYPES)),
         R("*", "INT8/INT4/FP8 only through quantization", check(
@@ -46,9 +58,22 @@ def make_property(device: str = "tensorrt") -> TableProperty:
                                     "as constants")),
         R("*", "UINT8 only as network input or output", check(
             _uint8_only_io, "uint8 tensors only as network inputs/outputs")),
+    ]
+
+
+def _pool_rules() -> list[Rule]:
+    """Pooling."""
+    no_dilation = attr_all("dilations", lambda d: d == 1, "dilations must be empty or all 1")
+    return [
         R(["AveragePool", "MaxPool"], "2D or 3D pooling only", rank(0, allowed=(4, 5))),
         R(["AveragePool", "MaxPool", "LpPool"], "dilations empty or all 1", no_dilation),
         R("MaxPool", "Indices output unsupported", outputs_used_at_most(1)),
+    ]
+
+
+def _other_op_rules() -> list[Rule]:
+    """Clip through the Reduce family, in table order."""
+    return [
         R("Clip", "min/max (inputs 1,2) may be initializers or tensors", not_a_restriction(
             "tensor bounds are imported as elementwise Max/Min")),
         R("Constant", "sparse_value, value_string", check(
@@ -85,6 +110,12 @@ def make_property(device: str = "tensorrt") -> TableProperty:
                                        and ctx.input(node, 0).is_constant),
                 "input 0 is a constant")),
         R(REDUCE, "axes (input 1) must be an initializer", const(1)),
+    ]
+
+
+def _resize_rules() -> list[Rule]:
+    """Resize."""
+    return [
         R("Resize", "coordinate_transformation_mode: half_pixel", attr_in(
             "coordinate_transformation_mode", ("half_pixel", "pytorch_half_pixel",
                                                "tf_half_pixel_for_nn", "asymmetric",
@@ -98,6 +129,12 @@ def make_property(device: str = "tensorrt") -> TableProperty:
         R("Resize", "the axes attribute must be an iota vector", check(
             _resize_axes_iota, "axes must be 0..rank-1 when scales is an input")),
         R("Resize", "antialias not supported", attr_is("antialias", 0, 0)),
+    ]
+
+
+def _scatter_slice_topk_rules() -> list[Rule]:
+    """ScatterND, Slice, Squeeze/Unsqueeze and TopK."""
+    return [
         R("ScatterND", "'reduction' attribute not supported", check(
             lambda ctx, node: attr_of(node, "reduction", "none") == "none",
             "reduction is not supported")),
@@ -107,12 +144,6 @@ def make_property(device: str = "tensorrt") -> TableProperty:
         R("TopK", "K (input 1) must be < 3840", first(const(1), value(
             1, lambda v, c, n: int(v.ravel()[0]) < 3840, "K >= 3840"))),
     ]
-    notes = [
-        N("Loop", "scan output length cannot be dynamic", "depends on the loop body at run time"),
-        N("Loop", "loop-carried dependency shapes", "depends on the loop body at run time"),
-    ]
-    return TableProperty(device, name="tensorrt", table=table, rules=rules, notes=notes,
-                         dtype_field=True, dtype_aliases={"float64": "float32"})
 
 
 # ---------------------------------------------------------------------- helpers
