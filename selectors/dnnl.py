@@ -56,7 +56,18 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
     def on_gpu(ctx, node) -> bool:
         return gpu
 
-    rules = [
+    rules = (_global_rules(on_gpu, gpu) + _pool_norm_rules(training)
+             + _cast_concat_rules(on_gpu, gpu) + _erf_matmul_rules(gelu, fusion, gpu)
+             + _other_rules(training))
+    return TableProperty(device, name="dnnl", table=table, rules=rules, settings={
+        "bf16": bf16, "gpu": gpu, "training": training, "fusion": fusion},
+        fusions=[gelu], dtype_qualifiers={"supports bf16": bf16})
+
+
+# ---------------------------------------------------------------------- rule sections
+def _global_rules(on_gpu, gpu: bool) -> list:
+    """Global conditions, then the elementwise and binary ops' GPU limits."""
+    return [
         R("*", "dtype check is on input 0", table_dtypes(0)),
         R("*", "most shape checks pass when shapes are unknown",
           decided_by("every shape check here passes on unknown shapes")),
@@ -65,6 +76,12 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
         R(BINARY, "bf16 Less/Greater/*Equal rejected", when(
             lambda c, n: gpu and n.op_type in COMPARISONS, check(
                 lambda ctx, node: ctx.dtype(node, 0) != "bfloat16", "bf16 comparison on GPU"))),
+    ]
+
+
+def _pool_norm_rules(training: bool) -> list:
+    """Pooling, reductions and BatchNormalization."""
+    return [
         R(POOLS, "float32 only", dtype_in(0, ("float32",))),
         R(POOLS, "input rank >= 3", rank(0, lo=3)),
         R(POOLS, "ceil_mode must be 0", attr_is("ceil_mode", 0, 0)),
@@ -79,6 +96,12 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
             lambda ctx, node: ctx.rank(node, 0) != 3, "rank-3 (1D) batchnorm")),
         R("BatchNormalization", "scale, B, mean, var must be 1-D", first(
             *[rank(p, allowed=(1,)) for p in (1, 2, 3, 4)])),
+    ]
+
+
+def _cast_concat_rules(on_gpu, gpu: bool) -> list:
+    """Cast, Concat, Conv and DequantizeLinear."""
+    return [
         R("Cast", "'to' must be float32", attr_in("to", (1, 10, 16, 6, 3, 2))),
         R("Cast", "CPU runtime rejects", when(lambda c, n: not gpu, check(
             lambda ctx, node: (ctx.dtype(node, 0), ONNX_TYPES.get(attr_of(node, "to"))) not in
@@ -96,6 +119,12 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
         R("DequantizeLinear", "x uint8/int8, x_scale float32", first(
             dtype_in(0, ("uint8", "int8")), dtype_in(1, ("float32",)),
             dtype_in(2, ("uint8", "int8")))),
+    ]
+
+
+def _erf_matmul_rules(gelu: Fusion, fusion: bool, gpu: bool) -> list:
+    """Erf (Gelu fusion) and the MatMul family."""
+    return [
         R("Erf", "only when it is part of a Gelu pattern", when(
             lambda c, n: True, setting(fusion, "Erf needs DNNL fusion enabled"),
             in_pattern(gelu, "Erf is taken only inside a Gelu pattern")), fused=True),
@@ -112,6 +141,12 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
             "a_zero_point is not a rank-0 scalar")),
         R("MatMulInteger", "b_zero_point of rank >= 1", check(
             _b_zero_point_ok, "a b_zero_point of rank >= 1 must be a constant of zeros")),
+    ]
+
+
+def _other_rules(training: bool) -> list:
+    """LayerNormalization, Pow, QAttention, shape ops, Sum and the training-only ops."""
+    return [
         R(["LayerNormalization", "com.microsoft:SkipLayerNormalization"], "single output",
           outputs_at_most(1)),
         R(["LayerNormalization", "com.microsoft:SkipLayerNormalization"], "input rank 2..5",
@@ -145,9 +180,6 @@ def make_property(device: str = "dnnl", *, bf16: bool = False, gpu: bool = False
            "com.microsoft:ConvGrad", "com.microsoft:ReluGrad", "com.microsoft:SoftmaxGrad"],
           "training builds only", setting(training, "training builds only")),
     ]
-    return TableProperty(device, name="dnnl", table=table, rules=rules, settings={
-        "bf16": bf16, "gpu": gpu, "training": training, "fusion": fusion},
-        fusions=[gelu], dtype_qualifiers={"supports bf16": bf16})
 
 
 # ---------------------------------------------------------------------- helpers

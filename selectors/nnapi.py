@@ -65,7 +65,6 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
     """The NNAPI device (see the module docstring)."""
     table = load_table(TABLE)
     lvl = nnapi_feature_level(feature_level)
-    ranks_le4 = first(rank(0, hi=4), rank(1, hi=4))
 
     def qdq(ctx, node) -> bool:
         return ctx.in_qdq(node)
@@ -73,8 +72,25 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
     def level(n: int):
         return setting(lvl >= n, f"needs NNAPI feature level {n} (device: {lvl})")
 
-    rules = [
-        # ---- global conditions
+    rules = (_global_rules() + _opset_level_rules(level) + _quantized_rules()
+             + _elementwise_rules() + _pool_rules(qdq) + _norm_cast_clip_concat_rules(lvl)
+             + _conv_rules(lvl, qdq) + _gemm_matmul_rules(lvl, level)
+             + _depth_flatten_gather_rules(level) + _pad_reduce_reshape_rules()
+             + _resize_rules(level) + _slice_softmax_split_rules(lvl, qdq))
+    notes = [
+        N("*", "QDQ node units only for", "which nodes form a QDQ node unit is decided by ORT's "
+                                          "QDQ selectors; not modelled"),
+    ]
+    return TableProperty(device, name="nnapi", table=table, rules=rules, notes=notes,
+                         settings={"feature_level": lvl},
+                         subgraph_rules=(_lone_copy_op, _constant_inputs_only),
+                         dtype_qualifiers={"QDQ": True, "weights": False})
+
+
+# ---------------------------------------------------------------------- rule sections
+def _global_rules() -> list:
+    """The global conditions (every op)."""
+    return [
         R("*", "fully static shape", all_static()),
         R("*", "by default input 0 must be float32", table_dtypes(0)),
         R("*", "node opset must be within", opset_at_most(21)),
@@ -82,7 +98,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("*", "initializers stored as external data", no_external_initializers()),
         R("*", "quantized ops: scale and zero point must be constant", check(
             _per_tensor_scales, "quantization scale/zero point must be per-tensor")),
-        # ---- opset minimums and feature levels
+    ]
+
+
+def _opset_level_rules(level) -> list:
+    """The opset minimums and feature levels."""
+    return [
         R(EACH, "opset >= 6", opset_at_least(6)),
         R(EACH, "opset >= 7", opset_at_least(7)),
         R(["Reshape"], "opset >= 5", opset_at_least(5)),
@@ -92,13 +113,24 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R(EACH, "requires NNAPI feature level 2", level(2)),
         R(EACH, "requires NNAPI feature level 3", level(3)),
         R(EACH, "requires NNAPI feature level 4", level(4)),
-        # ---- quantized variants and QDQ node units
+    ]
+
+
+def _quantized_rules() -> list:
+    """The quantized variants and QDQ node units."""
+    return [
         R(EACH, QUANT_TEXT, check(lambda ctx, node: _quantized_ok(ctx, node) is None,
                                   lambda ctx, node: _quantized_ok(ctx, node))),
         R(EACH, "group supported", not_a_restriction("a QDQ form the EP also takes")),
         R("DequantizeLinear", "input must be uint8", dtype_in(0, ("uint8",))),
         R("QuantizeLinear", "output must be uint8", dtype_in(0, ("uint8",), out=True)),
-        # ---- elementwise
+    ]
+
+
+def _elementwise_rules() -> list:
+    """The elementwise ops."""
+    ranks_le4 = first(rank(0, hi=4), rank(1, hi=4))
+    return [
         R(["Sigmoid", "LeakyRelu"], "input rank must be 1..4", rank(0, lo=1, hi=4)),
         R(["Add", "Mul", "Sub", "Div", "Pow", "PRelu"], "both inputs rank <= 4", ranks_le4),
         R(["com.microsoft:QLinearAdd", "com.microsoft:QLinearMul"], "both inputs rank <= 4",
@@ -106,7 +138,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("Pow", "both inputs must be float32", first(
             dtype_in(0, ("float32",)), dtype_in(1, ("float32",)))),
         R(["Max", "Min"], "exactly 2 inputs", inputs_between(2, 2)),
-        # ---- pooling
+    ]
+
+
+def _pool_rules(qdq) -> list:
+    """The pooling ops (and LRN, DepthToSpace: rank 4)."""
+    return [
         R(["AveragePool", "MaxPool", "GlobalAveragePool", "GlobalMaxPool",
            "com.microsoft:QLinearAveragePool", "LRN", "DepthToSpace"],
           "input rank must be 4", rank(0, allowed=(4,))),
@@ -126,7 +163,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("com.microsoft:QLinearAveragePool", "input and output scale/zero point must be", check(
             lambda ctx, node: _values_equal(ctx, node, (1, 2), (3, 4)),
             "input and output scale/zero point differ")),
-        # ---- normalization / Cast / Clip / Concat
+    ]
+
+
+def _norm_cast_clip_concat_rules(lvl: int) -> list:
+    """Normalization / Cast / Clip / Concat (and the rank 1..4 ops)."""
+    return [
         R("BatchNormalization", "single output", outputs_at_most(1)),
         R("BatchNormalization", "input rank <= 4", rank(0, hi=4)),
         R("BatchNormalization", "spatial must be 1", attr_is("spatial", 1, 1)),
@@ -143,7 +185,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
             lambda c, n: lvl < 3 and c.in_qdq(n), check(
                 lambda ctx, node: _qdq_same_scales(ctx, node, every_input=True),
                 "quantized inputs/output do not share the first input's scale/zero point"))),
-        # ---- Conv
+    ]
+
+
+def _conv_rules(lvl: int, qdq) -> list:
+    """Conv and QLinearConv."""
+    return [
         R("Conv", "weight (input 1) must be a constant", const(1)),
         R("Conv", "weight must be rank 4", rank(1, allowed=(4,))),
         R("Conv", "non-default dilations need feature level 3", check(
@@ -155,7 +202,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("QLinearConv", "bias must be a constant", const(8)),
         R("QLinearConv", "com.microsoft-domain QLinearConv", check(
             lambda ctx, node: node.domain in DEFAULT_DOMAINS, "com.microsoft QLinearConv")),
-        # ---- Gemm / MatMul
+    ]
+
+
+def _gemm_matmul_rules(lvl: int, level) -> list:
+    """Gemm / MatMul and QLinearMatMul."""
+    return [
         R("Gemm", "A and B rank 2", check(lambda ctx, node: _matmul_ranks_ok(ctx, node),
                                           "A and B must both be rank 2 or both > 2")),
         R("Gemm", "transA must be 0", attr_is("transA", 0, 0)),
@@ -177,7 +229,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
                     "batch dims differ")))),
         R("QLinearMatMul", "A and B rank 2", first(rank(0, allowed=(2,)), rank(3, allowed=(2,)))),
         R("QLinearMatMul", "B (input 3) must be a constant", const(3)),
-        # ---- DepthToSpace / Flatten / Gather
+    ]
+
+
+def _depth_flatten_gather_rules(level) -> list:
+    """DepthToSpace / Flatten / Gather."""
+    return [
         R("DepthToSpace", "mode must be DCR", attr_is("mode", "DCR", "DCR")),
         R("DepthToSpace", "NCHW layout needs feature level 3", level(3)),
         R("Flatten", "resulting 2D shape must not be 0x0", check(
@@ -185,7 +242,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R(["Gather", "Pad", "Slice"], "no zero-sized dims", no_zero_dims([0])),
         R("Gather", "indices (input 1) must be a constant", when(
             lambda c, n: c.dtype(n, 1) != "int32", const(1))),
-        # ---- Pad / ReduceMean / Reshape
+    ]
+
+
+def _pad_reduce_reshape_rules() -> list:
+    """Pad / ReduceMean / Reshape."""
+    return [
         R("Pad", "mode must be 'constant'", attr_is("mode", "constant", "constant")),
         R("Pad", "pads (input 1) must be a constant", const(1)),
         R("Pad", "pads values must be non-negative", non_negative(1, "pads")),
@@ -196,7 +258,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
         R("Reshape", "shape (input 1) must be a constant", const(1)),
         R("Reshape", "a 0 in the shape tensor", value(1, _reshape_zeros_ok,
                                                       "a 0 in the shape where not allowed")),
-        # ---- Resize
+    ]
+
+
+def _resize_rules(level) -> list:
+    """Resize."""
+    return [
         R("Resize", "input rank must be 4", rank(0, allowed=(4,))),
         R("Resize", "mode must be 'linear' or 'nearest'", attr_in("mode", ("linear", "nearest"),
                                                                   "nearest")),
@@ -225,7 +292,12 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
                 c.shape(n, 0)[:2]), "sizes change N or C")),
         R("Resize", "NCHW input needs feature level > 2", level(3)),
         R("Resize", "float32 or uint8", dtype_in(0, ("float32", "uint8"))),
-        # ---- Slice / Softmax / Split / Squeeze / Unsqueeze / Transpose
+    ]
+
+
+def _slice_softmax_split_rules(lvl: int, qdq) -> list:
+    """Slice / Softmax / Split / Squeeze / Unsqueeze / Transpose."""
+    return [
         R("Slice", "input rank <= 4", rank(0, hi=4)),
         R("Slice", "starts, ends, axes, steps", const(1, 2, 3, 4)),
         R("Softmax", "opset >= 13: input rank <= 4", when(
@@ -248,14 +320,6 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
                 "num_outputs must equal the number of outputs"))),
         R(["Squeeze", "Unsqueeze"], "axes (input 1, opset >= 13)", const(1)),
     ]
-    notes = [
-        N("*", "QDQ node units only for", "which nodes form a QDQ node unit is decided by ORT's "
-                                          "QDQ selectors; not modelled"),
-    ]
-    return TableProperty(device, name="nnapi", table=table, rules=rules, notes=notes,
-                         settings={"feature_level": lvl},
-                         subgraph_rules=(_lone_copy_op, _constant_inputs_only),
-                         dtype_qualifiers={"QDQ": True, "weights": False})
 
 
 # ---------------------------------------------------------------------- helpers

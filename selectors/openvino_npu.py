@@ -45,6 +45,26 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1",
     table = load_table(TABLE)
     ov = _version(ov_version)
     frontend_missing = frozenset(table.raw.get("onnx_frontend_unsupported_default_domain_ops", ()))
+
+    def available(entry) -> bool:
+        return ov >= _npu_version(entry) and entry.key not in frontend_missing
+
+    rules = _global_rules(table, ov, ov_version) + _op_rules(ov)
+    notes = [
+        N("*", "GPU I/O dtypes", "applies to the GPU device; this selector models NPU"),
+        N("*", "HETERO/MULTI/AUTO device strings", "applies to meta devices, not NPU"),
+    ]
+    return TableProperty(device, name="openvino_npu", table=table, rules=rules, notes=notes,
+                         settings={"ov_version": ov_version, "partition_rules": partition_rules},
+                         available=available,
+                         unavailable_reason=f"not available for NPU in OpenVINO {ov_version}",
+                         key=_key,
+                         subgraph_rules=_partition_rules(table) if partition_rules else ())
+
+
+# ---------------------------------------------------------------------- rule sections
+def _global_rules(table, ov: tuple[int, ...], ov_version: str) -> list:
+    """The I/O dtype, scalar, zero-dim and availability rules that apply to every op."""
     types = set(_BASE_TYPES)
     if ov >= (2022, 2):
         types.add("float16")
@@ -53,11 +73,7 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1",
     scalar_ok = {k: _scalar_version(e) for k, e in table.ops.items()}
     zero_ok = frozenset(k for k, e in table.ops.items() if any(
         c.text.startswith("zero-sized dims tolerated") for c in e.conditions))
-
-    def available(entry) -> bool:
-        return ov >= _npu_version(entry) and entry.key not in frontend_missing
-
-    rules = [
+    return [
         R("*", "CPU (and NPU via CPU) I/O dtypes", io_dtypes_in(
             types, f"is not supported by OV {ov_version} on NPU")),
         R("*", "non-initializer inputs/outputs must not be scalars", _no_scalar_io(scalar_ok, ov)),
@@ -70,6 +86,12 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1",
         R(sorted(zero_ok), "zero-sized dims tolerated", decided_by("the global zero-dim rule")),
         R("Pad", "scalar-shaped I/O tolerated when fed by DequantizeLinear",
           decided_by("the global scalar rule")),
+    ]
+
+
+def _op_rules(ov: tuple[int, ...]) -> list:
+    """The per-op checks (ReduceMax, Reshape, Upsample, Unsqueeze)."""
+    return [
         R("ReduceMax", "rejected when any input is int8 or uint8", when(
             lambda c, n: ov >= (2024, 1), check(
                 lambda ctx, node: not any(ctx.dtype(node, p) in ("int8", "uint8")
@@ -90,16 +112,6 @@ def make_property(device: str = "openvino_npu", *, ov_version: str = "2025.1",
             lambda c, n: ov >= (2023, 1), check(lambda ctx, node: "axes" not in node.inputs,
                                                 "an input is named 'axes'"))),
     ]
-    notes = [
-        N("*", "GPU I/O dtypes", "applies to the GPU device; this selector models NPU"),
-        N("*", "HETERO/MULTI/AUTO device strings", "applies to meta devices, not NPU"),
-    ]
-    return TableProperty(device, name="openvino_npu", table=table, rules=rules, notes=notes,
-                         settings={"ov_version": ov_version, "partition_rules": partition_rules},
-                         available=available,
-                         unavailable_reason=f"not available for NPU in OpenVINO {ov_version}",
-                         key=_key,
-                         subgraph_rules=_partition_rules(table) if partition_rules else ())
 
 
 # ---------------------------------------------------------------------- helpers

@@ -57,8 +57,35 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
     def only(name: str, ok: bool):
         return setting(ok, f"needs the QNN {name} backend (backend={backend!r})")
 
-    rules = [
-        # ---- global conditions
+    rules = (_global_rules(htp, cpu, htp_fp16_precision, offload_graph_io_quantization)
+             + _pool_norm_conv_rules(cpu) + _fused_integer_rules(conv_int, matmul_int, dql)
+             + _gather_gru_if_rules(cpu) + _norm_softmax_rules(htp, cpu, only)
+             + _pool_matmul_nms_rules(htp, gpu, htp_bf16) + _pad_reduce_rules(htp)
+             + _resize_shape_rules(htp, gpu, qairt_sdk, only))
+    notes = [
+        N("*", "final support is decided by QNN backend op validation",
+          "QNN's backend validation runs on the device SDK; not modelled"),
+        N("*", "data types vary by op and backend", "per-op QAIRT type tables are not in the data"),
+        N("Gemm", "C must have shape [M]",
+          "the table's [M] is ambiguous (ORT names the bias dim N elsewhere); not enforced"),
+        N(["DequantizeLinear", "QuantizeLinear"], "standalone",
+          "whether a Q/DQ is standalone depends on ORT's QDQ node-unit selection"),
+        N("GRU", "fixed-length sequences",
+          "'fixed-length' is not defined by the table (static shapes are checked globally)"),
+        N("Resize", "NPU: restricted nearest_mode", "the table does not list the combinations"),
+    ]
+    return TableProperty(device, name="qnn", table=table, rules=rules, notes=notes, settings={
+        "backend": backend, "htp_fp16_precision": htp_fp16_precision, "htp_bf16": htp_bf16,
+        "offload_graph_io_quantization": offload_graph_io_quantization,
+        "qairt_sdk": tuple(qairt_sdk)}, fusions=[conv_int, matmul_int, dql],
+        subgraph_rules=(_lone_quantize_op,))
+
+
+# ---------------------------------------------------------------------- rule sections
+def _global_rules(htp: bool, cpu: bool, htp_fp16_precision: bool,
+                  offload_graph_io_quantization: bool) -> list:
+    """The global conditions (every op)."""
+    return [
         R("*", "does not support dynamic shapes", all_static(outputs=True)),
         R("*", "float32 models run on HTP only with", when(
             lambda c, n: htp and not htp_fp16_precision and not c.in_qdq(n)
@@ -72,7 +99,13 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             lambda c, n: offload_graph_io_quantization, check(
                 _not_graph_io_quantization, "graph-input Q / graph-output DQ stay on CPU "
                                             "(offload_graph_io_quantization)"))),
-        # ---- per-op source checks
+    ]
+
+
+# ---- per-op source checks (in the table's op order, split by op family)
+def _pool_norm_conv_rules(cpu: bool) -> list:
+    """ArgMax to ConvTranspose: pooling, BatchNormalization, Clip and Conv."""
+    return [
         R(["ArgMax", "ArgMin"], "select_last_index must be 0", attr_is("select_last_index", 0, 0)),
         R(["AveragePool", "MaxPool"], "auto_pad NOTSET, SAME_LOWER or SAME_UPPER", attr_in(
             "auto_pad", ("NOTSET", "SAME_LOWER", "SAME_UPPER"), "NOTSET")),
@@ -100,6 +133,12 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("ConvTranspose", "per-channel quantized weights: quant axis 1", check(
             lambda ctx, node: _per_channel_weight_ok(ctx, node, axis=1, signed=False),
             "per-channel weights must use quantization axis 1")),
+    ]
+
+
+def _fused_integer_rules(conv_int: Fusion, matmul_int: Fusion, dql: Fusion) -> list:
+    """The fusion-only integer ops (DynamicQuantizeLinear chains)."""
+    return [
         R("ConvInteger", "only via the DynamicQuantizeLinear", in_pattern(
             conv_int, "ConvInteger is taken only in a DynamicQuantizeLinear -> ConvInteger -> "
                       "Cast -> Mul chain"), fused=True),
@@ -109,6 +148,12 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("DynamicQuantizeLinear", "only via the ConvInteger / MatMulInteger", in_pattern(
             dql, "DynamicQuantizeLinear is taken only in a ConvInteger/MatMulInteger chain"),
           fused=True),
+    ]
+
+
+def _gather_gru_if_rules(cpu: bool) -> list:
+    """DepthToSpace to If: shape ops, Gather, Gemm, GridSample, GRU and If."""
+    return [
         R("DepthToSpace", "mode DCR or CRD", attr_in("mode", ("DCR", "CRD"), "DCR")),
         R("Expand", "shape (input 1) must be a constant", const(1)),
         R(["Flatten", "Squeeze", "Unsqueeze"], "statically inferred output shape",
@@ -135,6 +180,12 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("If", "cond must be a scalar bool", first(rank(0, allowed=(0,)),
                                                     dtype_in(0, ("bool",)))),
         R("If", "both branches always executed", not_a_restriction("a lowering detail")),
+    ]
+
+
+def _norm_softmax_rules(htp: bool, cpu: bool, only) -> list:
+    """InstanceNormalization to LogSoftmax: normalizations, IsInf and Softmax."""
+    return [
         R("InstanceNormalization", "input rank 3 or 4", rank(0, allowed=(3, 4))),
         R("InstanceNormalization", "scale/bias 1-D of length C", check(
             lambda ctx, node: all(_is_c_vector(ctx, node, p) for p in (1, 2)),
@@ -155,6 +206,12 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R(["LogSoftmax", "Softmax"], "input must not be an initializer", not_const(0)),
         R(["LogSoftmax", "Softmax"], "opset < 13: axis must be rank-1", when(
             lambda c, n: c.opset is not None and c.opset < 13, last_axis(1))),
+    ]
+
+
+def _pool_matmul_nms_rules(htp: bool, gpu: bool, htp_bf16: bool) -> list:
+    """LpNormalization to NonMaxSuppression: LpPool, MatMul, MaxPool and NMS."""
+    return [
         R("LpNormalization", "p must be 2", attr_is("p", 2, 2), count=2),
         R("LpPool", "p must be 1 or 2", attr_in("p", (1, 2), 2)),
         R("LpPool", "rank-5 (3D pooling) needs GPU", when(
@@ -171,6 +228,12 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
             2, lambda v, c, n: bool((v > 0).all()), "max_output_boxes_per_class <= 0")),
         R("NonMaxSuppression", "center_point_box must be 0", attr_is("center_point_box", 0, 0)),
         R("NonMaxSuppression", "not on GPU backend", setting(not gpu, "not on the GPU backend")),
+    ]
+
+
+def _pad_reduce_rules(htp: bool) -> list:
+    """OneHot to Reshape: Pad, QLinearMatMul, Range and the reductions."""
+    return [
         R("OneHot", "depth and values (inputs 1,2)", const(1, 2)),
         R("OneHot", "indices int32, int64 or uint32", dtype_in(0, ("int32", "int64", "uint32"))),
         R("Pad", "mode constant, reflect or edge", attr_in("mode", ("constant", "reflect", "edge"),
@@ -201,6 +264,12 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R("ReduceProd", "not supported on the HTP backend", setting(not htp, "not on HTP")),
         R("Reshape", "allowzero must be 0", attr_is("allowzero", 0, 0)),
         R("Reshape", "output shape comes from static shape inference", static(0, out=True)),
+    ]
+
+
+def _resize_shape_rules(htp: bool, gpu: bool, qairt_sdk: tuple, only) -> list:
+    """Resize to the end: Resize, shape ops, TopK and the contrib ops."""
+    return [
         R("Resize", "tf_half_pixel_for_nn: on HTP only", when(
             lambda c, n: htp and attr_of(n, "coordinate_transformation_mode", "half_pixel")
             == "tf_half_pixel_for_nn", first(
@@ -239,23 +308,6 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
         R(["com.microsoft:DequantizeLinear", "com.microsoft:QuantizeLinear"],
           "adds 16-bit integer", not_a_restriction("extra support")),
     ]
-    notes = [
-        N("*", "final support is decided by QNN backend op validation",
-          "QNN's backend validation runs on the device SDK; not modelled"),
-        N("*", "data types vary by op and backend", "per-op QAIRT type tables are not in the data"),
-        N("Gemm", "C must have shape [M]",
-          "the table's [M] is ambiguous (ORT names the bias dim N elsewhere); not enforced"),
-        N(["DequantizeLinear", "QuantizeLinear"], "standalone",
-          "whether a Q/DQ is standalone depends on ORT's QDQ node-unit selection"),
-        N("GRU", "fixed-length sequences",
-          "'fixed-length' is not defined by the table (static shapes are checked globally)"),
-        N("Resize", "NPU: restricted nearest_mode", "the table does not list the combinations"),
-    ]
-    return TableProperty(device, name="qnn", table=table, rules=rules, notes=notes, settings={
-        "backend": backend, "htp_fp16_precision": htp_fp16_precision, "htp_bf16": htp_bf16,
-        "offload_graph_io_quantization": offload_graph_io_quantization,
-        "qairt_sdk": tuple(qairt_sdk)}, fusions=[conv_int, matmul_int, dql],
-        subgraph_rules=(_lone_quantize_op,))
 
 
 # ---------------------------------------------------------------------- helpers
