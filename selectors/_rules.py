@@ -74,3 +74,11 @@ def in_pattern(fusion: Fusion, message: str) -> Check:
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
         return None if ctx.prop.partner_sets(ctx, node, fusion) else message
     return run
+
+
+def constant_inputs_only(subgraph: Any) -> Optional[str]:
+    """A subgraph rule: onnxruntime folds a partition whose inputs are all constant (or that
+    has none) instead of handing it to the execution provider."""
+    if not subgraph.inputs:
+        return "every input of the partition is a constant"
+    return None

@@ -30,7 +30,7 @@ from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_div
                                             resize_const, resize_scales)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import EACH, N, R
+from clusterkit.selectors._rules import EACH, N, R, constant_inputs_only
 from clusterkit.selectors._tensor_checks import (all_static, const, dtype_in, inputs_between,
                                                  no_external_initializers, no_zero_dims,
                                                  outputs_at_most, rank, table_dtypes)
@@ -83,7 +83,7 @@ def make_property(device: str = "nnapi", *, feature_level: int = 4) -> TableProp
     ]
     return TableProperty(device, name="nnapi", table=table, rules=rules, notes=notes,
                          settings={"feature_level": lvl},
-                         subgraph_rules=(_lone_copy_op, _constant_inputs_only),
+                         subgraph_rules=(_lone_copy_op, constant_inputs_only),
                          dtype_qualifiers={"QDQ": True, "weights": False})
 
 
@@ -442,13 +442,6 @@ def _lone_copy_op(subgraph) -> str | None:
     """The EP drops a partition that is a single Reshape, Flatten or Identity (a copy)."""
     if len(subgraph) == 1 and subgraph.op_types[0] in ("Reshape", "Flatten", "Identity"):
         return f"a partition of a single {subgraph.op_types[0]} only copies data"
-    return None
-
-
-def _constant_inputs_only(subgraph) -> str | None:
-    """The EP drops a partition whose inputs are all constant initializers (or none)."""
-    if not subgraph.inputs:
-        return "every input of the partition is a constant"
     return None
 
 

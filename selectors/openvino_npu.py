@@ -32,7 +32,7 @@ from clusterkit.selectors._checks import Check, check, decided_by, when
 from clusterkit.selectors._facts import attr_of
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
-from clusterkit.selectors._rules import N, R
+from clusterkit.selectors._rules import N, R, constant_inputs_only
 from clusterkit.selectors._tensor_checks import dtype_in, io_dtypes_in
 
 TABLE = "openvino_ep_npu.json"
@@ -181,7 +181,7 @@ def _no_zero_dims_except(zero_ok: frozenset) -> Check:
 def _partition_rules(table) -> tuple:
     """The whole-partition rules of GetCapability (the data's ``partition_rules``, in order)."""
     only_in_model = frozenset(table.raw["ops_supported_only_in_model"])
-    return (_constant_inputs_only, _lone_node, _conv_or_identity_output_leaves,
+    return (constant_inputs_only, _lone_node, _conv_or_identity_output_leaves,
             _whole_model_rules(only_in_model))
 
 
@@ -189,13 +189,6 @@ def _wholly_taken(subgraph) -> bool:
     """Whether ``subgraph`` holds every node onnxruntime does not fold beforehand."""
     graph, inside = subgraph.graph, set(subgraph.nodes)
     return all(v in inside or graph.nodes[v].is_folded for v in range(graph.n))
-
-
-def _constant_inputs_only(subgraph) -> str | None:
-    """GetCapability drops a partition without a non-constant input (ORT folds it)."""
-    if not subgraph.inputs:
-        return "every input of the partition is a constant"
-    return None
 
 
 def _lone_node(subgraph) -> str | None:
