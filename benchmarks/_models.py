@@ -27,11 +27,12 @@ def real_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     """A copy of ``model`` whose weight stubs (``ConstantOfShape`` nodes named
     ``weight_stub/...`` fed by a shape initializer, see ``tests/data/models/README.md``) are
     initializers of their full size, each with values of its own: a float stub's value times a
-    factor drawn per element from [0.9, 1.1), an integer or bool stub's value repeated. A timing
-    of the stubbed file flatters one whole-model session: onnxruntime's common subexpression elimination merges stubs of equal
-    shape and value into one tensor, so that the session's weights are a fraction of the real
-    model's and stay in cache, which a model with real weights, or one split into sessions,
-    cannot do."""
+    factor drawn per element from [0.9, 1.1), an integer or bool stub's value repeated.
+
+    A timing of the stubbed file flatters one whole-model session: onnxruntime's common
+    subexpression elimination merges stubs of equal shape and value into one tensor, so that
+    the session's weights are a fraction of the real model's and stay in cache, which a model
+    with real weights, or one split into sessions, cannot do."""
     import numpy as np
     from onnx import numpy_helper
 
