@@ -59,6 +59,7 @@ def measure(n: int) -> dict:
     floor = per_step * counts["checked_steps"]
     ug = UnitGraph(problem)
     adj = [s + p for s, p in zip(ug.succ, ug.pred)]
+    walk_from_log(adj, firsts, verify=True)
     start = time.process_time()
     walked = walk_from_log(adj, firsts)
     per_walked = (time.process_time() - start) / max(walked, 1)
@@ -72,14 +73,15 @@ def measure(n: int) -> dict:
             "walk_vs_graph_traversal": per_walked * counts["checked_steps"] / base}
 
 
-def walk_from_log(adj: list[list[int]], firsts: list[tuple[int, list[int], dict[int, int]]]
-                  ) -> int:
+def walk_from_log(adj: list[list[int]], firsts: list[tuple[int, list[int], dict[int, int]]],
+                  verify: bool = False) -> int:
     """The depth-first walk of each growth ``(root, seen, removed)`` as ``_Selector._grow`` makes
     it (successors then predecessors, an entry skipped when its unit is a member or rejected, a
     rolled-back pusher's entries taken only next to a member, membership stamped per growth),
     with the outcome of step ``i`` read from ``seen[i]`` (``~unit``: rejected) and ``removed[i]``
     members rolled back after it, last in first out, instead of checked. Returns the steps
-    walked; each growth must walk exactly the steps of its log."""
+    walked; each growth must walk exactly the steps of its log (``verify``: and meet the unit
+    of each step at that step)."""
     n = len(adj)
     mem, rej = [0] * n, [0] * n
     total = 0
@@ -100,6 +102,9 @@ def walk_from_log(adj: list[list[int]], firsts: list[tuple[int, list[int], dict[
                     else:
                         continue
                 added = seen[i] >= 0
+                if verify and (seen[i] if added else ~seen[i]) != v:
+                    raise AssertionError(f"step {i} from unit {root} met unit {v}, its log "
+                                         f"{seen[i]}")
                 if added:
                     mem[v] = gid
                     members.append(v)
