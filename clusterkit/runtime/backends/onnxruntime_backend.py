@@ -372,9 +372,8 @@ def _folded_model(probe):
     import onnx
     import onnxruntime as ort
 
-    folder = tempfile.mkdtemp(prefix="clusterkit_probe_")
-    path = os.path.join(folder, "optimized.onnx")
-    try:
+    with tempfile.TemporaryDirectory(prefix="clusterkit_probe_") as folder:
+        path = os.path.join(folder, "optimized.onnx")
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         so.optimized_model_filepath = path
@@ -383,7 +382,3 @@ def _folded_model(probe):
         ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"],
                              disabled_optimizers=PROBE_DISABLED)
         return onnx.load(path)
-    finally:
-        for name in os.listdir(folder):
-            os.remove(os.path.join(folder, name))
-        os.rmdir(folder)
