@@ -164,7 +164,7 @@ class LevelBound:
         self.gc = gc
         self.cls = list(cls)
         self.barrier = barrier
-        order = gc.order_array().tolist()  # alive nodes by rank
+        order = gc.topological_order()
         n = gc.num_nodes
         cls = self.cls
         # graph.algorithms.heaviest_paths with weight() computed in the loop: building its

@@ -276,7 +276,7 @@ class GraphCycles:
             own[v] = bits
         seen = [0] * len(out)  # per node placed so far: its mark or those of its descendants
         desc: dict[int, int] = {}
-        for v in reversed(self.order_array().tolist()):
+        for v in reversed(self.topological_order()):
             d = 0
             for w in out[v]:
                 d |= seen[w]
