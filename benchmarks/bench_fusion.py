@@ -34,6 +34,9 @@ MODELS = ["resnet50", "bert_base", "swin_t"]
 HOST_ONLY = ("Softmax", "Erf", "Pow", "Sqrt", "ReduceMean", "Where", "GlobalAveragePool",
              "Gather", "Cast")
 STRATEGY_PREFERENCE = ("cycles", "longest-path", "hetero", "mxnet", "singleton")
+COLUMNS = ["model", "selector", "strategy", "partitions", "units", "single_default_ms",
+           "single_same_opts_ms", "fused_ms", "ratio", "ratio_vs_default", "single_cut_ms",
+           "ratio_vs_cut", "cut_cost", "in_sessions", "compile_s", "outputs_match"]
 
 
 def _median_seconds(fns, runs: int, warmup: int) -> list[float]:
@@ -113,10 +116,7 @@ def run(quick: bool = False, threads: int = 0) -> dict:
                         + _case(part, feeds, whole, (config, options), (runs, warmup)))
     return {
         "title": "Fused heterogeneous run / one onnxruntime session",
-        "columns": ["model", "selector", "strategy", "partitions", "units",
-                    "single_default_ms", "single_same_opts_ms", "fused_ms", "ratio",
-                    "ratio_vs_default", "single_cut_ms", "ratio_vs_cut", "cut_cost", "in_sessions",
-                    "compile_s", "outputs_match"],
+        "columns": COLUMNS,
         "rows": rows,
         "notes": _notes(rows, runs, warmup, threads),
     }
@@ -161,9 +161,10 @@ def _case(part, feeds: dict, whole: tuple, opts: tuple, timing: tuple[int, int])
 
 def _notes(rows: list[list], runs: int, warmup: int, threads: int) -> list[str]:
     """The section's notes, with the worst ratios of ``rows``."""
-    worst = {label: max((r[8] for r in rows if r[1] == label), default=0.0)
+    ratio, vs_cut = COLUMNS.index("ratio"), COLUMNS.index("ratio_vs_cut")
+    worst = {label: max((r[ratio] for r in rows if r[1] == label), default=0.0)
              for label in ("every op", "partial")}
-    worst_cut = max((r[11] for r in rows), default=0.0)
+    worst_cut = max((r[vs_cut] for r in rows), default=0.0)
     return [
         "each model with weights of its real size, every tensor with values of its own "
         "(real_weights: the stubs' equal values let a whole-model session share them); "
