@@ -16,7 +16,7 @@ from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
 from clusterkit.io.loader import load_graph
 from clusterkit.io.optimize import OPTIMIZE_LEVELS
 from clusterkit.selection.protocol import SubgraphProperty
-from clusterkit.selection.specs import parse_selectors
+from clusterkit.selection.specs import check_op_types, parse_selectors
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +176,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     log.debug("read %s: %d nodes, %d edges in %.3f s", args.model, graph.n, graph.num_edges,
               time.perf_counter() - start)
     props = parse_selectors(args.selector)
+    check_op_types(args.selector, graph.op_types)
     return constraints_from_args(args).compile(graph, props, fallback=args.fallback)
 
 

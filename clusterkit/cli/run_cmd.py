@@ -30,6 +30,8 @@ from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs,
 if TYPE_CHECKING:
     import onnx
 
+    from clusterkit.constraints.core import Problem
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="fuse the clusters and run the model heterogeneously")
@@ -79,6 +81,7 @@ def partition_from_args(args: argparse.Namespace) -> Partition:
         if getattr(args, "optimize", None) is None:  # the graph the plan's indices refer to
             args.optimize = plan.get("optimize")
     problem = problem_from_args(args)
+    check_backend_devices(getattr(args, "backend", None) or [], problem)
     part = _partition(args, problem, plan, label)
     level = optimize_from_args(args)
     if level != "none":  # the graph the partition's indices refer to
@@ -118,6 +121,16 @@ def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
             raise BackendError(f"--config takes BACKEND.KEY=VALUE, got {item!r}")
         out.setdefault(backend.strip(), {})[key.strip()] = json_or_text(raw)
     return out
+
+
+def check_backend_devices(items: list[str], problem: Problem) -> None:
+    """Refuse ``--backend DEVICE=NAME`` for a device no selector defines."""
+    for device in parse_pairs(items, "--backend"):
+        if device not in problem.devices:
+            where = ("the fallback's backend is --host-backend" if device == problem.fallback
+                     else f"devices: {', '.join(problem.devices)}")
+            raise ConstraintError(f"--backend {device}=...: no selector defines device "
+                                  f"{device!r} ({where})")
 
 
 def parse_pairs(items: list[str], flag: str) -> dict[str, str]:
