@@ -12,7 +12,7 @@ import sys
 from clusterkit.cli.logs import add_verbosity_args, configure_logging, verbosity
 from clusterkit.errors import ClusterkitError
 
-COMMANDS = ["partition", "run", "export", "compare", "report", "selectors"]
+COMMANDS = ["partition", "run", "export", "compare", "report", "selectors", "check-selector"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,10 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
+        module_name = f"clusterkit.cli.{name.replace('-', '_')}_cmd"
         try:
-            module = importlib.import_module(f"clusterkit.cli.{name}_cmd")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name == f"clusterkit.cli.{name}_cmd":
+            if exc.name == module_name:
                 continue
             raise
         p = module.add_parser(sub)
