@@ -36,8 +36,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def result_lines(result: RuleResult) -> list[str]:
     """One line for the rule, then its failures (at most :data:`SHOWN`)."""
     status = {"pass": "pass", "fail": "FAIL", "n/a": "n/a "}[result.status]
-    why = f" (not judged: {NOT_JUDGED[result.rule]})" if result.status == "n/a" else ""
-    lines = [f"{status}  {result.rule:<13}  {result.doc}{why}"]
+    text = f"not judged: {NOT_JUDGED[result.rule]}" if result.status == "n/a" else result.doc
+    lines = [f"{status}  {result.rule:<13}  {text}"]
     lines += [f"      {text}" for text in result.failures[:SHOWN]]
     if len(result.failures) > SHOWN:
         lines.append(f"      ... and {len(result.failures) - SHOWN} more")
