@@ -62,3 +62,12 @@ def test_run_backend_for_a_device_no_selector_defines_is_an_error(capsys, backen
                         "--selector", "ops:Conv", "--backend", backend)
     assert code == 2
     assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_other_commands_refuse_a_mistyped_op_type_too(capsys, tmp_path, command):
+    extra = ["-o", str(tmp_path / "r.html")] if command == "report" else []
+    code, err = run_cli(capsys, command, RESNET18, "--selector", "ops:Conv,Relu,MaxPol", *extra)
+    assert code == 2
+    assert err == ("clusterkit: error: unknown op type 'MaxPol' in ops: spec; did you mean "
+                   "'MaxPool'?\n")

@@ -32,6 +32,7 @@ from clusterkit.engines import strategy_names
 from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
+from clusterkit.selection.specs import check_op_types
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,8 @@ def main(args: argparse.Namespace) -> int:
                                  f"not the folder {args.model!r}")
         payload, failed = _sweep(args, strategies, cons, options, level)
     else:
-        model = (load_graph(args.model, dims=dims, optimize=level) if dims or level != "none"
-                 else args.model)
+        model = load_graph(args.model, dims=dims, optimize=level)
+        check_op_types(args.selector, model.op_types)
         res = compare(model, args.selector, strategies, cons, args.fallback, options,
                       name=model_label(args.model), coalesce_after=args.coalesce)
         print_comparison(res)
