@@ -7,6 +7,7 @@ test); every registered strategy must then keep the closed group whole in one de
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,20 @@ def test_the_cli_names_the_refused_node_on_resnet18():
     assert res.stderr.count("\n") == 1
     assert res.stderr.startswith("clusterkit: error: together group 0 is not convex")
     assert "'/layer1/layer1.0/relu/Relu' (Relu), which no device of the group" in res.stderr
+
+
+def test_the_closure_is_every_node_between_the_members_on_random_dags():
+    """Against a plain oracle (networkx descendants and ancestors) on 300 seeded random DAGs."""
+    rng = random.Random(23)
+    for _ in range(300):
+        n = rng.randint(3, 14)
+        g = nx.DiGraph()
+        g.add_nodes_from((f"n{k}", {"op": "Relu"}) for k in range(n))
+        g.add_edges_from(((f"n{a}", f"n{b}") for a in range(n) for b in range(a + 1, n)
+                          if rng.random() < 0.25), bytes=8)
+        members = rng.sample(sorted(g), rng.randint(2, 3))
+        after = set().union(*(nx.descendants(g, m) for m in members))
+        before = set().union(*(nx.ancestors(g, m) for m in members))
+        expected = sorted(set(members) | (after & before))
+        problem = ck.make_problem(g, ["ops:Relu"], Constraints(together=[members]))
+        assert group_names(problem) == [expected], members
