@@ -68,7 +68,7 @@ def test_the_page_is_linked_from_the_readme_first_screen():
     assert len(commands()) >= 4 and all(shown for _, shown in commands())
 
 
-@pytest.mark.parametrize("command, shown", commands(), ids=lambda x: str(x)[:60])
+@pytest.mark.parametrize("command, shown", [pytest.param(c, s, id=c[11:70]) for c, s in commands()])
 def test_each_command_prints_what_the_page_shows(command, shown):
     argv = shlex.split(command)
     assert argv[0] == "clusterkit"
