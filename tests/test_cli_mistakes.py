@@ -26,8 +26,8 @@ def run_cli(capsys, *argv: str) -> tuple[int, str]:
                       "separated by ',' (e.g. ops:Conv,Relu)"),
     ("ops:Conv|Relu|Add", "'|' in op type 'Conv|Relu|Add'; op types are separated by ',' "
                           "(e.g. ops:Conv,Relu,Add)"),
-    ("npu=ops:Conv[exclude=Relu]", "selector spec 'ops:Conv[exclude=Relu]': an ops: spec has "
-                                   "no setting 'exclude'"),
+    ("npu=ops:Conv[exclude=Relu]", "selector spec 'npu=ops:Conv[exclude=Relu]': an ops: spec "
+                                   "has no setting 'exclude'"),
 ])
 def test_a_mistaken_ops_spec_is_one_line_and_exit_2(capsys, spec, message):
     code, err = run_cli(capsys, "partition", RESNET18, "--selector", spec)

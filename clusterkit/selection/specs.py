@@ -2,7 +2,9 @@
 
 A spec is one of:
 
-- ``[DEVICE=]ops:OP,OP,...`` — a ContainOpSelector (device ``acc`` when none is named);
+- ``[DEVICE=]ops:OP,OP,...`` — a ContainOpSelector (device ``acc`` when none is named); op
+  types are separated by ``,`` and take no settings; :func:`check_op_types` refuses one that is
+  neither an ONNX operator nor an op type of the model;
 - ``[DEVICE=]PATH.py`` — a Python file defining a SubgraphProperty (a module attribute
   ``PROPERTY``, a function ``make_property()``, or exactly one SubgraphProperty subclass);
 - ``[DEVICE=]NAME`` — a shipped or registered selector (``coreml``, ``tensorrt``, ...);
@@ -40,10 +42,10 @@ def parse_selector(spec: str) -> SubgraphProperty:
     spec = spec.strip()
     if not spec:
         raise SelectorError("empty selector spec")
-    device, spec = split_device(spec)
-    if spec.startswith("ops:"):
-        return OpsProperty(ops_of_spec(spec), device=device or "acc")
-    name, raw = (spec, []) if os.path.exists(spec) else split_settings(spec)
+    device, body = split_device(spec)
+    if body.startswith("ops:"):
+        return OpsProperty(ops_of_spec(body, spec), device=device or "acc")
+    name, raw = (body, []) if os.path.exists(body) else split_settings(body)
     if name.endswith(".py") or os.sep in name:
         prop = _load_file(name)
         if device:
@@ -65,23 +67,25 @@ def split_device(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
-def ops_of_spec(spec: str) -> list[str]:
+def ops_of_spec(spec: str, label: str | None = None) -> list[str]:
     """The op types of an ``ops:A,B`` spec, in order. Settings (``ops:A[key=value]``), a
-    separator other than ``,`` and an empty list are :class:`SelectorError`."""
+    separator other than ``,`` and an empty list are :class:`SelectorError` naming ``label``
+    (the spec as written, device included; ``spec`` by default)."""
+    label = spec if label is None else label
     if "[" in spec or "]" in spec:
         _, raw = split_settings(spec)
         key = raw[0][0] if raw else "[]"
-        raise SelectorError(f"selector spec {spec!r}: an ops: spec has no setting {key!r} (it "
+        raise SelectorError(f"selector spec {label!r}: an ops: spec has no setting {key!r} (it "
                             "takes only the op types: ops:OP,OP)")
     ops = [o.strip() for o in spec[4:].split(",") if o.strip()]
     if not ops:
-        raise SelectorError(f"selector spec {spec!r} lists no op types")
+        raise SelectorError(f"selector spec {label!r} lists no op types")
     for op in ops:
         bad = next((ch for ch in op if not (ch.isalnum() or ch in "_.:-")), None)
         if bad is not None:
             fixed = "ops:" + ",".join(o.strip() for o in re.split(r"[;|/\s]+", spec[4:])
                                       if o.strip())
-            raise SelectorError(f"selector spec {spec!r}: {bad!r} in op type {op!r}; op types "
+            raise SelectorError(f"selector spec {label!r}: {bad!r} in op type {op!r}; op types "
                                 f"are separated by ',' (e.g. {fixed})")
     return ops
 
@@ -92,7 +96,7 @@ def check_op_types(specs: list[str], model_ops: Iterable[str]) -> None:
     model = sorted(set(model_ops))
     known = onnx_op_types() | set(model)
     for spec in specs:
-        device, body = split_device(spec.strip())
+        _, body = split_device(spec.strip())
         if not body.startswith("ops:"):
             continue
         for op in ops_of_spec(body):
