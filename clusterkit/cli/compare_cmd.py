@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare strategies side by side on a model or a folder")
     p.add_argument("model", metavar="MODEL|DIR", help="an .onnx/.json model, or a folder of them")
-    p.add_argument("--selector", action="append", default=[], metavar="SPEC",
+    p.add_argument("--selector", action="append", default=[], metavar="SPEC", required=True,
                    help="as for partition; repeat for devices in priority order")
     p.add_argument("--fallback", default="cpu")
     p.add_argument("--strategies", default=None,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="fuse the clusters and run the model heterogeneously")
-    add_problem_args(p)
+    add_problem_args(p, selector_required=False)
     add_plan_arg(p)
     p.add_argument("--check", action="store_true",
                    help="also run onnxruntime on the unpartitioned model and compare outputs")
