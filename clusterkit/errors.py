@@ -84,3 +84,12 @@ class UsageError(ClusterkitError, ValueError):
     def __init__(self, message: str, prog: str = "clusterkit"):
         super().__init__(f"{message} (see '{prog} -h')")
         self.prog = prog
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep of many models (not an error: it derives from
+    ``KeyboardInterrupt``); ``results`` holds the models finished before it, in their order."""
+
+    def __init__(self, message: str, results: list):
+        super().__init__(message)
+        self.results = results

@@ -25,6 +25,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -45,6 +46,7 @@ out.close()
 
 
 def _child(conn: Any, func: Callable[..., Any], args: tuple) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the child
     conn.send(func(*args))
     conn.close()
 
@@ -81,6 +83,9 @@ def run_isolated(func: Callable[..., Any], args: tuple, timeout: float | None = 
         except EOFError:
             proc.join()
             raise _died(label, proc.exitcode) from None
+    except BaseException:  # Ctrl-C included: the child goes at once
+        proc.kill()
+        raise
     finally:
         receive.close()
         proc.join(5)
@@ -127,3 +132,28 @@ def _run_interpreter(func: Callable[..., Any], args: tuple, timeout: float | Non
     if done.returncode != 0 or not done.stdout:
         raise _died(label, done.returncode)
     return pickle.loads(done.stdout)
+
+
+def quiet_worker() -> None:
+    """Initializer of a sweep's worker processes: Ctrl-C is the parent's to handle (no
+    traceback from every worker), and SIGTERM (:func:`stop_pool`) ends a worker together with
+    the isolated children it started."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _end_worker)
+
+
+def _end_worker(signum: int, frame: Any) -> None:
+    for child in multiprocessing.active_children():
+        child.kill()
+    os._exit(128 + signum)
+
+
+def stop_pool(pool: Any) -> None:
+    """Stop a ``ProcessPoolExecutor`` made with :func:`quiet_worker` now: cancel what has not
+    started and end the workers (and their children) instead of waiting for their tasks."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # no public handle
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        proc.terminate()
+    for proc in workers:
+        proc.join(5)

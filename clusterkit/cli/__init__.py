@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterkitError as exc:
         print(f"clusterkit: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("clusterkit: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a sweep says what it finished
+        print("clusterkit: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (``clusterkit ... | head``): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -23,7 +23,7 @@ from clusterkit.fusion import fuse, source_model
 from clusterkit.io.files import write_atomic
 from clusterkit.io.optimize import optimize_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
-from clusterkit.result import Partition
+from clusterkit.result import Partition, plural
 from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
                                          run_model, time_model)
 
@@ -107,6 +107,21 @@ def original_model(args: argparse.Namespace, fused) -> onnx.ModelProto:
     return optimize_model(args.model, "none")
 
 
+def units_line(executor: Executor, partitions: int) -> str:
+    """``17 units (9 subgraphs for the 9 partitions)``, saying how the subgraphs the executor
+    runs came from the partitions when their counts differ: consecutive ones of one device
+    merged into one unit, ones no output needs (values fixed before the run) dropped."""
+    subs = [u for u in executor.units if u.kind == "subgraph"]
+    covered = sum(max(1, len(u.parts)) for u in subs)
+    how = []
+    if covered > len(subs):
+        how.append(f"{covered - len(subs)} merged with the one before them")
+    if partitions > covered:
+        how.append(f"{partitions - covered} not needed at run time")
+    return (f"{plural(len(executor.units), 'unit')} ({plural(len(subs), 'subgraph')} for the "
+            f"{plural(partitions, 'partition')}" + (f": {', '.join(how)})" if how else ")"))
+
+
 def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
     """``BACKEND.KEY=VALUE`` flags → ``{backend: {key: value}}`` (values parsed as JSON when
     they can be)."""
@@ -152,8 +167,8 @@ def main(args: argparse.Namespace) -> int:
         total += time.perf_counter() - start
     runs = max(1, args.repeat)
     print(executor.summary())
-    print(f"{len(executor.units)} units ({sum(u.kind == 'subgraph' for u in executor.units)} "
-          f"subgraphs), mean run {total / runs * 1e3:.2f} ms over {runs} run(s)")
+    print(f"{units_line(executor, part.metrics()['partitions'])}, mean run "
+          f"{total / runs * 1e3:.2f} ms over {plural(runs, 'run')}")
     for fb in executor.fallbacks:
         print(f"fell back to the host: {fb['unit']} (device {fb['device']}, backend "
               f"{fb['backend']}): {fb['error']}")
