@@ -108,7 +108,7 @@ class Partition:
 
     @classmethod
     def from_json(cls, problem: Problem, data: dict | str) -> "Partition":
-        """Read a partition JSON, a file or its loaded dict (DESIGN.md format; ``nodes`` are
+        """Read a partition JSON, a file or its loaded dict (docs/design.md format; ``nodes`` are
         source indices), as given (not checked: see validate)."""
         data = read_partition_json(data)
         g = problem.graph
@@ -400,7 +400,7 @@ class Partition:
         return int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"])
 
     def metrics(self) -> dict[str, Any]:
-        """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
+        """docs/design.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
         ``folded_nodes`` (see :attr:`Graph.folded`) are left out of ``compute_nodes`` and of the
         ``offloaded_share`` (``compute_offloaded / compute_nodes``)."""
         views = self._memo()
@@ -443,7 +443,7 @@ class Partition:
         return current_placement(self)
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
-        """The partition JSON of DESIGN.md (``nodes`` are source indices); see
+        """The partition JSON of docs/design.md (``nodes`` are source indices); see
         :func:`clusterkit.io.partition_json.partition_json`."""
         return partition_json(self, model)
 
@@ -487,7 +487,7 @@ def cut_note(metrics: dict[str, Any]) -> str:
 
 
 def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:
-    """DESIGN.md cut_bytes for a transfer unit per node (HOST=-1 for fallback nodes), and the
+    """docs/design.md cut_bytes for a transfer unit per node (HOST=-1 for fallback nodes), and the
     number of cut transfers whose tensor size is unknown (counted as 0 bytes)."""
     tt = graph.tensor_table
     prod_unit = np.where(tt.producer >= 0, units[np.maximum(tt.producer, 0)], HOST)
