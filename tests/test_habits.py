@@ -4,10 +4,15 @@ the design page the docstrings cite, and recipe files whose paths and names exis
 from __future__ import annotations
 
 import re
-import tomllib
+import subprocess
+import sys
+
+import pytest
 
 import clusterkit
 from support.models import REPO
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 
 def test_the_license_is_the_apache_text_pyproject_declares():
@@ -29,6 +34,9 @@ def test_the_version_is_stated_once():
               if re.search(r"^__version__\s*=", p.read_text(), re.M)]
     assert stated == [REPO / "clusterkit" / "__init__.py"]
     assert re.fullmatch(r"\d+\.\d+\.\d+", clusterkit.__version__)
+    proc = subprocess.run([sys.executable, "-m", "clusterkit", "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout == f"clusterkit {clusterkit.__version__}\n" and proc.returncode == 0
 
 
 def test_py_typed_is_package_data():
