@@ -36,7 +36,8 @@ from clusterkit.errors import ExecutionError
 #: what a fresh-interpreter child runs: the call comes in on stdin, its result goes out on the
 #: original stdout, and what the call itself prints goes to stderr
 _SERVE = """\
-import os, pickle, sys
+import os, pickle, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: subprocess.run kills us
 out = os.fdopen(os.dup(1), "wb")
 os.dup2(2, 1)
 func, args = pickle.load(sys.stdin.buffer)
