@@ -8,6 +8,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from clusterkit import __version__
 from clusterkit.cli.logs import add_verbosity_args, configure_logging, verbosity
@@ -20,13 +21,13 @@ class Parser(argparse.ArgumentParser):
     """argparse whose errors are a :class:`UsageError` naming the (sub)command's usage hint,
     which :func:`main` prints as the one line ``clusterkit: error: ...`` (exit 2)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message, self.prog)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="clusterkit", description="Cluster the operator graph "
-                                     "of a neural network into subgraphs an accelerator can run.")
+    parser = Parser(prog="clusterkit", description="Cluster the operator graph of a neural "
+                    "network into subgraphs an accelerator can run.")
     add_verbosity_args(parser)
     parser.add_argument("--version", action="version", version=f"clusterkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
