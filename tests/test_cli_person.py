@@ -191,16 +191,19 @@ def _sweep_dir(tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_ctrl_c_in_compare_keeps_the_finished_models(jobs, tmp_path):
+@pytest.mark.parametrize("executor", [["--jobs", "1"], ["--jobs", "2"],
+                                      ["--dask", "--dask-workers", "2"]], ids=["1", "2", "dask"])
+def test_ctrl_c_in_compare_keeps_the_finished_models(executor, tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the second
     model runs: the first model's table, one line on stderr, the row kept in --jsonl, exit
     130, and no process left behind."""
+    if "--dask" in executor:
+        pytest.importorskip("distributed")
     jsonl = tmp_path / "rows.jsonl"
     proc = subprocess.Popen(CLI + ["compare", str(_sweep_dir(tmp_path)), "--selector",
                                    "ops:Conv,Relu", "--strategies", "singleton,cpsat",
                                    "--time-limit", "100", "--jsonl", str(jsonl),
-                                   "--no-progress", "--jobs", jobs],
+                                   "--no-progress", *executor],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.monotonic() + 120
