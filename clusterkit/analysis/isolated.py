@@ -144,8 +144,11 @@ def quiet_worker() -> None:
 
 
 def _end_worker(signum: int, frame: Any) -> None:
-    for child in multiprocessing.active_children():
+    children = multiprocessing.active_children()
+    for child in children:
         child.kill()
+    for child in children:
+        child.join(5)
     os._exit(128 + signum)
 
 
