@@ -231,3 +231,24 @@ def _group_ends(group: int, seconds: float) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+@pytest.mark.parametrize("model, selectors, strategy, limits", [
+    ("resnet18", ["npu=ops:Conv,Relu", "gpu=ops:Add,MaxPool,Relu"], "singleton", {}),
+    ("resnet18", ["ops:Conv,Relu,Add,MaxPool"], "cycles", {"max_size": 3}),
+    ("squeezenet1_1", ["ops:Conv,Relu,Concat,MaxPool"], "longest-path",
+     {"max_const_bytes": 300_000}),
+    ("bert_base", ["nnapi"], "cycles", {}),
+    ("swin_t", ["tensorrt"], "auto", {}),
+])
+def test_every_split_reason_has_a_kind(model, selectors, strategy, limits):
+    """The groups of ``--explain`` come from the reasons' own texts: every line the explainer
+    writes on real partitions (size limits, devices, value inputs, cycles, ...) has its kind."""
+    import clusterkit as ck
+    from clusterkit.analysis.explain import explain, reason_kind
+
+    cons = ck.Constraints.default(**limits)
+    part = ck.partition(str(BUNDLED_MODELS / f"{model}.onnx"), selectors, strategy,
+                        constraints=cons)
+    kinds = {line: reason_kind(line) for line in explain(part)}
+    assert kinds and "other" not in kinds.values(), [k for k, v in kinds.items() if v == "other"]
