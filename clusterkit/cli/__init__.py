@@ -10,7 +10,6 @@ import os
 import sys
 from typing import NoReturn
 
-from clusterkit import __version__
 from clusterkit.cli.logs import add_verbosity_args, configure_logging, verbosity
 from clusterkit.errors import ClusterkitError, UsageError
 
@@ -29,7 +28,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="clusterkit", description="Cluster the operator graph of a neural "
                     "network into subgraphs an accelerator can run.")
     add_verbosity_args(parser)
-    parser.add_argument("--version", action="version", version=f"clusterkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
