@@ -271,9 +271,23 @@ def parse_selectors(specs: list[str]) -> list[SubgraphProperty]:
     for spec, prop in zip(specs, props):
         if prop.device in seen:
             raise SelectorError(f"selectors {seen[prop.device]!r} and {spec!r} both use device "
-                                f"{prop.device!r}; name one, e.g. gpu={spec}")
+                                f"{prop.device!r}; name one, e.g. {_renamed(spec, seen)}")
         seen[prop.device] = spec
     return props
+
+
+def _renamed(spec: str, used: dict[str, str]) -> str:
+    """``spec`` with a device name no other spec uses (``gpu=ops:Relu`` → ``gpu2=ops:Relu``),
+    for the hint of a duplicate device."""
+    spec = spec.strip()
+    head, sep, rest = spec.partition("=")
+    device, body = (head, rest) if sep and _DEVICE.match(head) and not os.path.exists(spec) \
+        else ("", spec)
+    base = device or parse_selector(spec).device
+    k = 2
+    while f"{base}{k}" in used:
+        k += 1
+    return f"{base}{k}={body}"
 
 
 def _load_file(path: str) -> SubgraphProperty:
