@@ -297,10 +297,6 @@ class Partition:
                 raise PartitionError(f"cluster {c.id} on {c.device!r} holds {held} bytes of"
                                      f" constants, above max_const_bytes "
                                      f"{p.max_const_bytes}")
-        if p.limits.per_device:  # the device's own limits, when tighter than the above
-            broken = p.limits.violation(c.nodes, d)
-            if broken:
-                raise PartitionError(f"cluster {c.id} on {c.device!r}: {broken}")
         return d
 
     def _check_edges(self, a: np.ndarray, dev_idx: np.ndarray) -> None:

@@ -32,8 +32,8 @@ import pytest
 
 from clusterkit import Partition, Problem, get_strategy, run_strategy, strategy_names
 from clusterkit.testing.exhaustive import exhaustive_optimum
-from support.fuzz import (FALLBACK, HOST, DeviceSpec, Spec, build_problem, constants, random_spec,
-                          spec_cut)
+from support.fuzz import (FALLBACK, HOST, DeviceSpec, Spec, build_problem, constants,
+                          contract_spec, random_spec, spec_cut)
 
 EXACT = ("cpsat", "placement")
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}
@@ -75,9 +75,10 @@ def check(spec: Spec, part: Partition, strategy: str) -> None:
         assert all(spec.ops[v] in d.ops for v in members), (device, members)
         assert spec.min_size <= len(members), (members, spec.min_size)
         assert spec.max_size is None or len(members) <= spec.max_size, (members, spec.max_size)
-        # the exhaustive oracle enumerates partitions without asking create_subgraph_node
-        if strategy != "exhaustive" and d.reject_with is not None and len(members) >= 2:
-            assert d.reject_with not in members, f"{device} rejects {members}"
+        # the exhaustive oracle enumerates partitions without asking the device
+        if strategy != "exhaustive":
+            why = unacceptable(spec, d, members)
+            assert why is None, f"{device} does not accept {members}: {why}"
     quotient = nx.DiGraph()
     quotient.add_nodes_from(range(len(clusters)))
     quotient.add_edges_from((where[u], where[v]) for u, v in spec.edges if where[u] != where[v])
@@ -98,6 +99,35 @@ def check(spec: Spec, part: Partition, strategy: str) -> None:
         device = clusters[where[u]][0]
         if where[u] == where[v] and device != FALLBACK:
             assert (u, v) not in devices[device].refused, f"{device} refuses {u!r} -> {v!r}"
+
+
+def unacceptable(spec: Spec, d: DeviceSpec, members: tuple[str, ...]) -> str | None:
+    """Why device ``d`` would not accept a cluster of ``members`` (written from the spec, not
+    with the library's definition): its own limits, its rejections, and for a custom selector
+    what growing the cluster needs whatever the order: the count it keeps (``limit``), every
+    member reached over inner edges it follows, and ``filter`` keeping them all."""
+    size = len(members)
+    if d.max_nodes is not None and size > d.max_nodes:
+        return f"above max_nodes {d.max_nodes}"
+    if d.min_nodes is not None and size < d.min_nodes:
+        return f"below min_nodes {d.min_nodes}"
+    if d.reject_above is not None and size > d.reject_above:
+        return f"create_subgraph_node rejects more than {d.reject_above} nodes"
+    if d.reject_with is not None and size >= 2 and d.reject_with in members:
+        return f"create_subgraph_node rejects a subgraph holding {d.reject_with!r}"
+    if d.plain:
+        return None
+    if d.limit is not None and size > d.limit:
+        return f"the selector takes at most {d.limit} nodes per growth"
+    if size >= 2 and set(members) & d.dropped:
+        return "filter drops " + repr(sorted(set(members) & d.dropped))
+    inner = nx.Graph()
+    inner.add_nodes_from(members)
+    inner.add_edges_from((u, v) for u, v in spec.edges if u in inner and v in inner
+                         and (u, v) not in d.refused)
+    if not nx.is_connected(inner):
+        return "a growth over the edges the selector follows does not reach every member"
+    return None
 
 
 def cut_bytes(spec: Spec, part: Partition) -> int:
@@ -216,3 +246,25 @@ def test_checker_refuses_broken_partitions(labels, devices, why):
     else:
         with pytest.raises(AssertionError, match=why):
             check(spec, part, "by-hand")
+
+
+# ---------------------------------------------------------------------- the selector contract
+CONTRACT, EXACT_CONTRACT = 150, 25
+
+
+@functools.lru_cache(maxsize=None)
+def contract_drawn(seed: int, exact: bool) -> tuple[Spec, Problem]:
+    """Problem ``seed`` whose devices count, filter, reject above a size or declare limits
+    (``support.fuzz.contract_spec``), 4..14 nodes (4..9 for the exact strategies)."""
+    spec = contract_spec(random.Random(f"contract-{seed}"), 4, 9 if exact else 14)
+    return spec, build_problem(spec)
+
+
+@pytest.mark.parametrize("strategy", strategy_names())
+def test_every_strategy_returns_only_acceptable_clusters(strategy):
+    """Stateful (counting), filtering, rejecting and limit-declaring devices: every cluster of
+    every strategy is one its device accepts (``unacceptable`` above), with every invariant."""
+    exact = strategy in EXACT
+    for seed in range(EXACT_CONTRACT if exact else CONTRACT):
+        spec, problem = contract_drawn(seed, exact)
+        run_checked(spec, problem, strategy, seed)

@@ -100,6 +100,11 @@ class Acceptance:
                or lim.max_const[d] != p.max_const_bytes)
         return not (any(self._kind[d]) or own)
 
+    @property
+    def all_plain(self) -> bool:
+        """Whether :meth:`plain` holds for every device."""
+        return all(self.plain(d) for d in range(len(self._kind)))
+
     def ok(self, nodes: Sequence[int], d: int) -> bool:
         """Is the cluster of ``nodes`` (sorted) acceptable to device ``d``?"""
         return self.plain(d) or self.verdict(nodes, d) is None

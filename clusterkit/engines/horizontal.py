@@ -12,7 +12,8 @@ allow: along a path, accelerator runs separated by fallback clusters must lie in
 partitions.
 
 Merging clusters never raises ``cut_bytes`` (see :mod:`clusterkit.engines.coalesce`). Limits
-(``max_size``, ``max_const_bytes``, never-together pairs) split a level's clusters, taken in
+(``max_size``, ``max_const_bytes``, never-together pairs, a device that would not accept the
+merged cluster: :mod:`clusterkit.constraints.acceptance`) split a level's clusters, taken in
 topological order, into consecutive runs, which keeps the order argument. Both level readings are
 built and the one with (lower cut_bytes, fewer partitions) kept; ties go to ``asap``.
 
@@ -27,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
@@ -114,12 +116,13 @@ class _Levels:
         never = self.never.get(c)
         if never and any(r in never for r in run):
             return False
+        clusters = self.partition.clusters
         if p.max_const_bytes is not None:
-            clusters = self.partition.clusters
             nodes = [v for r in run + [c] for v in clusters[r].nodes]
             if cluster_const_bytes(p.graph, nodes) > p.max_const_bytes:
                 return False
-        return True
+        acc, d = acceptance(p), self.dev[c]
+        return acc.plain(d) or acc.ok(sorted(v for r in run + [c] for v in clusters[r].nodes), d)
 
     def key(self, labels: list[int]) -> tuple[int, int]:
         """(cut_bytes, partitions) of the clusters merged by ``labels`` (one per cluster)."""
@@ -153,9 +156,10 @@ def _fold_fallback(k: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
     return roots(parent)
 
 
-def _limited(p) -> bool:
+def _limited(p) -> bool:  # (a device's acceptance is a limit too)
     """Whether a limit may split the clusters of one (device, level) into runs."""
-    return p.max_size is not None or p.max_const_bytes is not None or len(p.never_pairs) > 0
+    return (p.max_size is not None or p.max_const_bytes is not None or len(p.never_pairs) > 0
+            or not acceptance(p).all_plain)
 
 
 def _blocked_keys(part: Partition, a: np.ndarray, dev: np.ndarray) -> np.ndarray:
@@ -245,7 +249,7 @@ def _unfit(partition: Partition) -> bool:
     p = partition.problem
     return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.min_size > 1
             or p.max_size is not None or p.max_const_bytes is not None
-            or len(p.never_pairs) > 0)
+            or len(p.never_pairs) > 0 or not acceptance(p).all_plain)
 
 
 def _fit_levels(nl: "_NodeLevels", slack: float

@@ -9,7 +9,8 @@ the edge ``P -> C`` is a cycle of the partition before the move. The same holds 
 connected piece of such a set, which is closed in the same way.
 
 A move is made when it breaks no constraint (selector-refused or must-cut edge inside the
-receiving cluster, never-together pair, together group, size and constant-byte limits) and it
+receiving cluster, never-together pair, together group, size and constant-byte limits), leaves
+both clusters acceptable to their device (:mod:`clusterkit.constraints.acceptance`) and it
 lowers ``cut_bytes`` (or keeps it and empties a cluster); its effect on the cut is counted on the
 tensors the moved nodes produce or read only. Passes repeat while a move is made, at most
 :data:`PASSES` times; every order is by node or cluster id, so the result is deterministic. The
@@ -22,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.result import Partition, cluster_const_bytes
 
@@ -221,7 +223,18 @@ class _Mover:
             members = [v for v in range(len(a)) if a[v] == dst] + nodes
             if cluster_const_bytes(p.graph, members) > p.max_const_bytes:
                 return False
-        return True
+        return self._acceptable(nodes, src, dst)
+
+    def _acceptable(self, nodes: list[int], src: int, dst: int) -> bool:
+        """Whether both clusters stay acceptable to their device after the move (see
+        :mod:`clusterkit.constraints.acceptance`; free for a device it vouches for)."""
+        acc, d = acceptance(self.p), self.dev[dst]
+        if acc.plain(d):
+            return True
+        moved = set(nodes)
+        left = [v for v in self.members[src] if v not in moved]
+        return (acc.ok(sorted(self.members[dst] + nodes), d)
+                and (not left or acc.ok(left, d)))
 
     def _try(self, nodes: list[int], src: int, dst: int) -> bool:
         """Move ``nodes`` from ``src`` to ``dst`` when allowed and better; True when moved."""
