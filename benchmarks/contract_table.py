@@ -35,6 +35,8 @@ MODELS = {"resnet50": REPO / "tests/data/models/resnet50.onnx",
           "densenet121": REPO / "tests/data/models/densenet121.onnx",
           "bert_base": REPO / "tests/data/models/bert_base.onnx"}
 STRATEGIES = ["cycles", "longest-path", "mxnet", "hetero", "cpsat", "auto"]
+#: strategy options: CP-SAT gets 10 deterministic seconds (a size limit makes its model hard)
+OPTIONS = {"cpsat": {"time_limit": 10.0}}
 OPS = {"Conv", "Relu", "Add", "MaxPool", "AveragePool", "GlobalAveragePool", "Concat", "LRN",
        "BatchNormalization", "MatMul", "Gemm", "Softmax", "Mul", "Div", "Sub", "Erf", "Sqrt",
        "Pow", "ReduceMean", "Transpose", "Reshape", "Dropout", "Flatten", "Tanh", "Where",
@@ -100,7 +102,8 @@ DEVICES = {"count20": Count20, "reject40": Reject40, "max32": Max32}
 
 
 def measure(model: str, device: str, strategy: str) -> dict:
-    part = ck.partition(str(MODELS[model]), [DEVICES[device]()], strategy=strategy)
+    part = ck.partition(str(MODELS[model]), [DEVICES[device]()], strategy=strategy,
+                        **OPTIONS.get(strategy, {}))
     m = part.metrics()
     sizes = [len(c.nodes) for c in part.accelerator_clusters()]
     return {"model": model, "device": device, "strategy": strategy,

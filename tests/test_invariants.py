@@ -75,10 +75,6 @@ def check(spec: Spec, part: Partition, strategy: str) -> None:
         assert all(spec.ops[v] in d.ops for v in members), (device, members)
         assert spec.min_size <= len(members), (members, spec.min_size)
         assert spec.max_size is None or len(members) <= spec.max_size, (members, spec.max_size)
-        # the exhaustive oracle enumerates partitions without asking the device
-        if strategy != "exhaustive":
-            why = unacceptable(spec, d, members)
-            assert why is None, f"{device} does not accept {members}: {why}"
     quotient = nx.DiGraph()
     quotient.add_nodes_from(range(len(clusters)))
     quotient.add_edges_from((where[u], where[v]) for u, v in spec.edges if where[u] != where[v])
@@ -99,6 +95,12 @@ def check(spec: Spec, part: Partition, strategy: str) -> None:
         device = clusters[where[u]][0]
         if where[u] == where[v] and device != FALLBACK:
             assert (u, v) not in devices[device].refused, f"{device} refuses {u!r} -> {v!r}"
+    if strategy == "exhaustive":  # the oracle enumerates partitions without asking the device
+        return
+    for device, members in clusters:
+        if device != FALLBACK:
+            why = unacceptable(spec, devices[device], members)
+            assert why is None, f"{device} does not accept {members}: {why}"
 
 
 def unacceptable(spec: Spec, d: DeviceSpec, members: tuple[str, ...]) -> str | None:
@@ -268,3 +270,21 @@ def test_every_strategy_returns_only_acceptable_clusters(strategy):
     for seed in range(EXACT_CONTRACT if exact else CONTRACT):
         spec, problem = contract_drawn(seed, exact)
         run_checked(spec, problem, strategy, seed)
+
+
+def test_checker_refuses_clusters_a_device_would_not_accept():
+    """a -> b -> c on a device counting at most 2 nodes per growth: one 3-node cluster is
+    refused by the checker, as is a cluster the device's max_nodes forbids."""
+    counting = DeviceSpec("npu", frozenset({"Relu"}), plain=False, limit=2)
+    spec = Spec(order=["a", "b", "c"], ops=dict.fromkeys("abc", "Relu"),
+                preds={"a": [], "b": ["a"], "c": ["b"]}, nbytes=dict.fromkeys("abc", 16),
+                devices=[counting])
+    part = Partition.from_assignment(build_problem(spec), [0, 0, 0], [0, 0, 0])
+    with pytest.raises(AssertionError, match="at most 2 nodes per growth"):
+        check(spec, part, "by-hand")
+    spec.devices = [DeviceSpec("npu", frozenset({"Relu"}), max_nodes=2)]
+    part = Partition.from_assignment(build_problem(spec), [0, 0, 1], [0, 0, 0])
+    check(spec, part, "by-hand")
+    part = Partition.from_assignment(build_problem(spec), [0, 0, 0], [0, 0, 0])
+    with pytest.raises(AssertionError, match="above max_nodes 2"):
+        check(spec, part, "by-hand")
