@@ -35,8 +35,8 @@ MODELS = {"resnet50": REPO / "tests/data/models/resnet50.onnx",
           "densenet121": REPO / "tests/data/models/densenet121.onnx",
           "bert_base": REPO / "tests/data/models/bert_base.onnx"}
 STRATEGIES = ["cycles", "longest-path", "mxnet", "hetero", "cpsat", "auto"]
-#: strategy options: CP-SAT gets 10 deterministic seconds (a size limit makes its model hard)
-OPTIONS = {"cpsat": {"time_limit": 10.0}}
+#: strategy options: CP-SAT gets 5 deterministic seconds (a size limit makes its model hard)
+OPTIONS = {"cpsat": {"time_limit": 5.0}}
 OPS = {"Conv", "Relu", "Add", "MaxPool", "AveragePool", "GlobalAveragePool", "Concat", "LRN",
        "BatchNormalization", "MatMul", "Gemm", "Softmax", "Mul", "Div", "Sub", "Erf", "Sqrt",
        "Pow", "ReduceMean", "Transpose", "Reshape", "Dropout", "Flatten", "Tanh", "Where",

@@ -7,8 +7,10 @@ plain description (``support.fuzz.Spec``), not by ``Partition.validate``:
 - never-together pairs apart, explicit cut edges cut, a value input's producer a constant or in
   another cluster, together groups whole, accelerator clusters within min/max size;
 - no edge a selector refuses (``select_input``/``select_output`` False) inside a cluster of its
-  device, and no cluster its device's ``create_subgraph_node`` rejects (``mxnet`` asks while it
-  grows; ``run_strategy`` sends what any other strategy leaves rejected to the fallback);
+  device, and every cluster acceptable to its device (``unacceptable``, written from the spec:
+  the device's ``max_nodes``/``min_nodes``, its ``create_subgraph_node`` rejections, and for a
+  custom selector the count it keeps, ``filter`` and a growth over the edges it follows
+  reaching every member); ``run_strategy`` splits what a strategy leaves unacceptable;
 - the same problem built again gives the same clusters;
 - on tiny graphs (4..6 nodes) no strategy offloads more nodes than the exhaustive optimum or,
   offloading as many, cuts fewer bytes (cut bytes computed here), and ``cpsat`` equals it.

@@ -94,11 +94,22 @@ class Acceptance:
     def plain(self, d: int) -> bool:
         """True when every cluster an engine builds for device ``d`` (supported nodes, the
         problem's limits) is acceptable: nothing to check."""
+        return not (any(self._kind[d]) or self.restrictive(d))
+
+    def restrictive(self, d: int) -> bool:
+        """Whether device ``d``'s verdict depends on more than single nodes and whole-subgraph
+        rules: a stateful selector or limits of its own, which a pass that splits and re-forms
+        clusters freely (the level refit) could not keep."""
         p = self.problem
         lim = p.limits
-        own = (lim.max_nodes[d] != p.max_size or lim.min_nodes[d] != p.min_size
-               or lim.max_const[d] != p.max_const_bytes)
-        return not (any(self._kind[d]) or own)
+        return self._kind[d][0] or (lim.max_nodes[d] != p.max_size
+                                    or lim.min_nodes[d] != p.min_size
+                                    or lim.max_const[d] != p.max_const_bytes)
+
+    @property
+    def any_restrictive(self) -> bool:
+        """Whether :meth:`restrictive` holds for some device."""
+        return any(self.restrictive(d) for d in range(len(self._kind)))
 
     @property
     def all_plain(self) -> bool:

@@ -248,23 +248,13 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
                 raise ConstraintError(f"node {graph.nodes[v].name!r} is in two together groups")
             group_of[v] = len(groups)
         groups.append(np.asarray(ids, dtype=np.int64))
-    min_size, max_size, max_const_bytes = _loosest(limits)
+    min_size, max_size, max_const_bytes = limits.loosest()
     problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
                       never, groups, group_of, min_size, max_size, max_const_bytes, cons,
                       limits)
     _check_groups(problem)
     _check_group_cycles(problem)
     return problem
-
-
-def _loosest(limits: Limits) -> tuple[int, int | None, int | None]:
-    """``(min_size, max_size, max_const_bytes)`` every cluster must meet whatever its device:
-    the loosest of the devices' effective limits (the global ones without devices)."""
-    if not limits.devices:
-        return limits.min_size, limits.max_size, limits.max_const_bytes
-    hi = None if None in limits.max_nodes else max(limits.max_nodes)  # type: ignore[type-var]
-    cb = None if None in limits.max_const else max(limits.max_const)  # type: ignore[type-var]
-    return min(limits.min_nodes), hi, cb
 
 
 def _edge_answers(graph: Graph, prop: SubgraphProperty, supported: np.ndarray) -> np.ndarray:

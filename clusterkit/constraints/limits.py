@@ -78,19 +78,33 @@ class Limits:
         return (self.max_nodes[d] is not None or self.min_nodes[d] > 1
                 or self.max_const[d] is not None)
 
-    def fits(self, nodes: Sequence[int], device: int | str) -> bool:
-        """Whether a cluster of ``nodes`` on ``device`` (index or name) meets every limit."""
-        return self.violation(nodes, device) is None
+    def loosest(self) -> tuple[int, int | None, int | None]:
+        """``(min_size, max_size, max_const_bytes)`` every cluster must meet whatever its
+        device: the loosest of the devices' effective limits (the global ones without
+        devices). These are the compiled problem's ``min_size`` / ``max_size`` /
+        ``max_const_bytes``."""
+        if not self.devices:
+            return self.min_size, self.max_size, self.max_const_bytes
+        hi = None if None in self.max_nodes else max(self.max_nodes)  # type: ignore[type-var]
+        cb = None if None in self.max_const else max(self.max_const)  # type: ignore[type-var]
+        return min(self.min_nodes), hi, cb
 
-    def violation(self, nodes: Sequence[int], device: int | str) -> str | None:
+    def fits(self, nodes: Sequence[int], device: int | str, minimum: bool = True) -> bool:
+        """Whether a cluster of ``nodes`` on ``device`` (index or name) meets every limit
+        (``minimum=False``: every upper limit, for a cluster that may still grow)."""
+        return self.violation(nodes, device, minimum) is None
+
+    def violation(self, nodes: Sequence[int], device: int | str,
+                  minimum: bool = True) -> str | None:
         """The limit a cluster of ``nodes`` on ``device`` breaks, as a phrase ("its 30-node
-        cluster is above max_nodes 24"), or ``None`` when it fits."""
+        cluster is above max_nodes 24"), or ``None`` when it fits (``minimum``: as for
+        :meth:`fits`)."""
         d = self.devices.index(device) if isinstance(device, str) else device
         size = len(nodes)
         hi, lo, cb = self.max_nodes[d], self.min_nodes[d], self.max_const[d]
         if hi is not None and size > hi:
             return f"its {size}-node cluster is above {self._name(d, 'max')} {hi}"
-        if size < lo:
+        if minimum and size < lo:
             return f"its {size}-node cluster is below {self._name(d, 'min')} {lo}"
         if cb is not None:
             held = cluster_const_bytes(self.graph, nodes)

@@ -245,11 +245,13 @@ def _maker(nl: "_NodeLevels", lev: list[int] | None) -> Callable[[], Partition]:
 
 
 def _unfit(partition: Partition) -> bool:
-    """Whether :func:`fit_levels` returns ``partition`` unchanged without looking."""
+    """Whether :func:`fit_levels` returns ``partition`` unchanged without looking (a device
+    whose acceptance a free split and merge could break, too: the final pass would repair what
+    the refit gained)."""
     p = partition.problem
     return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.min_size > 1
             or p.max_size is not None or p.max_const_bytes is not None
-            or len(p.never_pairs) > 0 or not acceptance(p).all_plain)
+            or len(p.never_pairs) > 0 or acceptance(p).any_restrictive)
 
 
 def _fit_levels(nl: "_NodeLevels", slack: float

@@ -59,14 +59,13 @@ class SubgraphSelector:
 
     @property
     def stateful(self) -> bool:
-        """True when a cluster's acceptance depends on more than ``select`` of each node: the
-        selector is :attr:`edge_sensitive`, or overrides ``filter``, or overrides ``reset`` (it
-        keeps state while a cluster grows, which MXNet's protocol asks ``reset`` to forget).
-        Such a cluster is judged by growing it again (:mod:`clusterkit.constraints.acceptance`).
-        A wrapper overrides this to answer for the selector it wraps."""
+        """True when a cluster's acceptance depends on the order it grows in: the selector is
+        :attr:`edge_sensitive`, or overrides ``reset`` (it keeps state while a cluster grows,
+        which MXNet's protocol asks ``reset`` to forget). Such a cluster is judged by growing it
+        again (:mod:`clusterkit.constraints.acceptance`). A selector whose ``reset`` has nothing
+        to forget may set ``stateful = False``; a wrapper answers for the selector it wraps."""
         cls = type(self)
-        return (self.edge_sensitive or cls.filter is not SubgraphSelector.filter
-                or cls.reset is not SubgraphSelector.reset)
+        return self.edge_sensitive or cls.reset is not SubgraphSelector.reset
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
