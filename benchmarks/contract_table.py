@@ -1,13 +1,13 @@
 """The selector contract on real models: largest cluster, partitions and offloaded compute nodes
 per strategy, for three devices a strategy must not overrule (issue 23's "Done when").
 
-- ``count20``: a stateful selector that takes at most 20 nodes per subgraph (a count kept while
-  a cluster grows, ``reset`` forgets it; the shape of ``examples/new_accelerator.py``);
+- ``count20``: ``examples/new_accelerator.py``'s stateful selector with a limit of 20 nodes per
+  subgraph (a count kept while a cluster grows, ``reset`` forgets it);
 - ``reject40``: a stateless selector whose ``create_subgraph_node`` returns ``None`` for a
   subgraph of more than 40 nodes (a compiler's graph-size limit);
 - ``max32``: a stateless selector whose property declares ``max_nodes = 32``.
 
-Each takes the same op set (:data:`OPS`). Run it with each version to compare, e.g.
+Each takes the same op set (:data:`OPS`; the counting one, as the example, no grouped Conv). Run it with each version to compare, e.g.
 
     (cd /work/main && .venv/bin/python /path/to/benchmarks/contract_table.py -o before.json)
     .venv/bin/python benchmarks/contract_table.py -o after.json --before before.json
@@ -19,6 +19,7 @@ overrules its limit shows a largest cluster above 20 / 40 / 32.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -48,25 +49,20 @@ class OpSelector(ck.SubgraphSelector):
         return node.op_type in OPS
 
 
-class CountingSelector(OpSelector):
-    """Takes at most ``limit`` nodes per subgraph: a count kept while the subgraph grows."""
+def _example():
+    """``examples/new_accelerator.py`` as a module (its counting selector is reused here)."""
+    spec = importlib.util.spec_from_file_location("new_accelerator",
+                                                  REPO / "examples" / "new_accelerator.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def __init__(self, limit):
-        self.limit, self.taken = limit, 0
 
-    def select(self, node):
-        ok = node.op_type in OPS
-        self.taken += ok
-        return ok
+class CountingSelector(_example().TinyNpuSelector):
+    """The example's counting selector (at most ``limit`` nodes per growing subgraph) on
+    :data:`OPS`."""
 
-    def select_input(self, node, new_node):
-        return self.taken < self.limit and self.select(new_node)
-
-    def select_output(self, node, new_node):
-        return self.taken < self.limit and self.select(new_node)
-
-    def reset(self):
-        self.taken = 0
+    OPS = OPS
 
 
 class Count20(ck.SubgraphProperty):

@@ -126,6 +126,11 @@ class Limits:
 
     def describe(self) -> str:
         """One line: the global limits, then each device's own ("" when there are none)."""
+        return "; ".join(self.phrases())
+
+    def phrases(self) -> list[str]:
+        """The active limits, one phrase each: ``min_size 2``, ``max_size 64``,
+        ``max_const_bytes N``, then ``DEVICE: max_nodes 24, ...`` per device with its own."""
         parts = []
         if self.min_size > 1:
             parts.append(f"min_size {self.min_size}")
@@ -140,4 +145,4 @@ class Limits:
                                                 self.max_const_bytes)) if v != g]
             if own:
                 parts.append(f"{dev}: " + ", ".join(own))
-        return "; ".join(parts)
+        return parts

@@ -16,10 +16,10 @@ earlier to the later).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
-
 from clusterkit.constraints.acceptance import Acceptance, acceptance, grow
 from clusterkit.constraints.core import Problem
+from clusterkit.errors import CycleError
+from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.convexity import first_reentry
 from clusterkit.reasons import Category, Reason, placement_report
 from clusterkit.result import Partition
@@ -203,33 +203,18 @@ class _Room:
 def _cyclic(problem: Problem, nodes: list[int], pieces: list[list[int]]) -> bool:
     """Whether the pieces of ``nodes`` (the other nodes alone) depend on each other in a
     cycle (only edges inside ``nodes`` matter: the cluster was convex)."""
-    label = {v: -1 - v for v in nodes}
-    for k, piece in enumerate(pieces):
-        for v in piece:
-            label[v] = k
+    label = {v: k for k, piece in enumerate(pieces) for v in piece}
+    alone = [v for v in nodes if v not in label]
+    label.update((v, len(pieces) + i) for i, v in enumerate(alone))
     succ = problem.graph.succ_lists
-    edges: dict[int, set[int]] = {}
+    src, dst = [], []
     for v in nodes:
         for w in succ[v]:
             if w in label and label[w] != label[v]:
-                edges.setdefault(label[v], set()).add(label[w])
-    return _has_cycle(set(label.values()), edges.get)
-
-
-def _has_cycle(items: set[int], out: Callable[[int], set[int] | None]) -> bool:
-    """Kahn's algorithm on ``items`` with successors ``out(item)``."""
-    indeg = dict.fromkeys(items, 0)
-    for a in items:
-        for b in out(a) or ():
-            indeg[b] += 1
-    queue = [a for a, k in indeg.items() if k == 0]
-    seen = 0
-    while queue:
-        a = queue.pop()
-        seen += 1
-        for b in out(a) or ():
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                queue.append(b)
-    return seen < len(items)
-
+                src.append(label[v])
+                dst.append(label[w])
+    try:
+        topological_order(len(pieces) + len(alone), src, dst)
+    except CycleError:
+        return True
+    return False
