@@ -74,6 +74,13 @@ def test_a_property_class_with_contradictory_limits_fails_when_built():
         Bad(["Relu"], device="x")
 
 
+def test_a_device_minimum_above_the_global_maximum_is_an_error():
+    prop = ck.parse_selector("tensorrt[min_nodes=8]")
+    with pytest.raises(ck.ConstraintError, match="device 'tensorrt': setting min_nodes=8 is "
+                       "above max_size 4"):
+        ck.make_problem(RESNET18, [prop], ck.Constraints.default(max_size=4))
+
+
 def test_the_limits_object_keeps_each_device_its_own():
     a = ck.OpsProperty(["Conv", "Relu"], device="a")
     a.max_nodes = 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from clusterkit.errors import ConstraintError
 from clusterkit.selection.protocol import check_device_limits, device_limits
 
 if TYPE_CHECKING:
@@ -59,7 +60,12 @@ class Limits:
         own = []
         for prop in properties:
             check_device_limits(prop)
-            own.append(device_limits(prop))
+            lim = device_limits(prop)
+            if lim["min_nodes"] is not None and max_size is not None \
+                    and lim["min_nodes"] > max_size:
+                raise ConstraintError(f"device {prop.device!r}: setting min_nodes="
+                                      f"{lim['min_nodes']} is above max_size {max_size}")
+            own.append(lim)
         return cls(graph, min_size, max_size, max_const_bytes,
                    tuple(p.device for p in properties),
                    tuple(_tighter_max(max_size, o["max_nodes"]) for o in own),
