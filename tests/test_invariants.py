@@ -21,7 +21,9 @@ cover): each heuristic strategy, and any newly registered one, 2,000 problems of
 nodes plus 60 tiny ones. With today's six heuristics (singleton, cycles, longest-path, mxnet,
 hetero, auto) that is 6 x 2,300 + 2 x 140 = 14,080 problems per run, and every fifth of the
 larger ones is built and run a second time for determinism.
-Failures found by the fuzzing stay below as fixed regression cases.
+Failures found by the fuzzing stay below as fixed regression cases. The selector contract's
+suite draws 150 problems per heuristic (25 per exact strategy) whose devices count, filter,
+reject above a size or declare ``max_nodes``/``min_nodes`` (``support.fuzz.contract_spec``).
 """
 
 from __future__ import annotations

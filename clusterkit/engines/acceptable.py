@@ -82,6 +82,9 @@ def split_cluster(problem: Problem, acc: Acceptance, d: int, nodes: list[int]) -
     pieces, fallen = _carve(problem, acc, d, nodes, closed=False)
     if len(pieces) + len(fallen) > 1 and _cyclic(problem, nodes, pieces):
         pieces, fallen = _carve(problem, acc, d, nodes, closed=True)
+        if _cyclic(problem, nodes, pieces):  # only a together group can be taken unclosed
+            why = acc.verdict(nodes, d) or ""
+            return [], dict.fromkeys(nodes, why)
     return pieces, fallen
 
 
