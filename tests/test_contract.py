@@ -191,3 +191,18 @@ def test_the_default_offloads_as_much_as_the_best_strategy_with_a_counting_selec
     best = max(offloaded(p) for p in parts.values())
     assert offloaded(parts["auto"]) == best
     assert parts["auto"].metrics()["partitions"] <= parts["mxnet"].metrics()["partitions"]
+
+
+def test_explain_names_the_device_verdict_that_kept_two_clusters_apart():
+    """ResNet-18 under a 3-node max_nodes: two adjacent clusters of the device stay apart, and
+    the pair explanation says the device would not accept them merged."""
+    from clusterkit.analysis.explain import explain_edge
+
+    prop = ck.OpsProperty(["Conv", "Relu", "Add", "MaxPool"], device="npu")
+    prop.max_nodes = 3
+    part = ck.partition(RESNET18, [prop], "mxnet")
+    g, a = part.graph, part.assignment()
+    dev = [c.device for c in part.clusters]
+    u, v = next((u, v) for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist())
+                if a[u] != a[v] and dev[a[u]] == dev[a[v]] == "npu")
+    assert "above npu's max_nodes 3" in explain_edge(part, g.nodes[u].name, g.nodes[v].name)
