@@ -7,7 +7,8 @@ per strategy, for three devices a strategy must not overrule (issue 23's "Done w
   subgraph of more than 40 nodes (a compiler's graph-size limit);
 - ``max32``: a stateless selector whose property declares ``max_nodes = 32``.
 
-Each takes the same op set (:data:`OPS`; the counting one, as the example, no grouped Conv). Run it with each version to compare, e.g.
+Each takes the same op set (:data:`OPS`; the counting one, as the example, no grouped Conv).
+Run it with each version to compare, e.g.
 
     (cd /work/main && .venv/bin/python /path/to/benchmarks/contract_table.py -o before.json)
     .venv/bin/python benchmarks/contract_table.py -o after.json --before before.json
