@@ -17,7 +17,7 @@ from support.models import BUNDLED_MODELS, LIGHT_DIR
 
 RESNET18 = BUNDLED_MODELS / "resnet18.onnx"
 INCEPTION = LIGHT_DIR / "light_inception_v1.onnx"
-OPTIONS = {"cpsat": {"time_limit": 2.0, "workers": 1}, "placement": {"time_limit": 2.0}}
+OPTIONS = {"cpsat": {"time_limit": 0.05, "workers": 1}, "placement": {"time_limit": 0.05}}
 CNN_OPS = ["Conv", "Relu", "Add", "MaxPool", "AveragePool", "Concat", "LRN",
            "GlobalAveragePool", "Flatten", "Gemm", "Dropout", "Softmax"]
 

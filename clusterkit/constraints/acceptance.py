@@ -79,6 +79,8 @@ class Acceptance:
         self.problem = problem
         self._cache: dict[tuple[int, tuple[int, ...]], str | None] = {}
         self._kind = [self._kind_of(prop) for prop in problem.properties]
+        self._plain = [not (any(kind) or self.restrictive(d))
+                       for d, kind in enumerate(self._kind)]
 
     @staticmethod
     def _kind_of(prop: SubgraphProperty) -> tuple[bool, bool, bool]:
@@ -94,7 +96,7 @@ class Acceptance:
     def plain(self, d: int) -> bool:
         """True when every cluster an engine builds for device ``d`` (supported nodes, the
         problem's limits) is acceptable: nothing to check."""
-        return not (any(self._kind[d]) or self.restrictive(d))
+        return self._plain[d]
 
     def restrictive(self, d: int) -> bool:
         """Whether device ``d``'s verdict depends on more than single nodes and whole-subgraph
@@ -114,7 +116,7 @@ class Acceptance:
     @property
     def all_plain(self) -> bool:
         """Whether :meth:`plain` holds for every device."""
-        return all(self.plain(d) for d in range(len(self._kind)))
+        return all(self._plain)
 
     def ok(self, nodes: Sequence[int], d: int) -> bool:
         """Is the cluster of ``nodes`` (sorted) acceptable to device ``d``?"""
