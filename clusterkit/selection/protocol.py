@@ -5,7 +5,9 @@ to follow (``select_input``/``select_output``) and prunes the candidates (``filt
 keep state while one cluster grows; engines ask :meth:`SubgraphProperty.create_subgraph_selector`
 for a fresh one per growing cluster. A :class:`SubgraphProperty` ties a selector to a device and
 builds the fused node of a finished cluster (``create_subgraph_node``, which may reject it by
-returning ``None``).
+returning ``None``) and may declare the device's limits (``max_nodes``, ``min_nodes``,
+``max_const_bytes``; :data:`LIMIT_SETTINGS`). What makes a cluster acceptable to its device is
+defined once, in :mod:`clusterkit.constraints.acceptance`.
 """
 
 from __future__ import annotations
