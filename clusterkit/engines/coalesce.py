@@ -168,17 +168,19 @@ class _Merger:
         return blocked
 
     def fits(self, x: int, y: int) -> bool:
-        p, dev = self.p, self.dev
-        if dev[x] < 0 or dev[x] != dev[y] or y in self.blocks.get(x, ()):
+        dev = self.dev
+        d = dev[x]
+        if d < 0 or d != dev[y] or y in self.blocks.get(x, ()):
             return False
-        if p.max_size is not None and self.sizes[x] + self.sizes[y] > p.max_size:
+        lim = self.p.limits  # the device's limits (the global ones, or its own when tighter)
+        if lim.max_nodes[d] is not None and self.sizes[x] + self.sizes[y] > lim.max_nodes[d]:
             return False
         if self.members is None:
             return True
-        if p.max_const_bytes is not None and cluster_const_bytes(
-                self.g, self.members[x] + self.members[y]) > p.max_const_bytes:
+        if lim.max_const[d] is not None and cluster_const_bytes(
+                self.g, self.members[x] + self.members[y]) > lim.max_const[d]:
             return False
-        acc, d = self.acc, dev[x]
+        acc = self.acc
         return acc.plain(d) or acc.ok(sorted(self.members[x] + self.members[y]), d)
 
     def join(self, x: int, y: int, survivor_node: int) -> None:

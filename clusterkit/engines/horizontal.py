@@ -110,18 +110,19 @@ class _Levels:
         return labels if merged else None
 
     def _fits(self, run: list[int], c: int, size: list[int]) -> bool:
-        p = self.p
-        if p.max_size is not None and size[run[0]] + size[c] > p.max_size:
+        p, d = self.p, self.dev[c]
+        hi, cb = p.limits.max_nodes[d], p.limits.max_const[d]  # the device's limits
+        if hi is not None and size[run[0]] + size[c] > hi:
             return False
         never = self.never.get(c)
         if never and any(r in never for r in run):
             return False
         clusters = self.partition.clusters
-        if p.max_const_bytes is not None:
+        if cb is not None:
             nodes = [v for r in run + [c] for v in clusters[r].nodes]
-            if cluster_const_bytes(p.graph, nodes) > p.max_const_bytes:
+            if cluster_const_bytes(p.graph, nodes) > cb:
                 return False
-        acc, d = acceptance(p), self.dev[c]
+        acc = acceptance(p)
         return acc.plain(d) or acc.ok(sorted(v for r in run + [c] for v in clusters[r].nodes), d)
 
     def key(self, labels: list[int]) -> tuple[int, int]:

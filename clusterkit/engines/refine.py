@@ -210,18 +210,19 @@ class _Mover:
 
     def _allowed(self, nodes: list[int], src: int, dst: int) -> bool:
         """Whether moving ``nodes`` from cluster ``src`` to ``dst`` breaks no constraint."""
-        p = self.p
+        p, d = self.p, self.dev[dst]
+        lim = p.limits  # the device's limits (the global ones, or its own when tighter)
         left = self.size[src] - len(nodes)
-        if 0 < left < p.min_size:
+        if 0 < left < lim.min_nodes[d]:
             return False
-        if p.max_size is not None and self.size[dst] + len(nodes) > p.max_size:
+        if lim.max_nodes[d] is not None and self.size[dst] + len(nodes) > lim.max_nodes[d]:
             return False
         a = self.a
         if any(a[w] == dst for v in nodes for w in self.never.get(v, ())):
             return False
-        if p.max_const_bytes is not None:
+        if lim.max_const[d] is not None:
             members = [v for v in range(len(a)) if a[v] == dst] + nodes
-            if cluster_const_bytes(p.graph, members) > p.max_const_bytes:
+            if cluster_const_bytes(p.graph, members) > lim.max_const[d]:
                 return False
         return self._acceptable(nodes, src, dst)
 
