@@ -109,6 +109,8 @@ class _MXNet:
         self.seeds = self.rejected = 0
         self.blocked: list[bool] = []
         self.blocked_marks = 0   # landmark bits of the blocked units (GrowthTracker.marks_of)
+        self.max_nodes: int | None = None   # the limits of the device being applied
+        self.max_const: int | None = None
 
     def _name(self, u: int) -> str:
         nodes = self.graph.nodes
@@ -151,7 +153,9 @@ class _MXNet:
         never-together or constant limit) and each unit's neighbours across an edge the device
         may not contract, among the units it may take (members are such units)."""
         p, ug = self.problem, self.ug
-        self.trivial = p.max_size is None and p.max_const_bytes is None and not ug.never
+        lim = p.limits  # the device's own limits when tighter than the global ones
+        self.max_nodes, self.max_const = lim.max_nodes[d], lim.max_const[d]
+        self.trivial = self.max_nodes is None and self.max_const is None and not ug.never
         self.near = refused_neighbours(ug, d, np.asarray(ug.feasible[d], dtype=bool))
 
     def _accepted(self, d: int, kept: list[int], seed: int) -> list[list[int]]:
@@ -191,12 +195,11 @@ class _MXNet:
         """Breadth-first candidate selection from ``seed`` with cycle shrinking."""
         ug, nodes, T = self.ug, self.graph.nodes, self.tracker
         blocked, trivial, near = self.blocked, self.trivial, self.near
-        p = self.problem
         T.begin(blocked, self.blocked_marks)
         gid, mem, rej = T.gid, T.mem, T.rej
         add, reject = T.add, T.reject
         add(seed)
-        st = GrowthState(ug, d, p.max_size, p.max_const_bytes)  # left empty when trivial
+        st = GrowthState(ug, d, self.max_nodes, self.max_const)  # left empty when trivial
         if not trivial:
             st.add(seed)
         dropped: list[int] = []
