@@ -160,7 +160,7 @@ class OpsProperty(SubgraphProperty):
 
 #: the limits a property may declare, as settings (``qnn[max_nodes=64]``) and attributes
 LIMIT_SETTINGS = {"max_nodes": "at most this many nodes per subgraph",
-                  "min_nodes": "at least this many nodes per subgraph (smaller ones fall back)",
+                  "min_nodes": "at least this many nodes per subgraph, smaller ones fall back",
                   "max_const_bytes": "at most this many bytes of constants per subgraph"}
 
 
