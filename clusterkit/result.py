@@ -14,6 +14,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
+from clusterkit.constraints.limits import cluster_const_bytes  # noqa: F401 (also its old home)
 from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import fifo_order, gc_paused, quotient_edges
 from clusterkit.graph.core import HOST, Graph
@@ -504,16 +505,3 @@ def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:
     total += int(tt.nbytes[outs].sum())
     unknown += int((~tt.known[outs]).sum())
     return total, unknown
-
-
-def cluster_const_bytes(graph: Graph, nodes: Iterable[int]) -> int:
-    """Bytes of the distinct constant tensors the nodes read."""
-    seen: set[str] = set()
-    total = 0
-    for v in nodes:
-        for t in graph.nodes[v].all_inputs():
-            ten = graph.tensors[t]
-            if ten.is_constant and t not in seen:
-                seen.add(t)
-                total += ten.nbytes or 0
-    return total

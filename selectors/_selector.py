@@ -20,6 +20,10 @@ class TableSelector(SubgraphSelector):
     edges are always followed); ``filter`` drops fusion-only nodes whose pattern is not inside
     the candidates."""
 
+    #: its answers are node-local (``reset`` has nothing to forget): a cluster is judged
+    #: without growing it again (see :mod:`clusterkit.constraints.acceptance`)
+    stateful = False
+
     def __init__(self, prop: TableProperty):
         self.property = prop
 

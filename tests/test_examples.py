@@ -20,6 +20,30 @@ def _run(script, *args, cwd=REPO):
 def _check_new_accelerator(out):
     m = re.search(r"(\d+)/49 compute nodes offloaded.*compute nodes: .*tinynpu (\d+)", out)
     assert m and int(m.group(1)) == int(m.group(2)) > 0
+    largest = re.search(r"largest (\d+) nodes", out)
+    assert largest and int(largest.group(1)) <= 24, out  # the chip's limit, kept
+
+
+def test_new_accelerator_keeps_its_limit_under_the_default_strategy():
+    """The CLI's default strategy on ResNet-50 with the example's selector file: every cluster
+    within the 24 nodes the selector counts, connected (it grows over edges), and as many
+    compute nodes offloaded as MXNet's growth (119 of 122)."""
+    import networkx as nx
+
+    import clusterkit as ck
+
+    part = ck.partition(BUNDLED_MODELS / "resnet50.onnx",
+                        str(REPO / "examples" / "new_accelerator.py"))
+    g = part.graph
+    for c in part.accelerator_clusters():
+        inner = nx.Graph()
+        inner.add_nodes_from(c.nodes)
+        inner.add_edges_from((u, v) for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist())
+                             if u in inner and v in inner)
+        assert len(c.nodes) <= 24 and nx.is_connected(inner), c
+    mx = ck.partition(BUNDLED_MODELS / "resnet50.onnx",
+                      str(REPO / "examples" / "new_accelerator.py"), "mxnet")
+    assert part.metrics()["compute_offloaded"] == mx.metrics()["compute_offloaded"] == 119
 
 
 def _check_hetero_run(out):

@@ -7,8 +7,10 @@ plain description (``support.fuzz.Spec``), not by ``Partition.validate``:
 - never-together pairs apart, explicit cut edges cut, a value input's producer a constant or in
   another cluster, together groups whole, accelerator clusters within min/max size;
 - no edge a selector refuses (``select_input``/``select_output`` False) inside a cluster of its
-  device, and no cluster its device's ``create_subgraph_node`` rejects (``mxnet`` asks while it
-  grows; ``run_strategy`` sends what any other strategy leaves rejected to the fallback);
+  device, and every cluster acceptable to its device (``unacceptable``, written from the spec:
+  the device's ``max_nodes``/``min_nodes``, its ``create_subgraph_node`` rejections, and for a
+  custom selector the count it keeps, ``filter`` and a growth over the edges it follows
+  reaching every member); ``run_strategy`` splits what a strategy leaves unacceptable;
 - the same problem built again gives the same clusters;
 - on tiny graphs (4..6 nodes) no strategy offloads more nodes than the exhaustive optimum or,
   offloading as many, cuts fewer bytes (cut bytes computed here), and ``cpsat`` equals it.
@@ -19,7 +21,9 @@ cover): each heuristic strategy, and any newly registered one, 2,000 problems of
 nodes plus 60 tiny ones. With today's six heuristics (singleton, cycles, longest-path, mxnet,
 hetero, auto) that is 6 x 2,300 + 2 x 140 = 14,080 problems per run, and every fifth of the
 larger ones is built and run a second time for determinism.
-Failures found by the fuzzing stay below as fixed regression cases.
+Failures found by the fuzzing stay below as fixed regression cases. The selector contract's
+suite draws 150 problems per heuristic (25 per exact strategy) whose devices count, filter,
+reject above a size or declare ``max_nodes``/``min_nodes`` (``support.fuzz.contract_spec``).
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ import pytest
 
 from clusterkit import Partition, Problem, get_strategy, run_strategy, strategy_names
 from clusterkit.testing.exhaustive import exhaustive_optimum
-from support.fuzz import (FALLBACK, HOST, DeviceSpec, Spec, build_problem, constants, random_spec,
-                          spec_cut)
+from support.fuzz import (FALLBACK, HOST, DeviceSpec, Spec, build_problem, constants,
+                          contract_spec, random_spec, spec_cut)
 
 EXACT = ("cpsat", "placement")
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}
@@ -75,9 +79,6 @@ def check(spec: Spec, part: Partition, strategy: str) -> None:
         assert all(spec.ops[v] in d.ops for v in members), (device, members)
         assert spec.min_size <= len(members), (members, spec.min_size)
         assert spec.max_size is None or len(members) <= spec.max_size, (members, spec.max_size)
-        # the exhaustive oracle enumerates partitions without asking create_subgraph_node
-        if strategy != "exhaustive" and d.reject_with is not None and len(members) >= 2:
-            assert d.reject_with not in members, f"{device} rejects {members}"
     quotient = nx.DiGraph()
     quotient.add_nodes_from(range(len(clusters)))
     quotient.add_edges_from((where[u], where[v]) for u, v in spec.edges if where[u] != where[v])
@@ -98,6 +99,41 @@ def check(spec: Spec, part: Partition, strategy: str) -> None:
         device = clusters[where[u]][0]
         if where[u] == where[v] and device != FALLBACK:
             assert (u, v) not in devices[device].refused, f"{device} refuses {u!r} -> {v!r}"
+    if strategy == "exhaustive":  # the oracle enumerates partitions without asking the device
+        return
+    for device, members in clusters:
+        if device != FALLBACK:
+            why = unacceptable(spec, devices[device], members)
+            assert why is None, f"{device} does not accept {members}: {why}"
+
+
+def unacceptable(spec: Spec, d: DeviceSpec, members: tuple[str, ...]) -> str | None:
+    """Why device ``d`` would not accept a cluster of ``members`` (written from the spec, not
+    with the library's definition): its own limits, its rejections, and for a custom selector
+    what growing the cluster needs whatever the order: the count it keeps (``limit``), every
+    member reached over inner edges it follows, and ``filter`` keeping them all."""
+    size = len(members)
+    if d.max_nodes is not None and size > d.max_nodes:
+        return f"above max_nodes {d.max_nodes}"
+    if d.min_nodes is not None and size < d.min_nodes:
+        return f"below min_nodes {d.min_nodes}"
+    if d.reject_above is not None and size > d.reject_above:
+        return f"create_subgraph_node rejects more than {d.reject_above} nodes"
+    if d.reject_with is not None and size >= 2 and d.reject_with in members:
+        return f"create_subgraph_node rejects a subgraph holding {d.reject_with!r}"
+    if d.plain:
+        return None
+    if d.limit is not None and size > d.limit:
+        return f"the selector takes at most {d.limit} nodes per growth"
+    if size >= 2 and set(members) & d.dropped:
+        return "filter drops " + repr(sorted(set(members) & d.dropped))
+    inner = nx.Graph()
+    inner.add_nodes_from(members)
+    inner.add_edges_from((u, v) for u, v in spec.edges if u in inner and v in inner
+                         and (u, v) not in d.refused)
+    if not nx.is_connected(inner):
+        return "a growth over the edges the selector follows does not reach every member"
+    return None
 
 
 def cut_bytes(spec: Spec, part: Partition) -> int:
@@ -216,3 +252,43 @@ def test_checker_refuses_broken_partitions(labels, devices, why):
     else:
         with pytest.raises(AssertionError, match=why):
             check(spec, part, "by-hand")
+
+
+# ---------------------------------------------------------------------- the selector contract
+CONTRACT, EXACT_CONTRACT = 150, 25
+
+
+@functools.lru_cache(maxsize=None)
+def contract_drawn(seed: int, exact: bool) -> tuple[Spec, Problem]:
+    """Problem ``seed`` whose devices count, filter, reject above a size or declare limits
+    (``support.fuzz.contract_spec``), 4..14 nodes (4..9 for the exact strategies)."""
+    spec = contract_spec(random.Random(f"contract-{seed}"), 4, 9 if exact else 14)
+    return spec, build_problem(spec)
+
+
+@pytest.mark.parametrize("strategy", strategy_names())
+def test_every_strategy_returns_only_acceptable_clusters(strategy):
+    """Stateful (counting), filtering, rejecting and limit-declaring devices: every cluster of
+    every strategy is one its device accepts (``unacceptable`` above), with every invariant."""
+    exact = strategy in EXACT
+    for seed in range(EXACT_CONTRACT if exact else CONTRACT):
+        spec, problem = contract_drawn(seed, exact)
+        run_checked(spec, problem, strategy, seed)
+
+
+def test_checker_refuses_clusters_a_device_would_not_accept():
+    """a -> b -> c on a device counting at most 2 nodes per growth: one 3-node cluster is
+    refused by the checker, as is a cluster the device's max_nodes forbids."""
+    counting = DeviceSpec("npu", frozenset({"Relu"}), plain=False, limit=2)
+    spec = Spec(order=["a", "b", "c"], ops=dict.fromkeys("abc", "Relu"),
+                preds={"a": [], "b": ["a"], "c": ["b"]}, nbytes=dict.fromkeys("abc", 16),
+                devices=[counting])
+    part = Partition.from_assignment(build_problem(spec), [0, 0, 0], [0, 0, 0])
+    with pytest.raises(AssertionError, match="at most 2 nodes per growth"):
+        check(spec, part, "by-hand")
+    spec.devices = [DeviceSpec("npu", frozenset({"Relu"}), max_nodes=2)]
+    part = Partition.from_assignment(build_problem(spec), [0, 0, 1], [0, 0, 0])
+    check(spec, part, "by-hand")
+    part = Partition.from_assignment(build_problem(spec), [0, 0, 0], [0, 0, 0])
+    with pytest.raises(AssertionError, match="above max_nodes 2"):
+        check(spec, part, "by-hand")

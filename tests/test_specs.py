@@ -60,10 +60,12 @@ def test_malformed_specs_are_spec_errors(spec, message):
 
 def test_unknown_key_lists_the_known_ones_with_defaults():
     with pytest.raises(SelectorError, match=r"selector 'nnapi' has no setting 'level' \(known: "
-                       r"feature_level=4, exclude=OP\|OP, include=OP\|OP\)"):
+                       r"feature_level=4, exclude=OP\|OP, include=OP\|OP, max_nodes=N, "
+                       r"min_nodes=N, max_const_bytes=N\)"):
         parse_selector("nnapi[level=3]")
     with pytest.raises(SelectorError, match=r"'tensorrt' has no setting 'fp16' \(known: "
-                       r"exclude=OP\|OP, include=OP\|OP\)"):
+                       r"exclude=OP\|OP, include=OP\|OP, max_nodes=N, min_nodes=N, "
+                       r"max_const_bytes=N\)"):
         parse_selector("tensorrt[fp16=true]")
     with pytest.raises(SelectorError, match="unknown selector 'nosuch'"):
         parse_selector("nosuch[exclude=Conv]")

@@ -9,9 +9,12 @@ partition cuts; :func:`explain_edge` gives the reason for one edge. Reasons, fir
    group no device takes, the selector's ``filter``, ``min_size``, a manual affinity...);
 3. the device's selector refuses to follow the edge;
 4. merging the two clusters would break a constraint: a never-together pair across them, another
-   edge between them that must be cut, ``max_size``, ``max_const_bytes``;
+   edge between them that must be cut, a size or constant limit (global or the device's own,
+   :class:`~clusterkit.constraints.limits.Limits`);
 5. merging them would close a cycle: the path through an outside node is printed;
-6. otherwise nothing forbids the merge: the engine's order left them apart.
+6. the merged cluster would not be acceptable to its device
+   (:mod:`clusterkit.constraints.acceptance`);
+7. otherwise nothing forbids the merge: the engine's order left them apart.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from collections import deque
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, DEFAULT_VALUE_INPUTS
 from clusterkit.graph.algorithms import quotient_edges, topological_order
-from clusterkit.result import Partition, cluster_const_bytes
+from clusterkit.result import Partition
 
 __all__ = ["explain", "explain_by_reason", "explain_edge", "reason_kind"]
 
@@ -167,10 +171,9 @@ class _Context:
                 "order that takes it)")
 
     def _merge_reason(self, cu: int, cv: int, d: int) -> str:
-        p, g = self.p, self.g
+        p = self.p
         A = self.part.clusters[cu].nodes
         B = self.part.clusters[cv].nodes
-        both = len(A) + len(B)
         if self.never is not None:
             inB = set(B)
             for x in A:
@@ -184,14 +187,10 @@ class _Context:
             x, y, why = bad
             return (f"merging clusters {self.cid(cu)} and {self.cid(cv)} would put the edge "
                     f"{self.names[x]!r} -> {self.names[y]!r} inside ({why})")
-        if p.max_size is not None and both > p.max_size:
+        broken = p.limits.violation(list(A) + list(B), d, minimum=False)
+        if broken is not None:  # the global limit or the device's own, named
             return (f"merging clusters {self.cid(cu)} ({len(A)} nodes) and {self.cid(cv)} "
-                    f"({len(B)} nodes) would exceed max_size {p.max_size}")
-        if p.max_const_bytes is not None:
-            held = cluster_const_bytes(g, list(A) + list(B))
-            if held > p.max_const_bytes:
-                return (f"merging clusters {self.cid(cu)} and {self.cid(cv)} would hold {held} "
-                        f"bytes of constants, above max_const_bytes {p.max_const_bytes}")
+                    f"({len(B)} nodes) would break a limit: {broken.replace('its ', '', 1)}")
         path = self._cycle_path(cu, cv)
         if path is not None:
             hops = " -> ".join(f"{self.names[x]!r}" for x in path)
@@ -200,6 +199,11 @@ class _Context:
                     f"the path {hops} leaves the merged cluster at {self.names[path[0]]!r} and "
                     f"re-enters it through outside node {self.names[outside]!r} "
                     f"(cluster {self.cid(int(self.assign[outside]))})")
+        acc = acceptance(p)
+        why = None if acc.plain(d) else acc.verdict(sorted(list(A) + list(B)), d)
+        if why is not None:
+            return (f"the merged cluster of {self.cid(cu)} and {self.cid(cv)} is not acceptable "
+                    f"to its device: {why}")
         return (f"nothing forbids merging clusters {self.cid(cu)} and {self.cid(cv)}; the "
                 f"strategy {self.part.strategy!r} left them apart")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from clusterkit.selection.registry import registered_properties, selector_settings
+from clusterkit.selection.protocol import LIMIT_SETTINGS
 from clusterkit.selection.specs import GENERIC_SETTINGS, format_value
 
 
@@ -35,6 +36,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"{'':<{width}}  settings: {settings_line(name)}")
     print("every selector also takes "
           + ", ".join(f"{k}=OP|OP ({what})" for k, what in GENERIC_SETTINGS.items()))
+    print("and the device's limits "
+          + ", ".join(f"{k}=N ({what})" for k, what in LIMIT_SETTINGS.items()))
     print("spec: [DEVICE=]NAME[key=value,...], e.g. --selector 'npu=nnapi[feature_level=3,"
           "exclude=Softmax|TopK]'")
     return 0

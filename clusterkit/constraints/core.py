@@ -14,6 +14,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from clusterkit.constraints.groups import close_groups
+from clusterkit.constraints.limits import Limits
 from clusterkit.errors import ConstraintError, CycleError
 from clusterkit.graph.algorithms import group_labels, quotient, topological_order
 from clusterkit.graph.convexity import first_reentry
@@ -74,6 +75,14 @@ class Problem:
     ``supported[d, v]``: device ``d`` takes node ``v``; ``edge_ok[d, e]``: device ``d``'s selector
     follows edge ``e`` (indices into ``graph.edge_src``); ``must_cut[e]`` with ``cut_reason[e]``;
     ``never_pairs`` (k×2, u<v); ``group_of[v]`` (-1 or a together-group id) with ``groups``.
+
+    ``limits`` (:class:`~clusterkit.constraints.limits.Limits`) holds the active size and
+    constant limits, global and per device (a property's ``max_nodes`` / ``min_nodes`` /
+    ``max_const_bytes``). ``min_size`` / ``max_size`` / ``max_const_bytes`` are the loosest of
+    the devices' effective limits (with one device, or devices without limits of their own, the
+    limits themselves): what every cluster must meet whatever its device, which the engines
+    read; the tighter limit of a device is kept by the final pass
+    (:func:`clusterkit.engines.acceptable.make_acceptable`).
     """
 
     graph: Graph
@@ -91,6 +100,12 @@ class Problem:
     max_size: int | None
     max_const_bytes: int | None
     constraints: Constraints
+    limits: Limits = None  # type: ignore[assignment]  # built from the fields when not given
+
+    def __post_init__(self) -> None:
+        if self.limits is None:
+            self.limits = Limits.build(self.graph, self.min_size, self.max_size,
+                                       self.max_const_bytes, self.properties)
 
     @property
     def n(self) -> int:
@@ -188,13 +203,14 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     if fallback in devices:
         raise ConstraintError(f"fallback device {fallback!r} is also an accelerator device")
     _check_limits(cons)
+    limits = Limits.build(graph, cons.min_size, cons.max_size, cons.max_const_bytes, properties)
     n, m = graph.n, graph.num_edges
     supported = np.zeros((len(properties), n), dtype=bool)
     edge_ok = np.ones((len(properties), m), dtype=bool)
     for d, prop in enumerate(properties):
         supported[d] = prop.query(graph)
-        if cons.max_const_bytes is not None:  # a node that alone holds too much fits nowhere
-            supported[d] &= graph.const_bytes <= cons.max_const_bytes
+        if limits.max_const[d] is not None:  # a node that alone holds too much fits nowhere
+            supported[d] &= graph.const_bytes <= limits.max_const[d]
         edge_ok[d] = _edge_answers(graph, prop, supported[d])
     must_cut = np.zeros(m, dtype=bool)
     reason = np.zeros(m, dtype=np.int8)
@@ -238,9 +254,10 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     group_of[:] = -1
     for gi, ids in enumerate(groups):
         group_of[ids] = gi
+    min_size, max_size, max_const_bytes = limits.loosest()
     problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
-                      never, groups, group_of, cons.min_size, cons.max_size,
-                      cons.max_const_bytes, cons)
+                      never, groups, group_of, min_size, max_size, max_const_bytes, cons,
+                      limits)
     _check_groups(problem)
     _check_group_cycles(problem)
     return problem

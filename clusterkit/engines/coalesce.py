@@ -10,7 +10,8 @@ optional finishing pass for any strategy.
 
 A merge is allowed when both clusters are on the same accelerator, the merged cluster breaks no
 constraint (no must-cut or selector-refused edge, no never-together pair inside, within
-``max_size`` and ``max_const_bytes``), and the graph of clusters stays acyclic — checked with
+``max_size`` and ``max_const_bytes``) and is acceptable to its device
+(:mod:`clusterkit.constraints.acceptance`), and the graph of clusters stays acyclic — checked with
 :class:`~clusterkit.graph.graphcycles.GraphCycles` on the cluster graph (``contract_edge`` for
 adjacent clusters, ``merge`` for the others). Adjacent pairs go first, heaviest connection
 first; then, per device in topological order, each cluster tries the ``window`` clusters before
@@ -29,6 +30,7 @@ import dataclasses
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.engines.horizontal import merge_levels, refits
 from clusterkit.graph.algorithms import UnionFind, roots
 from clusterkit.graph.graphcycles import GraphCycles
@@ -132,9 +134,11 @@ class _Merger:
         self.ca, self.cb = a[g.edge_src], a[g.edge_dst]
         self.between = self.ca != self.cb
         self.uf = UnionFind(k)
-        # node lists only for the const-bytes limit (thousands of fallback singletons otherwise)
-        self.members = ([list(c.nodes) for c in clusters] if p.max_const_bytes is not None
-                        else None)
+        # node lists only for the const-bytes limit and devices whose acceptance needs a look
+        # (thousands of fallback singletons otherwise)
+        self.acc = acceptance(p)
+        self.members = ([list(c.nodes) for c in clusters]
+                        if p.max_const_bytes is not None or not self.acc.all_plain else None)
         self.sizes = np.bincount(a, minlength=k).tolist()  # each node in one cluster
         self.blocks: dict[int, set[int]] = {}  # only the clusters with a blocked partner
         for x, y in self._blocked():
@@ -164,15 +168,20 @@ class _Merger:
         return blocked
 
     def fits(self, x: int, y: int) -> bool:
-        p, dev = self.p, self.dev
-        if dev[x] < 0 or dev[x] != dev[y] or y in self.blocks.get(x, ()):
+        dev = self.dev
+        d = dev[x]
+        if d < 0 or d != dev[y] or y in self.blocks.get(x, ()):
             return False
-        if p.max_size is not None and self.sizes[x] + self.sizes[y] > p.max_size:
+        lim = self.p.limits  # the device's limits (the global ones, or its own when tighter)
+        if lim.max_nodes[d] is not None and self.sizes[x] + self.sizes[y] > lim.max_nodes[d]:
             return False
-        if self.members is not None and cluster_const_bytes(
-                self.g, self.members[x] + self.members[y]) > p.max_const_bytes:
+        if self.members is None:
+            return True
+        if lim.max_const[d] is not None and cluster_const_bytes(
+                self.g, self.members[x] + self.members[y]) > lim.max_const[d]:
             return False
-        return True
+        acc = self.acc
+        return acc.plain(d) or acc.ok(sorted(self.members[x] + self.members[y]), d)
 
     def join(self, x: int, y: int, survivor_node: int) -> None:
         keep, drop = (x, y) if x < y else (y, x)

@@ -225,8 +225,9 @@ class _Selector:
         self._serial = 0
         # GrowthState needs no bookkeeping without size, constant or never-together limits;
         # then only a unit with an edge the device may not take inside can fail ``fits``
-        self.plain = problem.max_size is None and problem.max_const_bytes is None \
-            and not ug.never
+        lim = problem.limits  # per device: the global limits, or its own when tighter
+        self.plain = not ug.never and all(hi is None and cb is None
+                                          for hi, cb in zip(lim.max_nodes, lim.max_const))
         self._risky: dict[int, list[list[int]]] = {}
         self._adj = [s + p for s, p in zip(ug.succ, ug.pred)]   # successors, then predecessors
         nodes = problem.graph.nodes
@@ -419,7 +420,8 @@ class _Selector:
         self._device(d)
         self.growths += 1
         self.tracker.begin()
-        st = GrowthState(self.ug, d, self.problem.max_size, self.problem.max_const_bytes)
+        lim = self.problem.limits
+        st = GrowthState(self.ug, d, lim.max_nodes[d], lim.max_const[d])
         if self.trace is not None:
             self.trace.append(("root", self.problem.devices[d], self._label(root)))
         st.add(root)

@@ -12,7 +12,8 @@ allow: along a path, accelerator runs separated by fallback clusters must lie in
 partitions.
 
 Merging clusters never raises ``cut_bytes`` (see :mod:`clusterkit.engines.coalesce`). Limits
-(``max_size``, ``max_const_bytes``, never-together pairs) split a level's clusters, taken in
+(``max_size``, ``max_const_bytes``, never-together pairs, a device that would not accept the
+merged cluster: :mod:`clusterkit.constraints.acceptance`) split a level's clusters, taken in
 topological order, into consecutive runs, which keeps the order argument. Both level readings are
 built and the one with (lower cut_bytes, fewer partitions) kept; ties go to ``asap``.
 
@@ -27,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
@@ -108,18 +110,20 @@ class _Levels:
         return labels if merged else None
 
     def _fits(self, run: list[int], c: int, size: list[int]) -> bool:
-        p = self.p
-        if p.max_size is not None and size[run[0]] + size[c] > p.max_size:
+        p, d = self.p, self.dev[c]
+        hi, cb = p.limits.max_nodes[d], p.limits.max_const[d]  # the device's limits
+        if hi is not None and size[run[0]] + size[c] > hi:
             return False
         never = self.never.get(c)
         if never and any(r in never for r in run):
             return False
-        if p.max_const_bytes is not None:
-            clusters = self.partition.clusters
+        clusters = self.partition.clusters
+        if cb is not None:
             nodes = [v for r in run + [c] for v in clusters[r].nodes]
-            if cluster_const_bytes(p.graph, nodes) > p.max_const_bytes:
+            if cluster_const_bytes(p.graph, nodes) > cb:
                 return False
-        return True
+        acc = acceptance(p)
+        return acc.plain(d) or acc.ok(sorted(v for r in run + [c] for v in clusters[r].nodes), d)
 
     def key(self, labels: list[int]) -> tuple[int, int]:
         """(cut_bytes, partitions) of the clusters merged by ``labels`` (one per cluster)."""
@@ -153,9 +157,10 @@ def _fold_fallback(k: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
     return roots(parent)
 
 
-def _limited(p) -> bool:
+def _limited(p) -> bool:  # (a device's acceptance is a limit too)
     """Whether a limit may split the clusters of one (device, level) into runs."""
-    return p.max_size is not None or p.max_const_bytes is not None or len(p.never_pairs) > 0
+    return (p.max_size is not None or p.max_const_bytes is not None or len(p.never_pairs) > 0
+            or not acceptance(p).all_plain)
 
 
 def _blocked_keys(part: Partition, a: np.ndarray, dev: np.ndarray) -> np.ndarray:
@@ -241,11 +246,13 @@ def _maker(nl: "_NodeLevels", lev: list[int] | None) -> Callable[[], Partition]:
 
 
 def _unfit(partition: Partition) -> bool:
-    """Whether :func:`fit_levels` returns ``partition`` unchanged without looking."""
+    """Whether :func:`fit_levels` returns ``partition`` unchanged without looking (a device
+    whose acceptance a free split and merge could break, too: the final pass would repair what
+    the refit gained)."""
     p = partition.problem
     return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.min_size > 1
             or p.max_size is not None or p.max_const_bytes is not None
-            or len(p.never_pairs) > 0)
+            or len(p.never_pairs) > 0 or acceptance(p).any_restrictive)
 
 
 def _fit_levels(nl: "_NodeLevels", slack: float

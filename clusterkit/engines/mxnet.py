@@ -18,8 +18,9 @@ taken yet and that a fresh selector ``select``\\ s (the seed):
    drop is recorded in ``info["mxnet"]["cycle_drops"]`` with its reason.
 3. ``filter`` prunes the candidates (a together group stays only if all of it is kept); if what
    is left is no longer convex, the part from the first re-entered node on (by rank) is dropped.
-4. ``create_subgraph_node`` builds the fused node; ``None`` rejects the subgraph and its nodes go
-   back: later seeds and later devices may take them.
+4. ``create_subgraph_node`` builds the fused node; ``None`` rejects the subgraph, which is then
+   split into pieces the device accepts (:func:`~clusterkit.engines.acceptable.split_cluster`);
+   the nodes in none go back: later seeds and later devices may take them.
 
 As in MXNet, each candidate set's cycle check looks at the original graph; subgraphs that end up
 depending on each other through other subgraphs are split afterwards, and clusters below
@@ -34,7 +35,9 @@ from collections import deque
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
+from clusterkit.engines.acceptable import split_cluster
 from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
 from clusterkit.engines.units import UnitGraph, first_reentry
@@ -106,6 +109,8 @@ class _MXNet:
         self.seeds = self.rejected = 0
         self.blocked: list[bool] = []
         self.blocked_marks = 0   # landmark bits of the blocked units (GrowthTracker.marks_of)
+        self.max_nodes: int | None = None   # the limits of the device being applied
+        self.max_const: int | None = None
 
     def _name(self, u: int) -> str:
         nodes = self.graph.nodes
@@ -138,31 +143,40 @@ class _MXNet:
             else:
                 cand = self._grow(d, sel, seed)
             kept = self._filter(sel, cand, dev)
-            if kept and (stock_node or self._accepted(prop, kept, seed, dev)):
-                self._take(d, kept)
+            if not kept:
+                continue
+            for piece in ([kept] if stock_node else self._accepted(d, kept, seed)):
+                self._take(d, piece)
 
     def _device_setup(self, d: int) -> None:
         """Per-device shortcut of ``GrowthState.fits``: whether the state is trivial (no size,
         never-together or constant limit) and each unit's neighbours across an edge the device
         may not contract, among the units it may take (members are such units)."""
         p, ug = self.problem, self.ug
-        self.trivial = p.max_size is None and p.max_const_bytes is None and not ug.never
+        lim = p.limits  # the device's own limits when tighter than the global ones
+        self.max_nodes, self.max_const = lim.max_nodes[d], lim.max_const[d]
+        self.trivial = self.max_nodes is None and self.max_const is None and not ug.never
         self.near = refused_neighbours(ug, d, np.asarray(ug.feasible[d], dtype=bool))
 
-    def _accepted(self, prop, kept: list[int], seed: int, dev: str) -> bool:
-        """``create_subgraph_node`` on the subgraph of ``kept``; a rejection is recorded."""
-        node_ids = self.ug.nodes_of(kept)
+    def _accepted(self, d: int, kept: list[int], seed: int) -> list[list[int]]:
+        """The units of ``kept`` as subgraphs ``create_subgraph_node`` accepts: ``kept`` itself,
+        or when rejected its acceptable pieces (:func:`~clusterkit.engines.acceptable.
+        split_cluster`); a unit in none keeps the device's reason and may join a later seed."""
+        p, ug = self.problem, self.ug
+        prop, dev = p.properties[d], p.devices[d]
+        node_ids = ug.nodes_of(kept)
         sub = Subgraph.from_nodes(self.graph, node_ids, dev, len(self.pieces))
         fused = call_create_subgraph_node(
             prop, sub, f"the subgraph seeded at node {self._name(seed)!r}")
         if fused is not None:
-            return True
+            return [kept]
         self.rejected += 1
-        why = Reason(Category.SUBGRAPH_REJECTED, f"{dev}'s create_subgraph_node rejected its "
-                     f"{len(node_ids)}-node subgraph")
-        for u in kept:
-            self.reasons[u] = why
-        return False
+        pieces, fallen = split_cluster(p, acceptance(p), d, sorted(node_ids))
+        unit_of = ug.unit_of
+        for v, why in fallen.items():
+            self.reasons[int(unit_of[v])] = Reason(Category.SUBGRAPH_REJECTED, why)
+        return [sorted({int(unit_of[v]) for v in piece}, key=ug.rank.__getitem__)
+                for piece in pieces]
 
     def _take(self, d: int, kept: list[int]) -> None:
         own, taken, blocked = self.tracker.own, self.taken, self.blocked
@@ -181,12 +195,11 @@ class _MXNet:
         """Breadth-first candidate selection from ``seed`` with cycle shrinking."""
         ug, nodes, T = self.ug, self.graph.nodes, self.tracker
         blocked, trivial, near = self.blocked, self.trivial, self.near
-        p = self.problem
         T.begin(blocked, self.blocked_marks)
         gid, mem, rej = T.gid, T.mem, T.rej
         add, reject = T.add, T.reject
         add(seed)
-        st = GrowthState(ug, d, p.max_size, p.max_const_bytes)  # left empty when trivial
+        st = GrowthState(ug, d, self.max_nodes, self.max_const)  # left empty when trivial
         if not trivial:
             st.add(seed)
         dropped: list[int] = []

@@ -9,7 +9,8 @@ the edge ``P -> C`` is a cycle of the partition before the move. The same holds 
 connected piece of such a set, which is closed in the same way.
 
 A move is made when it breaks no constraint (selector-refused or must-cut edge inside the
-receiving cluster, never-together pair, together group, size and constant-byte limits) and it
+receiving cluster, never-together pair, together group, size and constant-byte limits), leaves
+both clusters acceptable to their device (:mod:`clusterkit.constraints.acceptance`) and it
 lowers ``cut_bytes`` (or keeps it and empties a cluster); its effect on the cut is counted on the
 tensors the moved nodes produce or read only. Passes repeat while a move is made, at most
 :data:`PASSES` times; every order is by node or cluster id, so the result is deterministic. The
@@ -22,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.result import Partition, cluster_const_bytes
 
@@ -208,20 +210,32 @@ class _Mover:
 
     def _allowed(self, nodes: list[int], src: int, dst: int) -> bool:
         """Whether moving ``nodes`` from cluster ``src`` to ``dst`` breaks no constraint."""
-        p = self.p
+        p, d = self.p, self.dev[dst]
+        lim = p.limits  # the device's limits (the global ones, or its own when tighter)
         left = self.size[src] - len(nodes)
-        if 0 < left < p.min_size:
+        if 0 < left < lim.min_nodes[d]:
             return False
-        if p.max_size is not None and self.size[dst] + len(nodes) > p.max_size:
+        if lim.max_nodes[d] is not None and self.size[dst] + len(nodes) > lim.max_nodes[d]:
             return False
         a = self.a
         if any(a[w] == dst for v in nodes for w in self.never.get(v, ())):
             return False
-        if p.max_const_bytes is not None:
+        if lim.max_const[d] is not None:
             members = [v for v in range(len(a)) if a[v] == dst] + nodes
-            if cluster_const_bytes(p.graph, members) > p.max_const_bytes:
+            if cluster_const_bytes(p.graph, members) > lim.max_const[d]:
                 return False
-        return True
+        return self._acceptable(nodes, src, dst)
+
+    def _acceptable(self, nodes: list[int], src: int, dst: int) -> bool:
+        """Whether both clusters stay acceptable to their device after the move (see
+        :mod:`clusterkit.constraints.acceptance`; free for a device it vouches for)."""
+        acc, d = acceptance(self.p), self.dev[dst]
+        if acc.plain(d):
+            return True
+        moved = set(nodes)
+        left = [v for v in self.members[src] if v not in moved]
+        return (acc.ok(sorted(self.members[dst] + nodes), d)
+                and (not left or acc.ok(left, d)))
 
     def _try(self, nodes: list[int], src: int, dst: int) -> bool:
         """Move ``nodes`` from ``src`` to ``dst`` when allowed and better; True when moved."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import enforce_min_size
-from clusterkit.result import Partition, cluster_const_bytes
+from clusterkit.result import Partition
 
 
 def run(problem: Problem) -> Partition:
@@ -27,16 +27,13 @@ def run(problem: Problem) -> Partition:
 def group_device(problem: Problem, members: np.ndarray) -> int:
     """The first device (priority order) that may hold the whole group as one cluster; -1 (the
     fallback) when none may."""
-    if problem.max_size is not None and len(members) > problem.max_size:
-        return -1
     g = problem.graph
-    if (problem.max_const_bytes is not None
-            and cluster_const_bytes(g, members.tolist()) > problem.max_const_bytes):
-        return -1
+    ids = members.tolist()
     inside = np.zeros(problem.n, dtype=bool)
     inside[members] = True
     inner = inside[g.edge_src] & inside[g.edge_dst]
     for d in range(len(problem.devices)):
-        if problem.supported[d, members].all() and problem.contractible(d)[inner].all():
+        if (problem.supported[d, members].all() and problem.contractible(d)[inner].all()
+                and problem.limits.fits(ids, d, minimum=False)):
             return d
     return -1

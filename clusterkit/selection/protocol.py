@@ -5,7 +5,9 @@ to follow (``select_input``/``select_output``) and prunes the candidates (``filt
 keep state while one cluster grows; engines ask :meth:`SubgraphProperty.create_subgraph_selector`
 for a fresh one per growing cluster. A :class:`SubgraphProperty` ties a selector to a device and
 builds the fused node of a finished cluster (``create_subgraph_node``, which may reject it by
-returning ``None``).
+returning ``None``) and may declare the device's limits (``max_nodes``, ``min_nodes``,
+``max_const_bytes``; :data:`LIMIT_SETTINGS`). What makes a cluster acceptable to its device is
+defined once, in :mod:`clusterkit.constraints.acceptance`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ class SubgraphSelector:
         return (cls.select_input is not SubgraphSelector.select_input
                 or cls.select_output is not SubgraphSelector.select_output)
 
+    @property
+    def stateful(self) -> bool:
+        """True when a cluster's acceptance depends on the order it grows in: the selector is
+        :attr:`edge_sensitive`, or overrides ``reset`` (it keeps state while a cluster grows,
+        which MXNet's protocol asks ``reset`` to forget). Such a cluster is judged by growing it
+        again (:mod:`clusterkit.constraints.acceptance`). A selector whose ``reset`` has nothing
+        to forget may set ``stateful = False``; a wrapper answers for the selector it wraps."""
+        cls = type(self)
+        return self.edge_sensitive or cls.reset is not SubgraphSelector.reset
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -84,9 +96,15 @@ class SubgraphProperty:
 
     name: str = "property"
     value_inputs: dict[str, tuple[int, ...]] = {}
+    #: the device's own limits (``None``: none): nodes per cluster at most / at least, and
+    #: bytes of constants one cluster may hold (see :mod:`clusterkit.constraints.limits`)
+    max_nodes: int | None = None
+    min_nodes: int | None = None
+    max_const_bytes: int | None = None
 
     def __init__(self, device: str = "acc"):
         self.device = device
+        check_device_limits(self)
 
     def create_subgraph_selector(self) -> SubgraphSelector:
         """A fresh selector for one growing subgraph."""
@@ -138,6 +156,52 @@ class OpsProperty(SubgraphProperty):
 
     def __repr__(self) -> str:
         return f"OpsProperty({self.device}: {','.join(sorted(self.op_types))})"
+
+
+#: the limits a property may declare, as settings (``qnn[max_nodes=64]``) and attributes
+LIMIT_SETTINGS = {"max_nodes": "at most this many nodes per subgraph",
+                  "min_nodes": "at least this many nodes per subgraph, smaller ones fall back",
+                  "max_const_bytes": "at most this many bytes of constants per subgraph"}
+
+
+def device_limits(prop: Any) -> dict[str, int | None]:
+    """The limits ``prop`` declares (:data:`LIMIT_SETTINGS`, ``None`` where it has none)."""
+    return {k: getattr(prop, k, None) for k in LIMIT_SETTINGS}
+
+
+def check_device_limits(prop: Any) -> None:
+    """Refuse limits that are not counts or contradict each other, naming the setting and the
+    device."""
+    lim = device_limits(prop)
+    where = f"device {getattr(prop, 'device', '?')!r}"
+    for key, value in lim.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise SelectorError(f"{where}: setting {key} must be an integer, got {value!r}")
+        if value < (1 if key != "max_const_bytes" else 0):
+            least = 1 if key != "max_const_bytes" else 0
+            raise SelectorError(f"{where}: setting {key} must be >= {least}, got {value}")
+    lo, hi = lim["min_nodes"], lim["max_nodes"]
+    if lo is not None and hi is not None and lo > hi:
+        raise SelectorError(f"{where}: setting min_nodes={lo} is above max_nodes={hi}")
+
+
+def set_device_limits(prop: SubgraphProperty, **limits: int | None) -> SubgraphProperty:
+    """Set limits of :data:`LIMIT_SETTINGS` on ``prop`` (checked); returns ``prop``."""
+    for key, value in limits.items():
+        if key not in LIMIT_SETTINGS:
+            raise SelectorError(f"device {prop.device!r}: no limit {key!r} (limits: "
+                                f"{', '.join(LIMIT_SETTINGS)})")
+        setattr(prop, key, value)
+    check_device_limits(prop)
+    return prop
+
+
+def is_stateful(selector: Any) -> bool:
+    """:attr:`SubgraphSelector.stateful` of any selector (one without the attribute counts as
+    stateful: nothing says its answers are node-local)."""
+    return bool(getattr(selector, "stateful", True))
 
 
 def describe(selector: Any) -> str:

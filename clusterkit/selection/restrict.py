@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from clusterkit.selection.protocol import (SubgraphProperty, SubgraphSelector,
-                                           call_create_subgraph_selector)
+                                           call_create_subgraph_selector, is_stateful)
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph, Node
@@ -93,6 +93,10 @@ class OpFilterSelector(SubgraphSelector):
     def edge_sensitive(self) -> bool:
         return bool(getattr(self.inner, "edge_sensitive", True))
 
+    @property
+    def stateful(self) -> bool:
+        return is_stateful(self.inner)
+
     def __repr__(self) -> str:
         return f"OpFilterSelector({self.inner!r}, {self.ops.label()})"
 
@@ -113,6 +117,14 @@ class OpFilterProperty(SubgraphProperty):
     @device.setter
     def device(self, value: str) -> None:
         self.inner.device = value
+
+    # the device's limits are the wrapped property's (class attributes would hide them)
+    max_nodes = property(lambda self: getattr(self.inner, "max_nodes", None),
+                         lambda self, v: setattr(self.inner, "max_nodes", v))
+    min_nodes = property(lambda self: getattr(self.inner, "min_nodes", None),
+                         lambda self, v: setattr(self.inner, "min_nodes", v))
+    max_const_bytes = property(lambda self: getattr(self.inner, "max_const_bytes", None),
+                               lambda self, v: setattr(self.inner, "max_const_bytes", v))
 
     def __getattr__(self, attr: str) -> Any:
         if attr in ("inner", "ops"):  # not set yet (e.g. while unpickling)

@@ -11,9 +11,10 @@ A spec is one of:
 - ``[DEVICE=]NAME[key=value,...]`` — the same with settings: the factory's keyword parameters
   (values read as the default's type: int, float, ``true``/``false``, text, or a tuple written
   ``2.49`` or ``A|B``), plus ``exclude=OP|OP`` (never take these op types) and ``include=OP|OP``
-  (take only these) for every selector, e.g. ``npu=tensorrt[exclude=Softmax|TopK]``. A value
-  may be quoted (``'...'`` or ``"..."``) to hold commas or brackets. A Python file spec takes
-  ``exclude``/``include`` too.
+  (take only these) for every selector, e.g. ``npu=tensorrt[exclude=Softmax|TopK]``, and the
+  device's limits ``max_nodes``, ``min_nodes``, ``max_const_bytes`` (integers, e.g.
+  ``qnn[max_nodes=64]``). A value may be quoted (``'...'`` or ``"..."``) to hold commas or
+  brackets. A Python file spec takes ``exclude``/``include`` and the limits too.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import re
 from typing import Any, Iterable
 
 from clusterkit.errors import SelectorError
-from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
+from clusterkit.selection.protocol import (LIMIT_SETTINGS, OpsProperty, SubgraphProperty,
+                                           set_device_limits)
 from clusterkit.selection.registry import SelectorSetting, get_property, selector_settings
 from clusterkit.selection.restrict import OpFilter, OpFilterProperty
 
@@ -35,6 +37,8 @@ _DEVICE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 #: the settings every selector takes (see :mod:`clusterkit.selection.restrict`)
 GENERIC_SETTINGS = {"exclude": "never take these op types",
                     "include": "take only these op types"}
+#: every setting any selector takes: the op filters and the device's limits
+_EVERY_SELECTOR = {**GENERIC_SETTINGS, **LIMIT_SETTINGS}
 
 
 def parse_selector(spec: str) -> SubgraphProperty:
@@ -50,12 +54,27 @@ def parse_selector(spec: str) -> SubgraphProperty:
         prop = _load_file(name)
         if device:
             prop.device = device
-        return _restricted(prop, _op_filter(name, raw, []))
+        return _with_limits(_restricted(prop, _op_filter(name, raw, [])), name, raw)
     known = selector_settings(name)
     ops = _op_filter(name, raw, known)
     settings = {k: convert_setting(name, k, v, known) for k, v in raw
-                if k not in GENERIC_SETTINGS}
-    return _restricted(get_property(name, device=device, settings=settings), ops)
+                if k not in _EVERY_SELECTOR}
+    prop = _restricted(get_property(name, device=device, settings=settings), ops)
+    return _with_limits(prop, name, raw)
+
+
+def _with_limits(prop: SubgraphProperty, name: str,
+                 raw: list[tuple[str, str]]) -> SubgraphProperty:
+    """``prop`` with the limit settings of a spec (:data:`LIMIT_SETTINGS`) set and checked."""
+    limits = {}
+    for key, text in raw:
+        if key in LIMIT_SETTINGS:
+            try:
+                limits[key] = int(text)
+            except ValueError:
+                raise SelectorError(f"selector {name!r}: setting {key} takes an integer, got "
+                                    f"{text!r}") from None
+    return set_device_limits(prop, **limits) if limits else prop
 
 
 def split_device(spec: str) -> tuple[str | None, str]:
@@ -193,7 +212,8 @@ def _known_text(known: list[SelectorSetting] | None) -> str:
     """The settings a selector knows, as an error message lists them."""
     own = ([f"{s.name}=<{s.type_name}>" if s.required else f"{s.name}={format_value(s.default)}"
             for s in known] if known is not None else ["any keyword"])
-    return ", ".join(own + [f"{k}=OP|OP" for k in GENERIC_SETTINGS])
+    return ", ".join(own + [f"{k}=OP|OP" for k in GENERIC_SETTINGS]
+                     + [f"{k}=N" for k in LIMIT_SETTINGS])
 
 
 def _op_filter(name: str, raw: list[tuple[str, str]],
@@ -202,12 +222,12 @@ def _op_filter(name: str, raw: list[tuple[str, str]],
     key the selector does not know is an error listing the known ones."""
     names = {s.name for s in known} if known is not None else None
     for key, _ in raw:
-        if key not in GENERIC_SETTINGS and names is not None and key not in names:
+        if key not in _EVERY_SELECTOR and names is not None and key not in names:
             raise SelectorError(f"selector {name!r} has no setting {key!r} (known: "
                                 f"{_known_text(known)})")
     lists = {}
     for key, value in raw:
-        if key in GENERIC_SETTINGS:
+        if key in ("exclude", "include"):
             ops = [o.strip() for o in value.split("|") if o.strip()]
             if not ops:
                 raise SelectorError(f"selector {name!r}: {key}= lists no op types (write "

@@ -39,6 +39,9 @@ class DeviceSpec:
     dropped: frozenset[str] = frozenset()  # nodes filter() removes from 2+ candidates
     reject_with: str | None = None  # create_subgraph_node rejects 2+ node subgraphs holding it
     limit: int | None = None  # at most this many nodes selected per growing cluster
+    reject_above: int | None = None  # create_subgraph_node rejects subgraphs of more nodes
+    max_nodes: int | None = None  # the property's own limits (plain devices too)
+    min_nodes: int | None = None
 
 
 @dataclass
@@ -108,6 +111,7 @@ class FuzzProperty(SubgraphProperty):
     """A device with a :class:`FuzzSelector` that may reject subgraphs."""
 
     def __init__(self, spec: DeviceSpec):
+        self.max_nodes, self.min_nodes = spec.max_nodes, spec.min_nodes
         super().__init__(spec.name)
         self.spec = spec
 
@@ -117,6 +121,8 @@ class FuzzProperty(SubgraphProperty):
     def create_subgraph_node(self, subgraph):
         names = {subgraph.graph.nodes[v].name for v in subgraph.nodes}
         if len(names) >= 2 and self.spec.reject_with in names:
+            return None
+        if self.spec.reject_above is not None and len(names) > self.spec.reject_above:
             return None
         return super().create_subgraph_node(subgraph)
 
@@ -243,8 +249,36 @@ def build_graph(spec: Spec) -> Graph:
 
 
 def properties(spec: Spec) -> list[SubgraphProperty]:
-    return [OpsProperty(sorted(d.ops), device=d.name) if d.plain else FuzzProperty(d)
-            for d in spec.devices]
+    return [_ops_property(d) if d.plain else FuzzProperty(d) for d in spec.devices]
+
+
+def _ops_property(d: DeviceSpec) -> SubgraphProperty:
+    """A stock ``ops:`` property with the device's own limits."""
+    prop = OpsProperty(sorted(d.ops), device=d.name)
+    prop.max_nodes, prop.min_nodes = d.max_nodes, d.min_nodes
+    return prop
+
+
+def contract_spec(rng: random.Random, min_nodes: int = 4, max_nodes: int = 14) -> Spec:
+    """A random spec whose devices carry the selector contract's cases: a count kept while a
+    cluster grows (``limit``), ``filter`` drops, subgraphs rejected above a size, and the
+    property's own ``max_nodes`` / ``min_nodes``; the plain devices keep their stock selector
+    but may declare limits."""
+    spec = random_spec(rng, min_nodes, max_nodes)
+    devices = []
+    for d in spec.devices:
+        hi = rng.choice((None, 2, 3, 5))
+        lo = rng.choice((None, None, 1, 2)) if hi is None or hi >= 2 else None
+        if d.plain and rng.random() < 0.5:
+            devices.append(DeviceSpec(d.name, d.ops, max_nodes=hi, min_nodes=lo))
+            continue
+        devices.append(DeviceSpec(d.name, d.ops, plain=False, refused=d.refused,
+                                  dropped=d.dropped, reject_with=d.reject_with,
+                                  limit=rng.choice((None, 2, 3, 4)),
+                                  reject_above=rng.choice((None, 2, 3, 4)),
+                                  max_nodes=hi, min_nodes=lo))
+    spec.devices = devices
+    return spec
 
 
 def build_problem(spec: Spec) -> Problem:

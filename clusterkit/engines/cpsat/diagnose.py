@@ -52,13 +52,7 @@ def explain_infeasible(problem: Problem, red: Reduction) -> str:
 
 def _active_limits(problem: Problem) -> str:
     """`` under min_size 2, ...``: the constraints that can forbid an offload ('' if none)."""
-    limits = []
-    if problem.min_size > 1:
-        limits.append(f"min_size {problem.min_size}")
-    if problem.max_size is not None:
-        limits.append(f"max_size {problem.max_size}")
-    if problem.max_const_bytes is not None:
-        limits.append(f"max_const_bytes {problem.max_const_bytes}")
+    limits = problem.limits.phrases()
     if len(problem.never_pairs):
         limits.append(f"{len(problem.never_pairs)} never-together pairs")
     if int(problem.must_cut.sum()):

@@ -53,7 +53,8 @@ def cut_relaxation(problem: Problem) -> Problem | None:
     (see the module docstring; None otherwise)."""
     if problem.min_size > 1 or len(problem.groups):
         return None
-    return dataclasses.replace(problem, max_size=None, max_const_bytes=None)
+    return dataclasses.replace(problem, max_size=None, max_const_bytes=None,
+                               limits=None)  # rebuilt without the global limits
 
 
 def _always_acc(sg: SuperGraph, s: int) -> bool:

@@ -1,0 +1,154 @@
+"""The active size and constant limits of a compiled problem, global and per device, in one object.
+
+A limit is global (``Constraints.min_size`` / ``max_size`` / ``max_const_bytes``, the CLI's
+``--min-size`` / ``--max-size`` / ``--max-const-bytes``: every device) or the device's own (a
+property's ``min_nodes`` / ``max_nodes`` / ``max_const_bytes``, see
+:data:`~clusterkit.selection.protocol.LIMIT_SETTINGS`). A cluster on device ``d`` must meet both,
+so :class:`Limits` keeps, per device, the tighter of the two: that is all an engine, a pass or a
+report needs to ask (:meth:`Limits.fits`, :meth:`Limits.violation`, :meth:`Limits.describe`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from clusterkit.errors import ConstraintError
+from clusterkit.selection.protocol import check_device_limits, device_limits
+
+if TYPE_CHECKING:
+    from clusterkit.graph.core import Graph
+    from clusterkit.selection.protocol import SubgraphProperty
+
+
+def cluster_const_bytes(graph: "Graph", nodes: Iterable[int]) -> int:
+    """Bytes of the distinct constant tensors the nodes read."""
+    seen: set[str] = set()
+    total = 0
+    for v in nodes:
+        for t in graph.nodes[v].all_inputs():
+            ten = graph.tensors[t]
+            if ten.is_constant and t not in seen:
+                seen.add(t)
+                total += ten.nbytes or 0
+    return total
+
+
+def _tighter_max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Global limits and, per device index, the effective ones (global and the device's own,
+    the tighter of each). ``None`` means no upper limit; a minimum is at least 1."""
+
+    graph: "Graph"
+    min_size: int
+    max_size: int | None
+    max_const_bytes: int | None
+    devices: tuple[str, ...]
+    max_nodes: tuple[int | None, ...]
+    min_nodes: tuple[int, ...]
+    max_const: tuple[int | None, ...]
+
+    @classmethod
+    def build(cls, graph: "Graph", min_size: int, max_size: int | None,
+              max_const_bytes: int | None,
+              properties: Sequence["SubgraphProperty"]) -> "Limits":
+        """The limits of a problem: the global ones and each property's own (checked)."""
+        own = []
+        for prop in properties:
+            check_device_limits(prop)
+            lim = device_limits(prop)
+            if lim["min_nodes"] is not None and max_size is not None \
+                    and lim["min_nodes"] > max_size:
+                raise ConstraintError(f"device {prop.device!r}: setting min_nodes="
+                                      f"{lim['min_nodes']} is above max_size {max_size}")
+            own.append(lim)
+        return cls(graph, min_size, max_size, max_const_bytes,
+                   tuple(p.device for p in properties),
+                   tuple(_tighter_max(max_size, o["max_nodes"]) for o in own),
+                   tuple(max(min_size, o["min_nodes"] or 1) for o in own),
+                   tuple(_tighter_max(max_const_bytes, o["max_const_bytes"]) for o in own))
+
+    @property
+    def per_device(self) -> bool:
+        """Whether some device has a limit of its own beyond the global ones."""
+        return any(self.max_nodes[d] != self.max_size or self.min_nodes[d] != self.min_size
+                   or self.max_const[d] != self.max_const_bytes
+                   for d in range(len(self.devices)))
+
+    def active(self, d: int) -> bool:
+        """Whether device ``d`` has any limit at all (size above 1 or bytes)."""
+        return (self.max_nodes[d] is not None or self.min_nodes[d] > 1
+                or self.max_const[d] is not None)
+
+    def loosest(self) -> tuple[int, int | None, int | None]:
+        """``(min_size, max_size, max_const_bytes)`` every cluster must meet whatever its
+        device: the loosest of the devices' effective limits (the global ones without
+        devices). These are the compiled problem's ``min_size`` / ``max_size`` /
+        ``max_const_bytes``."""
+        if not self.devices:
+            return self.min_size, self.max_size, self.max_const_bytes
+        hi = None if None in self.max_nodes else max(self.max_nodes)  # type: ignore[type-var]
+        cb = None if None in self.max_const else max(self.max_const)  # type: ignore[type-var]
+        return min(self.min_nodes), hi, cb
+
+    def fits(self, nodes: Sequence[int], device: int | str, minimum: bool = True) -> bool:
+        """Whether a cluster of ``nodes`` on ``device`` (index or name) meets every limit
+        (``minimum=False``: every upper limit, for a cluster that may still grow)."""
+        return self.violation(nodes, device, minimum) is None
+
+    def violation(self, nodes: Sequence[int], device: int | str,
+                  minimum: bool = True) -> str | None:
+        """The limit a cluster of ``nodes`` on ``device`` breaks, as a phrase ("its 30-node
+        cluster is above max_nodes 24"), or ``None`` when it fits (``minimum``: as for
+        :meth:`fits`)."""
+        d = self.devices.index(device) if isinstance(device, str) else device
+        size = len(nodes)
+        hi, lo, cb = self.max_nodes[d], self.min_nodes[d], self.max_const[d]
+        if hi is not None and size > hi:
+            return f"its {size}-node cluster is above {self._name(d, 'max')} {hi}"
+        if minimum and size < lo:
+            return f"its {size}-node cluster is below {self._name(d, 'min')} {lo}"
+        if cb is not None:
+            held = cluster_const_bytes(self.graph, nodes)
+            if held > cb:
+                return (f"its cluster holds {held} bytes of constants, above "
+                        f"{self._name(d, 'bytes')} {cb}")
+        return None
+
+    def _name(self, d: int, which: str) -> str:
+        """The setting a device's effective limit comes from (global or the device's own)."""
+        dev = self.devices[d]
+        if which == "max":
+            glob = self.max_size is not None and self.max_nodes[d] == self.max_size
+            return "max_size" if glob else f"{dev}'s max_nodes"
+        if which == "min":
+            return "min_size" if self.min_nodes[d] == self.min_size else f"{dev}'s min_nodes"
+        glob = self.max_const_bytes is not None and self.max_const[d] == self.max_const_bytes
+        return "max_const_bytes" if glob else f"{dev}'s max_const_bytes"
+
+    def describe(self) -> str:
+        """One line: the global limits, then each device's own ("" when there are none)."""
+        return "; ".join(self.phrases())
+
+    def phrases(self) -> list[str]:
+        """The active limits, one phrase each: ``min_size 2``, ``max_size 64``,
+        ``max_const_bytes N``, then ``DEVICE: max_nodes 24, ...`` per device with its own."""
+        parts = []
+        if self.min_size > 1:
+            parts.append(f"min_size {self.min_size}")
+        if self.max_size is not None:
+            parts.append(f"max_size {self.max_size}")
+        if self.max_const_bytes is not None:
+            parts.append(f"max_const_bytes {self.max_const_bytes}")
+        for d, dev in enumerate(self.devices):
+            own = [f"{k} {v}" for k, v, g in (("max_nodes", self.max_nodes[d], self.max_size),
+                                               ("min_nodes", self.min_nodes[d], self.min_size),
+                                               ("max_const_bytes", self.max_const[d],
+                                                self.max_const_bytes)) if v != g]
+            if own:
+                parts.append(f"{dev}: " + ", ".join(own))
+        return parts

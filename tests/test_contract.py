@@ -1,0 +1,208 @@
+"""The selector contract on real models: a device's limits and its verdicts on whole subgraphs
+hold under every strategy, and a cluster a device would refuse is split into pieces it takes
+instead of going whole to the fallback.
+
+Every check reads the partition itself (cluster sizes, node names, the property's own answer),
+never the library's acceptance module.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import clusterkit as ck
+from clusterkit.errors import SelectorError
+from clusterkit.reasons import Category
+from support.models import BUNDLED_MODELS, LIGHT_DIR
+
+RESNET18 = BUNDLED_MODELS / "resnet18.onnx"
+INCEPTION = LIGHT_DIR / "light_inception_v1.onnx"
+OPTIONS = {"cpsat": {"time_limit": 0.05, "workers": 1}, "placement": {"time_limit": 0.05}}
+CNN_OPS = ["Conv", "Relu", "Add", "MaxPool", "AveragePool", "Concat", "LRN",
+           "GlobalAveragePool", "Flatten", "Gemm", "Dropout", "Softmax"]
+
+
+def run(problem: ck.Problem, strategy: str) -> ck.Partition:
+    return ck.run_strategy(problem, strategy, **OPTIONS.get(strategy, {}))
+
+
+class RejectAbove(ck.OpsProperty):
+    """A compiler with a graph-size limit: ``create_subgraph_node`` refuses more than
+    ``limit`` nodes, and says why."""
+
+    def __init__(self, limit: int, device: str = "npu"):
+        super().__init__(CNN_OPS, device=device)
+        self.limit = limit
+
+    def create_subgraph_node(self, subgraph):
+        return None if len(subgraph.nodes) > self.limit else super().create_subgraph_node(
+            subgraph)
+
+    def explain_subgraph(self, subgraph):
+        return f"the compiler takes at most {self.limit} nodes"
+
+
+def offloaded(part: ck.Partition) -> int:
+    return part.metrics()["compute_offloaded"]
+
+
+# ---------------------------------------------------------------------- limits as settings
+def test_a_shipped_selector_takes_its_limits_as_settings():
+    prop = ck.parse_selector("qnn[max_nodes=64,min_nodes=2,max_const_bytes=1000]")
+    assert (prop.max_nodes, prop.min_nodes, prop.max_const_bytes) == (64, 2, 1000)
+    wrapped = ck.parse_selector("npu=tensorrt[exclude=Relu,max_nodes=7]")
+    assert wrapped.device == "npu" and wrapped.max_nodes == 7
+    assert ck.parse_selector("coreml").max_nodes is None
+
+
+@pytest.mark.parametrize("spec, setting", [
+    ("tensorrt[min_nodes=5,max_nodes=3]", "min_nodes=5 is above max_nodes=3"),
+    ("tensorrt[max_nodes=0]", "max_nodes must be >= 1"),
+    ("tensorrt[max_const_bytes=-1]", "max_const_bytes must be >= 0"),
+    ("tensorrt[max_nodes=many]", "setting max_nodes takes an integer"),
+])
+def test_contradictory_limits_fail_when_the_property_is_built(spec, setting):
+    with pytest.raises(SelectorError, match=setting):
+        ck.parse_selector(spec)
+
+
+def test_a_property_class_with_contradictory_limits_fails_when_built():
+    class Bad(ck.OpsProperty):
+        max_nodes, min_nodes = 2, 4
+
+    with pytest.raises(SelectorError, match="device 'x': setting min_nodes=4 is above"):
+        Bad(["Relu"], device="x")
+
+
+def test_a_device_minimum_above_the_global_maximum_is_an_error():
+    prop = ck.parse_selector("tensorrt[min_nodes=8]")
+    with pytest.raises(ck.ConstraintError, match="device 'tensorrt': setting min_nodes=8 is "
+                       "above max_size 4"):
+        ck.make_problem(RESNET18, [prop], ck.Constraints.default(max_size=4))
+
+
+def test_the_limits_object_keeps_each_device_its_own():
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_nodes = 3
+    b = ck.OpsProperty(["Add", "MaxPool", "Relu"], device="b")
+    b.min_nodes = 2
+    problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=5))
+    lim = problem.limits
+    assert lim.max_nodes == (3, 5) and lim.min_nodes == (1, 2)
+    assert lim.describe() == "max_size 5; a: max_nodes 3; b: min_nodes 2"
+    assert lim.fits([0, 1, 2], "a") and not lim.fits([0, 1, 2, 3], "a")
+    assert not lim.fits([0], "b") and lim.fits([0, 1], "b")
+    assert "above a's max_nodes 3" in lim.violation([0, 1, 2, 3], 0)
+
+
+@pytest.mark.parametrize("strategy", ck.strategy_names())
+def test_two_devices_keep_their_own_limits_under_every_strategy(strategy):
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_nodes = 3
+    b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
+    b.min_nodes = 2
+    problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=6))
+    part = run(problem, strategy)
+    sizes = {"a": [], "b": []}
+    for c in part.accelerator_clusters():
+        sizes[c.device].append(len(c.nodes))
+    assert all(s <= 3 for s in sizes["a"]) and all(2 <= s <= 6 for s in sizes["b"]), sizes
+    assert offloaded(part) > 0
+
+
+# ---------------------------------------------------------------------- rejection splits
+@pytest.mark.parametrize("strategy", ck.strategy_names())
+def test_a_rejected_cluster_is_split_not_thrown_away(strategy):
+    """Today's figure before the contract: 0/143 compute nodes offloaded on GoogLeNet by a
+    compiler that takes at most 40 nodes; pieces of at most 40 take all of it."""
+    problem = ck.make_problem(INCEPTION, [RejectAbove(40)])
+    if strategy in ("cpsat", "placement") and problem.n > 200:
+        pytest.skip("the exact strategies split rejections on resnet18 below")
+    part = run(problem, strategy)
+    prop = problem.properties[0]
+    for c in part.accelerator_clusters():
+        assert len(c.nodes) <= 40
+    # every compute node the device takes is offloaded
+    takes = {nd.index for nd in part.graph.nodes if nd.op_type in CNN_OPS}
+    fell = {v for c in part.clusters if c.device == "cpu" for v in c.nodes}
+    assert not (takes & fell - set(part.graph.folded.nonzero()[0].tolist())), prop
+
+
+@pytest.mark.parametrize("strategy", ck.strategy_names())
+def test_only_nodes_in_no_acceptable_piece_fall_back_with_the_property_reason(strategy):
+    """A device that takes no subgraph holding two Add nodes: every Add-free run is offloaded,
+    and a node that falls back for the device's verdict carries its explain_subgraph."""
+
+    class NoTwoAdds(ck.OpsProperty):
+        def create_subgraph_node(self, subgraph):
+            adds = sum(subgraph.graph.nodes[v].op_type == "Add" for v in subgraph.nodes)
+            return None if adds >= 2 else super().create_subgraph_node(subgraph)
+
+        def explain_subgraph(self, subgraph):
+            return "npu: two Add nodes in one subgraph"
+
+    problem = ck.make_problem(RESNET18, [NoTwoAdds(["Conv", "Relu", "Add", "MaxPool"],
+                                                   device="npu")])
+    part = run(problem, strategy)
+    nodes = part.graph.nodes
+    for c in part.accelerator_clusters():
+        assert sum(nodes[v].op_type == "Add" for v in c.nodes) <= 1
+    g = part.graph
+    takes = sum(nd.op_type in ("Conv", "Relu", "Add", "MaxPool") and not g.folded[nd.index]
+                for nd in nodes)
+    assert offloaded(part) == takes
+    for v, why in part.fallback_reasons.items():
+        if why.category == Category.SUBGRAPH_REJECTED:
+            assert "two Add nodes" in why.detail
+
+
+# ---------------------------------------------------------------------- quality
+def counting_property(limit: int) -> ck.SubgraphProperty:
+    class Counting(ck.SubgraphSelector):
+        def __init__(self):
+            self.taken = 0
+
+        def select(self, node):
+            ok = node.op_type in CNN_OPS
+            self.taken += ok
+            return ok
+
+        def select_input(self, node, new_node):
+            return self.taken < limit and self.select(new_node)
+
+        def select_output(self, node, new_node):
+            return self.taken < limit and self.select(new_node)
+
+        def reset(self):
+            self.taken = 0
+
+    class Prop(ck.SubgraphProperty):
+        def create_subgraph_selector(self):
+            return Counting()
+
+    return Prop("npu")
+
+
+def test_the_default_offloads_as_much_as_the_best_strategy_with_a_counting_selector():
+    problem = ck.make_problem(INCEPTION, [counting_property(20)])
+    parts = {s: run(problem, s) for s in ("cycles", "longest-path", "mxnet", "hetero", "auto")}
+    for s, part in parts.items():
+        assert max(len(c.nodes) for c in part.accelerator_clusters()) <= 20, s
+    best = max(offloaded(p) for p in parts.values())
+    assert offloaded(parts["auto"]) == best
+    assert parts["auto"].metrics()["partitions"] <= parts["mxnet"].metrics()["partitions"]
+
+
+def test_explain_names_the_device_verdict_that_kept_two_clusters_apart():
+    """ResNet-18 under a 3-node max_nodes: two adjacent clusters of the device stay apart, and
+    the pair explanation says the device would not accept them merged."""
+    from clusterkit.analysis.explain import explain_edge
+
+    prop = ck.OpsProperty(["Conv", "Relu", "Add", "MaxPool"], device="npu")
+    prop.max_nodes = 3
+    part = ck.partition(RESNET18, [prop], "mxnet")
+    g, a = part.graph, part.assignment()
+    dev = [c.device for c in part.clusters]
+    u, v = next((u, v) for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist())
+                if a[u] != a[v] and dev[a[u]] == dev[a[v]] == "npu")
+    assert "above npu's max_nodes 3" in explain_edge(part, g.nodes[u].name, g.nodes[v].name)
