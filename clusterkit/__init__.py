@@ -7,6 +7,7 @@ from clusterkit.engines import get_strategy, register_strategy, strategy_names
 from clusterkit.errors import (BackendError, ClusterkitError, ConstraintError, CycleError,
                                ExecutionError, GraphError, ModelLoadError, PartitionError,
                                RenderError, SelectorError, StrategyError, WriteError)
+from clusterkit.errors import UsageError
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.graph.subgraph import Subgraph, SubgraphNode
 from clusterkit.io.loader import load_graph
@@ -31,5 +32,5 @@ __all__ = [
     "load_onnx", "make_problem",
     "parse_selector", "parse_selectors", "partition", "register_property", "register_strategy",
     "registered_properties", "run_strategy", "strategy_names", "to_networkx", "to_node_link",
-    "WriteError",
+    "WriteError", "UsageError",
 ]

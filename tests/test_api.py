@@ -23,7 +23,7 @@ BUILTIN = {"ModelLoadError": ValueError, "WriteError": OSError, "GraphError": Va
            "SelectorError": ValueError, "ConstraintError": ValueError,
            "PartitionError": ValueError, "StrategyError": ValueError,
            "BackendError": RuntimeError, "ExecutionError": RuntimeError,
-           "RenderError": RuntimeError}
+           "RenderError": RuntimeError, "UsageError": ValueError}
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))

@@ -45,8 +45,11 @@ REASON_KINDS = [
     ("merging: a required cut inside", re.compile(r"would put the edge .* inside \(a requir")),
     ("merging: an edge the selector refuses", re.compile(r"would put the edge .* refuses it")),
     ("merging: a never-together edge inside", re.compile(r"would put the edge .* inside")),
-    ("merging: max_size", re.compile(r"would exceed max_size")),
-    ("merging: max_const_bytes", re.compile(r"above max_const_bytes")),
+    ("merging: max_size", re.compile(r"(would exceed|is above) max_size")),
+    ("merging: a device's max_nodes", re.compile(r"is above \S+'s max_nodes")),
+    ("merging: max_const_bytes", re.compile(r"above (\S+'s )?max_const_bytes")),
+    ("merging: the device does not accept the merged cluster",
+     re.compile(r"is not acceptable to its device")),
     ("merging: a cycle", re.compile(r"would close a cycle")),
     ("nothing forbids the merge", re.compile(r"^nothing forbids merging")),
 ]
