@@ -1,0 +1,181 @@
+"""Compare a shipped selector with the real execution provider it models, node by node.
+
+The EP is asked (:func:`~clusterkit.io.ep_query.query_ep`) which nodes it takes of the graph
+onnxruntime's basic optimizations make of the model — the graph it is offered at run time — and
+clusterkit partitions that same graph with the selector. They agree when both offload the same
+nodes in the same partitions. Every node one side takes and the other does not is listed with
+its op type and the reason: the selector's (why it refuses the node) or the EP's (it does not
+take it). An EP that answers and then fails, and onnxruntime refusing an EP's answer, are
+reported as such; a selector's data lists the models where the disagreement is the EP's own
+fault (``verified.ep_faults``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import onnx
+
+from clusterkit.api import partition
+from clusterkit.errors import SelectorError
+from clusterkit.graph.core import Graph
+from clusterkit.io.ep_query import EpAnswer, query_ep
+from clusterkit.io.onnx import load_onnx
+from clusterkit.io.optimize import optimize_model
+from clusterkit.result import Partition
+from clusterkit.selection.specs import parse_selector
+
+
+@dataclass
+class NodeDiff:
+    """A node one side takes and the other does not."""
+
+    index: int
+    name: str
+    op: str
+    reason: str
+
+
+@dataclass
+class Verification:
+    """The comparison of a selector with its EP on one model (see the module docstring)."""
+
+    model: str
+    selector: str
+    ep: str
+    ep_version: str
+    nodes: int
+    ep_partitions: list[list[int]]
+    partitions: list[list[int]]
+    only_ep: list[NodeDiff] = field(default_factory=list)
+    only_selector: list[NodeDiff] = field(default_factory=list)
+    ep_error: str | None = None
+    refused: list[str] = field(default_factory=list)
+    known_fault: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def same_nodes(self) -> bool:
+        return not self.only_ep and not self.only_selector
+
+    @property
+    def same_partitions(self) -> bool:
+        return _as_sets(self.ep_partitions) == _as_sets(self.partitions)
+
+    @property
+    def agree(self) -> bool:
+        return self.same_nodes and self.same_partitions
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON ``clusterkit verify --json`` writes."""
+        data = asdict(self)
+        data.update(agree=self.agree, same_nodes=self.same_nodes,
+                    same_partitions=self.same_partitions,
+                    ep_offloaded=sum(map(len, self.ep_partitions)),
+                    offloaded=sum(map(len, self.partitions)))
+        return data
+
+
+def _as_sets(groups: list[list[int]]) -> set[frozenset[int]]:
+    return {frozenset(g) for g in groups if g}
+
+
+def ep_of_selector(prop: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The EP a shipped selector models, the EP settings that follow from the selector's own,
+    and the selector data's ``verified`` block; a selector without one is a
+    :class:`SelectorError`."""
+    table = getattr(prop, "table", None)
+    verified = (getattr(table, "raw", None) or {}).get("verified")
+    if not verified:
+        raise SelectorError(f"selector {getattr(prop, 'name', prop)!r} does not model an "
+                            "installable plugin execution provider (its data has no 'verified')")
+    settings = {k: str(prop.settings[k]) for k in verified.get("ep_settings", [])
+                if k in getattr(prop, "settings", {})}
+    return verified["ep"], settings, verified
+
+
+def name_nodes(proto: onnx.ModelProto) -> None:
+    """Give every unnamed or twice-named node a unique name, in place: the EP's answer names
+    nodes, so each must have its own name."""
+    seen = {n.name for n in proto.graph.node if n.name}
+    counts: dict[str, int] = {}
+    for i, node in enumerate(proto.graph.node):
+        counts[node.name] = counts.get(node.name, 0) + 1
+        if node.name and counts[node.name] == 1:
+            continue
+        name = f"{node.op_type}_{i}"
+        while name in seen:
+            name += "_"
+        node.name = name
+        seen.add(name)
+
+
+def optimized_graph(model: str | os.PathLike, dims: dict[str, int] | None = None
+                    ) -> tuple[onnx.ModelProto, Graph]:
+    """The graph the EP is offered (basic optimizations, nodes named) as a proto and a Graph."""
+    proto = optimize_model(model, "basic", dims=dims)
+    name_nodes(proto)
+    graph = load_onnx(proto)
+    graph.name = os.path.splitext(os.path.basename(os.fspath(model)))[0]
+    return proto, graph
+
+
+def verify(model: str | os.PathLike, selector: str, *, strategy: str = "auto",
+           compile: bool = True, dims: dict[str, int] | None = None) -> Verification:
+    """Compare the shipped ``selector`` (a spec such as ``qnn`` or ``qnn[backend=htp]``) with
+    the real EP it models on ``model`` (see the module docstring). ``compile=False`` stops the
+    EP's session after partitioning (quicker; an EP failure in compilation is then not seen).
+    Raises :class:`~clusterkit.errors.BackendError` when the EP is not installed."""
+    prop = parse_selector(selector)
+    ep, settings, verified = ep_of_selector(prop)
+    proto, graph = optimized_graph(model, dims)
+    answer = query_ep(proto, ep, settings, compile=compile)
+    result = partition(graph, [prop], strategy)
+    report = compare(graph, answer, result, prop)
+    report.selector = selector
+    report.known_fault = verified.get("ep_faults", {}).get(graph.name)
+    return report
+
+
+def compare(graph: Graph, answer: EpAnswer, result: Partition, prop: Any) -> Verification:
+    """The node-by-node comparison of the EP's ``answer`` and the partition ``result``."""
+    index = graph.name_to_index
+    unknown = [n for n in answer.nodes if n not in index]
+    ep_groups = [sorted(index[n] for n in g if n in index) for g in answer.groups]
+    mine = [sorted(c.nodes) for c in result.accelerator_clusters()]
+    report = Verification(graph.name, "", answer.ep, answer.version, graph.n,
+                          [g for g in ep_groups if g], sorted(mine), ep_error=answer.error,
+                          refused=answer.refused())
+    taken_ep = {i for g in ep_groups for i in g}
+    taken = {i for g in mine for i in g}
+    for i in sorted(taken_ep - taken):
+        node = graph.nodes[i]
+        why = (prop.explain(node, graph) if hasattr(prop, "explain") else None) or \
+            "the selector takes it; the strategy left it on the fallback"
+        report.only_ep.append(NodeDiff(i, node.name, node.op_type, why))
+    for i in sorted(taken - taken_ep):
+        node = graph.nodes[i]
+        report.only_selector.append(NodeDiff(i, node.name, node.op_type,
+                                             f"{answer.ep} does not take it"))
+    report.notes = _notes(report, unknown)
+    return report
+
+
+def _notes(report: Verification, unknown: list[str]) -> list[str]:
+    """What else the comparison shows: grouping differences, failures, refusals."""
+    notes = []
+    if unknown:
+        notes.append(f"the EP named {len(unknown)} nodes the graph does not have "
+                     f"(first: {unknown[0]!r})")
+    if report.same_nodes and not report.same_partitions:
+        notes.append(f"the same nodes, grouped differently: {report.ep} makes "
+                     f"{len(report.ep_partitions)} partitions, clusterkit "
+                     f"{len(report.partitions)}")
+    if report.ep_error:
+        notes.append(f"{report.ep} answered, then failed: {report.ep_error}")
+    if report.refused:
+        notes.append(f"onnxruntime refused {len(report.refused)} nodes of {report.ep}'s "
+                     "answer: they run on the CPU")
+    return notes
