@@ -21,7 +21,7 @@ import onnx
 from clusterkit.api import partition
 from clusterkit.errors import SelectorError
 from clusterkit.graph.core import Graph
-from clusterkit.io.ep_query import EpAnswer, query_ep
+from clusterkit.io.ep_query import EpAnswer, graph_node_name, query_ep
 from clusterkit.io.onnx import load_onnx
 from clusterkit.io.optimize import optimize_model
 from clusterkit.result import Partition
@@ -142,8 +142,10 @@ def verify(model: str | os.PathLike, selector: str, *, strategy: str = "auto",
 def compare(graph: Graph, answer: EpAnswer, result: Partition, prop: Any) -> Verification:
     """The node-by-node comparison of the EP's ``answer`` and the partition ``result``."""
     index = graph.name_to_index
-    unknown = [n for n in answer.nodes if n not in index]
-    ep_groups = [sorted(index[n] for n in g if n in index) for g in answer.groups]
+    named = {n: graph_node_name(n, index) for n in answer.nodes}
+    unknown = [n for n, m in named.items() if m is None
+               and answer.op_types.get(n) != "Transpose"]  # the layout transformation's own
+    ep_groups = [sorted({index[named[n]] for n in g if named[n]}) for g in answer.groups]
     mine = [sorted(c.nodes) for c in result.accelerator_clusters()]
     report = Verification(graph.name, "", answer.ep, answer.version, graph.n,
                           [g for g in ep_groups if g], sorted(mine), ep_error=answer.error,

@@ -12,7 +12,7 @@ import sys
 from clusterkit.cli.logs import add_verbosity_args, configure_logging, verbosity
 from clusterkit.errors import ClusterkitError
 
-COMMANDS = ["partition", "run", "export", "compare", "report", "selectors"]
+COMMANDS = ["partition", "run", "export", "compare", "report", "selectors", "verify"]
 
 
 def build_parser() -> argparse.ArgumentParser:

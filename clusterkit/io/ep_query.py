@@ -7,8 +7,10 @@ only when the session could be created, so a model the EP answers and then fails
 OpenVINO NPU without its compiler, an HTP graph finalization error) would leave no answer. The one
 idea: the EP library is registered through a small recorder library (``ep_recorder.c``, built
 once with the system's C compiler) that loads the real one and records every group the EP hands
-over, before anything can fail. Its first GetCapability round is the answer on the graph as
-given; later rounds (after a layout transformation) rename nodes and are not the answer.
+over, before anything can fail. The answer is the EP's last GetCapability round: an EP that
+prefers another layout (QNN's NHWC) is asked again after onnxruntime's layout transformation,
+and that round is the one onnxruntime acts on (QNN's first round varies with what the process
+compiled before; its last does not).
 
 The session loads the model with onnxruntime's optimizations off: the caller gives the graph the
 EP is to see (for the runtime's view, the graph :func:`~clusterkit.io.optimize.optimize_model`
@@ -78,8 +80,8 @@ KNOWN_EPS = {
 
 @dataclass
 class EpAnswer:
-    """What an EP said of a model. ``groups``: the node names of each group of its first
-    GetCapability answer; ``op_types``: node name → op type as the EP saw it; ``compiled``:
+    """What an EP said of a model. ``groups``: the node names of each group of its last
+    GetCapability answer (``rounds``: how many it gave); ``op_types``: node name → op type as the EP saw it; ``compiled``:
     how many groups onnxruntime asked it to compile (None when compilation was not reached);
     ``assigned``: node names onnxruntime finally ran on the EP (None without a session);
     ``error``: the first line of the EP's failure after answering, if any."""
@@ -91,6 +93,7 @@ class EpAnswer:
     compiled: int | None = None
     assigned: list[str] | None = None
     error: str | None = None
+    rounds: int = 0
 
     @property
     def nodes(self) -> list[str]:
@@ -101,7 +104,7 @@ class EpAnswer:
         """Answer nodes onnxruntime did not hand to the EP: all of them when the EP answered
         and onnxruntime compiled nothing and the session ran without it."""
         if self.assigned is not None:
-            taken = {_TOKEN.sub("", n) for n in self.assigned}
+            taken = set(self.assigned)
             return [n for n in self.nodes if n not in taken]
         if self.compiled == 0 or (self.compiled is None and self.error is None):
             return self.nodes
@@ -241,24 +244,37 @@ def _run_session(model: onnx.ModelProto, device: Any, options: dict[str, str],
 
 
 def _read_answer(events: list, answer: EpAnswer) -> None:
-    """The first GetCapability round of ``events``: groups until a node repeats (a later
-    round re-offers the graph); and the number of groups sent to compile."""
+    """The last GetCapability round of ``events`` (the one onnxruntime acts on: an EP that
+    prefers another layout is asked again after the layout transformation, whose copies of
+    graph nodes carry a ``_token_N`` suffix, see :func:`graph_node_name`), and the number of
+    groups sent to compile. A round ends where a node repeats."""
+    rounds: list[list[list[tuple[str, str]]]] = [[]]
     seen: set[str] = set()
-    in_first = True
     for kind, items in events:
         if kind == "compile":
             answer.compiled = (answer.compiled or 0) + int(items[0][0])
-            in_first = False
             continue
-        names = [n for n, _ in items]
-        if not in_first or seen.intersection(names):
-            in_first = False
-            continue
+        names = {n for n, _ in items}
+        if seen.intersection(names):
+            rounds.append([])
+            seen = set()
         seen.update(names)
-        answer.groups.append(names)
-        answer.op_types.update(items)
+        rounds[-1].append(items)
+    answer.rounds = len(rounds) if rounds[0] else 0
+    for group in rounds[-1]:
+        answer.groups.append(list(dict.fromkeys(n for n, _ in group)))
+        answer.op_types.update(group)
     if answer.compiled is None and answer.assigned is not None:
         answer.compiled = 1 if answer.assigned else 0
+
+
+def graph_node_name(name: str, names: Mapping[str, Any]) -> str | None:
+    """The node of ``names`` an answer's node ``name`` is: itself, or the node the layout
+    transformation copied (``NAME_token_N``); None for a node the transformation inserted."""
+    if name in names:
+        return name
+    base = _TOKEN.sub("", name)
+    return base if base in names else None
 
 
 def _first_line(exc: BaseException) -> str:
