@@ -184,3 +184,19 @@ def _notes(report: Verification, unknown: list[str]) -> list[str]:
         notes.append(f"onnxruntime refused {len(report.refused)} nodes of {report.ep}'s "
                      "answer: they run on the CPU")
     return notes
+
+
+def ep_grouping_notes(result: Partition) -> list[str]:
+    """For each ``ep:`` device of ``result``: a line when clusterkit's clusters on it are not
+    the EP's own groups (fewer partitions, a device limit held, ...)."""
+    notes = []
+    for prop in result.problem.properties:
+        if not callable(getattr(prop, "ep_groups", None)):
+            continue
+        theirs = prop.ep_groups(result.graph)
+        mine = [sorted(c.nodes) for c in result.clusters if c.device == prop.device]
+        if _as_sets(theirs) != _as_sets(mine):
+            notes.append(f"note: clusterkit groups {prop.device}'s nodes into {len(mine)} "
+                         f"partitions ({sum(map(len, mine))} nodes); {prop.ep} itself makes "
+                         f"{len(theirs)} ({sum(map(len, theirs))} nodes)")
+    return notes

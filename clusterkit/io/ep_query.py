@@ -280,3 +280,23 @@ def graph_node_name(name: str, names: Mapping[str, Any]) -> str | None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return " ".join(text.split())[:300]
+
+
+def answer_by_position(model: onnx.ModelProto, name: str,
+                       settings: Mapping[str, str] | None = None, *, compile: bool = False
+                       ) -> tuple[EpAnswer, list[list[int]]]:
+    """The EP's answer on ``model`` and its groups as positions in ``model.graph.node``: the
+    EP is asked about a copy whose nodes are named by position, so unnamed or twice-named
+    nodes are told apart (``model`` is not modified)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for i, node in enumerate(copy.graph.node):
+        node.name = f"n{i}"
+    answer = query_ep(copy, name, settings, compile=compile)
+    positions = {f"n{i}": i for i in range(len(copy.graph.node))}
+    groups = []
+    for group in answer.groups:
+        found = {positions[m] for m in (graph_node_name(n, positions) for n in group) if m}
+        if found:
+            groups.append(sorted(found))
+    return answer, groups

@@ -5,6 +5,8 @@ A spec is one of:
 - ``[DEVICE=]ops:OP,OP,...`` — a ContainOpSelector (device ``acc`` when none is named);
 - ``[DEVICE=]PATH.py`` — a Python file defining a SubgraphProperty (a module attribute
   ``PROPERTY``, a function ``make_property()``, or exactly one SubgraphProperty subclass);
+- ``[DEVICE=]ep:EPNAME[option=value,...]`` — an installed plugin execution provider's own answer
+  (:mod:`clusterkit.selection.ep_property`), its provider options as settings;
 - ``[DEVICE=]NAME`` — a shipped or registered selector (``coreml``, ``tensorrt``, ...);
 - ``[DEVICE=]NAME[key=value,...]`` — the same with settings: the factory's keyword parameters
   (values read as the default's type: int, float, ``true``/``false``, text, or a tuple written
@@ -23,6 +25,7 @@ import re
 from typing import Any
 
 from clusterkit.errors import SelectorError
+from clusterkit.selection.ep_property import EpProperty
 from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
 from clusterkit.selection.registry import SelectorSetting, get_property, selector_settings
 from clusterkit.selection.restrict import OpFilter, OpFilterProperty
@@ -47,6 +50,10 @@ def parse_selector(spec: str) -> SubgraphProperty:
         if not ops:
             raise SelectorError(f"selector spec {spec!r} lists no op types")
         return OpsProperty(ops, device=device or "acc")
+    if spec.startswith("ep:"):
+        name, raw = split_settings(spec[3:])
+        options = {k: v for k, v in raw if k not in GENERIC_SETTINGS}
+        return _restricted(EpProperty(name, options, device), _op_filter(spec, raw, None))
     name, raw = (spec, []) if os.path.exists(spec) else split_settings(spec)
     if name.endswith(".py") or os.sep in name:
         prop = _load_file(name)
