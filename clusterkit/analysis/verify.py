@@ -55,6 +55,7 @@ class Verification:
     ep_error: str | None = None
     refused: list[str] = field(default_factory=list)
     known_fault: str | None = None
+    known_grouping: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -129,9 +130,16 @@ def verify(model: str | os.PathLike, selector: str, *, strategy: str = "auto",
     the real EP it models on ``model`` (see the module docstring). ``compile=False`` stops the
     EP's session after partitioning (quicker; an EP failure in compilation is then not seen).
     Raises :class:`~clusterkit.errors.BackendError` when the EP is not installed."""
+    proto, graph = optimized_graph(model, dims)
+    return verify_graph(proto, graph, selector, strategy=strategy, compile=compile)
+
+
+def verify_graph(proto: onnx.ModelProto, graph: Graph, selector: str, *,
+                 strategy: str = "auto", compile: bool = True) -> Verification:
+    """:func:`verify` on a graph :func:`optimized_graph` made (to check several selectors
+    against one optimization of a model)."""
     prop = parse_selector(selector)
     ep, settings, verified = ep_of_selector(prop)
-    proto, graph = optimized_graph(model, dims)
     answer = query_ep(proto, ep, settings, compile=compile)
     # only the selector's own constraints: clusterkit's generic value-input cuts are an
     # assumption about accelerators; here the EP's own answer is the reference
@@ -139,6 +147,7 @@ def verify(model: str | os.PathLike, selector: str, *, strategy: str = "auto",
     report = compare(graph, answer, result, prop)
     report.selector = selector
     report.known_fault = verified.get("ep_faults", {}).get(graph.name)
+    report.known_grouping = verified.get("grouping_differs", {}).get(graph.name)
     return report
 
 
@@ -149,6 +158,7 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition, prop: Any) -> Ver
     unknown = [n for n, m in named.items() if m is None
                and answer.op_types.get(n) != "Transpose"]  # the layout transformation's own
     ep_groups = [sorted({index[named[n]] for n in g if named[n]}) for g in answer.groups]
+    _absorb(graph, [index[n] for n in answer.absorbed if n in index], ep_groups)
     mine = [sorted(c.nodes) for c in result.accelerator_clusters()]
     report = Verification(graph.name, "", answer.ep, answer.version, graph.n,
                           [g for g in ep_groups if g], sorted(mine), ep_error=answer.error,
@@ -166,6 +176,21 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition, prop: Any) -> Ver
                                              f"{answer.ep} does not take it"))
     report.notes = _notes(report, unknown)
     return report
+
+
+def _absorb(graph: Graph, absorbed: list[int], groups: list[list[int]]) -> None:
+    """Put each Transpose the layout transformation cancelled into the EP group of a graph
+    neighbour (it ran there, merged into the EP's graph), else into a group of its own."""
+    group_of = {v: gi for gi, g in enumerate(groups) for v in g}
+    for v in absorbed:
+        near = [group_of[u] for u in (*graph.predecessors(v), *graph.successors(v))
+                if int(u) in group_of]
+        if near:
+            groups[near[0]].append(v)
+            groups[near[0]].sort()
+        else:
+            groups.append([v])
+        group_of[v] = near[0] if near else len(groups) - 1
 
 
 def _notes(report: Verification, unknown: list[str]) -> list[str]:

@@ -65,4 +65,6 @@ def print_report(r: Verification) -> None:
         print(f"  note: {note}")
     if r.known_fault and not r.agree:
         print(f"  known: the selector's data lists this model as the EP's fault: {r.known_fault}")
+    if r.known_grouping and not r.same_partitions:
+        print(f"  known: the selector's data lists a different grouping: {r.known_grouping}")
     print("agree" if r.agree else "differ")

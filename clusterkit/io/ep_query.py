@@ -94,6 +94,9 @@ class EpAnswer:
     assigned: list[str] | None = None
     error: str | None = None
     rounds: int = 0
+    #: Transposes of an earlier round that a later one no longer names: the layout
+    #: transformation cancelled them against its own (they run on the EP as part of its graph)
+    absorbed: list[str] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[str]:
@@ -261,6 +264,10 @@ def _read_answer(events: list, answer: EpAnswer) -> None:
         seen.update(names)
         rounds[-1].append(items)
     answer.rounds = len(rounds) if rounds[0] else 0
+    last = {m for group in rounds[-1] for n, _ in group for m in (n, _TOKEN.sub("", n))}
+    answer.absorbed = list(dict.fromkeys(
+        n for r in rounds[:-1] for group in r for n, op in group
+        if op == "Transpose" and n not in last))
     for group in rounds[-1]:
         answer.groups.append(list(dict.fromkeys(n for n, _ in group)))
         answer.op_types.update(group)
