@@ -85,3 +85,61 @@ def test_onnxruntime_refusing_the_answer_is_reported():
     proto, graph = optimized(path)
     r = verify_graph(proto, graph, "qnn", compile=False)
     assert r.refused and any("onnxruntime refused" in n for n in r.notes)
+
+
+RESNET18 = BUNDLED_MODEL_PATHS[0].parent / "resnet18.onnx"
+
+
+def test_cli_verify_exit_status_and_json(tmp_path, capsys):
+    out = tmp_path / "v.json"
+    assert main(["verify", str(RESNET18), "--selector", "qnn", "--no-compile",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["agree"] and data["ep"] == "QNNExecutionProvider" and data["offloaded"] == 49
+    # a selector setting that refuses Relu: the EP takes them, clusterkit does not
+    assert main(["verify", str(RESNET18), "--selector", "qnn[exclude=Relu]",
+                 "--no-compile"]) == 1
+    text = capsys.readouterr().out
+    assert "taken by QNNExecutionProvider only: 17" in text and "(Relu, #" in text
+    assert text.rstrip().endswith("differ")
+    assert main(["verify", str(RESNET18), "--selector", "tensorrt"]) == 2
+    assert capsys.readouterr().err.startswith("clusterkit: error: selector 'tensorrt'")
+
+
+def test_a_missing_ep_is_one_line_naming_the_extra(monkeypatch):
+    real = ep_query._import
+    monkeypatch.setattr(ep_query, "_import",
+                        lambda name: None if name == "onnxruntime_qnn" else real(name))
+    with pytest.raises(BackendError, match=r"pip install 'clusterkit\[qnn\]'"):
+        ep_query.find_ep("QNNExecutionProvider")
+
+
+def test_ep_selector_takes_exactly_the_eps_answer(capsys):
+    proto = optimize_model(RESNET18, "basic")
+    answer = ep_query.query_ep(proto, "QNNExecutionProvider", compile=False)
+    names = {n.name: i for i, n in enumerate(proto.graph.node)}
+    taken = {ep_query.graph_node_name(n, names) for n in answer.nodes} - {None}
+    assert main(["partition", str(RESNET18), "--optimize", "basic", "--selector",
+                 "npu=ep:QNNExecutionProvider[backend=htp]"]) == 0
+    text = capsys.readouterr().out
+    assert f"{len(taken)}/{len(proto.graph.node)} nodes offloaded" in text
+    # a size limit the EP does not have: clusterkit splits, and says so
+    assert main(["partition", str(RESNET18), "--optimize", "basic", "--strategy", "cycles",
+                 "--selector", "npu=ep:QNNExecutionProvider", "--max-size", "20"]) == 0
+    assert "QNNExecutionProvider itself makes 1 (49 nodes)" in capsys.readouterr().out
+    with pytest.raises(BackendError, match="no installed plugin execution provider"):
+        parse_selector("ep:NoSuchExecutionProvider")
+
+
+def test_optimize_keeps_the_shapes_of_ir3_folded_weights():
+    """The light models (IR 3): onnxruntime folds their ConstantOfShape weights into
+    initializers; each must stay declared so shape inference knows every conv's shape."""
+    path = next(p for p in LIGHT_MODELS if p.stem == "light_squeezenet")
+    proto = optimize_model(path, "basic")
+    assert proto.ir_version < 4
+    inputs = {vi.name for vi in proto.graph.input}
+    assert all(t.name in inputs for t in proto.graph.initializer)
+    inferred = onnx.shape_inference.infer_shapes(proto)
+    shapes = {vi.name: vi for vi in inferred.graph.value_info}
+    conv = next(n for n in proto.graph.node if n.op_type == "Conv")
+    assert shapes[conv.output[0]].type.tensor_type.shape.dim[1].dim_value > 0

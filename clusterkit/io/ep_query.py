@@ -235,6 +235,7 @@ def _run_session(model: onnx.ModelProto, device: Any, options: dict[str, str],
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     opts.log_severity_level = 4
+    opts.intra_op_num_threads = 1  # nothing is run: no thread pool to start
     opts.add_provider_for_devices([device], options)
     try:
         session = ort.InferenceSession(model.SerializeToString(), opts)
