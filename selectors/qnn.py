@@ -1,7 +1,10 @@
 """Qualcomm QNN (HTP NPU by default) through ONNX Runtime's QNN EP: static shapes, QDQ or fp16.
 
 The op table (``qnn_ep.json`` in this package's ``data`` folder) transcribes the QNN EP's
-documented op table and fusions (v2.5.0) and the op-builder checks of ONNX Runtime 1.22.
+documented op table and fusions (v2.5.0) and the op-builder checks of ONNX Runtime 1.22, brought
+to what the real EP of ``clusterkit[qnn]`` (onnxruntime-qnn 2.7.0) answers: ``clusterkit verify``
+agrees with it node by node on every bundled and light model (the table's ``verified`` block
+names the version and the listed exceptions; its rows' ``verified_changes`` say what changed).
 Settings:
 
 - ``backend``: ``"htp"`` (default, the NPU), ``"cpu"`` or ``"gpu"``; gates backend-only ops and

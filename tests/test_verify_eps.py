@@ -143,3 +143,23 @@ def test_optimize_keeps_the_shapes_of_ir3_folded_weights():
     shapes = {vi.name: vi for vi in inferred.graph.value_info}
     conv = next(n for n in proto.graph.node if n.op_type == "Conv")
     assert shapes[conv.output[0]].type.tensor_type.shape.dim[1].dim_value > 0
+
+
+def test_the_answer_is_the_last_round_with_layout_copies_and_cancelled_transposes():
+    """A QNN-like record: a first round on the graph, then a second after the layout
+    transformation (a Conv copied as ``_token_``, its own Transposes inserted, the graph's
+    Transpose ``t`` cancelled away), then a compile request."""
+    events = [("group", [("conv", "Conv"), ("t", "Transpose"), ("relu", "Relu")]),
+              ("group", [("gemm", "Gemm")]),
+              ("group", [("Transpose", "Transpose"), ("conv_token_3", "Conv"),
+                         ("relu", "Relu"), ("gemm", "Gemm")]),
+              ("compile", [("1", "")])]
+    answer = ep_query.EpAnswer("X", "0")
+    ep_query._read_answer(events, answer)
+    assert answer.rounds == 2 and answer.compiled == 1
+    assert answer.groups == [["Transpose", "conv_token_3", "relu", "gemm"]]
+    assert answer.absorbed == ["t"]
+    names = {"conv": 0, "t": 1, "relu": 2, "gemm": 3, "Transpose_token_9": 4}
+    assert [ep_query.graph_node_name(n, names) for n in answer.groups[0]] == [
+        None, "conv", "relu", "gemm"]
+    assert ep_query.graph_node_name("Transpose_token_9", names) == "Transpose_token_9"
