@@ -18,6 +18,7 @@ from typing import Any
 
 import onnx
 
+from clusterkit.analysis.report import get_placement
 from clusterkit.api import partition
 from clusterkit.constraints.core import Constraints
 from clusterkit.errors import SelectorError
@@ -144,14 +145,14 @@ def verify_graph(proto: onnx.ModelProto, graph: Graph, selector: str, *,
     # only the selector's own constraints: clusterkit's generic value-input cuts are an
     # assumption about accelerators; here the EP's own answer is the reference
     result = partition(graph, [prop], strategy, constraints=Constraints())
-    report = compare(graph, answer, result, prop)
+    report = compare(graph, answer, result)
     report.selector = selector
     report.known_fault = verified.get("ep_faults", {}).get(graph.name)
     report.known_grouping = verified.get("grouping_differs", {}).get(graph.name)
     return report
 
 
-def compare(graph: Graph, answer: EpAnswer, result: Partition, prop: Any) -> Verification:
+def compare(graph: Graph, answer: EpAnswer, result: Partition) -> Verification:
     """The node-by-node comparison of the EP's ``answer`` and the partition ``result``."""
     index = graph.name_to_index
     named = {n: graph_node_name(n, index) for n in answer.nodes}
@@ -165,17 +166,25 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition, prop: Any) -> Ver
                           refused=answer.refused())
     taken_ep = {i for g in ep_groups for i in g}
     taken = {i for g in mine for i in g}
+    why = _fallback_details(result)
     for i in sorted(taken_ep - taken):
         node = graph.nodes[i]
-        why = (prop.explain(node, graph) if hasattr(prop, "explain") else None) or \
-            "the selector takes it; the strategy left it on the fallback"
-        report.only_ep.append(NodeDiff(i, node.name, node.op_type, why))
+        report.only_ep.append(NodeDiff(i, node.name, node.op_type,
+                                       why.get(i, "clusterkit leaves it on the fallback")))
     for i in sorted(taken - taken_ep):
         node = graph.nodes[i]
         report.only_selector.append(NodeDiff(i, node.name, node.op_type,
                                              f"{answer.ep} does not take it"))
     report.notes = _notes(report, unknown)
     return report
+
+
+def _fallback_details(result: Partition) -> dict[int, str]:
+    """Node index → why clusterkit left the node on the fallback (the placement report's
+    reason: the selector's own explanation, a constraint, a cycle, ...)."""
+    s2i = result.graph.source_to_index
+    return {int(s2i[e["index"]]): f"{e['reason']}: {e['detail']}"
+            for e in get_placement(result)["fallen_back"]}
 
 
 def _absorb(graph: Graph, absorbed: list[int], groups: list[list[int]]) -> None:

@@ -241,7 +241,7 @@ def _run_session(model: onnx.ModelProto, device: Any, options: dict[str, str],
         session = ort.InferenceSession(model.SerializeToString(), opts)
     except Exception as exc:  # EP_FAIL, Fail, ...: the EP answered (or not) and then failed
         if compile:
-            answer.error = _first_line(exc)
+            answer.error = _failure_text(exc)
         return
     answer.assigned = [n.name for sub in session.get_provider_graph_assignment_info()
                        if sub.ep_name == answer.ep for n in sub.get_nodes()]
@@ -287,7 +287,17 @@ def graph_node_name(name: str, names: Mapping[str, Any]) -> str | None:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())[:300]
+    return " ".join(text.splitlines()[0].split())[:300]
+
+
+def _failure_text(exc: BaseException) -> str:
+    """An EP failure in one line: its first line and, for a chained message (OpenVINO's
+    "Exception from ..." lines), the last line, where the cause is."""
+    lines = [" ".join(ln.split()) for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    return text[:400]
 
 
 def answer_by_position(model: onnx.ModelProto, name: str,
