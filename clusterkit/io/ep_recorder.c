@@ -120,10 +120,11 @@ static int patch_add(void) {
   void **slot = ep_api + ADD_NODES_TO_FUSE;
   long page = sysconf(_SC_PAGESIZE);
   void *start = (void *)((uintptr_t)slot & ~(uintptr_t)(page - 1));
-  if (mprotect(start, (size_t)page * 2, PROT_READ | PROT_WRITE)) return -1;
+  /* the aligned slot lies within one page; it stays writable (its neighbours on that page
+     may be data that is written later, so no protection is guessed back) */
+  if (mprotect(start, (size_t)page, PROT_READ | PROT_WRITE)) return -1;
   original_add = (AddFn)*slot;
   *slot = (void *)record_add;
-  mprotect(start, (size_t)page * 2, PROT_READ);
   return 0;
 }
 
