@@ -163,3 +163,23 @@ def test_the_answer_is_the_last_round_with_layout_copies_and_cancelled_transpose
     assert [ep_query.graph_node_name(n, names) for n in answer.groups[0]] == [
         None, "conv", "relu", "gemm"]
     assert ep_query.graph_node_name("Transpose_token_9", names) == "Transpose_token_9"
+
+
+def test_onnxruntime_groups_take_every_ready_supported_node_before_any_other():
+    """a -> u -> c and a -> b -> c with u unsupported: a and b are ready one after the other
+    and form the first group; c waits for u, so it opens a second one. x, unconnected and
+    supported, is ready at the start and joins the first group."""
+    import networkx as nx
+
+    from clusterkit import from_networkx
+    from clusterkit.analysis.verify import onnxruntime_groups
+
+    g = nx.DiGraph()
+    for name in "aubcx":
+        g.add_node(name, op="Relu" if name != "u" else "TopK")
+    g.add_edges_from([("a", "u"), ("u", "c"), ("a", "b"), ("b", "c")])
+    graph = from_networkx(g)
+    idx = graph.name_to_index
+    groups = onnxruntime_groups(graph, {idx[n] for n in "abcx"})
+    named = sorted(sorted(graph.nodes[v].name for v in grp) for grp in groups)
+    assert named == [["a", "b", "x"], ["c"]]

@@ -3,7 +3,9 @@
 The EP is asked (:func:`~clusterkit.io.ep_query.query_ep`) which nodes it takes of the graph
 onnxruntime's basic optimizations make of the model — the graph it is offered at run time — and
 clusterkit partitions that same graph with the selector. They agree when both offload the same
-nodes in the same partitions. Every node one side takes and the other does not is listed with
+nodes and the EP's groups are those nodes grouped as onnxruntime's partitioner groups them
+(:func:`onnxruntime_groups`; where clusterkit's own strategy groups them otherwise, the report
+says so). Every node one side takes and the other does not is listed with
 its op type and the reason: the selector's (why it refuses the node) or the EP's (it does not
 take it). An EP that answers and then fails, and onnxruntime refusing an EP's answer, are
 reported as such; a selector's data lists the models where the disagreement is the EP's own
@@ -13,6 +15,7 @@ fault (``verified.ep_faults``).
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,6 +54,7 @@ class Verification:
     nodes: int
     ep_partitions: list[list[int]]
     partitions: list[list[int]]
+    ort_grouped: list[list[int]] = field(default_factory=list)
     only_ep: list[NodeDiff] = field(default_factory=list)
     only_selector: list[NodeDiff] = field(default_factory=list)
     ep_error: str | None = None
@@ -65,6 +69,12 @@ class Verification:
 
     @property
     def same_partitions(self) -> bool:
+        """The EP's groups are clusterkit's offloaded nodes grouped as onnxruntime groups."""
+        return _as_sets(self.ep_partitions) == _as_sets(self.ort_grouped)
+
+    @property
+    def same_as_strategy(self) -> bool:
+        """The EP's groups are the clusters of clusterkit's strategy."""
         return _as_sets(self.ep_partitions) == _as_sets(self.partitions)
 
     @property
@@ -75,7 +85,7 @@ class Verification:
         """The JSON ``clusterkit verify --json`` writes."""
         data = asdict(self)
         data.update(agree=self.agree, same_nodes=self.same_nodes,
-                    same_partitions=self.same_partitions,
+                    same_partitions=self.same_partitions, same_as_strategy=self.same_as_strategy,
                     ep_offloaded=sum(map(len, self.ep_partitions)),
                     offloaded=sum(map(len, self.partitions)))
         return data
@@ -166,6 +176,7 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition) -> Verification:
                           refused=answer.refused())
     taken_ep = {i for g in ep_groups for i in g}
     taken = {i for g in mine for i in g}
+    report.ort_grouped = onnxruntime_groups(graph, taken)
     why = _fallback_details(result)
     for i in sorted(taken_ep - taken):
         node = graph.nodes[i]
@@ -177,6 +188,33 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition) -> Verification:
                                              f"{answer.ep} does not take it"))
     report.notes = _notes(report, unknown)
     return report
+
+
+def onnxruntime_groups(graph: Graph, taken: set[int]) -> list[list[int]]:
+    """``taken`` grouped as onnxruntime groups an EP's supported nodes (its partitioning
+    utility): a topological walk that takes every ready supported node into the current group,
+    and only when none is ready closes the group and walks the ready unsupported nodes."""
+    succ, pred = graph.succ_lists, graph.pred_lists
+    waiting = [len(set(pred[v])) for v in range(graph.n)]
+    ready: tuple[deque[int], deque[int]] = (deque(), deque())  # (unsupported, supported)
+    for v in range(graph.n):
+        if not waiting[v]:
+            ready[v in taken].append(v)
+    groups = []
+    while ready[0] or ready[1]:
+        supported = bool(ready[1])
+        queue, group = ready[supported], []
+        while queue:
+            v = queue.popleft()
+            if supported:
+                group.append(v)
+            for w in dict.fromkeys(succ[v]):
+                waiting[w] -= 1
+                if not waiting[w]:
+                    ready[w in taken].append(w)
+        if group:
+            groups.append(sorted(group))
+    return groups
 
 
 def _fallback_details(result: Partition) -> dict[int, str]:
@@ -210,8 +248,12 @@ def _notes(report: Verification, unknown: list[str]) -> list[str]:
                      f"(first: {unknown[0]!r})")
     if report.same_nodes and not report.same_partitions:
         notes.append(f"the same nodes, grouped differently: {report.ep} makes "
-                     f"{len(report.ep_partitions)} partitions, clusterkit "
-                     f"{len(report.partitions)}")
+                     f"{len(report.ep_partitions)} partitions, onnxruntime's grouping of "
+                     f"clusterkit's nodes {len(report.ort_grouped)}")
+    if report.same_nodes and not report.same_as_strategy:
+        notes.append(f"clusterkit's strategy groups these nodes into {len(report.partitions)} "
+                     f"partitions, {report.ep} (as onnxruntime groups) into "
+                     f"{len(report.ep_partitions)}")
     if report.ep_error:
         notes.append(f"{report.ep} answered, then failed: {report.ep_error}")
     if report.refused:

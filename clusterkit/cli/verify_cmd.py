@@ -52,7 +52,8 @@ def print_report(r: Verification) -> None:
     print(f"{r.model}: selector {r.selector} against {r.ep} {r.ep_version} (graph after "
           f"onnxruntime's basic optimizations, {r.nodes} nodes)")
     print(f"  {r.ep}: {len(r.ep_partitions)} partitions, {data['ep_offloaded']} nodes")
-    print(f"  clusterkit: {len(r.partitions)} partitions, {data['offloaded']} nodes")
+    print(f"  clusterkit: {len(r.partitions)} partitions, {data['offloaded']} nodes "
+          f"({len(r.ort_grouped)} partitions as onnxruntime groups them)")
     for title, diffs in ((f"taken by {r.ep} only", r.only_ep),
                          ("taken by clusterkit only", r.only_selector)):
         if diffs:
