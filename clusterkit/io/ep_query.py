@@ -81,10 +81,10 @@ KNOWN_EPS = {
 @dataclass
 class EpAnswer:
     """What an EP said of a model. ``groups``: the node names of each group of its last
-    GetCapability answer (``rounds``: how many it gave); ``op_types``: node name → op type as the EP saw it; ``compiled``:
-    how many groups onnxruntime asked it to compile (None when compilation was not reached);
-    ``assigned``: node names onnxruntime finally ran on the EP (None without a session);
-    ``error``: the first line of the EP's failure after answering, if any."""
+    GetCapability answer (``rounds``: how many it gave); ``op_types``: node name → op type as
+    the EP saw it; ``compiled``: how many groups onnxruntime asked it to compile (None when
+    compilation was not reached); ``assigned``: node names onnxruntime finally ran on the EP
+    (None without a session); ``error``: the EP's failure after answering, in one line."""
 
     ep: str
     version: str
