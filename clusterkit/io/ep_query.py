@@ -19,10 +19,12 @@ made at ``basic``), so the answer names exactly that graph's nodes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -184,7 +186,7 @@ def query_ep(model: onnx.ModelProto, name: str, settings: Mapping[str, str] | No
     spec = find_ep(name)
     module = importlib.import_module(spec.module)
     options = spec.options(module, {k: str(v) for k, v in (settings or {}).items()})
-    with _LOCK:
+    with _LOCK, _stdout_to_stderr():
         recorder = _register(spec, module)
         device = _device(spec, options)
         answer = EpAnswer(spec.name, ep_version(spec))
@@ -274,6 +276,25 @@ def _read_answer(events: list, answer: EpAnswer) -> None:
         answer.op_types.update(group)
     if answer.compiled is None and answer.assigned is not None:
         answer.compiled = 1 if answer.assigned else 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Within the block, what native code prints on stdout (the QNN libraries' banner) goes to
+    stderr, so that clusterkit's own stdout (tables, JSON) stays clean."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def graph_node_name(name: str, names: Mapping[str, Any]) -> str | None:
