@@ -35,7 +35,7 @@ def models() -> list[Path]:
 def verdict(data: dict) -> str:
     """The table's last column."""
     if data["agree"]:
-        return "agree"
+        return "agree" + ep_failure(data)
     why = []
     if data["known_fault"]:
         why.append(f"EP's fault (listed): {data['known_fault']}")
@@ -50,6 +50,11 @@ def verdict(data: dict) -> str:
     return "differ: " + "; ".join(why)
 
 
+def ep_failure(data: dict) -> str:
+    """A short note of the EP's failure after answering, for the table."""
+    return " (EP then failed to compile)" if data["ep_error"] else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="FILE", help="write every verify JSON here")
@@ -57,16 +62,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop each EP session after partitioning (quicker)")
     args = parser.parse_args(argv)
     rows, out = [], []
-    print("| model | selector | EP partitions | EP nodes | clusterkit partitions | "
-          "clusterkit nodes | result |")
+    print("| model | selector | EP partitions | EP nodes | clusterkit partitions (strategy / "
+          "as onnxruntime groups) | clusterkit nodes | result |")
     print("|---|---|---|---|---|---|---|")
     for path in models():
         for sel in SELECTORS:
             data = verify(path, sel, compile=not args.no_compile).to_json()
             out.append(data)
             print(f"| {data['model']} | {sel} | {len(data['ep_partitions'])} | "
-                  f"{data['ep_offloaded']} | {len(data['partitions'])} | {data['offloaded']} | "
-                  f"{verdict(data)} |", flush=True)
+                  f"{data['ep_offloaded']} | {len(data['partitions'])} / "
+                  f"{len(data['ort_grouped'])} | {data['offloaded']} | {verdict(data)} |",
+                  flush=True)
             rows.append(data["agree"] or bool(data["known_fault"])
                         or (data["same_nodes"] and bool(data["known_grouping"])))
     if args.json:
