@@ -35,7 +35,8 @@ from clusterkit.selection.specs import parse_selector
 
 @dataclass
 class NodeDiff:
-    """A node one side takes and the other does not."""
+    """A node one side takes and the other does not (``index``: its position in the model's
+    ``graph.node``)."""
 
     index: int
     name: str
@@ -45,7 +46,8 @@ class NodeDiff:
 
 @dataclass
 class Verification:
-    """The comparison of a selector with its EP on one model (see the module docstring)."""
+    """The comparison of a selector with its EP on one model (see the module docstring); node
+    indices are positions in the model's ``graph.node`` list, each partition sorted."""
 
     model: str
     selector: str
@@ -187,6 +189,18 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition) -> Verification:
         report.only_selector.append(NodeDiff(i, node.name, node.op_type,
                                              f"{answer.ep} does not take it"))
     report.notes = _notes(report, unknown)
+    return _as_source_indices(graph, report)
+
+
+def _as_source_indices(graph: Graph, report: Verification) -> Verification:
+    """The report with node indices into the model's ``graph.node`` list (as the partition
+    JSON writes them) instead of clusterkit's topological numbering."""
+    src = graph.index_to_source
+    for name in ("ep_partitions", "partitions", "ort_grouped"):
+        setattr(report, name, sorted(sorted(int(src[v]) for v in g)
+                                     for g in getattr(report, name)))
+    for d in report.only_ep + report.only_selector:
+        d.index = int(src[d.index])
     return report
 
 
