@@ -127,6 +127,11 @@ def test_ep_selector_takes_exactly_the_eps_answer(capsys):
     assert main(["partition", str(RESNET18), "--optimize", "basic", "--strategy", "cycles",
                  "--selector", "npu=ep:QNNExecutionProvider", "--max-size", "20"]) == 0
     assert "QNNExecutionProvider itself makes 1 (49 nodes)" in capsys.readouterr().out
+    # the QNN GPU backend does not initialise without a GPU: the session silently runs on
+    # the CPU EP, which the warning says
+    assert main(["partition", str(RESNET18), "--optimize", "basic", "--selector",
+                 "ep:QNNExecutionProvider[backend=gpu]"]) == 0
+    assert "QNNExecutionProvider took no node of resnet18" in capsys.readouterr().err
     with pytest.raises(BackendError, match="no installed plugin execution provider"):
         parse_selector("ep:NoSuchExecutionProvider")
 

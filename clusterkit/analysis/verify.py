@@ -268,6 +268,10 @@ def _notes(report: Verification, unknown: list[str]) -> list[str]:
         notes.append(f"clusterkit's strategy groups these nodes into {len(report.partitions)} "
                      f"partitions, {report.ep} (as onnxruntime groups) into "
                      f"{len(report.ep_partitions)}")
+    if not report.ep_partitions and not report.ep_error:
+        notes.append(f"{report.ep} took no node: the session ran on the CPU EP (an EP that "
+                     "could not initialise, such as the QNN GPU backend without a GPU, looks "
+                     "the same)")
     if report.ep_error:
         notes.append(f"{report.ep} answered, then failed: {report.ep_error}")
     if report.refused:

@@ -11,6 +11,7 @@ is kept (:meth:`EpProperty.ep_groups`) so a report can say where clusterkit grou
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,6 +22,8 @@ from clusterkit.selection.protocol import SubgraphProperty, SubgraphSelector
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph, Node
+
+log = logging.getLogger(__name__)
 
 
 class EpSelector(SubgraphSelector):
@@ -74,6 +77,9 @@ class EpProperty(SubgraphProperty):
         if not isinstance(graph.model, onnx.ModelProto):
             raise SelectorError(f"selector ep:{self.ep} needs a graph read from an ONNX model")
         _, groups = answer_by_position(graph.model, self.ep, self.settings)
+        if not groups:
+            log.warning("%s took no node of %s: the session ran on the CPU EP (an EP that "
+                        "could not initialise looks the same)", self.ep, graph.name)
         by_source = {nd.source_index: nd.index for nd in graph.nodes}
         mine = [sorted(by_source[p] for p in g if p in by_source) for g in groups]
         mask = np.zeros(graph.n, dtype=bool)
