@@ -1,7 +1,8 @@
 """A device whose supported nodes are an installed execution provider's own answer.
 
 ``--selector ep:QNNExecutionProvider[backend=htp]`` (any installed plugin EP by name, its
-provider options as settings) asks the EP which nodes of the graph it takes
+provider options as settings; ``device_type=NPU|GPU|CPU`` picks which of the EP's devices;
+QNN's ``backend=htp|gpu`` picks its backend library) asks the EP which nodes of the graph it takes
 (:func:`~clusterkit.io.ep_query.answer_by_position`) and uses exactly those as the device's
 supported nodes, so clusterkit's strategies, limits and reports run on the runtime's own truth
 without a hand-written table. The EP sees the graph as clusterkit has it: partition with
