@@ -180,7 +180,8 @@ def query_ep(model: onnx.ModelProto, name: str, settings: Mapping[str, str] | No
              compile: bool = True) -> EpAnswer:
     """The answer of the installed plugin EP ``name`` (with ``settings`` as provider options)
     on ``model`` as it is (onnxruntime's optimizations off). ``compile=False`` stops the
-    session after partitioning (quicker; then ``error`` and ``assigned`` stay None). Raises
+    session after partitioning (quicker; the stop itself is no ``error``, and ``assigned`` is
+    known only when onnxruntime compiled nothing). Raises
     :class:`BackendError` when the EP is not installed, offers no device, or fails before
     answering."""
     spec = find_ep(name)
@@ -192,8 +193,10 @@ def query_ep(model: onnx.ModelProto, name: str, settings: Mapping[str, str] | No
         answer = EpAnswer(spec.name, ep_version(spec))
         recorder.clusterkit_clear()
         recorder.clusterkit_set_skip_compile(0 if compile else 1)
-        _run_session(model, device, options, answer, compile)
+        _run_session(model, device, options, answer)
         _read_answer(ep_recorder.read_record(recorder), answer)
+    if not compile and answer.compiled is not None:
+        answer.error = None  # the recorder's own stop, not a failure of the EP
     return answer
 
 
@@ -203,6 +206,9 @@ def _register(spec: PluginEp, module: Any) -> Any:
 
     if spec.name in _REGISTERED:
         return _REGISTERED[spec.name]
+    if tuple(int(p) for p in re.findall(r"\d+", ort.__version__)[:2]) < (1, 23):
+        raise BackendError(f"asking {spec.name} needs onnxruntime >= 1.23 (plugin EPs with "
+                           f"recorded graph assignments), found {ort.__version__}")
     path = ep_recorder.build(spec.name)
     lib = ep_recorder.load(path, module.get_library_path())
     reg = spec.name + (".virtual" if spec.virtual else "")
@@ -229,7 +235,7 @@ def _device(spec: PluginEp, options: dict[str, str]) -> Any:
 
 
 def _run_session(model: onnx.ModelProto, device: Any, options: dict[str, str],
-                 answer: EpAnswer, compile: bool) -> None:
+                 answer: EpAnswer) -> None:
     """Create the session; record onnxruntime's assignment, or the failure after answering."""
     import onnxruntime as ort
 
@@ -242,8 +248,7 @@ def _run_session(model: onnx.ModelProto, device: Any, options: dict[str, str],
     try:
         session = ort.InferenceSession(model.SerializeToString(), opts)
     except Exception as exc:  # EP_FAIL, Fail, ...: the EP answered (or not) and then failed
-        if compile:
-            answer.error = _failure_text(exc)
+        answer.error = _failure_text(exc)
         return
     answer.assigned = [n.name for sub in session.get_provider_graph_assignment_info()
                        if sub.ep_name == answer.ep for n in sub.get_nodes()]
