@@ -18,6 +18,7 @@ class                  builtin           why
 ``BackendError``       ``RuntimeError``  a backend failed to query, compile or run
 ``ExecutionError``     ``RuntimeError``  running a graph or a worker process failed
 ``RenderError``        ``RuntimeError``  a picture could not be drawn (Graphviz missing or failing)
+``UsageError``         ``ValueError``    the command line's arguments do not parse
 =====================  ================  =========================================================
 """
 
@@ -74,3 +75,21 @@ class ExecutionError(ClusterkitError, RuntimeError):
 
 class RenderError(ClusterkitError, RuntimeError):
     """A picture could not be drawn: Graphviz's ``dot`` is missing or failed on the graph."""
+
+
+class UsageError(ClusterkitError, ValueError):
+    """The command line's arguments do not parse (an unknown flag, a missing argument, a value
+    of the wrong kind); ``prog`` is the (sub)command whose usage applies."""
+
+    def __init__(self, message: str, prog: str = "clusterkit"):
+        super().__init__(f"{message} (see '{prog} -h')")
+        self.prog = prog
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep of many models (not an error: it derives from
+    ``KeyboardInterrupt``); ``results`` holds the models finished before it, in their order."""
+
+    def __init__(self, message: str, results: list):
+        super().__init__(message)
+        self.results = results

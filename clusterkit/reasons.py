@@ -127,15 +127,23 @@ def refusal_reason(problem: Problem, v: int,
     if same_op:
         verb = "takes" if len(same_op) == 1 else "take"
         return Reason(Category.SELECTOR_CONDITION, f"{', '.join(same_op)} {verb} other "
-                      f"{node.op_type} nodes but refused this one{why}")
+                      f"{node.op_type} nodes but refused this one{_unnamed(why, same_op)}")
     listed = [op_in_table(prop, node) for prop in p.properties]
     if any(listed):
-        devs = ", ".join(prop.device for prop, ok in zip(p.properties, listed) if ok)
+        devs = [prop.device for prop, ok in zip(p.properties, listed) if ok]
         return Reason(Category.SELECTOR_CONDITION, f"every {node.op_type} node failed a "
-                      f"condition of {devs}{why}")
+                      f"condition of {', '.join(devs)}{_unnamed(why, devs)}")
     if texts:
         why = f" ({'; '.join(texts)})"
     return Reason(Category.OP_NOT_SUPPORTED, f"no device supports {node.op_type}{why}")
+
+
+def _unnamed(why: str, devices: list[str]) -> str:
+    """``why`` (``": nnapi: input 0 ..."``) without the selector's name when it is the one
+    device the sentence just named (no ``nnapi: nnapi:``)."""
+    if len(devices) == 1 and why.startswith(f": {devices[0]}: "):
+        return why[len(devices[0]) + 2:]
+    return why
 
 
 def selector_explanation(prop: Any, node: Any, graph: Any) -> str | None:

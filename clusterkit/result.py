@@ -108,7 +108,7 @@ class Partition:
 
     @classmethod
     def from_json(cls, problem: Problem, data: dict | str) -> "Partition":
-        """Read a partition JSON, a file or its loaded dict (DESIGN.md format; ``nodes`` are
+        """Read a partition JSON, a file or its loaded dict (docs/design.md format; ``nodes`` are
         source indices), as given (not checked: see validate)."""
         data = read_partition_json(data)
         g = problem.graph
@@ -400,7 +400,7 @@ class Partition:
         return int(m["fallback_nodes"]), int(m["cut_bytes"]), int(m["partitions"])
 
     def metrics(self) -> dict[str, Any]:
-        """DESIGN.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
+        """docs/design.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
         ``folded_nodes`` (see :attr:`Graph.folded`) are left out of ``compute_nodes`` and of the
         ``offloaded_share`` (``compute_offloaded / compute_nodes``)."""
         views = self._memo()
@@ -443,34 +443,51 @@ class Partition:
         return current_placement(self)
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
-        """The partition JSON of DESIGN.md (``nodes`` are source indices); see
+        """The partition JSON of docs/design.md (``nodes`` are source indices); see
         :func:`clusterkit.io.partition_json.partition_json`."""
         return partition_json(self, model)
 
     def summary(self) -> str:
-        """A few lines for people."""
+        """One line for people. Its figures count compute nodes only (folded nodes, see
+        :attr:`Graph.folded`, are neither offloaded nor fallen back, wherever a strategy put
+        them), so they mean the same for every selector and with ``--optimize``."""
         m = self.metrics()
+        folded = self.graph.folded
         per_dev: dict[str, int] = {}
         for c in self.clusters:
-            per_dev[c.device] = per_dev.get(c.device, 0) + len(c.nodes)
-        devs = ", ".join(f"{d}: {k} nodes" for d, k in per_dev.items())
-        return (f"{self.graph.name}: strategy {self.strategy}, {m['partitions']} partitions, "
-                f"largest {m['largest_cluster']} nodes, {m['nodes_offloaded']}/{self.graph.n} "
-                f"nodes offloaded{folded_note(m)}, cut_bytes {m['cut_bytes']:,} ({devs}), "
-                f"{self.seconds:.3f}s")
+            own = len(c.nodes) - int(folded[np.asarray(c.nodes, dtype=np.int64)].sum())
+            per_dev[c.device] = per_dev.get(c.device, 0) + own
+        devs = ", ".join(f"{d} {k}" for d, k in sorted(  # the fallback last
+            per_dev.items(), key=lambda item: item[0] == self.fallback))
+        return (f"{self.graph.name}: strategy {self.strategy}, "
+                f"{plural(m['partitions'], 'partition')}, largest {m['largest_cluster']} nodes, "
+                f"{m['compute_offloaded']}/{m['compute_nodes']} compute nodes offloaded"
+                f"{folded_note(m)}, {cut_note(m)} (compute nodes: {devs}), {self.seconds:.3f}s")
+
+
+def plural(count: int, word: str) -> str:
+    """``1 partition``, ``2 partitions``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def folded_note(metrics: dict[str, Any]) -> str:
-    """`` (121/122 compute nodes offloaded, 93 folded)`` when some nodes are folded, else ``""``
-    (``metrics`` as :meth:`Partition.metrics` gives them)."""
-    if not metrics.get("folded_nodes"):
-        return ""
-    return (f" ({metrics['compute_offloaded']}/{metrics['compute_nodes']} compute nodes "
-            f"offloaded, {metrics['folded_nodes']} folded)")
+    """``, 93 folded`` when some nodes are folded, else ``""`` (``metrics`` as
+    :meth:`Partition.metrics` gives them)."""
+    return f", {metrics['folded_nodes']} folded" if metrics.get("folded_nodes") else ""
+
+
+def cut_note(metrics: dict[str, Any]) -> str:
+    """``cut_bytes 1,024``, or ``cut_bytes ≥ 1,024, 12 cut tensors of unknown size`` when some
+    cut tensors have no known size (counted as 0 bytes)."""
+    unknown = int(metrics.get("cut_tensors_unknown_size") or 0)
+    if not unknown:
+        return f"cut_bytes {metrics['cut_bytes']:,}"
+    return (f"cut_bytes ≥ {metrics['cut_bytes']:,}, "
+            f"{plural(unknown, 'cut tensor')} of unknown size")
 
 
 def cut_bytes(graph: Graph, units: np.ndarray) -> tuple[int, int]:
-    """DESIGN.md cut_bytes for a transfer unit per node (HOST=-1 for fallback nodes), and the
+    """docs/design.md cut_bytes for a transfer unit per node (HOST=-1 for fallback nodes), and the
     number of cut transfers whose tensor size is unknown (counted as 0 bytes)."""
     tt = graph.tensor_table
     prod_unit = np.where(tt.producer >= 0, units[np.maximum(tt.producer, 0)], HOST)

@@ -65,7 +65,7 @@ def test_node_link_model_and_dot(tmp_path, capsys):
     (["partition", "{resnet}", "--selector", "bogus"], "unknown selector 'bogus'"),
     (["partition", "{resnet}", "--selector", "ops:Conv", "--strategy", "zzz"],
      "unknown strategy 'zzz'"),
-    (["partition", "{resnet}"], "give at least one --selector"),
+    (["partition", "{resnet}"], "the following arguments are required: --selector"),
     (["partition", "{resnet}", "--selector", "ops:Conv", "--never", "a"], "--never takes two"),
     (["partition", "{resnet}", "--selector", "ops:Conv", "--strategy", "singleton",
       "--time-limit", "3"], "strategy 'singleton' has no option 'time_limit'"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
 import networkx as nx
 import pytest
@@ -228,8 +229,6 @@ def test_cli_devices_flag(capsys):
     for mode in ("priority", "cost"):
         assert main(["partition", model, *sel, "--strategy", "cycles", "--devices", mode]) == 0
         line = capsys.readouterr().out.splitlines()[0]
-        cuts[mode] = int(line.split("cut_bytes ")[1].split(" ")[0].replace(",", ""))
+        cuts[mode] = int(re.search(r"cut_bytes (?:≥ )?([\d,]+)", line).group(1).replace(",", ""))
     assert cuts["cost"] * 10 < cuts["priority"]
-    with pytest.raises(SystemExit) as exc:
-        main(["compare", model, *sel, "--devices", "fastest"])
-    assert exc.value.code == 2
+    assert main(["compare", model, *sel, "--devices", "fastest"]) == 2

@@ -18,7 +18,7 @@ def _run(script, *args, cwd=REPO):
 
 
 def _check_new_accelerator(out):
-    m = re.search(r"(\d+)/81 nodes offloaded.*tinynpu: (\d+) nodes", out)
+    m = re.search(r"(\d+)/49 compute nodes offloaded.*compute nodes: .*tinynpu (\d+)", out)
     assert m and int(m.group(1)) == int(m.group(2)) > 0
 
 

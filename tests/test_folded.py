@@ -157,5 +157,5 @@ def test_resnet50_coreml_reports_folded_nodes_never_as_fallbacks(tmp_path, capsy
     assert cli_main(["partition", str(path), "--selector", "coreml", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "121/122 compute nodes offloaded, 93 folded" in text
-    assert "fell back: 1 nodes" in text and "folded: 93 nodes" in text
+    assert "fell back: 1 node " in text and "folded: 93 nodes" in text
     assert json.loads(out.read_text())["folded"] == sorted(expect)

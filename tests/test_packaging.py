@@ -66,6 +66,7 @@ def test_shipped_selectors_load_from_a_built_wheel(tmp_path):
     assert "clusterkit/selectors/__init__.py" in names
     assert "clusterkit/io/ep_recorder.c" in names  # built at first use by clusterkit verify
     assert not any(n.startswith("selectors/") for n in names)
+    _check_typed_licensed_versioned(wheel, names)
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     modules = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "clusterkit").rglob("*.py"))
@@ -83,3 +84,18 @@ def test_shipped_selectors_load_from_a_built_wheel(tmp_path):
     assert Path(ck).resolve().is_relative_to(target.resolve())
     assert Path(ours).resolve().is_relative_to(target.resolve())
     assert Path(std).resolve() == STDLIB / "selectors.py"
+
+
+def _check_typed_licensed_versioned(wheel: Path, names: list[str]) -> None:
+    """The wheel ships ``py.typed`` (PEP 561), the Apache-2.0 LICENSE, and the version stated
+    once, in ``clusterkit/__init__.py``."""
+    import clusterkit
+
+    assert "clusterkit/py.typed" in names
+    licence = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE")
+                   or n.endswith(".dist-info/LICENSE"))
+    text = zipfile.ZipFile(wheel).read(licence).decode()
+    assert "Apache License" in text and "END OF TERMS AND CONDITIONS" in text
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA")))
+    assert f"\nVersion: {clusterkit.__version__}\n" in meta.decode()
+    assert wheel.name.startswith(f"clusterkit-{clusterkit.__version__}-")

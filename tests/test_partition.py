@@ -118,7 +118,7 @@ def test_contradictory_constraints_are_an_error():
         _problem(g, never_together=[("a", "zzz")])
     with pytest.raises(ConstraintError, match="no such edge"):
         _problem(g, cut_edges=[("b", "a")])
-    g3 = _graph([("a", "x"), ("x", "c")], {"a": "Conv", "x": "Relu", "c": "Conv"})
+    g3 = _graph([("a", "x"), ("x", "c")], {"a": "Conv", "x": "Softmax", "c": "Conv"})
     with pytest.raises(ConstraintError, match="not convex.*'x'"):
         _problem(g3, together=[["a", "c"]])
 

@@ -253,7 +253,8 @@ def test_refused_gather_quotes_the_selector_explanation_on_bert_base():
     assert gathers
     for nd in gathers:
         said = prop.explain(nd, graph)            # the selector's own words
-        assert said and said in fell[nd.name]["detail"]
+        assert said and said.removeprefix(f"{prop.device}: ") in fell[nd.name]["detail"]
+        assert f"{prop.device}: {prop.device}:" not in fell[nd.name]["detail"]  # named once
         assert fell[nd.name]["reason"] == Category.SELECTOR_CONDITION.value
     ids = fell["/m/embeddings/word_embeddings/Gather"]["detail"]
     assert "input 1 ('input_ids') must be constant" in ids

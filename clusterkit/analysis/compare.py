@@ -15,7 +15,7 @@ import json
 import os
 from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence, Union
+from typing import Any, Callable, Iterable, Sequence, Union
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from clusterkit.api import make_problem, run_strategy, selector_label
 from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
 from clusterkit.engines import strategy_names
-from clusterkit.errors import ClusterkitError, RenderError
+from clusterkit.errors import ClusterkitError, RenderError, SweepInterrupted
 from clusterkit.io.dot import dot_to_svg, partition_dot
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
@@ -226,20 +226,37 @@ def compare_many(paths: Sequence[str], selectors: Selectors,
             append_jsonl(jsonl, paths[k], result)
         bar.update(1)
 
+    try:
+        _run_jobs(paths, todo, (args, isolate, timeout), executor, finish)
+    except KeyboardInterrupt:
+        raise SweepInterrupted(f"{len(results)} of {len(paths)} models finished",
+                               [results[k] for k in sorted(results)]) from None
+    finally:
+        bar.close()
+    return [results[k] for k in range(len(paths))]
+
+
+def _run_jobs(paths: Sequence[str], todo: list[int], job: tuple,
+              executor: Executor | None, finish: Callable[[int, dict[str, Any]], None]) -> None:
+    """Run :func:`_compare_job` (``job``: its arguments after the path) on ``paths[k]`` for
+    every ``k`` of ``todo``, here or on ``executor``, and ``finish`` each as it ends; a task
+    that fails becomes the model's error row. On Ctrl-C the tasks not started are cancelled."""
     if executor is None:
         for k in todo:
-            finish(k, _compare_job(paths[k], args, isolate, timeout))
-    else:
-        futures = {executor.submit(_compare_job, paths[k], args, isolate, timeout): k
-                   for k in todo}
+            finish(k, _compare_job(paths[k], *job))
+        return
+    futures = {executor.submit(_compare_job, paths[k], *job): k for k in todo}
+    try:
         for fut in as_completed(futures):
             k = futures[fut]
             try:
                 finish(k, fut.result())
             except Exception as exc:  # e.g. BrokenProcessPool: a worker died
-                finish(k, model_error(paths[k], selectors, exc))
-    bar.close()
-    return [results[k] for k in range(len(paths))]
+                finish(k, model_error(paths[k], job[0][0], exc))
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        raise
 
 
 def read_jsonl(path: str) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,8 @@ process from a forkserver; daemonic ones need a fresh interpreter per model (see
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from concurrent.futures import Executor
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
@@ -44,16 +46,50 @@ def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
             # non-daemonic workers may start the child process of an isolated model from
             # multiprocessing's forkserver (a daemonic one needs a fresh interpreter per model)
             stack.enter_context(dask.config.set({"distributed.worker.daemon": False}))
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=workers, processes=True, threads_per_worker=1,
-                dashboard_address=None, silence_logs=logging.ERROR,
-                scheduler_kwargs={"dashboard_address": ":0"}))  # its HTTP routes: a free port
+            with _children_ignore_ctrl_c():
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=workers, processes=True, threads_per_worker=1,
+                    dashboard_address=None, silence_logs=logging.ERROR,
+                    scheduler_kwargs={"dashboard_address": ":0"}))  # HTTP routes: a free port
             client = stack.enter_context(Client(cluster))
         else:
             client = stack.enter_context(_connect(Client, scheduler, connect_timeout))
         executor = client.get_executor(pure=False)  # a model file may change between sweeps
-        yield executor
+        try:
+            yield executor
+        except KeyboardInterrupt:
+            if scheduler is None:
+                _quiet_workers(client)
+            raise
         executor.shutdown(wait=True)
+
+
+def _quiet_workers(client) -> None:
+    """Ctrl-C: the local cluster closes while its workers still run models, and they would log
+    each lost heartbeat with a traceback; their ``distributed`` logging is silenced first."""
+    try:
+        client.run(_silence_distributed)
+    except Exception:  # a worker that does not answer is closed anyway
+        pass
+
+
+def _silence_distributed() -> None:
+    logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+
+
+@contextmanager
+def _children_ignore_ctrl_c() -> Iterator[None]:
+    """SIGINT ignored while the local cluster's processes start: they inherit that (Python keeps
+    an inherited ignore), so Ctrl-C reaches only this process, which closes the cluster, instead
+    of every worker printing a ``KeyboardInterrupt`` traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _connect(client_class: type, scheduler: str, timeout: float):

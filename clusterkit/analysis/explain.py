@@ -16,6 +16,7 @@ partition cuts; :func:`explain_edge` gives the reason for one edge. Reasons, fir
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 import numpy as np
@@ -24,7 +25,27 @@ from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, DEFAULT_VALUE_I
 from clusterkit.graph.algorithms import quotient_edges, topological_order
 from clusterkit.result import Partition, cluster_const_bytes
 
-__all__ = ["explain", "explain_edge"]
+__all__ = ["explain", "explain_by_reason", "explain_edge", "reason_kind"]
+
+#: the kind of each reason text :func:`explain` writes (first match wins), to group its lines
+REASON_KINDS = [
+    ("a required cut", re.compile(r"^the edge is a required cut")),
+    ("a value input", re.compile(r"must know the value of")),
+    ("a constraint cuts the edge", re.compile(r"^a constraint cuts the edge")),
+    ("a never-together pair", re.compile(r"are a never-together pair$")),
+    ("a node on the fallback", re.compile(r"is on the fallback")),
+    ("different devices", re.compile(r"^they are on different devices")),
+    ("the selector refuses the edge", re.compile(r"refuses to follow this edge")),
+    ("merging: a never-together pair", re.compile(r"would put the never-together nodes")),
+    ("merging: a value input inside", re.compile(r"would put the edge .* inside \(a value")),
+    ("merging: a required cut inside", re.compile(r"would put the edge .* inside \(a requir")),
+    ("merging: an edge the selector refuses", re.compile(r"would put the edge .* refuses it")),
+    ("merging: a never-together edge inside", re.compile(r"would put the edge .* inside")),
+    ("merging: max_size", re.compile(r"would exceed max_size")),
+    ("merging: max_const_bytes", re.compile(r"above max_const_bytes")),
+    ("merging: a cycle", re.compile(r"would close a cycle")),
+    ("nothing forbids the merge", re.compile(r"^nothing forbids merging")),
+]
 
 
 def explain(partition: Partition, limit: int | None = None) -> list[str]:
@@ -40,6 +61,21 @@ def explain(partition: Partition, limit: int | None = None) -> list[str]:
     if limit is not None:
         split = split[:max(0, limit)]
     return [ctx.line(int(e)) for e in split.tolist()]
+
+
+def reason_kind(line: str) -> str:
+    """The kind (a key of :data:`REASON_KINDS`) of one line of :func:`explain`."""
+    reason = line.split("): ", 1)[-1]
+    return next((kind for kind, pattern in REASON_KINDS if pattern.search(reason)), "other")
+
+
+def explain_by_reason(partition: Partition) -> dict[str, list[str]]:
+    """Every line of :func:`explain`, grouped by :func:`reason_kind`, the most frequent kind
+    first."""
+    groups: dict[str, list[str]] = {}
+    for line in explain(partition):
+        groups.setdefault(reason_kind(line), []).append(line)
+    return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
 
 
 def explain_edge(partition: Partition, u: int | str, v: int | str) -> str:

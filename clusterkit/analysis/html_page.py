@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from clusterkit.analysis.compare import Comparison, row_errors, table_cells
-from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, device_rows,
-                                        fallback_rows, folded_line, get_placement, reasons_line)
+from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, REASON_COLUMNS,
+                                        device_rows, fallback_rows, folded_line, get_placement,
+                                        reason_rows, reasons_line)
 from clusterkit.errors import RenderError
 from clusterkit.io.dot import device_colors, dot_to_svg, partition_dot
 from clusterkit.result import Partition
@@ -166,13 +167,9 @@ def _picture(picture: Picture, colors: Mapping[str, str]) -> str:
 
 
 def _fallback(rep: Mapping[str, Any]) -> str:
-    counts = [(cat, n, ", ".join(f"{op} {k}" for op, k in
-                                 rep["reasons_by_op"].get(cat, {}).items()))
-              for cat, n in rep["reasons"].items()]
     body = [f"<p>{_e(reasons_line(rep))}</p>"]
     if rep["fallen_back"]:
-        body += [_table([("reason", False), ("nodes", True), ("op types", False)], counts,
-                        "reasons"),
+        body += [_table(REASON_COLUMNS, reason_rows(rep), "reasons"),
                  _table(FALLBACK_COLUMNS, fallback_rows(rep["fallen_back"]), "fallen-back")]
     return _section("fallback", "Fallback reasons", *body)
 

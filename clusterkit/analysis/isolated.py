@@ -25,6 +25,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -35,7 +36,8 @@ from clusterkit.errors import ExecutionError
 #: what a fresh-interpreter child runs: the call comes in on stdin, its result goes out on the
 #: original stdout, and what the call itself prints goes to stderr
 _SERVE = """\
-import os, pickle, sys
+import os, pickle, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: subprocess.run kills us
 out = os.fdopen(os.dup(1), "wb")
 os.dup2(2, 1)
 func, args = pickle.load(sys.stdin.buffer)
@@ -45,6 +47,7 @@ out.close()
 
 
 def _child(conn: Any, func: Callable[..., Any], args: tuple) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the child
     conn.send(func(*args))
     conn.close()
 
@@ -81,6 +84,9 @@ def run_isolated(func: Callable[..., Any], args: tuple, timeout: float | None = 
         except EOFError:
             proc.join()
             raise _died(label, proc.exitcode) from None
+    except BaseException:  # Ctrl-C included: the child goes at once
+        proc.kill()
+        raise
     finally:
         receive.close()
         proc.join(5)
@@ -127,3 +133,31 @@ def _run_interpreter(func: Callable[..., Any], args: tuple, timeout: float | Non
     if done.returncode != 0 or not done.stdout:
         raise _died(label, done.returncode)
     return pickle.loads(done.stdout)
+
+
+def quiet_worker() -> None:
+    """Initializer of a sweep's worker processes: Ctrl-C is the parent's to handle (no
+    traceback from every worker), and SIGTERM (:func:`stop_pool`) ends a worker together with
+    the isolated children it started."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _end_worker)
+
+
+def _end_worker(signum: int, frame: Any) -> None:
+    children = multiprocessing.active_children()
+    for child in children:
+        child.kill()
+    for child in children:
+        child.join(5)
+    os._exit(128 + signum)
+
+
+def stop_pool(pool: Any) -> None:
+    """Stop a ``ProcessPoolExecutor`` made with :func:`quiet_worker` now: cancel what has not
+    started and end the workers (and their children) instead of waiting for their tasks."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # no public handle
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        proc.terminate()
+    for proc in workers:
+        proc.join(5)

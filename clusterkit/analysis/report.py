@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from clusterkit.reasons import current_placement
-from clusterkit.result import Partition
+from clusterkit.result import Partition, plural
 
 
 def get_placement(partition: Partition) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def reasons_line(rep: Mapping[str, Any]) -> str:
     if not rep["fallen_back"]:
         return "fell back: none"
     parts = [f"{k} {n}" for k, n in rep["reasons"].items()]
-    return f"fell back: {len(rep['fallen_back'])} nodes — " + ", ".join(parts)
+    return f"fell back: {plural(len(rep['fallen_back']), 'node')} — " + ", ".join(parts)
 
 
 def folded_line(rep: Mapping[str, Any]) -> str | None:
@@ -106,6 +106,17 @@ def device_rows(rep: Mapping[str, Any], max_ops: int | None = 8) -> list[list[st
         rows.append([f"{dev}{tag}", str(e["nodes"]), str(e.get("folded", 0)),
                      str(e["clusters"]), ops])
     return rows
+
+
+#: the columns of :func:`reason_rows`
+REASON_COLUMNS = [("reason", False), ("nodes", True), ("op types", False)]
+
+
+def reason_rows(rep: Mapping[str, Any]) -> list[list[str]]:
+    """One row per fallback reason of a placement report: the reason, its node count and its
+    op types with counts (the command line's and the HTML page's reason table)."""
+    return [[cat, str(n), _ops(rep["reasons_by_op"][cat], None)
+             if rep["reasons_by_op"].get(cat) else ""] for cat, n in rep["reasons"].items()]
 
 
 def fallback_rows(entries: Iterable[Mapping[str, Any]]) -> list[list[str]]:

@@ -16,7 +16,7 @@ from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
 from clusterkit.io.loader import load_graph
 from clusterkit.io.optimize import OPTIMIZE_LEVELS
 from clusterkit.selection.protocol import SubgraphProperty
-from clusterkit.selection.specs import parse_selectors
+from clusterkit.selection.specs import check_op_types, parse_selectors
 
 log = logging.getLogger(__name__)
 
@@ -25,14 +25,19 @@ ORT_EP_SELECTORS = frozenset({"nnapi", "coreml", "xnnpack", "qnn", "dnnl", "tens
                               "openvino_npu"})
 
 
-def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "auto") -> None:
-    """MODEL, --selector, --fallback and the constraint flags."""
+def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "auto",
+                     selector_required: bool = True) -> None:
+    """MODEL, --selector (shown as required in the usage unless ``selector_required`` is False,
+    for the commands where a ``--plan`` names the selectors), --fallback and the constraint
+    flags."""
     p.add_argument("model", metavar="MODEL", help="an .onnx file or a node-link .json graph")
     p.add_argument("--selector", action="append", default=[], metavar="SPEC",
+                   required=selector_required,
                    help="a shipped selector's name, a Python file defining a SubgraphProperty, or"
                    " [DEVICE=]ops:OP,OP,... ; repeat for devices in priority order. Settings: "
                    "NAME[key=value,...], exclude=OP|OP, include=OP|OP (see 'clusterkit "
-                   "selectors')")
+                   "selectors')" + ("" if selector_required else "; required unless --plan "
+                                    "names them"))
     p.add_argument("--fallback", default="cpu", help="the fallback device (default: cpu)")
     if strategy_default is not None:
         p.add_argument("--strategy", default=strategy_default, metavar="NAME",
@@ -40,6 +45,13 @@ def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = 
     add_dim_arg(p)
     add_optimize_arg(p)
     add_constraint_args(p)
+
+
+def add_explain_limit_arg(p: argparse.ArgumentParser, default: int) -> None:
+    """--explain-limit N: how many split node pairs to list (``partition --explain``,
+    ``report``)."""
+    p.add_argument("--explain-limit", type=int, default=default, metavar="N",
+                   help=f"list at most N split node pairs and their reasons (default: {default})")
 
 
 def add_devices_arg(p: argparse.ArgumentParser) -> None:
@@ -176,6 +188,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     log.debug("read %s: %d nodes, %d edges in %.3f s", args.model, graph.n, graph.num_edges,
               time.perf_counter() - start)
     props = parse_selectors(args.selector)
+    check_op_types(args.selector, graph.op_types)
     return constraints_from_args(args).compile(graph, props, fallback=args.fallback)
 
 

@@ -24,14 +24,16 @@ from typing import Iterator
 from clusterkit.analysis.compare import (NUMERIC_COLUMNS, compare, compare_many, default_strategies,
                                          failed_models, row_errors, table_cells, table_title,
                                          write_dots)
+from clusterkit.analysis.isolated import quiet_worker, stop_pool
 from clusterkit.cli.common import (constraints_from_args, dims_from_args, model_label,
                                    optimize_from_args, options_for, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, rows_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.engines import strategy_names
-from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError
+from clusterkit.errors import ClusterkitError, ModelLoadError, StrategyError, SweepInterrupted
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
+from clusterkit.selection.specs import check_op_types
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ log = logging.getLogger(__name__)
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare strategies side by side on a model or a folder")
     p.add_argument("model", metavar="MODEL|DIR", help="an .onnx/.json model, or a folder of them")
-    p.add_argument("--selector", action="append", default=[], metavar="SPEC",
+    p.add_argument("--selector", action="append", default=[], metavar="SPEC", required=True,
                    help="as for partition; repeat for devices in priority order")
     p.add_argument("--fallback", default="cpu")
     p.add_argument("--strategies", default=None,
@@ -97,8 +99,8 @@ def main(args: argparse.Namespace) -> int:
                                  f"not the folder {args.model!r}")
         payload, failed = _sweep(args, strategies, cons, options, level)
     else:
-        model = (load_graph(args.model, dims=dims, optimize=level) if dims or level != "none"
-                 else args.model)
+        model = load_graph(args.model, dims=dims, optimize=level)
+        check_op_types(args.selector, model.op_types)
         res = compare(model, args.selector, strategies, cons, args.fallback, options,
                       name=model_label(args.model), coalesce_after=args.coalesce)
         print_comparison(res)
@@ -127,15 +129,24 @@ def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict,
     common = dict(isolate=True, timeout=args.timeout, jsonl=args.jsonl,
                   progress=not args.no_progress, coalesce_after=args.coalesce,
                   optimize=optimize)
-    with _executor(args) as executor:
-        results = compare_many(paths, args.selector, strategies, cons, args.fallback, options,
-                               executor=executor, **common)
-    for res in results:
-        print_comparison(res)
-        print()
+    try:
+        with _executor(args) as executor:
+            results = compare_many(paths, args.selector, strategies, cons, args.fallback,
+                                   options, executor=executor, **common)
+    except SweepInterrupted as stop:  # Ctrl-C: the finished models' tables, then one line
+        _print_all(stop.results)
+        kept = f", kept in {args.jsonl}" if args.jsonl else ""
+        raise SweepInterrupted(f"{stop}{kept}", stop.results) from None
+    _print_all(results)
     if args.jsonl:
         log.info("wrote %s", args.jsonl)
     return {"models": results}, failed_models(results)
+
+
+def _print_all(results: list[dict]) -> None:
+    for res in results:
+        print_comparison(res)
+        print()
 
 
 def print_comparison(result) -> None:
@@ -174,7 +185,12 @@ def _executor(args: argparse.Namespace) -> Iterator[Executor | None]:
                            connect_timeout=args.scheduler_timeout) as executor:
             yield executor
     elif args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        pool = ProcessPoolExecutor(max_workers=args.jobs, initializer=quiet_worker)
+        try:
             yield pool
+        except BaseException:  # Ctrl-C included: do not wait for the running models
+            stop_pool(pool)
+            raise
+        pool.shutdown()
     else:
         yield None

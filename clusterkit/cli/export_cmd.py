@@ -19,7 +19,7 @@ from clusterkit.runtime.executor import compare_outputs, random_inputs, run_mode
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write the fused model as ONNX (clusters as functions)")
-    add_problem_args(p)
+    add_problem_args(p, selector_required=False)
     add_plan_arg(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="the model to write")
     p.add_argument("--json", metavar="FILE", help="also write the partition JSON (a plan) here")

@@ -16,6 +16,8 @@ import argparse
 import sys
 from typing import Any, Iterable, Mapping
 
+from clusterkit.result import plural
+
 #: exit status of a command whose outputs are written but a gate failed
 GATE_FAILED = 3
 
@@ -64,7 +66,7 @@ def gate_failures(args: argparse.Namespace, partitions: int, share: float,
         out.append(f"--require-full: {where}{figure}")
     limit = getattr(args, "max_partitions", None)
     if limit is not None and partitions > limit:
-        out.append(f"--max-partitions {limit}: {where}{partitions} partitions")
+        out.append(f"--max-partitions {limit}: {where}{plural(partitions, 'partition')}")
     floor = getattr(args, "min_offload", None)
     if floor is not None and share < floor:
         out.append(f"--min-offload {floor:g}: {where}{share:.2f} of compute nodes offloaded")

@@ -8,14 +8,14 @@ import importlib
 import logging
 import os
 
-from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, device_rows,
-                                        fallback_rows, folded_line, get_placement, reasons_line,
-                                        shown_fallbacks)
+from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, REASON_COLUMNS,
+                                        device_rows, fallback_rows, folded_line, get_placement,
+                                        reason_rows, reasons_line, shown_fallbacks)
 from clusterkit.analysis.verify import ep_grouping_notes
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_devices_arg, add_problem_args, model_label,
-                                   optimize_from_args, problem_from_args, raw_graph_hint,
-                                   strategy_options)
+from clusterkit.cli.common import (add_devices_arg, add_explain_limit_arg, add_problem_args,
+                                   model_label, optimize_from_args, problem_from_args,
+                                   raw_graph_hint, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.fusion import source_model
@@ -23,7 +23,7 @@ from clusterkit.io.dot import dump_files, partition_dot, partition_svg
 from clusterkit.io.export import model_bytes, save_model
 from clusterkit.io.files import write_all
 from clusterkit.io.partition_json import optimized_model_path, partition_json_text
-from clusterkit.result import Partition
+from clusterkit.result import Partition, plural
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--dump-dot", metavar="DIR",
                    help="write <model>_affinity.dot and <model>_subgraphs.dot here")
     p.add_argument("--explain", action="store_true",
-                   help="say why adjacent supported nodes ended in different clusters")
+                   help="say why adjacent supported nodes ended in different clusters, grouped "
+                   "by reason")
+    add_explain_limit_arg(p, 30)
     add_gate_args(p)
     add_devices_arg(p)
     return p
@@ -60,11 +62,7 @@ def main(args: argparse.Namespace) -> int:
     for note in ep_grouping_notes(result):
         print(note)
     if args.explain:
-        explain = importlib.import_module("clusterkit.analysis.explain")
-        lines = explain.explain(result)
-        print(f"{len(lines)} adjacent supported node pairs are split:")
-        for line in lines:
-            print("  " + line)
+        print_explanations(result, args.explain_limit)
     outputs = []  # prepared in full before anything is written
     if args.json:
         outputs.extend(_json_outputs(args, result, name))
@@ -81,20 +79,43 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_placement(partition: Partition, max_nodes: int = 10) -> None:
-    """The placement report as tables: one row per device, then the reasons and the first
-    ``max_nodes`` fallen-back nodes (an equal share per reason)."""
+    """The placement report as tables: one row per device, then one per fallback reason (its
+    nodes by op type) and the first ``max_nodes`` fallen-back nodes (an equal share per
+    reason)."""
     rep = get_placement(partition)
     print_table(DEVICE_COLUMNS, device_rows(rep), title="placement:")
     folded = folded_line(rep)
     if folded:
         print(folded)
     print(reasons_line(rep))
+    if rep["fallen_back"]:
+        print_table(REASON_COLUMNS, reason_rows(rep))
     shown = [e for entries in shown_fallbacks(rep, max_nodes).values() for e in entries]
     if shown:
         print_table(FALLBACK_COLUMNS, fallback_rows(shown))
     more = len(rep["fallen_back"]) - len(shown)
     if more > 0:
         print(f"... {more} more nodes in the JSON's placement.fallen_back")
+
+
+def print_explanations(partition: Partition, limit: int) -> None:
+    """Why adjacent supported nodes are apart: per reason its count, then up to ``limit`` pairs
+    in all (an equal share per reason, at least one each)."""
+    explain = importlib.import_module("clusterkit.analysis.explain")
+    groups = explain.explain_by_reason(partition)
+    total = sum(len(lines) for lines in groups.values())
+    print(f"{plural(total, 'adjacent supported node pair')} split"
+          + (", by reason:" if total else ""))
+    per = max(1, max(0, limit) // max(1, len(groups)))
+    shown = 0
+    for kind, lines in groups.items():
+        print(f"  {kind}: {len(lines)}")
+        for line in lines[:per if limit > 0 else 0]:
+            print("    " + line)
+            shown += 1
+    if shown < total:
+        print(f"  ... {total - shown} more pairs (--explain-limit {limit}; raise it to list "
+              "them)")
 
 
 def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str, str | bytes]]:

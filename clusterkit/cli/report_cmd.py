@@ -13,7 +13,7 @@ from clusterkit.analysis.compare import compare, default_strategies
 from clusterkit.analysis.explain import explain
 from clusterkit.analysis.html_page import draw_partition, report_page
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_devices_arg, add_problem_args, constraints_from_args,
+from clusterkit.cli.common import (add_devices_arg, add_explain_limit_arg, add_problem_args, constraints_from_args,
                                    model_label, options_for, problem_from_args, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.engines import strategy_names
@@ -33,8 +33,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "strategy; 'none': no comparison)")
     p.add_argument("--svg-max-nodes", type=int, default=2000, metavar="N",
                    help="draw the picture only for graphs of at most N nodes (default: 2000)")
-    p.add_argument("--explain-limit", type=int, default=200, metavar="N",
-                   help="list at most N split node pairs and their reasons (default: 200)")
+    add_explain_limit_arg(p, 200)
     add_gate_args(p)
     add_devices_arg(p)
     return p

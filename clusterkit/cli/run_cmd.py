@@ -23,17 +23,19 @@ from clusterkit.fusion import fuse, source_model
 from clusterkit.io.files import write_atomic
 from clusterkit.io.optimize import optimize_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
-from clusterkit.result import Partition
+from clusterkit.result import Partition, plural
 from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
                                          run_model, time_model)
 
 if TYPE_CHECKING:
     import onnx
 
+    from clusterkit.constraints.core import Problem
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="fuse the clusters and run the model heterogeneously")
-    add_problem_args(p)
+    add_problem_args(p, selector_required=False)
     add_plan_arg(p)
     p.add_argument("--check", action="store_true",
                    help="also run onnxruntime on the unpartitioned model and compare outputs")
@@ -79,6 +81,7 @@ def partition_from_args(args: argparse.Namespace) -> Partition:
         if getattr(args, "optimize", None) is None:  # the graph the plan's indices refer to
             args.optimize = plan.get("optimize")
     problem = problem_from_args(args)
+    check_backend_devices(getattr(args, "backend", None) or [], problem)
     part = _partition(args, problem, plan, label)
     level = optimize_from_args(args)
     if level != "none":  # the graph the partition's indices refer to
@@ -107,6 +110,21 @@ def original_model(args: argparse.Namespace, fused) -> onnx.ModelProto:
     return optimize_model(args.model, "none")
 
 
+def units_line(executor: Executor, partitions: int) -> str:
+    """``17 units (9 subgraphs for the 9 partitions)``, saying how the subgraphs the executor
+    runs came from the partitions when their counts differ: consecutive ones of one device
+    merged into one unit, ones no output needs (values fixed before the run) dropped."""
+    subs = [u for u in executor.units if u.kind == "subgraph"]
+    covered = sum(max(1, len(u.parts)) for u in subs)
+    how = []
+    if covered > len(subs):
+        how.append(f"{covered - len(subs)} merged with the one before them")
+    if partitions > covered:
+        how.append(f"{partitions - covered} not needed at run time")
+    return (f"{plural(len(executor.units), 'unit')} ({plural(len(subs), 'subgraph')} for the "
+            f"{plural(partitions, 'partition')}" + (f": {', '.join(how)})" if how else ")"))
+
+
 def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
     """``BACKEND.KEY=VALUE`` flags → ``{backend: {key: value}}`` (values parsed as JSON when
     they can be)."""
@@ -118,6 +136,16 @@ def parse_config(items: list[str]) -> dict[str, dict[str, Any]]:
             raise BackendError(f"--config takes BACKEND.KEY=VALUE, got {item!r}")
         out.setdefault(backend.strip(), {})[key.strip()] = json_or_text(raw)
     return out
+
+
+def check_backend_devices(items: list[str], problem: Problem) -> None:
+    """Refuse ``--backend DEVICE=NAME`` for a device no selector defines."""
+    for device in parse_pairs(items, "--backend"):
+        if device not in problem.devices:
+            where = ("the fallback's backend is --host-backend" if device == problem.fallback
+                     else f"devices: {', '.join(problem.devices)}")
+            raise ConstraintError(f"--backend {device}=...: no selector defines device "
+                                  f"{device!r} ({where})")
 
 
 def parse_pairs(items: list[str], flag: str) -> dict[str, str]:
@@ -152,8 +180,8 @@ def main(args: argparse.Namespace) -> int:
         total += time.perf_counter() - start
     runs = max(1, args.repeat)
     print(executor.summary())
-    print(f"{len(executor.units)} units ({sum(u.kind == 'subgraph' for u in executor.units)} "
-          f"subgraphs), mean run {total / runs * 1e3:.2f} ms over {runs} run(s)")
+    print(f"{units_line(executor, part.metrics()['partitions'])}, mean run "
+          f"{total / runs * 1e3:.2f} ms over {plural(runs, 'run')}")
     for fb in executor.fallbacks:
         print(f"fell back to the host: {fb['unit']} (device {fb['device']}, backend "
               f"{fb['backend']}): {fb['error']}")

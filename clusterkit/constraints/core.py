@@ -13,6 +13,7 @@ from typing import Sequence, Union
 
 import numpy as np
 
+from clusterkit.constraints.groups import close_groups
 from clusterkit.errors import ConstraintError, CycleError
 from clusterkit.graph.algorithms import group_labels, quotient, topological_order
 from clusterkit.graph.convexity import first_reentry
@@ -41,8 +42,8 @@ class Constraints:
     - ``never_together``: pairs of nodes never in one cluster (adjacent or not).
     - ``value_inputs``: op type → input positions whose producer must be constant or sit in
       another cluster (e.g. Reshape's shape, input 1).
-    - ``together``: groups that must share one cluster (each must be convex: every path between
-      two members stays inside the group).
+    - ``together``: groups that must share one cluster; a node on a path between two members
+      joins its group when a device of the group takes it, else the group is an error.
     - ``min_size``/``max_size``: nodes per accelerator cluster; ``max_const_bytes``: bytes of the
       constants one cluster may hold. A cluster below ``min_size`` goes back to the fallback.
     """
@@ -224,14 +225,19 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
         pairs.add((min(a, b), max(a, b)))
     never = np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2)
     group_of = np.full(n, -1, dtype=np.int64)
-    groups: list[np.ndarray] = []
+    given: list[list[int]] = []
     for gi, members in enumerate(cons.together):
         ids = sorted({resolve_node(graph, r, "together group") for r in members})
         for v in ids:
             if group_of[v] >= 0:
                 raise ConstraintError(f"node {graph.nodes[v].name!r} is in two together groups")
-            group_of[v] = len(groups)
-        groups.append(np.asarray(ids, dtype=np.int64))
+            group_of[v] = len(given)
+        given.append(ids)
+    groups = [np.asarray(ids, dtype=np.int64)
+              for ids in close_groups(graph, given, supported, devices)]
+    group_of[:] = -1
+    for gi, ids in enumerate(groups):
+        group_of[ids] = gi
     problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
                       never, groups, group_of, cons.min_size, cons.max_size,
                       cons.max_const_bytes, cons)

@@ -1,4 +1,4 @@
-"""Partition JSON (the DESIGN.md format): its one writer and its one reader.
+"""Partition JSON (the docs/design.md format): its one writer and its one reader.
 
 ``{"model", "strategy", "selector", "fallback", "clusters": [{"id", "device", "nodes"}],
 "metrics", "seconds", "folded", "placement"}`` plus any extra keys a strategy recorded; ``nodes``

@@ -1,4 +1,4 @@
-"""Re-apply a saved partition JSON (DESIGN.md format) to the same model, without partitioning.
+"""Re-apply a saved partition JSON (docs/design.md format) to the same model, without partitioning.
 
 The JSON's ``nodes`` are indices into the model's ``graph.node``. A plan that records the
 model's ``fingerprint`` (node names and op types hashed) is applied only to a model with the

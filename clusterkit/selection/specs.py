@@ -2,7 +2,9 @@
 
 A spec is one of:
 
-- ``[DEVICE=]ops:OP,OP,...`` — a ContainOpSelector (device ``acc`` when none is named);
+- ``[DEVICE=]ops:OP,OP,...`` — a ContainOpSelector (device ``acc`` when none is named); op
+  types are separated by ``,`` and take no settings; :func:`check_op_types` refuses one that is
+  neither an ONNX operator nor an op type of the model;
 - ``[DEVICE=]PATH.py`` — a Python file defining a SubgraphProperty (a module attribute
   ``PROPERTY``, a function ``make_property()``, or exactly one SubgraphProperty subclass);
 - ``[DEVICE=]ep:EPNAME[option=value,...]`` — an installed plugin execution provider's own answer
@@ -18,11 +20,13 @@ A spec is one of:
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.util
 import inspect
 import os
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from clusterkit.errors import SelectorError
 from clusterkit.selection.ep_property import EpProperty
@@ -41,20 +45,14 @@ def parse_selector(spec: str) -> SubgraphProperty:
     spec = spec.strip()
     if not spec:
         raise SelectorError("empty selector spec")
-    device = None
-    head, sep, rest = spec.partition("=")
-    if sep and _DEVICE.match(head) and not os.path.exists(spec):
-        device, spec = head, rest
-    if spec.startswith("ops:"):
-        ops = [o.strip() for o in spec[4:].split(",") if o.strip()]
-        if not ops:
-            raise SelectorError(f"selector spec {spec!r} lists no op types")
-        return OpsProperty(ops, device=device or "acc")
-    if spec.startswith("ep:"):
-        name, raw = split_settings(spec[3:])
+    device, body = split_device(spec)
+    if body.startswith("ops:"):
+        return OpsProperty(ops_of_spec(body, spec), device=device or "acc")
+    if body.startswith("ep:"):
+        name, raw = split_settings(body[3:])
         options = {k: v for k, v in raw if k not in GENERIC_SETTINGS}
         return _restricted(EpProperty(name, options, device), _op_filter(spec, raw, None))
-    name, raw = (spec, []) if os.path.exists(spec) else split_settings(spec)
+    name, raw = (body, []) if os.path.exists(body) else split_settings(body)
     if name.endswith(".py") or os.sep in name:
         prop = _load_file(name)
         if device:
@@ -65,6 +63,73 @@ def parse_selector(spec: str) -> SubgraphProperty:
     settings = {k: convert_setting(name, k, v, known) for k, v in raw
                 if k not in GENERIC_SETTINGS}
     return _restricted(get_property(name, device=device, settings=settings), ops)
+
+
+def split_device(spec: str) -> tuple[str | None, str]:
+    """``DEVICE=REST`` → ``(DEVICE, REST)``; ``(None, spec)`` when no device is named (a path
+    that exists is never split)."""
+    head, sep, rest = spec.partition("=")
+    if sep and _DEVICE.match(head) and not os.path.exists(spec):
+        return head, rest
+    return None, spec
+
+
+def ops_of_spec(spec: str, label: str | None = None) -> list[str]:
+    """The op types of an ``ops:A,B`` spec, in order. Settings (``ops:A[key=value]``), a
+    separator other than ``,`` and an empty list are :class:`SelectorError` naming ``label``
+    (the spec as written, device included; ``spec`` by default)."""
+    label = spec if label is None else label
+    if "[" in spec or "]" in spec:
+        _, raw = split_settings(spec)
+        key = raw[0][0] if raw else "[]"
+        raise SelectorError(f"selector spec {label!r}: an ops: spec has no setting {key!r} (it "
+                            "takes only the op types: ops:OP,OP)")
+    ops = [o.strip() for o in spec[4:].split(",") if o.strip()]
+    if not ops:
+        raise SelectorError(f"selector spec {label!r} lists no op types")
+    for op in ops:
+        bad = next((ch for ch in op if not (ch.isalnum() or ch in "_.:-")), None)
+        if bad is not None:
+            fixed = "ops:" + ",".join(o.strip() for o in re.split(r"[;|/\s]+", spec[4:])
+                                      if o.strip())
+            raise SelectorError(f"selector spec {label!r}: {bad!r} in op type {op!r}; op types "
+                                f"are separated by ',' (e.g. {fixed})")
+    return ops
+
+
+def check_op_types(specs: list[str], model_ops: Iterable[str]) -> None:
+    """Refuse an op type of an ``ops:`` spec that is neither an ONNX operator (any registered
+    domain) nor one of ``model_ops``; the error suggests the closest known name."""
+    model = sorted(set(model_ops))
+    known = onnx_op_types() | set(model)
+    for spec in specs:
+        _, body = split_device(spec.strip())
+        if not body.startswith("ops:"):
+            continue
+        for op in ops_of_spec(body):
+            if op not in known:
+                raise SelectorError(f"unknown op type {op!r} in ops: spec" + _suggest(
+                    op, model + sorted(onnx_op_types())))
+
+
+def _suggest(op: str, names: list[str]) -> str:
+    """``; did you mean 'X'?`` for the closest of ``names`` (first ones win a tie, case
+    ignored), or why ``op`` is unknown when none is close."""
+    lowered: dict[str, str] = {}
+    for name in names:
+        lowered.setdefault(name.lower(), name)
+    close = difflib.get_close_matches(op.lower(), list(lowered), n=1)
+    if close:
+        return f"; did you mean {lowered[close[0]]!r}?"
+    return " (neither an ONNX operator nor an op type of the model)"
+
+
+@functools.lru_cache(maxsize=1)
+def onnx_op_types() -> frozenset[str]:
+    """The op types of every ONNX domain onnx knows (every opset version)."""
+    import onnx.defs
+
+    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history())
 
 
 def split_settings(spec: str) -> tuple[str, list[tuple[str, str]]]:
@@ -213,9 +278,23 @@ def parse_selectors(specs: list[str]) -> list[SubgraphProperty]:
     for spec, prop in zip(specs, props):
         if prop.device in seen:
             raise SelectorError(f"selectors {seen[prop.device]!r} and {spec!r} both use device "
-                                f"{prop.device!r}; name one, e.g. gpu={spec}")
+                                f"{prop.device!r}; name one, e.g. {_renamed(spec, seen)}")
         seen[prop.device] = spec
     return props
+
+
+def _renamed(spec: str, used: dict[str, str]) -> str:
+    """``spec`` with a device name no other spec uses (``gpu=ops:Relu`` → ``gpu2=ops:Relu``),
+    for the hint of a duplicate device."""
+    spec = spec.strip()
+    head, sep, rest = spec.partition("=")
+    device, body = (head, rest) if sep and _DEVICE.match(head) and not os.path.exists(spec) \
+        else ("", spec)
+    base = device or parse_selector(spec).device
+    k = 2
+    while f"{base}{k}" in used:
+        k += 1
+    return f"{base}{k}={body}"
 
 
 def _load_file(path: str) -> SubgraphProperty:

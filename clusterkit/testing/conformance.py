@@ -150,6 +150,17 @@ CHECKS: list[tuple[str, Callable[..., ConformanceReport]]] = [
 def _check(subject: Any, graphs: Iterable[Any] | None, rules: Sequence[str], max_seeds: int,
            growth: int, check: str) -> ConformanceReport:
     """Exercise ``subject`` as ``rules`` need on every graph and report those rules."""
+    run, report = _run_rules(subject, graphs, rules, max_seeds, growth, check)
+    failures = [f for f in run.failures if f[0] in rules or f in run.blocking]
+    if failures:
+        raise ConformanceError(run.name, failures, check=check)
+    return report
+
+
+def _run_rules(subject: Any, graphs: Iterable[Any] | None, rules: Sequence[str],
+               max_seeds: int, growth: int, check: str) -> tuple["_Run", ConformanceReport]:
+    """Exercise ``subject`` as ``rules`` need on every graph; the run (with its failures) and
+    what it covered (``rules``: those that apply to the subject)."""
     run = _Run(subject)
     graph_list = default_graphs() if graphs is None else [load_graph(g) for g in graphs]
     if not graph_list:
@@ -159,13 +170,38 @@ def _check(subject: Any, graphs: Iterable[Any] | None, rules: Sequence[str], max
         _check_property(run)
     for graph in graph_list:
         _check_graph(run, graph, phases, max_seeds, growth)
-    failures = [f for f in run.failures if f[0] in rules or f in run.blocking]
-    if failures:
-        raise ConformanceError(run.name, failures, check=check)
     applies = tuple(r for r in rules if (r != "explain" or callable(run.explainer))
                     and (r != "property" or run.prop is not None))
-    return ConformanceReport(run.name, [g.name for g in graph_list],
-                             sum(g.n for g in graph_list), run.calls, run.seeds, applies)
+    return run, ConformanceReport(run.name, [g.name for g in graph_list],
+                                  sum(g.n for g in graph_list), run.calls, run.seeds, applies)
+
+
+@dataclass
+class RuleResult:
+    """One rule's verdict: ``status`` is ``"pass"``, ``"fail"`` or ``"n/a"`` (the subject has
+    nothing the rule judges: no ``explain``, not a property); ``failures`` as ``graph: text``."""
+
+    rule: str
+    status: str
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def doc(self) -> str:
+        """What the rule asks, as plain text."""
+        return RULE_DOCS[self.rule].replace("``", "")
+
+
+def rule_results(subject: Any, graphs: Iterable[Any] | None = None, *, max_seeds: int = 32,
+                 growth: int = 8) -> tuple[ConformanceReport, list[RuleResult]]:
+    """Every rule of :data:`RULES` judged in one pass, as :func:`check_selector` does, without
+    raising: what the pass covered and one :class:`RuleResult` per rule."""
+    run, report = _run_rules(subject, graphs, RULES, max_seeds, growth, "check_selector")
+    out = []
+    for rule in RULES:
+        mine = [f"{g}: {m}" for r, g, m in run.failures if r == rule]
+        status = "fail" if mine else ("pass" if rule in report.rules else "n/a")
+        out.append(RuleResult(rule, status, mine))
+    return report, out
 
 
 # ====================================================================== calling the subject

@@ -208,7 +208,7 @@ HOST = "<host>"
 
 
 def spec_cut(spec: Spec, unit: dict[str, object]) -> int:
-    """Bytes between units as DESIGN.md counts them, from the spec itself: ``unit`` maps each
+    """Bytes between units as docs/design.md counts them, from the spec itself: ``unit`` maps each
     node to its unit (``HOST`` for every fallback node); graph inputs come from the host, graph
     outputs go to it, constants are free."""
     const = constants(spec)

@@ -28,7 +28,7 @@ them true, exact ones (also ``z`` when same rank and device) for sizes and const
 Pairs that can never share a cluster (:func:`clusterkit.engines.cpsat.reduce.mergeable`) have no
 literal.
 
-Objective, exactly DESIGN.md's ``cut_bytes``: per tensor of ``b`` bytes with consumers ``c1 <
+Objective, exactly docs/design.md's ``cut_bytes``: per tensor of ``b`` bytes with consumers ``c1 <
 c2 < ...``, consumer ``ci`` pays ``b`` when it is offloaded, not in the producer's cluster, and
 in the cluster of no earlier consumer (``pay_i >= acc_i - same(p, ci) - sum_j<i z[cj, ci]``);
 the host unit pays ``b`` once when the producer is offloaded and some consumer is not; a graph

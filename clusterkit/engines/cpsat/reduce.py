@@ -8,7 +8,7 @@ per reduction. Throughout, "optimal" is the lexicographic optimum of
 
 Notation: a *unit* is an accelerator cluster or the host (every fallback node). ``cut_bytes``
 charges each non-constant tensor once per distinct consuming unit other than its producer's unit,
-plus once more when it is a graph output produced off the host (DESIGN.md). A node is *fixed
+plus once more when it is a graph output produced off the host (docs/design.md). A node is *fixed
 acc* when every optimal partition we keep offloads it, *fixed host* when it is always on the
 fallback.
 

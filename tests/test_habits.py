@@ -1,0 +1,93 @@
+"""The habits of a well-kept library: the licence the package declares, the version stated once,
+the design page the docstrings cite, and recipe files whose paths and names exist."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import clusterkit
+from support.models import REPO
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+
+def test_the_license_is_the_apache_text_pyproject_declares():
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert meta["license"] == {"text": "Apache-2.0"}
+    text = (REPO / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in text
+    sections = re.findall(r"^\s+(\d)\. [A-Z]", text, re.M)
+    assert sections == [str(k) for k in range(1, 10)]
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_the_version_is_stated_once():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "clusterkit.__version__"}
+    stated = [p for p in REPO.joinpath("clusterkit").rglob("*.py")
+              if re.search(r"^__version__\s*=", p.read_text(), re.M)]
+    assert stated == [REPO / "clusterkit" / "__init__.py"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", clusterkit.__version__)
+    from importlib import metadata
+
+    assert metadata.version("clusterkit") == clusterkit.__version__  # what pip installed
+
+
+def test_py_typed_is_package_data():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert (REPO / "clusterkit" / "py.typed").exists()
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["clusterkit"]
+
+
+def _sources():
+    for folder in ("clusterkit", "selectors", "tests", "benchmarks", "examples"):
+        yield from (REPO / folder).rglob("*.py")
+
+
+def test_docstrings_cite_only_pages_that_exist():
+    cited = set()
+    for path in _sources():
+        text = path.read_text()
+        assert not re.search(r"(?<![/\w])DESIGN\.md", text) or path.name == "test_habits.py", \
+            f"{path} cites a DESIGN.md the repository does not have"
+        cited |= set(re.findall(r"\bdocs/[\w./-]+\.md", text))
+    assert "docs/design.md" in cited
+    assert all((REPO / page).exists() for page in cited), cited
+
+
+def _backticked(text: str) -> set[str]:
+    return set(re.findall(r"`([^`\s]+)`", text))
+
+
+def test_contributing_names_files_and_names_that_exist():
+    """Every path the recipes name exists, and every ``file.py: NAME`` is defined there."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    paths = {p.rstrip("/") for p in _backticked(text)
+             if re.match(r"(clusterkit|selectors|tests|docs|benchmarks)/", p) and "NAME" not in p}
+    assert len(paths) > 20
+    missing = sorted(p for p in paths if not list(REPO.glob(p)))
+    assert not missing, missing
+    for path, name in re.findall(r"`([\w/]+\.py): (\w+)`", text):
+        assert re.search(rf"^\s*(def |class )?{name}\b", (REPO / path).read_text(), re.M), \
+            (path, name)
+    for recipe in ("a new strategy", "a new shipped selector", "a new constraint kind"):
+        assert f"## Recipe: {recipe}" in text
+
+
+def test_the_changelog_holds_the_renamed_names_the_readme_no_longer_does():
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert "| before | now |" in changelog and "| before | now |" not in readme
+    assert "`clusterkit.onnx_io`" in changelog and "CHANGELOG.md" in readme
+
+
+def test_the_glossary_gives_one_word_per_concept():
+    text = (REPO / "docs" / "glossary.md").read_text()
+    words = re.findall(r"^\| \*\*([\w ._-]+)\*\* \|", text, re.M)
+    assert len(words) == len(set(words)) >= 10
+    for word in ("cluster", "partition", "group", "super-node", "step", "selector"):
+        assert word in words
