@@ -122,7 +122,7 @@ def test_ep_selector_takes_exactly_the_eps_answer(capsys):
     assert main(["partition", str(RESNET18), "--optimize", "basic", "--selector",
                  "npu=ep:QNNExecutionProvider[backend=htp]"]) == 0
     text = capsys.readouterr().out
-    assert f"{len(taken)}/{len(proto.graph.node)} nodes offloaded" in text
+    assert f"{len(taken)}/{len(proto.graph.node)} compute nodes offloaded" in text
     # a size limit the EP does not have: clusterkit splits, and says so
     assert main(["partition", str(RESNET18), "--optimize", "basic", "--strategy", "cycles",
                  "--selector", "npu=ep:QNNExecutionProvider", "--max-size", "20"]) == 0
