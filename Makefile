@@ -12,7 +12,7 @@ TORCH ?= torch==2.13.0
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check '$(TORCH)'
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench,torch,dask]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench,torch,dask,qnn,openvino]'
 	@command -v dot >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq graphviz; } \
 	  >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed; SVG output is unavailable"
 	touch $(STAMP)

@@ -147,7 +147,7 @@ def device_of(part: ck.Partition) -> dict[str, str]:
 def test_qnn_drops_a_partition_of_a_lone_dequantize(strategy):
     """Upstream qnn_execution_provider.cc, QNNExecutionProvider::GetCapability: a partition of
     one node whose op is QuantizeLinear or DequantizeLinear is not kept."""
-    g = dequantize_then("Erf")  # Erf: not in QNN's op table, so the DQ is alone
+    g = dequantize_then("Celu")  # Celu: not in QNN's op table, so the DQ is alone
     prop = bound(qnn.make_property(), g)
     assert prop.accepts(node_named(g, "dq")) and not prop.accepts(node_named(g, "after"))
     assert device_of(ck.partition(g, "qnn", strategy))["dq"] == "cpu"

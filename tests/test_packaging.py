@@ -64,6 +64,7 @@ def test_shipped_selectors_load_from_a_built_wheel(tmp_path):
     wheel = next((tmp_path / "dist").glob("clusterkit-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "clusterkit/selectors/__init__.py" in names
+    assert "clusterkit/io/ep_recorder.c" in names  # built at first use by clusterkit verify
     assert not any(n.startswith("selectors/") for n in names)
     _check_typed_licensed_versioned(wheel, names)
     target = tmp_path / "site"

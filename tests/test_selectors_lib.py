@@ -359,12 +359,11 @@ def test_qnn_static_shapes_and_source_checks():
     assert dynamic and not any(prop.accepts(n) for n in dynamic)
     g = graph("gpt2_dynamo")
     prop = prop_for("qnn", g)
+    # onnxruntime-qnn 2.7.0 takes Reshape with allowzero=1 (verified: tests/test_verify_eps.py)
     allowzero = [n for n in nodes_of(g, "Reshape") if n.attrs.get("allowzero") == 1]
-    assert allowzero and all("allowzero" in prop.explain(n) for n in allowzero)
-    g = graph("light_squeezenet")  # opset 9, Softmax axis defaults to 1 on a rank-4 input
-    softmax = nodes_of(g, "Softmax")[0]
-    assert len(g.tensors[softmax.inputs[0]].shape) == 4 and "axis" not in softmax.attrs
-    assert "last dim" in prop_for("qnn", g).explain(softmax)
+    assert allowzero and not any("allowzero" in (prop.explain(n) or "") for n in allowzero)
+    masks = [n for n in nodes_of(g, "GatherND") if g.tensors[n.inputs[0]].dtype == "bool"]
+    assert masks and all("bool data" in prop.explain(n) for n in masks)
     with pytest.raises(SelectorError, match="backend"):
         prop_for("qnn", backend="tpu")
 

@@ -13,7 +13,8 @@ from typing import NoReturn
 from clusterkit.cli.logs import add_verbosity_args, configure_logging, verbosity
 from clusterkit.errors import ClusterkitError, UsageError
 
-COMMANDS = ["partition", "run", "export", "compare", "report", "selectors", "check-selector"]
+COMMANDS = ["partition", "run", "export", "compare", "report", "selectors", "check-selector",
+            "verify"]
 
 
 class Parser(argparse.ArgumentParser):

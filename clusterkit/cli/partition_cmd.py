@@ -11,6 +11,7 @@ import os
 from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, REASON_COLUMNS,
                                         device_rows, fallback_rows, folded_line, get_placement,
                                         reason_rows, reasons_line, shown_fallbacks)
+from clusterkit.analysis.verify import ep_grouping_notes
 from clusterkit.api import run_strategy
 from clusterkit.cli.common import (add_devices_arg, add_explain_limit_arg, add_problem_args,
                                    model_label, optimize_from_args, problem_from_args,
@@ -58,6 +59,8 @@ def main(args: argparse.Namespace) -> int:
     hint = raw_graph_hint(args, result.problem.properties)
     if hint:
         print(hint)
+    for note in ep_grouping_notes(result):
+        print(note)
     if args.explain:
         print_explanations(result, args.explain_limit)
     outputs = []  # prepared in full before anything is written

@@ -1,13 +1,15 @@
 """``clusterkit selectors``: the shipped and registered selectors with their settings.
 
 One line per selector (name and description), then its settings as a spec writes them
-(``key=default``), then the ``exclude``/``include`` settings every selector takes.
+(``key=default``), then the ``exclude``/``include`` settings every selector takes, and the
+installed plugin execution providers an ``ep:`` spec can name.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from clusterkit.io.ep_query import plugin_eps
 from clusterkit.selection.registry import registered_properties, selector_settings
 from clusterkit.selection.protocol import LIMIT_SETTINGS
 from clusterkit.selection.specs import GENERIC_SETTINGS, format_value
@@ -40,4 +42,6 @@ def main(args: argparse.Namespace) -> int:
           + ", ".join(f"{k}=N ({what})" for k, what in LIMIT_SETTINGS.items()))
     print("spec: [DEVICE=]NAME[key=value,...], e.g. --selector 'npu=nnapi[feature_level=3,"
           "exclude=Softmax|TopK]'")
+    eps = ", ".join(plugin_eps()) or "none installed"
+    print(f"an installed plugin EP's own answer: [DEVICE=]ep:EPNAME[option=value,...] ({eps})")
     return 0

@@ -30,6 +30,9 @@ from clusterkit.io.files import read_input
 SHAPE_TENSOR_BYTES = 1 << 16
 #: protobuf cannot serialize a message this large, so shape inference cannot take it whole
 PROTOBUF_LIMIT = 1 << 31
+#: from this size on, shape inference gets the model without its large tensors' data (copying
+#: hundreds of MB of weights into shape inference and back costs seconds and tells it nothing)
+SET_ASIDE_FROM = 1 << 26
 
 _EXTERNAL: "weakref.WeakSet[Graph]" = weakref.WeakSet()
 
@@ -79,8 +82,8 @@ def had_external_data(graph: Graph) -> bool:
 def infer_model_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto`` shape-inferred with data propagation (dims computed by shape arithmetic become
     known), else without it when data propagation fails, else ``proto`` itself (sizes unknown).
-    A model past protobuf's 2 GB limit is inferred with the data of its large tensors set aside
-    meanwhile: shape inference reads the values of small tensors only."""
+    A model past :data:`SET_ASIDE_FROM` (64 MB) is inferred with the data of its large tensors
+    set aside meanwhile: shape inference reads the values of small tensors only."""
     with _large_data_set_aside(proto):
         for data_prop in (True, False):
             try:
@@ -92,11 +95,11 @@ def infer_model_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 @contextlib.contextmanager
 def _large_data_set_aside(proto: onnx.ModelProto):
-    """Within the block, a model past :data:`PROTOBUF_LIMIT` has the raw data of its tensors
+    """Within the block, a model past :data:`SET_ASIDE_FROM` has the raw data of its tensors
     over :data:`SHAPE_TENSOR_BYTES` removed (marked external, so nothing checks it against the
     dims); it is put back afterwards."""
     stash = []
-    if proto.ByteSize() >= PROTOBUF_LIMIT:
+    if proto.ByteSize() >= SET_ASIDE_FROM:
         for t in external_data_helper._get_all_tensors(proto):
             if len(t.raw_data) > SHAPE_TENSOR_BYTES:
                 stash.append((t, t.raw_data, t.HasField("data_location"), t.data_location))

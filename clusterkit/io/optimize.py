@@ -47,10 +47,26 @@ def optimize_model(model: str | os.PathLike | onnx.ModelProto, level: str = "bas
         out = os.path.join(tmp, "optimized.onnx")
         _run_session(_session_source(model, proto, bool(dims), label), out, level, label)
         try:
-            return onnx.load(out, load_external_data=True)
+            optimized = onnx.load(out, load_external_data=True)
         except Exception as exc:  # onnx raises several types for a bad file
             raise ModelLoadError(f"cannot read the model onnxruntime optimized from {label}: "
                                  f"{_first_line(exc)}") from exc
+    declare_initializers(optimized)
+    return optimized
+
+
+def declare_initializers(proto: onnx.ModelProto) -> None:
+    """Below IR version 4 an initializer must also be a graph input, and shape inference reads
+    its type only from there; onnxruntime writes the initializers its folding made (the
+    ``onnx`` light models' weights) without that input, so each gets one here, with the
+    tensor's type and dims: the shapes onnxruntime knows stay known."""
+    if proto.ir_version >= 4:
+        return
+    declared = {vi.name for vi in proto.graph.input}
+    for init in proto.graph.initializer:
+        if init.name not in declared:
+            proto.graph.input.append(
+                onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
 
 
 def _session_source(model: str | os.PathLike | onnx.ModelProto, proto: onnx.ModelProto,

@@ -7,6 +7,8 @@ A spec is one of:
   neither an ONNX operator nor an op type of the model;
 - ``[DEVICE=]PATH.py`` — a Python file defining a SubgraphProperty (a module attribute
   ``PROPERTY``, a function ``make_property()``, or exactly one SubgraphProperty subclass);
+- ``[DEVICE=]ep:EPNAME[option=value,...]`` — an installed plugin execution provider's own answer
+  (:mod:`clusterkit.selection.ep_property`), its provider options as settings;
 - ``[DEVICE=]NAME`` — a shipped or registered selector (``coreml``, ``tensorrt``, ...);
 - ``[DEVICE=]NAME[key=value,...]`` — the same with settings: the factory's keyword parameters
   (values read as the default's type: int, float, ``true``/``false``, text, or a tuple written
@@ -28,6 +30,7 @@ import re
 from typing import Any, Iterable
 
 from clusterkit.errors import SelectorError
+from clusterkit.selection.ep_property import EpProperty
 from clusterkit.selection.protocol import (LIMIT_SETTINGS, OpsProperty, SubgraphProperty,
                                            set_device_limits)
 from clusterkit.selection.registry import SelectorSetting, get_property, selector_settings
@@ -49,6 +52,11 @@ def parse_selector(spec: str) -> SubgraphProperty:
     device, body = split_device(spec)
     if body.startswith("ops:"):
         return OpsProperty(ops_of_spec(body, spec), device=device or "acc")
+    if body.startswith("ep:"):
+        name, raw = split_settings(body[3:])
+        options = {k: v for k, v in raw if k not in _EVERY_SELECTOR}
+        prop = _restricted(EpProperty(name, options, device), _op_filter(spec, raw, None))
+        return _with_limits(prop, name, raw)
     name, raw = (body, []) if os.path.exists(body) else split_settings(body)
     if name.endswith(".py") or os.sep in name:
         prop = _load_file(name)
