@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.errors import PartitionError
@@ -330,6 +328,9 @@ class Partition:
         keep = cu != cv
         if not keep.any():
             return
+        from scipy.sparse import coo_matrix  # heavy imports, paid on use
+        from scipy.sparse.csgraph import connected_components
+
         mat = coo_matrix((np.ones(int(keep.sum())), (cu[keep], cv[keep])), shape=(k, k)).tocsr()
         ncomp, comp = connected_components(mat, directed=True, connection="strong")
         if ncomp == k:
