@@ -1,0 +1,49 @@
+"""The partition JSON writer writes exactly the text ``json.dumps(..., indent=1)`` writes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from clusterkit.io.partition_json import indented_json
+
+_LEAVES = [0, -5, 2 ** 70, 1.5, -0.0, 1e300, float("nan"), float("inf"), float("-inf"),
+           'q"uote\n\u00e9\u4e2d\x00', True, False, None, "", (1, 2), [], {}]
+
+
+def _value(rng: random.Random, depth: int):
+    r = rng.random()
+    if depth > 3 or r < 0.4:
+        return rng.choice(_LEAVES)
+    if r < 0.65:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 5))]
+    if r < 0.75:
+        return [rng.randint(-99, 99) for _ in range(rng.randint(0, 6))]
+    if r < 0.82:
+        return [rng.choice(["x", "y\u00e9", "\\"]) for _ in range(rng.randint(0, 6))]
+    return {rng.choice(["k", "l", 'm"', "\u00e9"]): _value(rng, depth + 1)
+            for _ in range(rng.randint(0, 4))}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_same_text_as_json_dumps(seed):
+    rng = random.Random(seed)
+    for _ in range(100):
+        value = _value(rng, 0)
+        assert indented_json(value) == json.dumps(value, indent=1)
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize("value", [{1: 2}, {None: 1}, {"a": _Int(3)}, [_Int(1), 2], [True, 1]])
+def test_what_it_does_not_know_is_left_to_json(value):
+    assert indented_json(value) == json.dumps(value, indent=1)
+
+
+def test_refuses_what_json_refuses():
+    with pytest.raises(TypeError):
+        indented_json({"a": object()})
