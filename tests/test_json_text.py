@@ -47,3 +47,14 @@ def test_what_it_does_not_know_is_left_to_json(value):
 def test_refuses_what_json_refuses():
     with pytest.raises(TypeError):
         indented_json({"a": object()})
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rows_sharing_their_keys_same_text(seed):
+    rng = random.Random(seed)
+    keys = rng.sample(["id", "device", "nodes", "%s", "name\u00e9"], rng.randint(1, 5))
+    rows = [{k: _value(rng, 2) for k in keys} for _ in range(rng.randint(1, 8))]
+    if seed % 2:  # one row with its keys in another order: not a table
+        rows.append({k: 1 for k in reversed(keys)})
+    value = {"clusters": rows, "assignment": [{"nodes": rows}]}
+    assert indented_json(value) == json.dumps(value, indent=1)

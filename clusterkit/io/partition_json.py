@@ -96,12 +96,10 @@ def indented_json(obj: Any) -> str:
     small constant: with an indent the standard library encodes in Python, one call per
     value; here a list of strings or of integers (a cluster's nodes, names, op types) is one
     ``join`` of C-encoded items. A value this writer does not know takes ``json.dumps``."""
-    out: list[str] = []
     try:
-        _write(obj, "\n", out)
+        return _text(obj, "\n")
     except (_Unknown, RecursionError):
         return json.dumps(obj, indent=1)
-    return "".join(out)
 
 
 class _Unknown(Exception):
@@ -111,47 +109,55 @@ class _Unknown(Exception):
 _encode_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
-def _write(obj: Any, nl: str, out: list[str]) -> None:
-    """Append the text of ``obj`` at the indent of newline ``nl`` (a newline and spaces)."""
-    kind = type(obj)
+def _text(value: Any, nl: str) -> str:
+    """The text of ``value`` at the indent of newline ``nl`` (a newline and spaces)."""
+    kind = type(value)
     if kind is dict:
-        if not obj:
-            out.append("{}")
-            return
+        if not value:
+            return "{}"
+        if any(type(k) is not str for k in value):
+            raise _Unknown
         inner = nl + " "
-        out.append("{")
-        sep = inner
-        for key, value in obj.items():
-            if type(key) is not str:
-                raise _Unknown
-            out.append(sep + _encode_str(key) + ": ")
-            _write(value, inner, out)
-            sep = "," + inner
-        out.append(nl + "}")
-    elif kind is list or kind is tuple:
-        _write_list(obj, nl, out)
-    else:
-        out.append(_scalar(obj))
+        return "{" + inner + ("," + inner).join(
+            _encode_str(k) + ": " + _text(v, inner) for k, v in value.items()) + nl + "}"
+    if kind is list or kind is tuple:
+        return _list_text(value, nl)
+    return _scalar(value)
 
 
-def _write_list(items: list | tuple, nl: str, out: list[str]) -> None:
+def _list_text(items: list | tuple, nl: str) -> str:
     if not items:
-        out.append("[]")
-        return
+        return "[]"
     inner = nl + " "
-    kinds = set(map(type, items))
+    return "[" + inner + ("," + inner).join(_texts(items, inner)) + nl + "]"
+
+
+def _texts(values: list | tuple, nl: str) -> list[str]:
+    """The text of each value at the indent of ``nl``: strings, integers or lists of them are
+    encoded by one ``map``, rows of a table column by column (:func:`_records`)."""
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        return list(map(_encode_str, values))
     if kinds == {int}:
-        out.append("[" + inner + ("," + inner).join(map(int.__repr__, items)) + nl + "]")
-    elif kinds == {str}:
-        out.append("[" + inner + ("," + inner).join(map(_encode_str, items)) + nl + "]")
-    else:
-        out.append("[")
-        sep = inner
-        for value in items:
-            out.append(sep)
-            _write(value, inner, out)
-            sep = "," + inner
-        out.append(nl + "]")
+        return list(map(int.__repr__, values))
+    if kinds == {list}:
+        return [_list_text(v, nl) for v in values]
+    if kinds == {dict} and values[0] and len(set(map(tuple, values))) == 1:
+        return _records(values, nl)
+    return [_text(v, nl) for v in values]
+
+
+def _records(items: list | tuple, nl: str) -> list[str]:
+    """The text of dicts that share their keys in one order (a table's rows): each column is
+    encoded at once, each row is one ``%`` of a template."""
+    keys = list(items[0])
+    if any(type(k) is not str for k in keys):
+        raise _Unknown
+    inner = nl + " "
+    template = "{" + inner + ("," + inner).join(
+        _encode_str(k).replace("%", "%%") + ": %s" for k in keys) + nl + "}"
+    columns = [_texts([d[k] for d in items], inner) for k in keys]
+    return [template % row for row in zip(*columns)]
 
 
 def _scalar(value: Any) -> str:
