@@ -13,6 +13,8 @@ function here is deterministic: ties are broken by a key, never by hash or inser
 - :func:`group_labels` / :func:`quotient` — contract groups of nodes to units: the unit of each
   node, the distinct edges between units and the unit edge each original edge stands in
   (:func:`quotient_edges` keeps only the edges).
+- :func:`weak_components` — connected components of the undirected view, numbered as
+  scipy's ``connected_components`` numbers them; :func:`is_acyclic` — whether edges form a DAG.
 - :func:`gc_paused` — pause the cyclic garbage collector while many small containers are made.
 """
 
@@ -304,6 +306,39 @@ def quotient_edges(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tupl
     """The distinct edges ``(labels[s], labels[d])`` between different groups, sorted."""
     qsrc, qdst, _ = quotient(labels, src, dst)
     return qsrc, qdst
+
+
+def weak_components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Component label per node of ``0..n-1`` joined by the undirected edges ``a[e] - b[e]``,
+    components numbered by their smallest node (as scipy's ``connected_components`` does).
+
+    Vectorized union-find: every round hooks, along each edge between two trees, the larger
+    root under the smaller, then compresses every path; a node's parent never exceeds it, so
+    no cycle forms, and each round merges at least one pair of trees."""
+    parent = np.arange(n, dtype=np.int64)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    while a.size:
+        ra, rb = parent[a], parent[b]
+        apart = ra != rb
+        if not apart.any():
+            break
+        a, b, ra, rb = a[apart], b[apart], ra[apart], rb[apart]
+        np.minimum.at(parent, np.maximum(ra, rb), np.minimum(ra, rb))
+        while True:
+            up = parent[parent]
+            if np.array_equal(up, parent):
+                break
+            parent = up
+    return np.unique(parent, return_inverse=True)[1].astype(np.int64).reshape(n)
+
+
+def is_acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
+    """True when the edges ``src[e] -> dst[e]`` on ``0..n-1`` have no directed cycle."""
+    try:
+        fifo_order(n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+    except CycleError:
+        return False
+    return True
 
 
 @contextmanager
