@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -45,6 +46,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
+    # the graph lives until the command ends: keep the collector from walking its millions of
+    # objects again in every full collection the report and the JSON would trigger
+    gc.freeze()
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                           coalesce_after=args.coalesce, devices=args.devices,
                           **strategy_options(args))

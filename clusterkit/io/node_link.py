@@ -41,12 +41,17 @@ def load_node_link(path: str | os.PathLike) -> Graph:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelLoadError(f"{path!r} is not a node-link JSON graph ({exc})") from exc
     del raw
-    return graph_from_node_link(data, name=os.path.splitext(os.path.basename(path))[0],
-                                source=path)
+    return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
 
 
 def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory") -> Graph:
     """Build a Graph from node-link data (a dict as ``networkx.node_link_data`` writes)."""
+    return _read(data, name, source, consume=False)
+
+
+def _read(data: Any, name: str, source: str, consume: bool) -> Graph:
+    """:func:`graph_from_node_link`; with ``consume`` the lists of ``data`` are emptied as soon
+    as they are read (a file's millions of dicts need not outlive their use)."""
     if not isinstance(data, dict) or "nodes" not in data:
         raise ModelLoadError(f"{source!r} is not a node-link graph: no 'nodes' list")
     key = "edges" if "edges" in data else "links"
@@ -56,8 +61,11 @@ def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory")
         raise ModelLoadError(f"node-link graph {name!r} has no nodes")
     with gc_paused():
         src, dst, ebytes = _edge_lists(nodes, edges, key, source, pos_of)
+        del pos_of
+        if consume:
+            edges.clear()
         return graph_from_lists([d["id"] for d in nodes], nodes, src, dst, ebytes,
-                                NODE_LINK_KEYS, name=name, source=source)
+                                NODE_LINK_KEYS, name=name, source=source, consume=consume)
 
 
 def _node_positions(nodes: Any, edges: Any, key: str, source: str) -> dict:
@@ -141,10 +149,12 @@ def _brief(value: Any) -> str:
 
 def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, dst: np.ndarray,
                      edge_bytes: Sequence, reserved: frozenset = NETWORKX_KEYS,
-                     name: str = "graph", source: str = "memory") -> Graph:
+                     name: str = "graph", source: str = "memory", consume: bool = False
+                     ) -> Graph:
     """The Graph of nodes ``ids`` (attributes ``node_data``: ``op``, optional ``affinity`` and
     ``bytes``, the rest but ``reserved`` kept as attrs) and distinct edges ``src[e] -> dst[e]``
-    (positions, in adjacency order per source) of ``edge_bytes[e]`` bytes (None: unknown)."""
+    (positions, in adjacency order per source) of ``edge_bytes[e]`` bytes (None: unknown).
+    With ``consume`` the list ``node_data`` is emptied once its nodes are made."""
     names = [str(i) for i in ids]
     if len(set(names)) != len(names):
         raise GraphError("node ids must stay distinct when written as strings")
@@ -156,6 +166,8 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
                           lambda e: f"edge {names[src[e]]!r} -> {names[dst[e]]!r}")
     parts = _Parts(names, src, dst, node_b, edge_b)
     nodes = parts.nodes(ops, node_data, reserved)
+    if consume:
+        node_data.clear()
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
         return Graph.build(nodes, parts.tensors, [], parts.outputs, name=name, source=source)
     return parts.graph(nodes, set(ops), name, source)
