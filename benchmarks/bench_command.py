@@ -15,6 +15,7 @@ ratio to it is what a loaded machine changes less than raw seconds.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -126,6 +127,7 @@ def child(argv: list[str]) -> None:
     graph = stage("read", lambda: load_graph(args.model))
     args.model = graph  # compile alone: load_graph hands a Graph back as it is
     problem = stage("compile", lambda: problem_from_args(args))
+    gc.freeze()  # as the command does once the graph is read
     result = stage("strategy", lambda: run_strategy(
         problem, args.strategy, selector=" ".join(args.selector), **strategy_options(args)))
     with contextlib.redirect_stdout(io.StringIO()):

@@ -58,3 +58,14 @@ def test_rows_sharing_their_keys_same_text(seed):
         rows.append({k: 1 for k in reversed(keys)})
     value = {"clusters": rows, "assignment": [{"nodes": rows}]}
     assert indented_json(value) == json.dumps(value, indent=1)
+
+
+@pytest.mark.parametrize("pairs", [[], [("a", "Conv")], [('q"\u00e9', "ai.x:Op"), ("1", "Relu")]])
+def test_fingerprint_hashes_the_compact_json_of_the_pairs(pairs):
+    import hashlib
+
+    from clusterkit.io.partition_json import model_fingerprint
+
+    text = json.dumps([list(p) for p in pairs], separators=(",", ":"))
+    assert model_fingerprint(iter(pairs)) == \
+        "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

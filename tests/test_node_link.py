@@ -60,8 +60,9 @@ def _random_data(seed: int) -> dict:
     n = rng.randint(1, 40)
     hidden = list(range(n))
     rng.shuffle(hidden)  # ids in a random order, not a topological one
-    as_str = rng.random() < 0.3
-    ids = [f"n{h}" if as_str else h for h in hidden]
+    style = rng.choice(["dense", "dense", "str", "sparse"])
+    ids = [f"n{h}" if style == "str" else h * 1000 - 5000 if style == "sparse" else h
+           for h in hidden]
     nodes = []
     for i in ids:
         d = {"id": i, "op": rng.choice(["Conv", "Relu", "Constant", "Add"])}
@@ -150,3 +151,10 @@ def test_float_sizes_and_ids_are_read_as_networkx_reads_them():
     got = graph_from_node_link(data, name="g")
     _same(got, _oracle(data))
     assert got.tensors["1:out"].nbytes == 16 and type(got.tensors["1:out"].nbytes) is int
+
+
+def test_an_edge_to_an_unlisted_integer_id_is_refused():
+    data = {"nodes": [{"id": 0, "op": "Relu"}, {"id": 1, "op": "Relu"}],
+            "edges": [{"source": 0, "target": 7}]}
+    with pytest.raises(GraphError, match="names node 7, which is not in 'nodes'"):
+        graph_from_node_link(data)

@@ -45,10 +45,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    problem = problem_from_args(args)
-    # the graph lives until the command ends: keep the collector from walking its millions of
-    # objects again in every full collection the report and the JSON would trigger
-    gc.freeze()
+    # the graph's millions of objects live until the command ends and hold no cycles: the
+    # collector is kept from walking them while they are made and in every later collection
+    gc.disable()
+    try:
+        problem = problem_from_args(args)
+    finally:
+        gc.freeze()
+        gc.enable()
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                           coalesce_after=args.coalesce, devices=args.devices,
                           **strategy_options(args))

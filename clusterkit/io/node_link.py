@@ -35,13 +35,13 @@ def load_node_link(path: str | os.PathLike) -> Graph:
     """Read a networkx node-link JSON file (``edges`` or ``links`` key)."""
     path = os.fspath(path)
     raw = read_input(path, "graph")
-    try:
-        with gc_paused():  # millions of small dicts: collections would find nothing to free
+    with gc_paused():  # millions of small dicts: collections would find nothing to free
+        try:
             data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{path!r} is not a node-link JSON graph ({exc})") from exc
-    del raw
-    return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelLoadError(f"{path!r} is not a node-link JSON graph ({exc})") from exc
+        del raw
+        return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
 
 
 def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory") -> Graph:
@@ -52,6 +52,11 @@ def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory")
 def _read(data: Any, name: str, source: str, consume: bool) -> Graph:
     """:func:`graph_from_node_link`; with ``consume`` the lists of ``data`` are emptied as soon
     as they are read (a file's millions of dicts need not outlive their use)."""
+    with gc_paused():  # many small containers: collections would find nothing to free
+        return _read_paused(data, name, source, consume)
+
+
+def _read_paused(data: Any, name: str, source: str, consume: bool) -> Graph:
     if not isinstance(data, dict) or "nodes" not in data:
         raise ModelLoadError(f"{source!r} is not a node-link graph: no 'nodes' list")
     key = "edges" if "edges" in data else "links"
@@ -59,13 +64,12 @@ def _read(data: Any, name: str, source: str, consume: bool) -> Graph:
     pos_of = _node_positions(nodes, edges, key, source)
     if not nodes:
         raise ModelLoadError(f"node-link graph {name!r} has no nodes")
-    with gc_paused():
-        src, dst, ebytes = _edge_lists(nodes, edges, key, source, pos_of)
-        del pos_of
-        if consume:
-            edges.clear()
-        return graph_from_lists([d["id"] for d in nodes], nodes, src, dst, ebytes,
-                                NODE_LINK_KEYS, name=name, source=source, consume=consume)
+    src, dst, ebytes = _edge_lists(nodes, edges, key, source, pos_of)
+    del pos_of
+    if consume:
+        edges.clear()
+    return graph_from_lists([d["id"] for d in nodes], nodes, src, dst, ebytes, NODE_LINK_KEYS,
+                            name=name, source=source, consume=consume)
 
 
 def _node_positions(nodes: Any, edges: Any, key: str, source: str) -> dict:
@@ -86,20 +90,38 @@ def _edge_lists(nodes: list, edges: list, key: str, source: str, pos_of: dict
     """Distinct edges as source and target positions (first-listed order) and each one's
     ``bytes`` (as networkx merges a repeated edge: the last value given wins)."""
     try:
-        src = np.fromiter(map(pos_of.__getitem__, [d["source"] for d in edges]), np.int64,
-                          len(edges))
-        dst = np.fromiter(map(pos_of.__getitem__, [d["target"] for d in edges]), np.int64,
-                          len(edges))
-    except (TypeError, KeyError, ValueError):  # names the bad edge; a float id 1.0 == 1 is fine
+        ends = [d["source"] for d in edges], [d["target"] for d in edges]
+        src, dst = (_positions(ids, pos_of) for ids in ends)
+    except (TypeError, KeyError):  # names the bad edge
         _check_node_link(nodes, edges, key, source)
-        src = np.fromiter((pos_of[d["source"]] for d in edges), np.int64, len(edges))
-        dst = np.fromiter((pos_of[d["target"]] for d in edges), np.int64, len(edges))
+        raise
     ebytes = [d.get("bytes") for d in edges]
-    n = len(nodes)
-    keys = src * n + dst
-    if keys.size > 1 and np.unique(keys).size < keys.size:
+    keys = np.sort(src * len(nodes) + dst)
+    if keys.size > 1 and bool(np.any(keys[1:] == keys[:-1])):
         return _merged_edges(edges, src.tolist(), dst.tolist())
     return src, dst, ebytes
+
+
+def _positions(ids: list, pos_of: dict) -> np.ndarray:
+    """The node position of every id; integer ids (the usual case) are looked up in an array.
+    A missing id raises KeyError."""
+    if set(map(type, ids)) == {int} and pos_of and set(map(type, pos_of)) == {int}:
+        try:
+            keys = np.fromiter(pos_of, np.int64, len(pos_of))
+            want = np.asarray(ids, dtype=np.int64)
+        except OverflowError:  # ids past int64: the dict answers
+            return np.fromiter(map(pos_of.__getitem__, ids), np.int64, len(ids))
+        lo, hi = int(keys.min()), int(keys.max())
+        if hi - lo < 4 * len(keys) + 64:  # a dense table
+            table = np.full(hi - lo + 1, -1, dtype=np.int64)
+            table[keys - lo] = np.arange(len(keys), dtype=np.int64)
+            want -= lo
+            inside = (want >= 0) & (want < len(table))
+            out = np.where(inside, table[np.clip(want, 0, len(table) - 1)], -1)
+            if not (out < 0).any():
+                return out
+            raise KeyError(ids[int(np.argmax(out < 0))])
+    return np.fromiter(map(pos_of.__getitem__, ids), np.int64, len(ids))
 
 
 def _merged_edges(edges: list, src: list[int], dst: list[int]
@@ -282,8 +304,9 @@ class _Parts:
         out = []
         for k, (d, op, outs) in enumerate(zip(node_data, ops, self.outs)):
             aff = d.get("affinity")
-            attrs = {key if type(key) is str else str(key): v for key, v in d.items()
-                     if key not in reserved}
+            attrs = {} if d.keys() <= reserved else {
+                key if type(key) is str else str(key): v for key, v in d.items()
+                if key not in reserved}
             out.append(Node(k, self.names[k], op, "", attrs, flat[at[k]:at[k + 1]], outs, [], k,
                             str(aff) if aff else None, False, None))
         return out

@@ -17,7 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Iterable
+
+import numpy as np
 
 from clusterkit.errors import PartitionError
 
@@ -46,18 +49,33 @@ def partition_json(partition: "Partition", model: str | None = None) -> dict[str
     graph = partition.graph
     src = graph.index_to_source
     nodes = source_nodes(graph)
-    clusters = []
-    for c in partition.clusters:
-        idx = sorted(src[c.nodes].tolist())
-        clusters.append({"id": c.id, "device": c.device, "nodes": idx,
-                         "names": [nodes[v][0] for v in idx],
-                         "op_types": [nodes[v][1] for v in idx]})
+    clusters = [{"id": c.id, "device": c.device, "nodes": idx, "names": names, "op_types": ops}
+                for c, idx, names, ops in zip(partition.clusters, *_cluster_columns(partition,
+                                                                                    nodes))]
     partition.placement()  # stores the placement report in info["placement"]
     extra = {"fingerprint": model_fingerprint(nodes), **partition.info}
     extra.setdefault("folded", sorted(src[graph.folded].tolist()))
     return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,
                                clusters, partition.metrics(), partition.seconds, extra)
+
+
+def _cluster_columns(partition: "Partition", nodes: list[tuple[str, str]]
+                     ) -> tuple[list[list[int]], list[list[str]], list[list[str]]]:
+    """Per cluster its source indices, sorted, and their names and op types (``nodes``:
+    :func:`source_nodes`), computed over all clusters at once."""
+    sizes = [len(c.nodes) for c in partition.clusters]
+    flat = np.fromiter(chain.from_iterable(c.nodes for c in partition.clusters), np.int64,
+                       sum(sizes))
+    member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    idx = partition.graph.index_to_source[flat]
+    idx = idx[np.lexsort((idx, member))].tolist()
+    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
+    names = [nodes[v][0] for v in idx]
+    ops = [nodes[v][1] for v in idx]
+    cut = list(zip(bounds[:-1], bounds[1:]))
+    return ([idx[a:b] for a, b in cut], [names[a:b] for a, b in cut],
+            [ops[a:b] for a, b in cut])
 
 
 def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
@@ -73,7 +91,11 @@ def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
 def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     """``"sha256:<hex>"`` of the ``(name, op type)`` pairs in order (see :func:`source_nodes`):
     two models share it exactly when their node lists name the same nodes and ops."""
-    text = json.dumps([[str(n), str(op)] for n, op in nodes], separators=(",", ":"))
+    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, as one join
+    pairs = list(nodes)
+    text = "[" + ",".join(map("[{},{}]".format, *(map(_encode_str, map(str, col))
+                                                   for col in zip(*pairs)))) + "]" \
+        if pairs else "[]"
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
