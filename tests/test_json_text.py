@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from clusterkit.io.partition_json import indented_json
+from clusterkit.io.json_text import indented_json, indented_json_chunks
 
 _LEAVES = [0, -5, 2 ** 70, 1.5, -0.0, 1e300, float("nan"), float("inf"), float("-inf"),
            'q"uote\n\u00e9\u4e2d\x00', True, False, None, "", (1, 2), [], {}]
@@ -39,7 +39,8 @@ class _Int(int):
     pass
 
 
-@pytest.mark.parametrize("value", [{1: 2}, {None: 1}, {"a": _Int(3)}, [_Int(1), 2], [True, 1]])
+@pytest.mark.parametrize("value", [{1: 2}, {None: 1}, {"a": _Int(3)}, [_Int(1), 2], [True, 1],
+                                   {"a": {"b": {1: [2, 3]}}}, [[{"x": _Int(4)}]]])
 def test_what_it_does_not_know_is_left_to_json(value):
     assert indented_json(value) == json.dumps(value, indent=1)
 
@@ -69,3 +70,32 @@ def test_fingerprint_hashes_the_compact_json_of_the_pairs(pairs):
     text = json.dumps([list(p) for p in pairs], separators=(",", ":"))
     assert model_fingerprint(iter(pairs)) == \
         "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pieces_in_small_blocks_make_the_same_text(seed, monkeypatch):
+    import clusterkit.io.json_text as json_text
+
+    monkeypatch.setattr(json_text, "BLOCK", 3)
+    rng = random.Random(seed)
+    value = {"rows": [{"id": i, "nodes": [i, i + 1]} for i in range(rng.randint(0, 10))],
+             "ints": list(range(rng.randint(0, 10))), "deep": [_value(rng, 0) for _ in range(9)]}
+    pieces = list(indented_json_chunks(value))
+    assert "".join(pieces) == json.dumps(value, indent=1)
+    assert len(pieces) > 3
+
+
+def test_streamed_pieces_are_written_whole_or_not_at_all(tmp_path):
+    from clusterkit.io.files import write_all
+
+    out = tmp_path / "p.json"
+    write_all([(out, iter(["{", '"a": 1', "}"]))])
+    assert out.read_text() == '{"a": 1}'
+
+    def broken():
+        yield "{"
+        raise ValueError("no more")
+
+    with pytest.raises(ValueError, match="no more"):
+        write_all([(tmp_path / "q.json", broken())])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from clusterkit import CycleError, GraphError, from_networkx, graph_from_node_link
-from clusterkit.graph.core import Graph, Node, Tensor
+from clusterkit.graph.core import Graph, Node, Tensor, TensorTable
 
 
 def _oracle(data: dict) -> Graph:
@@ -96,6 +96,10 @@ def _same(got: Graph, want: Graph) -> None:
         [[getattr(t, k) for k in tkeys] for t in want.tensors.values()]
     assert list(got.tensors) == list(want.tensors)
     assert (got.inputs, got.outputs) == (want.inputs, want.outputs)
+    got_table, want_table = got.tensor_table, TensorTable.from_graph(want)
+    assert got_table.names == want_table.names
+    for attr in ("producer", "nbytes", "known", "free", "is_output", "inc_tensor", "inc_node"):
+        assert np.array_equal(getattr(got_table, attr), getattr(want_table, attr)), attr
     for attr in ("edge_src", "edge_dst", "edge_bytes", "succ_ptr", "succ_idx", "pred_ptr",
                  "pred_idx", "pred_edge", "const_bytes", "folded"):
         assert np.array_equal(getattr(got, attr), getattr(want, attr)), attr

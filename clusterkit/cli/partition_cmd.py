@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import itertools
 import logging
 import os
+from typing import Iterator
 
 from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, device_rows,
                                         fallback_rows, folded_line, get_placement, reasons_line,
@@ -22,7 +24,7 @@ from clusterkit.fusion import source_model
 from clusterkit.io.dot import dump_files, partition_dot, partition_svg
 from clusterkit.io.export import model_bytes, save_model
 from clusterkit.io.files import write_all
-from clusterkit.io.partition_json import optimized_model_path, partition_json_text
+from clusterkit.io.partition_json import optimized_model_path, partition_json_chunks
 from clusterkit.result import Partition
 
 log = logging.getLogger(__name__)
@@ -102,16 +104,23 @@ def print_placement(partition: Partition, max_nodes: int = 10) -> None:
         print(f"... {more} more nodes in the JSON's placement.fallen_back")
 
 
+def _prepared(pieces: Iterator[str]) -> Iterator[str]:
+    """``pieces`` with their first one made now: the document behind them is complete (and any
+    error raised) before a file is written; the text follows as the file is written."""
+    first = next(pieces)
+    return itertools.chain([first], pieces)
+
+
 def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str, str | bytes]]:
     """The partition JSON, and with ``--optimize`` the optimized model its indices refer to
     (written beside it, named in its ``model_file``)."""
     level = optimize_from_args(args)
     if level == "none":
-        return [(args.json, partition_json_text(result, name))]
+        return [(args.json, _prepared(partition_json_chunks(result, name)))]
     model_path = optimized_model_path(args.json)
     result.info["optimize"] = level
     result.info["model_file"] = os.path.basename(model_path)
-    outputs = [(args.json, partition_json_text(result, name))]
+    outputs = [(args.json, _prepared(partition_json_chunks(result, name)))]
     model = source_model(result.graph)
     data = model_bytes(model, model_path)
     if data is None:  # too large for one protobuf: written with external data, first

@@ -21,7 +21,7 @@ import numpy as np
 
 from clusterkit.errors import GraphError, ModelLoadError
 from clusterkit.graph.algorithms import gc_paused, topological_order
-from clusterkit.graph.core import Graph, Node, Tensor, _mark_constants
+from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
 from clusterkit.io.files import read_input
 
 #: the largest byte count a tensor may carry (the graph keeps them as int64)
@@ -328,8 +328,23 @@ class _Parts:
             folded = np.fromiter((nd.is_folded for nd in nodes), bool, n)[index]
         eb = np.where(self.split[src], self.edge_b, self.single_b[src])
         eb = np.where(folded[src] | (eb < 0), 0, eb)
-        return Graph.from_parts(nodes, self.tensors, [], self.outputs, isrc, idst, eb,
-                                name=name, source=source)
+        graph = Graph.from_parts(nodes, self.tensors, [], self.outputs, isrc, idst, eb,
+                                 name=name, source=source)
+        if not self.split.any():  # one tensor per node, in node order: its table in bulk
+            graph.__dict__["tensor_table"] = self._table(index, idst, folded)
+        return graph
+
+    def _table(self, index: np.ndarray, idst: np.ndarray, folded: np.ndarray) -> TensorTable:
+        """:class:`TensorTable` of a graph whose tensor ``k`` is node ``k``'s one output (the
+        values ``TensorTable.from_graph`` computes, without a loop over the tensors)."""
+        n = len(self.tname)
+        outdeg = np.diff(np.asarray(self.bounds, dtype=np.int64))
+        by = np.lexsort((idst, self.src))
+        return TensorTable(names=list(self.tname), producer=index.copy(),
+                           nbytes=np.maximum(self.single_b, 0), known=self.single_b >= 0,
+                           free=folded.copy(), is_output=outdeg == 0,
+                           inc_tensor=np.repeat(np.arange(n, dtype=np.int64), outdeg),
+                           inc_node=idst[by])
 
     def _wire(self, index: np.ndarray, idst: np.ndarray) -> None:
         """Producers, consumers (each once, in index order) and the output flags."""

@@ -18,11 +18,12 @@ import hashlib
 import json
 import os
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
 from clusterkit.errors import PartitionError
+from clusterkit.io.json_text import encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
@@ -93,7 +94,7 @@ def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     two models share it exactly when their node lists name the same nodes and ops."""
     # the text of json.dumps(separators=(",", ":")) of the pairs as lists, as one join
     pairs = list(nodes)
-    text = "[" + ",".join(map("[{},{}]".format, *(map(_encode_str, map(str, col))
+    text = "[" + ",".join(map("[{},{}]".format, *(map(encode_str, map(str, col))
                                                    for col in zip(*pairs)))) + "]" \
         if pairs else "[]"
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -110,97 +111,15 @@ def optimized_model_path(json_path: str | os.PathLike) -> str:
 
 def partition_json_text(partition: "Partition", model: str | None = None) -> str:
     """:func:`partition_json` as the text the command line writes."""
-    return indented_json(partition_json(partition, model)) + "\n"
+    return "".join(partition_json_chunks(partition, model))
 
 
-def indented_json(obj: Any) -> str:
-    """``json.dumps(obj, indent=1)``, the same text, written in time linear in its size with a
-    small constant: with an indent the standard library encodes in Python, one call per
-    value; here a list of strings or of integers (a cluster's nodes, names, op types) is one
-    ``join`` of C-encoded items. A value this writer does not know takes ``json.dumps``."""
-    try:
-        return _text(obj, "\n")
-    except (_Unknown, RecursionError):
-        return json.dumps(obj, indent=1)
-
-
-class _Unknown(Exception):
-    """A value :func:`indented_json` leaves to ``json.dumps`` (which encodes or refuses it)."""
-
-
-_encode_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
-
-
-def _text(value: Any, nl: str) -> str:
-    """The text of ``value`` at the indent of newline ``nl`` (a newline and spaces)."""
-    kind = type(value)
-    if kind is dict:
-        if not value:
-            return "{}"
-        if any(type(k) is not str for k in value):
-            raise _Unknown
-        inner = nl + " "
-        return "{" + inner + ("," + inner).join(
-            _encode_str(k) + ": " + _text(v, inner) for k, v in value.items()) + nl + "}"
-    if kind is list or kind is tuple:
-        return _list_text(value, nl)
-    return _scalar(value)
-
-
-def _list_text(items: list | tuple, nl: str) -> str:
-    if not items:
-        return "[]"
-    inner = nl + " "
-    return "[" + inner + ("," + inner).join(_texts(items, inner)) + nl + "]"
-
-
-def _texts(values: list | tuple, nl: str) -> list[str]:
-    """The text of each value at the indent of ``nl``: strings, integers or lists of them are
-    encoded by one ``map``, rows of a table column by column (:func:`_records`)."""
-    kinds = set(map(type, values))
-    if kinds == {str}:
-        return list(map(_encode_str, values))
-    if kinds == {int}:
-        return list(map(int.__repr__, values))
-    if kinds == {list}:
-        return [_list_text(v, nl) for v in values]
-    if kinds == {dict} and values[0] and len(set(map(tuple, values))) == 1:
-        return _records(values, nl)
-    return [_text(v, nl) for v in values]
-
-
-def _records(items: list | tuple, nl: str) -> list[str]:
-    """The text of dicts that share their keys in one order (a table's rows): each column is
-    encoded at once, each row is one ``%`` of a template."""
-    keys = list(items[0])
-    if any(type(k) is not str for k in keys):
-        raise _Unknown
-    inner = nl + " "
-    template = "{" + inner + ("," + inner).join(
-        _encode_str(k).replace("%", "%%") + ": %s" for k in keys) + nl + "}"
-    columns = [_texts([d[k] for d in items], inner) for k in keys]
-    return [template % row for row in zip(*columns)]
-
-
-def _scalar(value: Any) -> str:
-    kind = type(value)
-    if kind is str:
-        return _encode_str(value)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float:
-        if value != value:
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
-        return float.__repr__(value)
-    raise _Unknown
+def partition_json_chunks(partition: "Partition", model: str | None = None) -> Iterator[str]:
+    """:func:`partition_json_text` in pieces, for a writer that streams them: the document is
+    made in full first (any error comes before the first piece), only its text is lazy."""
+    doc = partition_json(partition, model)
+    yield from indented_json_chunks(doc)
+    yield "\n"
 
 
 def read_partition_json(source: str | os.PathLike | dict, label: str | None = None
