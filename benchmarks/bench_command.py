@@ -112,7 +112,7 @@ def child(argv: list[str]) -> None:
     from clusterkit.cli.partition_cmd import print_placement
     from clusterkit.io.files import write_all
     from clusterkit.io.loader import load_graph
-    from clusterkit.io.partition_json import partition_json_text
+    from clusterkit.io.partition_json import partition_json_chunks
 
     args = build_parser().parse_args(["partition", *argv])
     times: dict[str, float] = {}
@@ -132,7 +132,7 @@ def child(argv: list[str]) -> None:
         problem, args.strategy, selector=" ".join(args.selector), **strategy_options(args)))
     with contextlib.redirect_stdout(io.StringIO()):
         stage("report", lambda: (print(result.summary()), print_placement(result)))
-    stage("json", lambda: write_all([(args.json, partition_json_text(result, "model"))]))
+    stage("json", lambda: write_all([(args.json, partition_json_chunks(result, "model"))]))
     print(json.dumps(times))
 
 

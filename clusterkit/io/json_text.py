@@ -14,6 +14,7 @@ hold no raw newline).
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import Any, Iterator
 
 #: ``json.dumps``'s own string encoder (``ensure_ascii``), in C
@@ -78,6 +79,13 @@ def _texts(values: list | tuple, nl: str) -> list[str]:
         return list(map(encode_str, values))
     if kinds == {int}:
         return list(map(int.__repr__, values))
+    if kinds == {list}:  # lists of strings or of integers (a cluster's nodes, names): one pass
+        items = set(map(type, chain.from_iterable(values)))
+        encode = encode_str if items == {str} else int.__repr__ if items == {int} else None
+        if encode is not None:
+            inner = nl + " "
+            sep, head, tail = "," + inner, "[" + inner, nl + "]"
+            return [head + sep.join(map(encode, v)) + tail if v else "[]" for v in values]
     if kinds == {dict} and values[0] and len(set(map(tuple, values))) == 1 and \
             all(type(k) is str for k in values[0]):
         return _records(values, nl)
