@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 LLAMA = REPO / "tests" / "data" / "models" / "llama_48l_dynamic.onnx"
 SIZES_QUICK, SIZES = (100_000,), (100_000, 1_000_000)
 STRATEGIES = ("cycles", "longest-path", "auto")
-COLUMNS = ["case", "command", "seconds", "peak MB", "load s", "ratio", "read s",
+COLUMNS = ["case", "command", "seconds", "cpu s", "peak MB", "load s", "ratio", "read s",
            "compile s", "strategy s", "report s", "json s", "target"]
 HEAVY = ("ortools", "onnxruntime", "torch", "networkx", "scipy", "onnx", "rich", "pandas")
 
@@ -42,8 +42,9 @@ def _env(cache: str) -> dict[str, str]:
     return env
 
 
-def _wait4(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall seconds, peak resident MB (``os.wait4``: this very child) and stdout of ``cmd``."""
+def _wait4(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str, float]:
+    """Wall seconds, peak resident MB (``os.wait4``: this very child), stdout and CPU seconds
+    (user + system) of ``cmd``."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=str(REPO))
@@ -54,7 +55,7 @@ def _wait4(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
         err.seek(0)
         if proc.returncode:
             raise RuntimeError(f"{' '.join(cmd)} failed: {err.read().strip()[-500:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read()
+        return seconds, usage.ru_maxrss / 1024, out.read(), usage.ru_utime + usage.ru_stime
 
 
 def import_row(env: dict[str, str], runs: int) -> list:
@@ -72,7 +73,7 @@ def import_row(env: dict[str, str], runs: int) -> list:
                             capture_output=True, text=True, env=env, check=True).stdout.split()
     heavy = sorted(set(loaded) & set(HEAVY)) or "none"
     sec, numpy_sec = sorted(totals)[runs // 2], sorted(base)[runs // 2]
-    return ["import clusterkit", 'python -X importtime -c "import clusterkit"', sec, "",
+    return ["import clusterkit", 'python -X importtime -c "import clusterkit"', sec, "", "",
             "", f"{sec / numpy_sec:.2f}x import numpy ({numpy_sec:.3f} s)", "", "", "", "", "",
             f"< 0.3 s; heavy modules loaded: {heavy}"]
 
@@ -90,16 +91,16 @@ def command_row(case: str, model: Path, selector: str, strategy: str | None,
         out = os.path.join(tmp, "p.json")
         cmd = [sys.executable, "-m", "clusterkit", "partition", str(model), *flags,
                "--json", out, "-q"]
-        seconds, peak, _ = _wait4(cmd, env)
-        base, _, _ = _wait4([sys.executable, "-c", _LOAD[model.suffix], str(model)], env)
-        _, _, text = _wait4([sys.executable, __file__, "--child", str(model), *flags,
-                             "--json", out], env)
+        seconds, peak, _, cpu = _wait4(cmd, env)
+        base = _wait4([sys.executable, "-c", _LOAD[model.suffix], str(model)], env)[0]
+        text = _wait4([sys.executable, __file__, "--child", str(model), *flags, "--json", out],
+                      env)[2]
     st = json.loads(text.strip().splitlines()[-1])
     shown = ["clusterkit partition", os.path.relpath(model, REPO) if model.is_relative_to(REPO)
              else model.name, *(["--selector", "'" + selector + "'"] if len(selector) < 20
                                 else ["--selector", "'npu=ops:S0,...,S15'"]),
              *(["--strategy", strategy] if strategy else []), "--json OUT"]
-    return [case, " ".join(shown), seconds, peak, base, f"{seconds / base:.1f}x",
+    return [case, " ".join(shown), seconds, cpu, peak, base, f"{seconds / base:.1f}x",
             *(f"{st[k]:.2f} ({st[k + '_mb']:.0f} MB)" for k in
               ("read", "compile", "strategy", "report", "json")), target]
 
@@ -165,8 +166,8 @@ def run(quick: bool = False) -> dict:
             path.unlink()
     return {"title": "The whole partition command: import, read, compile, strategy, report, "
                      "JSON", "columns": COLUMNS, "rows": rows, "notes": [
-        "seconds and peak MB: the command in a fresh interpreter (wall clock, wait4's "
-        "ru_maxrss); stage columns: the same command split into stages in one more fresh "
+        "seconds, cpu s and peak MB: the command in a fresh interpreter (wall clock; wait4's "
+        "user + system time and ru_maxrss); stage columns: the same command split into stages in one more fresh "
         "interpreter, each with the peak memory reached by its end",
         "load s: the baseline, a fresh interpreter that only loads the same input file "
         "(json.load of the node-link JSON, onnx.load of the ONNX model); ratio: the "

@@ -61,7 +61,8 @@ def test_rows_sharing_their_keys_same_text(seed):
     assert indented_json(value) == json.dumps(value, indent=1)
 
 
-@pytest.mark.parametrize("pairs", [[], [("a", "Conv")], [('q"\u00e9', "ai.x:Op"), ("1", "Relu")]])
+@pytest.mark.parametrize("pairs", [[], [("a", "Conv")], [('q"\u00e9', "ai.x:Op"), ("1", "Relu")],
+                                   [(str(i), f"Op{i % 7}") for i in range(20000)]])
 def test_fingerprint_hashes_the_compact_json_of_the_pairs(pairs):
     import hashlib
 

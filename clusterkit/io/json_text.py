@@ -21,6 +21,8 @@ from typing import Any, Iterator
 encode_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 #: list items encoded per piece by :func:`indented_json_chunks`
 BLOCK = 8192
+#: lists this short are handed out item by item (each may be a large table)
+FEW = 16
 
 
 def indented_json(obj: Any) -> str:
@@ -46,6 +48,13 @@ def indented_json_chunks(obj: Any, nl: str = "\n") -> Iterator[str]:
         inner, sep = nl + " ", "[" + nl + " "
         for start in range(0, len(obj), BLOCK):
             yield sep + ("," + inner).join(_texts(obj[start:start + BLOCK], inner))
+            sep = "," + inner
+        yield nl + "]"
+    elif (kind is list or kind is tuple) and obj and len(obj) <= FEW:  # items may be large
+        inner, sep = nl + " ", "[" + nl + " "
+        for value in obj:
+            yield sep
+            yield from indented_json_chunks(value, inner)
             sep = "," + inner
         yield nl + "]"
     else:

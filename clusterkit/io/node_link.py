@@ -176,20 +176,24 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     """The Graph of nodes ``ids`` (attributes ``node_data``: ``op``, optional ``affinity`` and
     ``bytes``, the rest but ``reserved`` kept as attrs) and distinct edges ``src[e] -> dst[e]``
     (positions, in adjacency order per source) of ``edge_bytes[e]`` bytes (None: unknown).
-    With ``consume`` the list ``node_data`` is emptied once its nodes are made."""
+    With ``consume`` the list ``node_data`` is emptied once it is read."""
     names = [str(i) for i in ids]
     if len(set(names)) != len(names):
         raise GraphError("node ids must stay distinct when written as strings")
     ops = [d.get("op") for d in node_data]
     _check_ops(names, ops)
     node_b = _bytes_array(list(map(_get_bytes, node_data)), lambda k: f"node {names[k]!r}")
+    extra = [None if d.keys() <= reserved else {
+        key if type(key) is str else str(key): v for key, v in d.items() if key not in reserved}
+        for d in node_data]
+    affinity = [None if not (a := d.get("affinity")) else str(a) for d in node_data]
+    if consume:  # all is read: the dicts go before the nodes are made
+        node_data.clear()
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     edge_b = _bytes_array(list(edge_bytes),
                           lambda e: f"edge {names[src[e]]!r} -> {names[dst[e]]!r}")
     parts = _Parts(names, src, dst, node_b, edge_b)
-    nodes = parts.nodes(ops, node_data, reserved)
-    if consume:
-        node_data.clear()
+    nodes = parts.nodes(ops, extra, affinity)
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
         return Graph.build(nodes, parts.tensors, [], parts.outputs, name=name, source=source)
     return parts.graph(nodes, set(ops), name, source)
@@ -295,21 +299,17 @@ class _Parts:
             outs.append(mine)
         return tensors, outs
 
-    def nodes(self, ops: list[str], node_data: Sequence[dict], reserved: frozenset
+    def nodes(self, ops: list[str], attrs: list[dict | None], affinity: list[str | None]
               ) -> list[Node]:
-        """The nodes in list order, their inputs in the order of their producers' positions."""
+        """The nodes in list order (``attrs``: None for none), their inputs in the order of
+        their producers' positions."""
         by_dst = np.lexsort((self.src, self.dst))
         flat = self.edge_tensor[by_dst].tolist()
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
-        out = []
-        for k, (d, op, outs) in enumerate(zip(node_data, ops, self.outs)):
-            aff = d.get("affinity")
-            attrs = {} if d.keys() <= reserved else {
-                key if type(key) is str else str(key): v for key, v in d.items()
-                if key not in reserved}
-            out.append(Node(k, self.names[k], op, "", attrs, flat[at[k]:at[k + 1]], outs, [], k,
-                            str(aff) if aff else None, False, None))
-        return out
+        return [Node(k, name, op, "", {} if extra is None else extra, flat[at[k]:at[k + 1]],
+                     outs, [], k, aff, False, None)
+                for k, (name, op, extra, aff, outs) in enumerate(
+                    zip(self.names, ops, attrs, affinity, self.outs))]
 
     def graph(self, nodes: list[Node], kinds: set[str], name: str, source: str) -> Graph:
         """The graph of ``nodes`` (list order), sorted and wired as :meth:`Graph.build` would."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import numpy as np
 
 from clusterkit.errors import PartitionError
-from clusterkit.io.json_text import encode_str, indented_json_chunks
+from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
@@ -92,12 +92,16 @@ def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
 def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     """``"sha256:<hex>"`` of the ``(name, op type)`` pairs in order (see :func:`source_nodes`):
     two models share it exactly when their node lists name the same nodes and ops."""
-    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, as one join
+    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
     pairs = list(nodes)
-    text = "[" + ",".join(map("[{},{}]".format, *(map(encode_str, map(str, col))
-                                                   for col in zip(*pairs)))) + "]" \
-        if pairs else "[]"
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256()
+    for start in range(0, len(pairs), BLOCK):
+        block = pairs[start:start + BLOCK]
+        text = ",".join(map("[{},{}]".format, *(map(encode_str, map(str, col))
+                                                for col in zip(*block))))
+        digest.update(("[" if not start else ",").encode() + text.encode("utf-8"))
+    digest.update(b"]" if pairs else b"[]")
+    return "sha256:" + digest.hexdigest()
 
 
 def optimized_model_path(json_path: str | os.PathLike) -> str:
