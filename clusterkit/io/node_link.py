@@ -22,6 +22,7 @@ import numpy as np
 from clusterkit.errors import GraphError, ModelLoadError
 from clusterkit.graph.algorithms import gc_paused, topological_order
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
+from clusterkit.graph.fast import NO_INPUTS
 from clusterkit.io.files import read_input
 
 #: the largest byte count a tensor may carry (the graph keeps them as int64)
@@ -36,11 +37,13 @@ def load_node_link(path: str | os.PathLike) -> Graph:
     path = os.fspath(path)
     raw = read_input(path, "graph")
     with gc_paused():  # millions of small dicts: collections would find nothing to free
-        try:
-            data = json.loads(raw)
+        try:  # decoded as json.loads decodes bytes, the bytes dropped before the parse
+            text = raw.decode(json.detect_encoding(raw), "surrogatepass")
+            del raw
+            data = json.loads(text)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ModelLoadError(f"{path!r} is not a node-link JSON graph ({exc})") from exc
-        del raw
+        del text
         return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
 
 
@@ -307,7 +310,7 @@ class _Parts:
         flat = self.edge_tensor[by_dst].tolist()
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
         return [Node(k, name, op, "", {} if extra is None else extra, flat[at[k]:at[k + 1]],
-                     outs, [], k, aff, False, None)
+                     outs, NO_INPUTS, k, aff, False, None)
                 for k, (name, op, extra, aff, outs) in enumerate(
                     zip(self.names, ops, attrs, affinity, self.outs))]
 
