@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any, Sequence
 
 import numpy as np
@@ -185,6 +186,7 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
         raise GraphError("node ids must stay distinct when written as strings")
     ops = [d.get("op") for d in node_data]
     _check_ops(names, ops)
+    ops = list(map(sys.intern, ops))  # one string per op type, not per node
     node_b = _bytes_array(list(map(_get_bytes, node_data)), lambda k: f"node {names[k]!r}")
     extra = [None if d.keys() <= reserved else {
         key if type(key) is str else str(key): v for key, v in d.items() if key not in reserved}
@@ -254,6 +256,8 @@ class _Parts:
                  edge_b: np.ndarray):
         n = len(names)
         self.names, self.src, self.dst, self.edge_b = names, src, dst, edge_b
+        #: one int object per node number, shared by every index, producer and consumer list
+        self.ints = list(range(n))
         outdeg = np.bincount(src, minlength=n)
         self.bounds = np.concatenate(([0], np.cumsum(outdeg))).tolist()
         self.by_src = np.argsort(src, kind="stable")  # adjacency order within each source
@@ -311,8 +315,8 @@ class _Parts:
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
         return [Node(k, name, op, "", {} if extra is None else extra, flat[at[k]:at[k + 1]],
                      outs, NO_INPUTS, k, aff, False, None)
-                for k, (name, op, extra, aff, outs) in enumerate(
-                    zip(self.names, ops, attrs, affinity, self.outs))]
+                for k, name, op, extra, aff, outs in zip(
+                    self.ints, self.names, ops, attrs, affinity, self.outs)]
 
     def graph(self, nodes: list[Node], kinds: set[str], name: str, source: str) -> Graph:
         """The graph of ``nodes`` (list order), sorted and wired as :meth:`Graph.build` would."""
@@ -321,7 +325,7 @@ class _Parts:
         index = np.empty(n, dtype=np.int64)
         index[order] = np.arange(n, dtype=np.int64)
         nodes = [nodes[k] for k in order]
-        for i, nd in enumerate(nodes):
+        for i, nd in zip(self.ints, nodes):
             nd.index = i
         isrc, idst = index[src], index[dst]
         self._wire(index, idst)
@@ -353,8 +357,8 @@ class _Parts:
         """Producers, consumers (each once, in index order) and the output flags."""
         tensors, bounds = self.tensors, self.bounds
         by = np.lexsort((idst, self.src))
-        cons = idst[by].tolist()
-        prod = index.tolist()
+        cons = list(map(self.ints.__getitem__, idst[by].tolist()))
+        prod = list(map(self.ints.__getitem__, index.tolist()))
         split = self.split.tolist()
         for k, t in enumerate(self.tname):
             if not split[k]:
@@ -364,6 +368,6 @@ class _Parts:
         for e in np.flatnonzero(self.split[self.src]).tolist():
             ten = tensors[self.edge_tensor[e]]
             ten.producer = prod[int(self.src[e])]
-            ten.consumers = [int(idst[e])]
+            ten.consumers = [self.ints[int(idst[e])]]
         for t in self.outputs:
             tensors[t].is_output = True
