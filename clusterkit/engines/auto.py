@@ -32,6 +32,10 @@ bound (or there is no bound) on a graph of at most ``polish_limit`` nodes, a las
 warm-started from the best so far (so never worse than it, and deterministic); ``polish=0`` turns
 both steps off.
 
+With ``min_size`` above 1, ``auto`` also runs without it and sends the clusters below it to the
+fallback afterwards (member ``auto+drop-small``), so a size limit never gives a worse answer
+than dropping the small clusters after the fact would.
+
 ``info["auto"]`` records the winner, every member run with its figures (fallback nodes,
 cut_bytes, partitions, seconds), the ``lower_bound`` (None with several devices) and
 ``at_lower_bound``.
