@@ -58,8 +58,8 @@ from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.engines.refine import refine
 from clusterkit.errors import StrategyError
-from clusterkit.reasons import BELOW_MIN_SIZE
 from clusterkit.graph.algorithms import gc_paused
+from clusterkit.reasons import BELOW_MIN_SIZE
 from clusterkit.result import Partition
 
 #: member name → (strategy, options); the order breaks ties
