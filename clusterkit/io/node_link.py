@@ -186,7 +186,7 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
         raise GraphError("node ids must stay distinct when written as strings")
     ops = [d.get("op") for d in node_data]
     _check_ops(names, ops)
-    ops = list(map(sys.intern, ops))  # one string per op type, not per node
+    ops = [sys.intern(op) if type(op) is str else op for op in ops]  # one string per op type
     node_b = _bytes_array(list(map(_get_bytes, node_data)), lambda k: f"node {names[k]!r}")
     extra = [None if d.keys() <= reserved else {
         key if type(key) is str else str(key): v for key, v in d.items() if key not in reserved}
