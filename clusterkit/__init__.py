@@ -13,7 +13,6 @@ from clusterkit.graph.subgraph import Subgraph, SubgraphNode
 from clusterkit.io.loader import load_graph
 from clusterkit.io.networkx import (from_networkx, graph_from_node_link, load_node_link,
                                     to_networkx, to_node_link)
-from clusterkit.io.onnx import load_onnx
 from clusterkit.result import Cluster, Partition, cut_bytes
 from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
                                            SubgraphSelector)
@@ -21,6 +20,21 @@ from clusterkit.selection.registry import get_property, register_property, regis
 from clusterkit.selection.specs import parse_selector, parse_selectors
 
 __version__ = "0.1.0"
+
+#: names resolved on first use, so that ``import clusterkit`` loads no heavy dependency
+#: (``load_onnx`` brings in the ``onnx`` package)
+_LAZY = {"load_onnx": "clusterkit.io.onnx"}
+
+
+def __getattr__(name: str):
+    """A :data:`_LAZY` name, imported on first access (PEP 562)."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'clusterkit' has no attribute {name!r}")
 
 __all__ = [
     "BackendError", "Cluster", "ClusterkitError", "ConstraintError", "Constraints",

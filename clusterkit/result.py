@@ -10,13 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, Problem
 from clusterkit.constraints.limits import cluster_const_bytes  # noqa: F401 (also its old home)
 from clusterkit.errors import PartitionError
-from clusterkit.graph.algorithms import fifo_order, gc_paused, quotient_edges
+from clusterkit.graph.algorithms import fifo_order, gc_paused, is_acyclic, quotient_edges
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
 from clusterkit.reasons import Reason, current_placement
@@ -329,8 +327,11 @@ class Partition:
         k = len(self.clusters)
         cu, cv = a[g.edge_src], a[g.edge_dst]
         keep = cu != cv
-        if not keep.any():
+        if not keep.any() or is_acyclic(k, *quotient_edges(a, g.edge_src, g.edge_dst)):
             return
+        from scipy.sparse import coo_matrix  # a cycle to describe: heavy imports, paid on use
+        from scipy.sparse.csgraph import connected_components
+
         mat = coo_matrix((np.ones(int(keep.sum())), (cu[keep], cv[keep])), shape=(k, k)).tocsr()
         ncomp, comp = connected_components(mat, directed=True, connection="strong")
         if ncomp == k:

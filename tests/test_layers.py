@@ -19,10 +19,11 @@ PACKAGE = REPO / "clusterkit"
 #: (module prefix, layer); the longest matching prefix decides
 LAYERS: list[tuple[str, float]] = [
     ("clusterkit.errors", 0), ("clusterkit.registry", 0), ("clusterkit.io.files", 0),
-    ("clusterkit.io.partition_json", 0),
+    ("clusterkit.io.partition_json", 0), ("clusterkit.io.json_text", 0),
     ("clusterkit.graph", 1),
     ("clusterkit.io.onnx", 2), ("clusterkit.io.networkx", 2), ("clusterkit.io.loader", 2),
     ("clusterkit.io.optimize", 2), ("clusterkit.io.ep_query", 2), ("clusterkit.io.ep_recorder", 2),
+    ("clusterkit.io.node_link", 2),
     ("clusterkit.selection", 3),
     ("clusterkit.constraints", 4), ("clusterkit.selectors", 4),
     ("clusterkit.reasons", 4),

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
+import itertools
 import logging
 import os
+from typing import Iterator
 
 from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, REASON_COLUMNS,
                                         device_rows, fallback_rows, folded_line, get_placement,
@@ -22,7 +25,7 @@ from clusterkit.fusion import source_model
 from clusterkit.io.dot import dump_files, partition_dot, partition_svg
 from clusterkit.io.export import model_bytes, save_model
 from clusterkit.io.files import write_all
-from clusterkit.io.partition_json import optimized_model_path, partition_json_text
+from clusterkit.io.partition_json import optimized_model_path, partition_json_chunks
 from clusterkit.result import Partition, plural
 
 log = logging.getLogger(__name__)
@@ -47,7 +50,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    problem = problem_from_args(args)
+    # the graph's millions of objects live until the command ends and hold no cycles: the
+    # collector is kept from walking them while they are made and in every later collection
+    gc.disable()
+    try:
+        problem = problem_from_args(args)
+    finally:
+        gc.freeze()
+        gc.enable()
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                           coalesce_after=args.coalesce, devices=args.devices,
                           **strategy_options(args))
@@ -118,16 +128,23 @@ def print_explanations(partition: Partition, limit: int) -> None:
               "them)")
 
 
+def _prepared(pieces: Iterator[str]) -> Iterator[str]:
+    """``pieces`` with their first one made now: the document behind them is complete (and any
+    error raised) before a file is written; the text follows as the file is written."""
+    first = next(pieces)
+    return itertools.chain([first], pieces)
+
+
 def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str, str | bytes]]:
     """The partition JSON, and with ``--optimize`` the optimized model its indices refer to
     (written beside it, named in its ``model_file``)."""
     level = optimize_from_args(args)
     if level == "none":
-        return [(args.json, partition_json_text(result, name))]
+        return [(args.json, _prepared(partition_json_chunks(result, name)))]
     model_path = optimized_model_path(args.json)
     result.info["optimize"] = level
     result.info["model_file"] = os.path.basename(model_path)
-    outputs = [(args.json, partition_json_text(result, name))]
+    outputs = [(args.json, _prepared(partition_json_chunks(result, name)))]
     model = source_model(result.graph)
     data = model_bytes(model, model_path)
     if data is None:  # too large for one protobuf: written with external data, first

@@ -32,6 +32,10 @@ bound (or there is no bound) on a graph of at most ``polish_limit`` nodes, a las
 warm-started from the best so far (so never worse than it, and deterministic); ``polish=0`` turns
 both steps off.
 
+With ``min_size`` above 1, ``auto`` also runs without it and sends the clusters below it to the
+fallback afterwards (member ``auto+drop-small``), so a size limit never gives a worse answer
+than dropping the small clusters after the fact would.
+
 ``info["auto"]`` records the winner, every member run with its figures (fallback nodes,
 cut_bytes, partitions, seconds), the ``lower_bound`` (None with several devices) and
 ``at_lower_bound``.
@@ -43,16 +47,19 @@ import dataclasses
 import time
 from typing import Any, Sequence
 
+import numpy as np
+
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce
-from clusterkit.engines.common import reject_subgraphs
+from clusterkit.engines.common import enforce_min_size, reject_subgraphs
 from clusterkit.engines.cycles import run_both
 from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.engines.refine import refine
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
+from clusterkit.reasons import BELOW_MIN_SIZE
 from clusterkit.result import Partition
 
 #: member name → (strategy, options); the order breaks ties
@@ -74,6 +81,8 @@ POLISH_GAIN = 0.01
 #: the CP-SAT polish runs on graphs of at most this many nodes (its wall-clock cost per
 #: deterministic second grows with the model, beyond the refinement's)
 POLISH_LIMIT = 300
+#: the member that runs without ``min_size`` and drops the small clusters afterwards
+DROPPED = "auto+drop-small"
 #: members computed together (one contraction)
 PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
 #: the member that starts from a copy of the pair's graph
@@ -106,6 +115,15 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     if polish > 0 and prefer == "cut":
         best, best_key, winner = _polish_steps(problem, (best, best_key, winner), bound,
                                                (polish, polish_limit), verdicts, figures)
+    if problem.min_size > 1:  # never worse than dropping the small clusters afterwards
+        options = {"members": members, "growth_limit": growth_limit, "devices": devices,
+                   "prefer": prefer, "polish": polish, "polish_limit": polish_limit}
+        start = time.perf_counter()
+        part = _dropped_after(problem, options)
+        key = part.figures()
+        figures.append(_entry(DROPPED, key, start))
+        if _rank(key, prefer) < _rank(best_key, prefer):
+            best, best_key, winner = part, key, DROPPED
     info = dict(best.info)
     info["auto"] = {"winner": winner, "members": figures,
                     "lower_bound": list(bound) if bound is not None else None,
@@ -141,6 +159,22 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
             break
     assert best is not None and best_key is not None
     return best, best_key, winner
+
+
+def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
+    """``auto`` on ``problem`` without its ``min_size``, then every accelerator cluster below
+    it sent to the fallback: what dropping the small clusters afterwards gives."""
+    free = dataclasses.replace(problem, min_size=1, constraints=dataclasses.replace(
+        problem.constraints, min_size=1))
+    part = run(free, **options)
+    labels = part.assignment()
+    devices = enforce_min_size(problem, labels, part.device_indices()[labels])
+    reasons = dict(part.fallback_reasons)
+    reasons.update((v, BELOW_MIN_SIZE) for v in np.flatnonzero(
+        (devices < 0) & (part.device_indices()[labels] >= 0)).tolist())
+    return Partition.from_assignment(problem, labels, devices, strategy=part.strategy,
+                                     selector=part.selector, info=dict(part.info),
+                                     fallback_reasons=reasons)
 
 
 def _entry(name: str, key: tuple[int, int, int], start: float) -> dict[str, Any]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from itertools import chain
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
@@ -47,6 +45,9 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     iu, iv = item[ug.esrc], item[ug.edst]
     keep = iu != iv
     size = k + ug.n
+    from scipy.sparse import coo_matrix  # heavy imports, paid on use
+    from scipy.sparse.csgraph import connected_components
+
     mat = coo_matrix((np.ones(int(keep.sum())), (iu[keep], iv[keep])), shape=(size, size)).tocsr()
     _, comp = connected_components(mat, directed=True, connection="strong")
     csize = np.bincount(comp)

@@ -29,10 +29,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from ortools.graph.python import max_flow
 
 from clusterkit.constraints.core import Problem
-from clusterkit.engines.placement import priority_placement
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused, group_labels
 from clusterkit.result import Partition, cut_bytes
@@ -91,6 +89,8 @@ def device_cut(problem: Problem, labels: np.ndarray) -> int:
 def device_labels(problem: Problem, mode: str = "cost") -> np.ndarray:
     """Device index per node (-1 where no device takes it, or a together group has no common
     device), chosen by ``mode``."""
+    from clusterkit.engines.placement import priority_placement  # loads OR-tools: on use
+
     check_mode(mode)
     start = priority_placement(problem)
     if mode == "priority" or len(problem.devices) < 2:
@@ -285,6 +285,8 @@ class _MoveNetwork:
             return np.zeros(0, dtype=np.int64)
         caps = np.asarray(self.caps, dtype=np.int64)
         caps[caps < 0] = int(caps[caps > 0].sum()) + 1
+        from ortools.graph.python import max_flow  # a heavy import, paid on use
+
         flow = max_flow.SimpleMaxFlow()
         flow.add_arcs_with_capacity(np.asarray(self.tails, dtype=np.int64),
                                     np.asarray(self.heads, dtype=np.int64), caps)

@@ -49,13 +49,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.units import UnitGraph
 from clusterkit.errors import StrategyError
+from clusterkit.graph.algorithms import weak_components
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.reasons import BELOW_MIN_SIZE, FILTER_DROPPED, GROUP_FITS_NO_DEVICE, SELECT_REFUSED
 from clusterkit.result import Partition, cut_bytes
@@ -498,9 +497,7 @@ class _LevelProblem:
             if siblings:
                 sa, sb = self._siblings(lv)
                 a, b = np.concatenate([a, sa]), np.concatenate([b, sb])
-            mat = coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(n, n)).tocsr()
-            _, comp = connected_components(mat, directed=False)
-            lab = comp.astype(np.int64)
+            lab = weak_components(n, a, b)
         else:
             ndev = int(dev.max()) + 2 if n else 1
             lab = lv * ndev + (dev + 1)

@@ -14,8 +14,6 @@ from functools import cached_property
 from typing import Iterable, Protocol
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import depth_first_order
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
@@ -374,6 +372,9 @@ def _preorder(n: int, owner: np.ndarray, kids: np.ndarray, starts: np.ndarray
     src = np.concatenate([holder, holder[more], chain, chain[:-1]])
     dst = np.concatenate([kids, n + 1 + j[more], starts, chain[1:]])
     size = n + m + r
+    from scipy.sparse import csr_matrix  # heavy imports, paid on use
+    from scipy.sparse.csgraph import depth_first_order
+
     mat = csr_matrix((np.ones(len(src), dtype=np.int8), (src, dst)), shape=(size, size))
     order, pred = depth_first_order(mat, n + m, directed=True, return_predecessors=True)
     order = order[order < n].astype(np.int64)

@@ -13,6 +13,8 @@ function here is deterministic: ties are broken by a key, never by hash or inser
 - :func:`group_labels` / :func:`quotient` — contract groups of nodes to units: the unit of each
   node, the distinct edges between units and the unit edge each original edge stands in
   (:func:`quotient_edges` keeps only the edges).
+- :func:`weak_components` — connected components of the undirected view, numbered as
+  scipy's ``connected_components`` numbers them; :func:`is_acyclic` — whether edges form a DAG.
 - :func:`gc_paused` — pause the cyclic garbage collector while many small containers are made.
 """
 
@@ -73,16 +75,18 @@ def topological_order(n: int, src: Sequence[int], dst: Sequence[int],
     ``(key[v], v)`` first (``key`` defaults to the node number, so an order that is already
     topological comes back unchanged). A cycle raises :class:`CycleError` with the nodes of one
     cycle, named by ``names`` (a sequence or a function; the numbers by default)."""
-    src_l, dst_l = _as_list(src), _as_list(dst)
-    if key is None and all(s < d for s, d in zip(src_l, dst_l)):
-        return list(range(n))
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for s, d in zip(src_l, dst_l):
-        succ[s].append(d)
-        indeg[d] += 1
-    keys = list(range(n)) if key is None else _as_list(key)
-    order = _kahn(n, succ, indeg, keys)
+    if key is None:
+        s_arr, d_arr = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if not s_arr.size or bool(np.all(s_arr < d_arr)):
+            return list(range(n))
+        order, succ, indeg = _kahn_by_number(n, s_arr, d_arr)
+    else:
+        succ = [[] for _ in range(n)]
+        indeg = [0] * n
+        for s, d in zip(_as_list(src), _as_list(dst)):
+            succ[s].append(d)
+            indeg[d] += 1
+        order = _kahn(n, succ, indeg, _as_list(key))
     if len(order) < n:
         cycle = find_cycle([i for i in range(n) if indeg[i] > 0], succ)
         label = names if callable(names) else (
@@ -109,6 +113,28 @@ def fifo_order(n: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
     if len(order) < n:  # a cycle: let the shared sort name it
         return topological_order(n, src, dst)
     return order
+
+
+def _kahn_by_number(n: int, src: np.ndarray, dst: np.ndarray
+                    ) -> tuple[list[int], list[list[int]], list[int]]:
+    """:func:`_kahn` with the node numbers as keys, successors in CSR slices: the order, the
+    successor lists (each in edge order) and the in-degrees left (non-zero on a cycle)."""
+    by = np.argsort(src, kind="stable")
+    ptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n)))).tolist()
+    nbr = dst[by].tolist()
+    indeg = np.bincount(dst, minlength=n).tolist()
+    heap = [v for v in range(n) if not indeg[v]]  # ascending: already a heap
+    order: list[int] = []
+    push, pop = heapq.heappush, heapq.heappop
+    while heap:
+        u = pop(heap)
+        order.append(u)
+        for v in nbr[ptr[u]:ptr[u + 1]]:
+            indeg[v] -= 1
+            if not indeg[v]:
+                push(heap, v)
+    succ = [nbr[ptr[i]:ptr[i + 1]] for i in range(n)] if len(order) < n else []
+    return order, succ, indeg
 
 
 def _kahn(n: int, succ: list[list[int]], indeg: list[int], keys: list) -> list[int]:
@@ -304,6 +330,39 @@ def quotient_edges(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tupl
     """The distinct edges ``(labels[s], labels[d])`` between different groups, sorted."""
     qsrc, qdst, _ = quotient(labels, src, dst)
     return qsrc, qdst
+
+
+def weak_components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Component label per node of ``0..n-1`` joined by the undirected edges ``a[e] - b[e]``,
+    components numbered by their smallest node (as scipy's ``connected_components`` does).
+
+    Vectorized union-find: every round hooks, along each edge between two trees, the larger
+    root under the smaller, then compresses every path; a node's parent never exceeds it, so
+    no cycle forms, and each round merges at least one pair of trees."""
+    parent = np.arange(n, dtype=np.int64)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    while a.size:
+        ra, rb = parent[a], parent[b]
+        apart = ra != rb
+        if not apart.any():
+            break
+        a, b, ra, rb = a[apart], b[apart], ra[apart], rb[apart]
+        np.minimum.at(parent, np.maximum(ra, rb), np.minimum(ra, rb))
+        while True:
+            up = parent[parent]
+            if np.array_equal(up, parent):
+                break
+            parent = up
+    return np.unique(parent, return_inverse=True)[1].astype(np.int64).reshape(n)
+
+
+def is_acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
+    """True when the edges ``src[e] -> dst[e]`` on ``0..n-1`` have no directed cycle."""
+    try:
+        fifo_order(n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+    except CycleError:
+        return False
+    return True
 
 
 @contextmanager

@@ -42,7 +42,7 @@ class _ReadOnlyList(list):
     """The empty ``implicit_inputs`` every synthetic node shares (refuses to change)."""
 
     def _refuse(self, *args, **kwargs):
-        raise TypeError("the implicit_inputs of a node made by graph_from_arrays are read-only")
+        raise TypeError("the implicit_inputs of a node made by a bulk reader are read-only")
 
     __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = _refuse
     sort = reverse = __iadd__ = __imul__ = _refuse
@@ -50,6 +50,8 @@ class _ReadOnlyList(list):
 
 _NO_ATTRS = _ReadOnlyDict()
 _NO_INPUTS = _ReadOnlyList()
+#: the empty ``implicit_inputs`` shared by nodes that cannot have any (read-only)
+NO_INPUTS = _NO_INPUTS
 
 
 def graph_from_arrays(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,

@@ -46,9 +46,11 @@ def write_atomic(path: PathLike, data: str | bytes) -> None:
     write_all([(path, data)])
 
 
-def write_all(outputs: Iterable[tuple[PathLike, str | bytes]]) -> None:
+def write_all(outputs: Iterable[tuple[PathLike, str | bytes | Iterable[str]]]) -> None:
     """Write several files atomically as one step: every file is staged first, and the targets
-    are replaced only once all of them were written (see :func:`write_atomic`)."""
+    are replaced only once all of them were written (see :func:`write_atomic`). A file's data
+    may also be an iterable of text pieces, written as they come (a large text need not be
+    held whole)."""
     staged: list[tuple[str, str]] = []
     try:
         for path, data in outputs:
@@ -85,9 +87,10 @@ def sync_file(path: str) -> None:
         os.fsync(fh.fileno())
 
 
-def _stage(path: str, data: str | bytes) -> str:
-    """Write ``data`` to a synced temporary file beside ``path``; return the temporary's path."""
-    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+def _stage(path: str, data: str | bytes | Iterable[str]) -> str:
+    """Write ``data`` (or its text pieces, in turn) to a synced temporary file beside ``path``;
+    return the temporary's path."""
+    pieces = [data] if isinstance(data, (str, bytes, bytearray, memoryview)) else data
     tmp = None
     try:
         if os.path.isdir(path):
@@ -99,7 +102,8 @@ def _stage(path: str, data: str | bytes) -> str:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                    dir=folder)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+            for piece in pieces:
+                fh.write(piece.encode("utf-8") if isinstance(piece, str) else bytes(piece))
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_for(path))
@@ -107,6 +111,10 @@ def _stage(path: str, data: str | bytes) -> str:
         if tmp is not None:
             _remove(tmp)
         raise write_error(path, exc) from exc
+    except BaseException:  # the pieces' maker failed: no partial file stays behind
+        if tmp is not None:
+            _remove(tmp)
+        raise
     return tmp
 
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Mapping
-
-import networkx as nx
+import sys
+from typing import TYPE_CHECKING, Mapping
 
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
 from clusterkit.io.networkx import from_networkx, load_node_link
-from clusterkit.io.onnx import load_onnx
-from clusterkit.io.optimize import optimize_model
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
@@ -29,7 +29,7 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
         return _load_optimized(model, dims, optimize)
     if isinstance(model, Graph):
         return model
-    if isinstance(model, nx.DiGraph):
+    if _is_networkx(model):
         return from_networkx(model)
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
@@ -37,10 +37,14 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
         if ext == ".json":
             return load_node_link(path)
         if ext == ".onnx" or not ext:
+            from clusterkit.io.onnx import load_onnx  # imports onnx: paid on use
+
             return load_onnx(path, dims=dims)
         raise ModelLoadError(f"cannot read model {path!r}: expected an .onnx file or a "
                              "node-link .json graph")
     import onnx
+
+    from clusterkit.io.onnx import load_onnx
 
     if isinstance(model, onnx.ModelProto):
         return load_onnx(model, dims=dims)
@@ -50,10 +54,20 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
 def _load_optimized(model: "str | os.PathLike | object", dims: Mapping[str, int] | None,
                     level: str) -> Graph:
     """The Graph of the model onnxruntime's ``level`` optimizations make, named as ``model``."""
+    from clusterkit.io.onnx import load_onnx
+    from clusterkit.io.optimize import optimize_model
+
     proto = optimize_model(model, level, dims=dims)
     if isinstance(model, (str, os.PathLike)):
         proto.graph.name = os.path.splitext(os.path.basename(os.fspath(model)))[0]
     return load_onnx(proto)
+
+
+def _is_networkx(model: object) -> bool:
+    """True for a networkx DiGraph (networkx is not imported to tell: without it loaded, no
+    object can be one)."""
+    nx = sys.modules.get("networkx")
+    return nx is not None and isinstance(model, nx.DiGraph)
 
 
 def _is_onnx(model: object) -> bool:

@@ -12,6 +12,8 @@ read become its ``implicit_inputs``.
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import os
 import stat
 import weakref
@@ -291,6 +293,7 @@ def outer_scope_names(body: onnx.GraphProto) -> list[str]:
     return used
 
 
+@functools.lru_cache(maxsize=None)
 def _np_dtype(elem_type: int) -> str | None:
     if not elem_type:
         return None
@@ -300,16 +303,26 @@ def _np_dtype(elem_type: int) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def _itemsize(dtype: str) -> int | None:
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:
+        return None
+
+
 def _nbytes(shape: tuple | None, dtype: str | None) -> int | None:
     if shape is None or dtype is None:
         return None
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         return None
-    try:
-        item = np.dtype(dtype).itemsize
-    except TypeError:
+    item = _itemsize(dtype)
+    if item is None:
         return None
-    return int(np.prod(shape, dtype=np.int64)) * item
+    count = math.prod(shape)
+    if count >= 2 ** 63:  # numpy's int64 product wraps around: keep its value
+        count = int(np.prod(shape, dtype=np.int64))
+    return count * item
 
 
 def _tensor_from_value_info(vi: onnx.ValueInfoProto) -> Tensor:

@@ -17,9 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Any, Iterable
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+import numpy as np
 
 from clusterkit.errors import PartitionError
+from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
@@ -46,18 +50,33 @@ def partition_json(partition: "Partition", model: str | None = None) -> dict[str
     graph = partition.graph
     src = graph.index_to_source
     nodes = source_nodes(graph)
-    clusters = []
-    for c in partition.clusters:
-        idx = sorted(src[c.nodes].tolist())
-        clusters.append({"id": c.id, "device": c.device, "nodes": idx,
-                         "names": [nodes[v][0] for v in idx],
-                         "op_types": [nodes[v][1] for v in idx]})
+    clusters = [{"id": c.id, "device": c.device, "nodes": idx, "names": names, "op_types": ops}
+                for c, idx, names, ops in zip(partition.clusters, *_cluster_columns(partition,
+                                                                                    nodes))]
     partition.placement()  # stores the placement report in info["placement"]
     extra = {"fingerprint": model_fingerprint(nodes), **partition.info}
     extra.setdefault("folded", sorted(src[graph.folded].tolist()))
     return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,
                                clusters, partition.metrics(), partition.seconds, extra)
+
+
+def _cluster_columns(partition: "Partition", nodes: list[tuple[str, str]]
+                     ) -> tuple[list[list[int]], list[list[str]], list[list[str]]]:
+    """Per cluster its source indices, sorted, and their names and op types (``nodes``:
+    :func:`source_nodes`), computed over all clusters at once."""
+    sizes = [len(c.nodes) for c in partition.clusters]
+    flat = np.fromiter(chain.from_iterable(c.nodes for c in partition.clusters), np.int64,
+                       sum(sizes))
+    member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    idx = partition.graph.index_to_source[flat]
+    idx = idx[np.lexsort((idx, member))].tolist()
+    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
+    names = [nodes[v][0] for v in idx]
+    ops = [nodes[v][1] for v in idx]
+    cut = list(zip(bounds[:-1], bounds[1:]))
+    return ([idx[a:b] for a, b in cut], [names[a:b] for a, b in cut],
+            [ops[a:b] for a, b in cut])
 
 
 def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
@@ -73,8 +92,16 @@ def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
 def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     """``"sha256:<hex>"`` of the ``(name, op type)`` pairs in order (see :func:`source_nodes`):
     two models share it exactly when their node lists name the same nodes and ops."""
-    text = json.dumps([[str(n), str(op)] for n, op in nodes], separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
+    pairs = list(nodes)
+    digest = hashlib.sha256()
+    for start in range(0, len(pairs), BLOCK):
+        block = pairs[start:start + BLOCK]
+        text = ",".join(map("[{},{}]".format, *(map(encode_str, map(str, col))
+                                                for col in zip(*block))))
+        digest.update(("[" if not start else ",").encode() + text.encode("utf-8"))
+    digest.update(b"]" if pairs else b"[]")
+    return "sha256:" + digest.hexdigest()
 
 
 def optimized_model_path(json_path: str | os.PathLike) -> str:
@@ -88,7 +115,15 @@ def optimized_model_path(json_path: str | os.PathLike) -> str:
 
 def partition_json_text(partition: "Partition", model: str | None = None) -> str:
     """:func:`partition_json` as the text the command line writes."""
-    return json.dumps(partition_json(partition, model), indent=1) + "\n"
+    return "".join(partition_json_chunks(partition, model))
+
+
+def partition_json_chunks(partition: "Partition", model: str | None = None) -> Iterator[str]:
+    """:func:`partition_json_text` in pieces, for a writer that streams them: the document is
+    made in full first (any error comes before the first piece), only its text is lazy."""
+    doc = partition_json(partition, model)
+    yield from indented_json_chunks(doc)
+    yield "\n"
 
 
 def read_partition_json(source: str | os.PathLike | dict, label: str | None = None

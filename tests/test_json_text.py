@@ -1,0 +1,102 @@
+"""The partition JSON writer writes exactly the text ``json.dumps(..., indent=1)`` writes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from clusterkit.io.json_text import indented_json, indented_json_chunks
+
+_LEAVES = [0, -5, 2 ** 70, 1.5, -0.0, 1e300, float("nan"), float("inf"), float("-inf"),
+           'q"uote\n\u00e9\u4e2d\x00', True, False, None, "", (1, 2), [], {}]
+
+
+def _value(rng: random.Random, depth: int):
+    r = rng.random()
+    if depth > 3 or r < 0.4:
+        return rng.choice(_LEAVES)
+    if r < 0.65:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 5))]
+    if r < 0.75:
+        return [rng.randint(-99, 99) for _ in range(rng.randint(0, 6))]
+    if r < 0.82:
+        return [rng.choice(["x", "y\u00e9", "\\"]) for _ in range(rng.randint(0, 6))]
+    return {rng.choice(["k", "l", 'm"', "\u00e9"]): _value(rng, depth + 1)
+            for _ in range(rng.randint(0, 4))}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_same_text_as_json_dumps(seed):
+    rng = random.Random(seed)
+    for _ in range(100):
+        value = _value(rng, 0)
+        assert indented_json(value) == json.dumps(value, indent=1)
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize("value", [{1: 2}, {None: 1}, {"a": _Int(3)}, [_Int(1), 2], [True, 1],
+                                   {"a": {"b": {1: [2, 3]}}}, [[{"x": _Int(4)}]]])
+def test_what_it_does_not_know_is_left_to_json(value):
+    assert indented_json(value) == json.dumps(value, indent=1)
+
+
+def test_refuses_what_json_refuses():
+    with pytest.raises(TypeError):
+        indented_json({"a": object()})
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rows_sharing_their_keys_same_text(seed):
+    rng = random.Random(seed)
+    keys = rng.sample(["id", "device", "nodes", "%s", "name\u00e9"], rng.randint(1, 5))
+    rows = [{k: _value(rng, 2) for k in keys} for _ in range(rng.randint(1, 8))]
+    if seed % 2:  # one row with its keys in another order: not a table
+        rows.append({k: 1 for k in reversed(keys)})
+    value = {"clusters": rows, "assignment": [{"nodes": rows}]}
+    assert indented_json(value) == json.dumps(value, indent=1)
+
+
+@pytest.mark.parametrize("pairs", [[], [("a", "Conv")], [('q"\u00e9', "ai.x:Op"), ("1", "Relu")],
+                                   [(str(i), f"Op{i % 7}") for i in range(20000)]])
+def test_fingerprint_hashes_the_compact_json_of_the_pairs(pairs):
+    import hashlib
+
+    from clusterkit.io.partition_json import model_fingerprint
+
+    text = json.dumps([list(p) for p in pairs], separators=(",", ":"))
+    assert model_fingerprint(iter(pairs)) == \
+        "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pieces_in_small_blocks_make_the_same_text(seed, monkeypatch):
+    import clusterkit.io.json_text as json_text
+
+    monkeypatch.setattr(json_text, "BLOCK", 3)
+    rng = random.Random(seed)
+    value = {"rows": [{"id": i, "nodes": [i, i + 1]} for i in range(rng.randint(0, 10))],
+             "ints": list(range(rng.randint(0, 10))), "deep": [_value(rng, 0) for _ in range(9)]}
+    pieces = list(indented_json_chunks(value))
+    assert "".join(pieces) == json.dumps(value, indent=1)
+    assert len(pieces) > 3
+
+
+def test_streamed_pieces_are_written_whole_or_not_at_all(tmp_path):
+    from clusterkit.io.files import write_all
+
+    out = tmp_path / "p.json"
+    write_all([(out, iter(["{", '"a": 1', "}"]))])
+    assert out.read_text() == '{"a": 1}'
+
+    def broken():
+        yield "{"
+        raise ValueError("no more")
+
+    with pytest.raises(ValueError, match="no more"):
+        write_all([(tmp_path / "q.json", broken())])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
