@@ -164,8 +164,8 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
 def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
     """``auto`` on ``problem`` without its ``min_size``, then every accelerator cluster below
     it sent to the fallback: what dropping the small clusters afterwards gives."""
-    free = dataclasses.replace(problem, min_size=1, constraints=dataclasses.replace(
-        problem.constraints, min_size=1))
+    free = dataclasses.replace(problem, min_size=1, limits=None,  # limits rebuilt without it
+                               constraints=dataclasses.replace(problem.constraints, min_size=1))
     part = run(free, **options)
     labels = part.assignment()
     devices = enforce_min_size(problem, labels, part.device_indices()[labels])

@@ -27,12 +27,13 @@ import re
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-
-import onnx
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from clusterkit.errors import BackendError
 from clusterkit.io import ep_recorder
+
+if TYPE_CHECKING:
+    import onnx
 
 _LOCK = threading.Lock()
 _REGISTERED: dict[str, Any] = {}  # EP name → the loaded recorder (ctypes.CDLL) or None
@@ -332,6 +333,8 @@ def answer_by_position(model: onnx.ModelProto, name: str,
     """The EP's answer on ``model`` and its groups as positions in ``model.graph.node``: the
     EP is asked about a copy whose nodes are named by position, so unnamed or twice-named
     nodes are told apart (``model`` is not modified)."""
+    import onnx  # here, not at import: `import clusterkit` stays light
+
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for i, node in enumerate(copy.graph.node):
