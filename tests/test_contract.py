@@ -193,6 +193,34 @@ def test_the_default_offloads_as_much_as_the_best_strategy_with_a_counting_selec
     assert parts["auto"].metrics()["partitions"] <= parts["mxnet"].metrics()["partitions"]
 
 
+def _figures(part: ck.Partition) -> tuple[int, int]:
+    """(compute nodes on an accelerator, accelerator clusters), counted from the clusters."""
+    clusters = part.accelerator_clusters()
+    folded = part.graph.folded
+    return sum(not folded[v] for c in clusters for v in c.nodes), len(clusters)
+
+
+def _tiny_npu() -> ck.SubgraphProperty:
+    from support.examples import TinyNpu
+
+    return TinyNpu()
+
+
+@pytest.mark.parametrize("model", ["resnet50", "resnet18", "squeezenet1_1", "densenet121"])
+@pytest.mark.parametrize("make", [_tiny_npu, lambda: counting_property(20)],
+                         ids=["example", "count20"])
+def test_the_default_forms_no_more_partitions_than_mxnet_at_as_much_offload(model, make):
+    """With a stateful selector, the default offloads at least what MXNet's growth does and,
+    at that, forms no more partitions (ResNet-50 with the example selector: a lower-cut member
+    split into 7 partitions what MXNet grows into 6)."""
+    problem = ck.make_problem(BUNDLED_MODELS / f"{model}.onnx", [make()])
+    (auto_off, auto_parts), (mx_off, mx_parts) = (_figures(run(problem, s))
+                                                  for s in ("auto", "mxnet"))
+    assert auto_off >= mx_off
+    if auto_off == mx_off:
+        assert auto_parts <= mx_parts
+
+
 def test_explain_names_the_device_verdict_that_kept_two_clusters_apart():
     """ResNet-18 under a 3-node max_nodes: two adjacent clusters of the device stay apart, and
     the pair explanation says the device would not accept them merged."""
