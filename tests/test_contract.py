@@ -8,6 +8,8 @@ never the library's acceptance module.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import clusterkit as ck
@@ -108,6 +110,47 @@ def test_two_devices_keep_their_own_limits_under_every_strategy(strategy):
         sizes[c.device].append(len(c.nodes))
     assert all(s <= 3 for s in sizes["a"]) and all(2 <= s <= 6 for s in sizes["b"]), sizes
     assert offloaded(part) > 0
+
+
+def _two_devices(a_max: int | None) -> ck.Problem:
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_nodes = a_max
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    return ck.make_problem(RESNET18, [a, b])
+
+
+def test_validate_checks_each_device_its_own_limits_on_a_plan():
+    """A plan made without limits, read where device ``a`` holds at most 3 nodes: its largest
+    cluster on ``a`` is an error naming the cluster, the device and the limit; the same plan
+    stays valid where only the other device has a limit."""
+    from clusterkit.io.plan import apply_plan
+
+    made = run(_two_devices(None), "mxnet").to_json()
+    sizes = {c["id"]: (c["device"], len(c["nodes"])) for c in made["clusters"]}
+    assert max(n for dev, n in sizes.values() if dev == "a") > 3  # else this proves nothing
+    with pytest.raises(ck.errors.PartitionError) as err:
+        apply_plan(_two_devices(3), made)
+    found = re.search(r"cluster (\d+) on 'a' has (\d+) nodes, above a's max_nodes 3$",
+                      str(err.value))
+    assert found, err.value
+    assert sizes[int(found.group(1))] == ("a", int(found.group(2))) and int(found.group(2)) > 3
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    b.max_nodes = 3
+    other = ck.make_problem(RESNET18, [ck.OpsProperty(["Conv", "Relu"], device="a"), b])
+    assert apply_plan(other, made).is_valid()
+
+
+def test_validate_names_the_device_minimum():
+    part = run(_two_devices(None), "mxnet")
+    one = next(c for c in part.accelerator_clusters() if len(c.nodes) == 1)
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    (a if one.device == "a" else b).min_nodes = 2
+    moved = ck.Partition.from_json(ck.make_problem(RESNET18, [a, b]), part.to_json())
+    with pytest.raises(ck.errors.PartitionError,
+                       match=rf"cluster {one.id} on '{one.device}' has 1 nodes, below "
+                             rf"{one.device}'s min_nodes 2"):
+        moved.validate()
 
 
 # ---------------------------------------------------------------------- rejection splits
