@@ -153,6 +153,54 @@ def test_validate_names_the_device_minimum():
         moved.validate()
 
 
+def _fallback_details(part: ck.Partition) -> dict[str, str]:
+    """Fallback compute node name -> its reason's text, as the report gives it."""
+    from clusterkit.reasons import fallback_reasons_of
+
+    g = part.graph
+    nodes = [v for c in part.clusters if c.device == part.fallback for v in c.nodes
+             if not g.folded[v]]
+    return {g.nodes[v].name: str(why.detail) for v, why in fallback_reasons_of(part,
+                                                                                nodes).items()}
+
+
+@pytest.mark.parametrize("strategy", ["cycles", "longest-path", "mxnet", "hetero", "cpsat",
+                                      "auto"])
+def test_a_fallback_reason_names_the_device_limit_that_sent_it_there(strategy):
+    """Two devices, each with a limit of its own: a Conv whose weights alone exceed ``a``'s
+    budget, and an Add alone on ``b`` below ``b``'s minimum, each says which setting."""
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_const_bytes = 100_000
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    b.min_nodes = 3
+    problem = ck.make_problem(RESNET18, [a, b])
+    part = run(problem, strategy)
+    g = part.graph
+    op = {nd.name: nd.op_type for nd in g.nodes}
+    weights = {nd.name: sum(g.tensors[t].nbytes or 0 for t in nd.all_inputs()
+                            if g.tensors[t].is_constant) for nd in g.nodes}
+    details = _fallback_details(part)
+    heavy = [n for n in details if op[n] == "Conv"]
+    assert heavy and all(weights[n] > 100_000 for n in heavy)  # the light ones went to a
+    assert all("a's max_const_bytes 100000" in details[n] for n in heavy), details
+    adds = [n for n in details if op[n] == "Add"]
+    assert adds and all("b's min_nodes 3" in details[n] for n in adds), details
+
+
+def test_assigning_a_global_limit_after_compiling_reaches_every_device():
+    """``problem.max_size = 4`` after compiling: the limits every engine reads follow, and a
+    device's own tighter limit stays."""
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_nodes = 2
+    b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
+    problem = ck.make_problem(RESNET18, [a, b])
+    problem.max_size = 4
+    assert problem.limits.max_nodes == (2, 4) and problem.max_size == 4
+    for strategy in ("cycles", "longest-path", "mxnet"):
+        sizes = [(c.device, len(c.nodes)) for c in run(problem, strategy).accelerator_clusters()]
+        assert all(n <= (2 if dev == "a" else 4) for dev, n in sizes), (strategy, sizes)
+
+
 # ---------------------------------------------------------------------- rejection splits
 @pytest.mark.parametrize("strategy", ck.strategy_names())
 def test_a_rejected_cluster_is_split_not_thrown_away(strategy):

@@ -79,6 +79,21 @@ class Limits:
                    or self.max_const[d] != self.max_const_bytes
                    for d in range(len(self.devices)))
 
+    @property
+    def any_minimum(self) -> bool:
+        """Whether some cluster must have 2 nodes or more (global or a device's own)."""
+        return self.min_size > 1 or any(lo > 1 for lo in self.min_nodes)
+
+    @property
+    def any_maximum(self) -> bool:
+        """Whether some cluster has a node limit (global or a device's own)."""
+        return self.max_size is not None or any(hi is not None for hi in self.max_nodes)
+
+    @property
+    def any_bytes(self) -> bool:
+        """Whether some cluster has a constant-byte budget (global or a device's own)."""
+        return self.max_const_bytes is not None or any(c is not None for c in self.max_const)
+
     def active(self, d: int) -> bool:
         """Whether device ``d`` has any limit at all (size above 1 or bytes)."""
         return (self.max_nodes[d] is not None or self.min_nodes[d] > 1
