@@ -99,8 +99,8 @@ def plan(problem: Problem) -> Plan:
         for d in range(len(problem.devices)):
             if not problem.supported[d, grp].all() or not problem.edge_ok[d, inside].all():
                 continue
-            if problem.max_const_bytes is not None and \
-                    int(g.const_bytes[grp].sum()) > problem.max_const_bytes:
+            budget = problem.limits.max_const[d]  # the global one or the device's own
+            if budget is not None and int(g.const_bytes[grp].sum()) > budget:
                 continue
             choice = d
             break

@@ -8,9 +8,10 @@ users are all ``getitem`` follow their producer (one together group); without
 ``allows_single_node_partition`` a partition with at most one compute node (a ``call_function``
 outside ``non_compute_ops``, counting twice when in ``allowed_single_node_partition_ops``) is
 dropped. Device limits the predicate declares (``max_nodes``, ``min_nodes``,
-``max_const_bytes``, its own or its wrapped clusterkit property's) hold. The clusters come from a clusterkit strategy (``auto`` by default), whose partitions are
-validated acyclic; dropping a partition turns its nodes into singletons outside, which keeps the
-quotient acyclic, so the result is always valid, and deterministic.
+``max_const_bytes``, its own or its wrapped clusterkit property's) hold. The clusters come from
+a clusterkit strategy (``auto`` by default), whose partitions are validated acyclic; dropping a
+partition turns its nodes into singletons outside, which keeps the quotient acyclic, so the
+result is always valid, and deterministic.
 """
 
 from __future__ import annotations
