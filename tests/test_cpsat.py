@@ -468,7 +468,7 @@ def test_equals_exhaustive_with_each_device_its_own_limits(objective, problem, c
     props = problem.properties
     for prop, cap in zip(props, caps):
         prop.max_nodes = cap
-    props[-1].min_nodes = min(least, caps[-1])
+    props[-1].min_nodes = min(least, props[-1].max_nodes)
     res = check_exact(problem.constraints.compile(problem.graph, props), objective,
                       reduce=reduce)
     for c in res.partition.accelerator_clusters():  # read from the clusters themselves
