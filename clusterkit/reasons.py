@@ -45,6 +45,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # annotations only: the partition sits one layer above the vocabulary
     from clusterkit.constraints.core import Problem
+    from clusterkit.constraints.limits import Limits
     from clusterkit.result import Partition
 
 __all__ = ["BELOW_MIN_SIZE", "Category", "FILTER_DROPPED", "GROUP_FITS_NO_DEVICE", "Reason",
@@ -89,24 +90,42 @@ def infer_reason(problem: Problem, v: int,
     """Why node ``v`` (topological index) is on the fallback, from the problem alone.
     ``ops_taken`` (op type → devices taking some node of it) is computed when not given."""
     p = problem
-    g = p.graph
-    if p.max_const_bytes is not None and int(g.const_bytes[v]) > p.max_const_bytes:
-        return Reason(Category.CONSTRAINT, f"it reads {int(g.const_bytes[v])} bytes of constants, "
-                      f"above max_const_bytes {p.max_const_bytes}")
+    held, lim = int(p.graph.const_bytes[v]), p.limits
+    if lim.max_const_bytes is not None and held > lim.max_const_bytes:
+        return Reason(Category.CONSTRAINT, f"it reads {held} bytes of constants, "
+                      f"above max_const_bytes {lim.max_const_bytes}")
     sup = p.supported[:, v] if p.devices else []
-    takers = [p.devices[d] for d in range(len(p.devices)) if sup[d]]
+    takers = [d for d in range(len(p.devices)) if sup[d]]
     if not takers:
+        over = _budgets_below(p, v, held)
+        if over:
+            return Reason(Category.CONSTRAINT, f"it reads {held} bytes of constants, above "
+                          + ", ".join(over))
         return refusal_reason(p, v, ops_taken)
-    limits = []
-    if p.min_size > 1:
-        limits.append(f"min_size {p.min_size}")
-    if p.max_size is not None:
-        limits.append(f"max_size {p.max_size}")
+    limits = _size_limits(lim, takers)
     if int(p.group_of[v]) >= 0:
         limits.append(f"together group {int(p.group_of[v])}")
     why = ", ".join(limits) if limits else "the strategy's constraints"
-    return Reason(Category.CONSTRAINT,
-                  f"supported by {', '.join(takers)} but kept on the fallback ({why})")
+    return Reason(Category.CONSTRAINT, f"supported by {', '.join(p.devices[d] for d in takers)}"
+                  f" but kept on the fallback ({why})")
+
+
+def _budgets_below(p: Problem, v: int, held: int) -> list[str]:
+    """The devices' own ``max_const_bytes`` below the ``held`` bytes node ``v`` reads alone
+    (which took it off those devices), on devices whose op table does not rule it out."""
+    lim, node = p.limits, p.graph.nodes[v]
+    return [f"{lim.setting(d, 'bytes')} {lim.max_const[d]}" for d in range(len(p.devices))
+            if lim.max_const[d] is not None and held > lim.max_const[d]
+            and op_in_table(p.properties[d], node) is not False]
+
+
+def _size_limits(lim: Limits, takers: list[int]) -> list[str]:
+    """The node limits of the devices in ``takers``, each once: ``min_size 2``, ``max_size
+    64`` (global) or ``npu's max_nodes 24`` (a device's own), minimums first."""
+    out = [f"{lim.setting(d, 'min')} {lim.min_nodes[d]}" for d in takers if lim.min_nodes[d] > 1]
+    out += [f"{lim.setting(d, 'max')} {lim.max_nodes[d]}" for d in takers
+            if lim.max_nodes[d] is not None]
+    return list(dict.fromkeys(out))
 
 
 def refusal_reason(problem: Problem, v: int,
@@ -239,7 +258,7 @@ def fallback_reasons_of(partition: Partition, nodes: list[int]) -> dict[int, Rea
     ops = problem.graph.op_types
     any_sup = problem.any_supported.tolist()
     ops_taken = devices_taking_op(problem)
-    per_op = problem.max_const_bytes is None and not any(
+    per_op = not problem.limits.any_bytes and not any(
         callable(getattr(prop, "explain", None)) for prop in problem.properties)
     cache: dict[str, Reason] = {}
     out: dict[int, Reason] = {}

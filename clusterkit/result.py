@@ -270,7 +270,7 @@ class Partition:
 
     def _check_cluster(self, c: Cluster) -> int:
         """A cluster's device index (-1: fallback), checked: not empty, every node supported,
-        within ``min_size``, ``max_size`` and ``max_const_bytes``."""
+        within its device's limits."""
         p, g = self.problem, self.graph
         if not c.nodes:
             raise PartitionError(f"cluster {c.id} is empty")
@@ -282,20 +282,25 @@ class Partition:
             nd = g.nodes[bad[0]]
             raise PartitionError(f"node {nd.name!r} ({nd.op_type}) is in cluster {c.id} on"
                                  f" device {c.device!r}, which does not support it")
-        size = len(c.nodes)
-        if size < p.min_size:
-            raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, below"
-                                 f" min_size {p.min_size}")
-        if p.max_size is not None and size > p.max_size:
-            raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, above"
-                                 f" max_size {p.max_size}")
-        if p.max_const_bytes is not None:
-            held = cluster_const_bytes(g, c.nodes)
-            if held > p.max_const_bytes:
-                raise PartitionError(f"cluster {c.id} on {c.device!r} holds {held} bytes of"
-                                     f" constants, above max_const_bytes "
-                                     f"{p.max_const_bytes}")
+        self._check_limits(c, d)
         return d
+
+    def _check_limits(self, c: Cluster, d: int) -> None:
+        """Cluster ``c`` on device ``d`` within its device's limits (the global ones and the
+        device's own, the tighter of each: :class:`~clusterkit.constraints.limits.Limits`)."""
+        lim, size = self.problem.limits, len(c.nodes)
+        lo, hi, cb = lim.min_nodes[d], lim.max_nodes[d], lim.max_const[d]
+        if size < lo:
+            raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, below"
+                                 f" {lim.setting(d, 'min')} {lo}")
+        if hi is not None and size > hi:
+            raise PartitionError(f"cluster {c.id} on {c.device!r} has {size} nodes, above"
+                                 f" {lim.setting(d, 'max')} {hi}")
+        if cb is not None:
+            held = cluster_const_bytes(self.graph, c.nodes)
+            if held > cb:
+                raise PartitionError(f"cluster {c.id} on {c.device!r} holds {held} bytes of"
+                                     f" constants, above {lim.setting(d, 'bytes')} {cb}")
 
     def _check_edges(self, a: np.ndarray, dev_idx: np.ndarray) -> None:
         """No must-cut edge and no edge its device's selector refuses inside a cluster."""

@@ -8,6 +8,8 @@ never the library's acceptance module.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import clusterkit as ck
@@ -110,6 +112,95 @@ def test_two_devices_keep_their_own_limits_under_every_strategy(strategy):
     assert offloaded(part) > 0
 
 
+def _two_devices(a_max: int | None) -> ck.Problem:
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_nodes = a_max
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    return ck.make_problem(RESNET18, [a, b])
+
+
+def test_validate_checks_each_device_its_own_limits_on_a_plan():
+    """A plan made without limits, read where device ``a`` holds at most 3 nodes: its largest
+    cluster on ``a`` is an error naming the cluster, the device and the limit; the same plan
+    stays valid where only the other device has a limit."""
+    from clusterkit.io.plan import apply_plan
+
+    made = run(_two_devices(None), "mxnet").to_json()
+    sizes = {c["id"]: (c["device"], len(c["nodes"])) for c in made["clusters"]}
+    assert max(n for dev, n in sizes.values() if dev == "a") > 3  # else this proves nothing
+    with pytest.raises(ck.errors.PartitionError) as err:
+        apply_plan(_two_devices(3), made)
+    found = re.search(r"cluster (\d+) on 'a' has (\d+) nodes, above a's max_nodes 3$",
+                      str(err.value))
+    assert found, err.value
+    assert sizes[int(found.group(1))] == ("a", int(found.group(2))) and int(found.group(2)) > 3
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    b.max_nodes = 3
+    other = ck.make_problem(RESNET18, [ck.OpsProperty(["Conv", "Relu"], device="a"), b])
+    assert apply_plan(other, made).is_valid()
+
+
+def test_validate_names_the_device_minimum():
+    part = run(_two_devices(None), "mxnet")
+    one = next(c for c in part.accelerator_clusters() if len(c.nodes) == 1)
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    (a if one.device == "a" else b).min_nodes = 2
+    moved = ck.Partition.from_json(ck.make_problem(RESNET18, [a, b]), part.to_json())
+    with pytest.raises(ck.errors.PartitionError,
+                       match=rf"cluster {one.id} on '{one.device}' has 1 nodes, below "
+                             rf"{one.device}'s min_nodes 2"):
+        moved.validate()
+
+
+def _fallback_details(part: ck.Partition) -> dict[str, str]:
+    """Fallback compute node name -> its reason's text, as the report gives it."""
+    from clusterkit.reasons import fallback_reasons_of
+
+    g = part.graph
+    nodes = [v for c in part.clusters if c.device == part.fallback for v in c.nodes
+             if not g.folded[v]]
+    return {g.nodes[v].name: str(why.detail) for v, why in fallback_reasons_of(part,
+                                                                                nodes).items()}
+
+
+@pytest.mark.parametrize("strategy", ["cycles", "longest-path", "mxnet", "hetero", "cpsat",
+                                      "auto"])
+def test_a_fallback_reason_names_the_device_limit_that_sent_it_there(strategy):
+    """Two devices, each with a limit of its own: a Conv whose weights alone exceed ``a``'s
+    budget, and an Add alone on ``b`` below ``b``'s minimum, each says which setting."""
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_const_bytes = 100_000
+    b = ck.OpsProperty(["Add", "MaxPool"], device="b")
+    b.min_nodes = 3
+    problem = ck.make_problem(RESNET18, [a, b])
+    part = run(problem, strategy)
+    g = part.graph
+    op = {nd.name: nd.op_type for nd in g.nodes}
+    weights = {nd.name: sum(g.tensors[t].nbytes or 0 for t in nd.all_inputs()
+                            if g.tensors[t].is_constant) for nd in g.nodes}
+    details = _fallback_details(part)
+    heavy = [n for n in details if op[n] == "Conv"]
+    assert heavy and all(weights[n] > 100_000 for n in heavy)  # the light ones went to a
+    assert all("a's max_const_bytes 100000" in details[n] for n in heavy), details
+    adds = [n for n in details if op[n] == "Add"]
+    assert adds and all("b's min_nodes 3" in details[n] for n in adds), details
+
+
+def test_assigning_a_global_limit_after_compiling_reaches_every_device():
+    """``problem.max_size = 4`` after compiling: the limits every engine reads follow, and a
+    device's own tighter limit stays."""
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_nodes = 2
+    b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
+    problem = ck.make_problem(RESNET18, [a, b])
+    problem.max_size = 4
+    assert problem.limits.max_nodes == (2, 4) and problem.max_size == 4
+    for strategy in ("cycles", "longest-path", "mxnet"):
+        sizes = [(c.device, len(c.nodes)) for c in run(problem, strategy).accelerator_clusters()]
+        assert all(n <= (2 if dev == "a" else 4) for dev, n in sizes), (strategy, sizes)
+
+
 # ---------------------------------------------------------------------- rejection splits
 @pytest.mark.parametrize("strategy", ck.strategy_names())
 def test_a_rejected_cluster_is_split_not_thrown_away(strategy):
@@ -191,6 +282,34 @@ def test_the_default_offloads_as_much_as_the_best_strategy_with_a_counting_selec
     best = max(offloaded(p) for p in parts.values())
     assert offloaded(parts["auto"]) == best
     assert parts["auto"].metrics()["partitions"] <= parts["mxnet"].metrics()["partitions"]
+
+
+def _figures(part: ck.Partition) -> tuple[int, int]:
+    """(compute nodes on an accelerator, accelerator clusters), counted from the clusters."""
+    clusters = part.accelerator_clusters()
+    folded = part.graph.folded
+    return sum(not folded[v] for c in clusters for v in c.nodes), len(clusters)
+
+
+def _tiny_npu() -> ck.SubgraphProperty:
+    from support.examples import TinyNpu
+
+    return TinyNpu()
+
+
+@pytest.mark.parametrize("model", ["resnet50", "resnet18", "squeezenet1_1", "densenet121"])
+@pytest.mark.parametrize("make", [_tiny_npu, lambda: counting_property(20)],
+                         ids=["example", "count20"])
+def test_the_default_forms_no_more_partitions_than_mxnet_at_as_much_offload(model, make):
+    """With a stateful selector, the default offloads at least what MXNet's growth does and,
+    at that, forms no more partitions (ResNet-50 with the example selector: a lower-cut member
+    split into 7 partitions what MXNet grows into 6)."""
+    problem = ck.make_problem(BUNDLED_MODELS / f"{model}.onnx", [make()])
+    (auto_off, auto_parts), (mx_off, mx_parts) = (_figures(run(problem, s))
+                                                  for s in ("auto", "mxnet"))
+    assert auto_off >= mx_off
+    if auto_off == mx_off:
+        assert auto_parts <= mx_parts
 
 
 def test_explain_names_the_device_verdict_that_kept_two_clusters_apart():

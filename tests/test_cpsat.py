@@ -455,3 +455,22 @@ def test_gap_when_more_nodes_stay_on_the_host():
     row = optimality_gap(host_only, "cut", time_limit=10)
     assert row["offload_gap"] == 2 and row["excess"] is None
     assert "more fallback nodes" in format_gap(row)
+
+
+@pytest.mark.parametrize("objective", ["cut", "partitions"])
+@fast(25)
+@given(problem=problems(2, 7, 2), caps=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       least=st.integers(1, 2), reduce=st.booleans())
+def test_equals_exhaustive_with_each_device_its_own_limits(objective, problem, caps, least,
+                                                           reduce):
+    """Each device its own ``max_nodes`` (and the second a ``min_nodes``): the exhaustive
+    search checks every block against its device's limits, and cpsat reaches its optimum."""
+    props = problem.properties
+    for prop, cap in zip(props, caps):
+        prop.max_nodes = cap
+    props[-1].min_nodes = min(least, props[-1].max_nodes)
+    res = check_exact(problem.constraints.compile(problem.graph, props), objective,
+                      reduce=reduce)
+    for c in res.partition.accelerator_clusters():  # read from the clusters themselves
+        d = [p.device for p in props].index(c.device)
+        assert (props[d].min_nodes or 1) <= len(c.nodes) <= caps[d], (c.device, c.nodes)

@@ -243,3 +243,34 @@ def test_refuses_what_is_not_a_graph_module():
     with pytest.raises(ck.errors.StrategyError, match="nope"):
         CapabilityBasedPartitioner(gm, OpsSupport(["torch.relu"]), strategy="nope"
                                    ).propose_partitions()
+
+
+class _CappedOps(OperatorSupportBase):
+    """An fx predicate declaring a device limit of its own (``max_nodes``)."""
+
+    max_nodes = 3
+
+    def is_node_supported(self, submodules, node) -> bool:
+        return op_name(node) in ("aten.linear.default", "aten.relu.default")
+
+
+def _capped_supports():
+    prop = ck.parse_selector("ops:aten.linear.default,aten.relu.default")
+    prop.max_nodes = 3
+    return [SelectorSupport(prop), _CappedOps()]
+
+
+@pytest.mark.parametrize("strategy", ["auto", "mxnet", "cycles", "longest-path"])
+@pytest.mark.parametrize("which", [0, 1], ids=["wrapped-property", "predicate-attribute"])
+def test_the_drop_in_keeps_a_declared_max_nodes(strategy, which):
+    """Six Linear+ReLU pairs, all supported, under a 3-node limit: every proposed partition
+    holds at most 3 nodes, and together they still take all 12."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(4, 4), nn.ReLU())])
+    gm = _export(model, torch.randn(2, 4)).module()
+    support = _capped_supports()[which]
+    parts = CapabilityBasedPartitioner(gm, support, strategy=strategy).propose_partitions()
+    sizes = [len(p.nodes) for p in parts]
+    assert sizes and max(sizes) <= 3, sizes
+    wanted = [nd for nd in gm.graph.nodes if nd.op in CALLS and support.is_node_supported({}, nd)]
+    assert len(wanted) == 12 and sum(sizes) == 12, sizes

@@ -68,6 +68,10 @@ class Constraints:
         return compile_problem(graph, self, list(properties), fallback)
 
 
+#: the fields of :class:`Problem` that :attr:`Problem.limits` is built from
+LIMIT_FIELDS = ("min_size", "max_size", "max_const_bytes")
+
+
 @dataclass
 class Problem:
     """Compiled constraints over integer node ids (topological indices).
@@ -106,6 +110,22 @@ class Problem:
         if self.limits is None:
             self.limits = Limits.build(self.graph, self.min_size, self.max_size,
                                        self.max_const_bytes, self.properties)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Assigning ``min_size`` / ``max_size`` / ``max_const_bytes`` after compiling sets that
+        global limit: :attr:`limits` is rebuilt with it, so every reader of :attr:`limits` sees
+        it (the three fields then hold the new loosest limits)."""
+        lim = self.__dict__.get("limits")
+        if name not in LIMIT_FIELDS or lim is None:
+            object.__setattr__(self, name, value)
+            return
+        glob = {"min_size": lim.min_size, "max_size": lim.max_size,
+                "max_const_bytes": lim.max_const_bytes, name: value}
+        new = Limits.build(self.graph, glob["min_size"], glob["max_size"],
+                           glob["max_const_bytes"], self.properties)
+        object.__setattr__(self, "limits", new)
+        for field_name, loose in zip(LIMIT_FIELDS, new.loosest()):
+            object.__setattr__(self, field_name, loose)
 
     @property
     def n(self) -> int:

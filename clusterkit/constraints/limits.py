@@ -79,6 +79,21 @@ class Limits:
                    or self.max_const[d] != self.max_const_bytes
                    for d in range(len(self.devices)))
 
+    @property
+    def any_minimum(self) -> bool:
+        """Whether some cluster must have 2 nodes or more (global or a device's own)."""
+        return self.min_size > 1 or any(lo > 1 for lo in self.min_nodes)
+
+    @property
+    def any_maximum(self) -> bool:
+        """Whether some cluster has a node limit (global or a device's own)."""
+        return self.max_size is not None or any(hi is not None for hi in self.max_nodes)
+
+    @property
+    def any_bytes(self) -> bool:
+        """Whether some cluster has a constant-byte budget (global or a device's own)."""
+        return self.max_const_bytes is not None or any(c is not None for c in self.max_const)
+
     def active(self, d: int) -> bool:
         """Whether device ``d`` has any limit at all (size above 1 or bytes)."""
         return (self.max_nodes[d] is not None or self.min_nodes[d] > 1
@@ -109,18 +124,20 @@ class Limits:
         size = len(nodes)
         hi, lo, cb = self.max_nodes[d], self.min_nodes[d], self.max_const[d]
         if hi is not None and size > hi:
-            return f"its {size}-node cluster is above {self._name(d, 'max')} {hi}"
+            return f"its {size}-node cluster is above {self.setting(d, 'max')} {hi}"
         if minimum and size < lo:
-            return f"its {size}-node cluster is below {self._name(d, 'min')} {lo}"
+            return f"its {size}-node cluster is below {self.setting(d, 'min')} {lo}"
         if cb is not None:
             held = cluster_const_bytes(self.graph, nodes)
             if held > cb:
                 return (f"its cluster holds {held} bytes of constants, above "
-                        f"{self._name(d, 'bytes')} {cb}")
+                        f"{self.setting(d, 'bytes')} {cb}")
         return None
 
-    def _name(self, d: int, which: str) -> str:
-        """The setting a device's effective limit comes from (global or the device's own)."""
+    def setting(self, d: int, which: str) -> str:
+        """The setting device ``d``'s effective limit ``which`` (``"max"``, ``"min"`` or
+        ``"bytes"``) comes from: the global one (``max_size``) or the device's own
+        (``npu's max_nodes``)."""
         dev = self.devices[d]
         if which == "max":
             glob = self.max_size is not None and self.max_nodes[d] == self.max_size

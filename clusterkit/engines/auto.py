@@ -7,7 +7,11 @@ clusters are coalesced once). The member ``cycles+levels`` contracts only while 
 partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member
 partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions), or with
 ``prefer="partitions"`` by (fallback nodes, partitions, ``cut_bytes``); ties go to the earlier
-member, so the answer is deterministic. The growth strategies (``mxnet``,
+member, so the answer is deterministic. When a device is *restrictive* (a stateful selector or
+limits of its own: :meth:`~clusterkit.constraints.acceptance.Acceptance.restrictive`) the ranking
+is always partitions before ``cut_bytes``, so that the default never forms more partitions than
+its ``mxnet`` member at as few fallback nodes (the refinement and the polish are kept by the same
+ranking; ``info["auto"]["ranking"]`` says which one ran). The growth strategies (``mxnet``,
 ``hetero``) join the portfolio on graphs of at most ``growth_limit`` nodes (default
 :data:`GROWTH_LIMIT`), where their cost stays small.
 
@@ -49,6 +53,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.coalesce import coalesce
@@ -107,14 +112,16 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     if check_mode(devices) == "cost" and len(problem.devices) > 1:
         narrowed = choose_devices(problem, "cost")
         names += [(name + "@cost", narrowed) for name, _ in names]
+    ranking = _ranking(problem, prefer)
     bound = figures_lower_bound(problem)
     verdicts: dict[tuple[int, tuple[int, ...]], str | None] = {}  # clusters judged once
     figures: list[dict[str, Any]] = []
     with gc_paused():  # thousands of small clusters per member: no full collector passes
-        best, best_key, winner = _portfolio(problem, names, (bound, prefer), verdicts, figures)
+        best, best_key, winner = _portfolio(problem, names, (bound, ranking), verdicts, figures)
     if polish > 0 and prefer == "cut":
-        best, best_key, winner = _polish_steps(problem, (best, best_key, winner), bound,
-                                               (polish, polish_limit), verdicts, figures)
+        best, best_key, winner = _polish_steps(problem, (best, best_key, winner),
+                                               (bound, ranking), (polish, polish_limit),
+                                               verdicts, figures)
     if problem.min_size > 1:  # never worse than dropping the small clusters afterwards
         options = {"members": members, "growth_limit": growth_limit, "devices": devices,
                    "prefer": prefer, "polish": polish, "polish_limit": polish_limit}
@@ -122,10 +129,10 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         part = _dropped_after(problem, options)
         key = part.figures()
         figures.append(_entry(DROPPED, key, start))
-        if _rank(key, prefer) < _rank(best_key, prefer):
+        if _rank(key, ranking) < _rank(best_key, ranking):
             best, best_key, winner = part, key, DROPPED
     info = dict(best.info)
-    info["auto"] = {"winner": winner, "members": figures,
+    info["auto"] = {"winner": winner, "members": figures, "ranking": ranking,
                     "lower_bound": list(bound) if bound is not None else None,
                     "at_lower_bound": best_key == bound}
     return dataclasses.replace(best, strategy="auto", info=info)
@@ -137,7 +144,7 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
     """Each member in turn, coalesced (each distinct raw partition once), until one reaches
     the bound (``goal``: the bound and the ranking); records each in ``figures`` and returns
     the best partition, its figures and its member name."""
-    bound, prefer = goal
+    bound, ranking = goal
     best: Partition | None = None
     best_key: tuple[int, int, int] | None = None
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
@@ -153,7 +160,7 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
         part = widen(reject_subgraphs(coalesced, verdicts), problem)
         key = part.figures()
         figures.append(_entry(name, key, start))
-        if best_key is None or _rank(key, prefer) < _rank(best_key, prefer):
+        if best_key is None or _rank(key, ranking) < _rank(best_key, ranking):
             best, best_key, winner = part, key, name
         if best_key == bound:  # no member beats it in any figure: the rest could only tie
             break
@@ -184,20 +191,22 @@ def _entry(name: str, key: tuple[int, int, int], start: float) -> dict[str, Any]
 
 
 def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int], str],
-                  bound: tuple[int, int, int] | None, polish: tuple[float, int],
+                  goal: tuple[tuple[int, int, int] | None, str], polish: tuple[float, int],
                   verdicts: dict, figures: list[dict[str, Any]]
                   ) -> tuple[Partition, tuple[int, int, int], str]:
     """The refinement, then the CP-SAT polish (``polish``: its deterministic seconds and the
-    node limit), each when the best so far may still improve; each is recorded in ``figures``
-    and kept when better. Returns the best partition, its figures and its member name."""
+    node limit), each when the best so far may still improve (``goal``: the bound and the
+    ranking); each is recorded in ``figures`` and kept when better. Returns the best
+    partition, its figures and its member name."""
     best, best_key, winner = state
+    bound, ranking = goal
     seconds, limit = polish
     if best_key != bound:
         start = time.perf_counter()
         part = reject_subgraphs(refine(best), verdicts)
         key = part.figures()
         figures.append(_entry("refine", key, start))
-        if key < best_key:
+        if _rank(key, ranking) < _rank(best_key, ranking):
             best, best_key, winner = part, key, "refine"
     if problem.n <= limit and not _within(best_key, bound, POLISH_GAIN):
         start = time.perf_counter()
@@ -205,7 +214,7 @@ def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int]
         if part is not None:
             key = part.figures()
             figures.append(_entry("cpsat-polish", key, start))
-            if key < best_key:
+            if _rank(key, ranking) < _rank(best_key, ranking):
                 best, best_key, winner = part, key, "cpsat-polish"
     return best, best_key, winner
 
@@ -229,8 +238,18 @@ def _within(key: tuple[int, int, int], bound: tuple[int, int, int] | None, share
     return bound is not None and key[0] == bound[0] and key[1] <= bound[1] * (1 + share)
 
 
-def _rank(key: tuple[int, int, int], prefer: str) -> tuple[int, int, int]:
-    return key if prefer == "cut" else (key[0], key[2], key[1])
+def _ranking(problem: Problem, prefer: str) -> str:
+    """``prefer``, except that a restrictive device (a stateful selector or limits of its own,
+    :meth:`~clusterkit.constraints.acceptance.Acceptance.restrictive`) ranks partitions before
+    cut: its clusters are cut by its own rule, and the growth it is written for (``mxnet``)
+    keeps them whole where a lower-cut member splits them into more partitions."""
+    return "partitions" if prefer == "partitions" or acceptance(problem).any_restrictive \
+        else "cut"
+
+
+def _rank(key: tuple[int, int, int], ranking: str) -> tuple[int, int, int]:
+    """A member's figures in the order ``ranking`` compares them (fallback nodes first)."""
+    return key if ranking == "cut" else (key[0], key[2], key[1])
 
 
 def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> Partition:

@@ -19,19 +19,20 @@ SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"
 
 
 def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) -> np.ndarray:
-    """Send accelerator clusters below ``problem.min_size`` back to the fallback (device -1).
+    """Send accelerator clusters below their device's minimum (``problem.limits.min_nodes``:
+    ``min_size`` or the device's own ``min_nodes``) back to the fallback (device -1).
 
     Splitting a convex cluster of an acyclic cluster graph into single nodes keeps the cluster
     graph acyclic: a cycle through the pieces would have been a cycle through the whole cluster.
     Returns the new device array."""
     devices = np.asarray(devices, dtype=np.int64).copy()
-    if problem.min_size <= 1:
+    if not problem.limits.any_minimum:
         return devices
     acc = devices >= 0
     if not acc.any():
         return devices
     _, inv, counts = np.unique(labels[acc], return_inverse=True, return_counts=True)
-    small = counts[inv] < problem.min_size
+    small = counts[inv] < np.asarray(problem.limits.min_nodes, dtype=np.int64)[devices[acc]]
     idx = np.flatnonzero(acc)
     devices[idx[small]] = -1
     return devices
@@ -54,16 +55,17 @@ def close_growth(problem: Problem, ug: UnitGraph, pieces: list[Piece], strategy:
     devices = enforce_min_size(problem, labels, devices)
     split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.units]))
     sizes = np.bincount(labels)
+    lim = problem.limits
     for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():
-        size = int(sizes[labels[v]])
+        size, d = int(sizes[labels[v]]), int(placed[v])
+        below = f"below {lim.setting(d, 'min')} {lim.min_nodes[d]}"  # the device's own or global
         why = cycle_why.get(v) or (SPLIT_FOR_CYCLE if v in split_nodes else None)
         if why is not None:
             reasons[v] = Reason(Category.CYCLE, f"{why}; the {size}-node cluster it ended in "
-                                f"is below min_size {problem.min_size}")
+                                f"is {below}")
         else:
             reasons[v] = Reason(Category.CONSTRAINT, f"its {size}-node cluster on "
-                                f"{problem.devices[int(placed[v])]} is below min_size "
-                                f"{problem.min_size}")
+                                f"{problem.devices[d]} is {below}")
     part = Partition.from_assignment(problem, labels, devices, strategy=strategy,
                                      fallback_reasons=reasons)
     part.info["placement"] = placement_report(part)

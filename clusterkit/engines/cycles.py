@@ -184,7 +184,10 @@ class _Contraction:
         self.uf = UnionFind(n)           # clusters; a root is its GraphCycles survivor
         self.find = self.uf.find
         self.size = self.uf.size         # nodes per cluster (at its root)
-        self.cbytes = g.const_bytes.tolist() if p.max_const_bytes is not None else None
+        lim = p.limits  # per node: its device's node and byte limits (global or its own)
+        self.cbytes = g.const_bytes.tolist() if lim.any_bytes else None
+        self.max_nodes = [lim.max_nodes[d] if d >= 0 else None for d in dev.tolist()]
+        self.max_const = [lim.max_const[d] if d >= 0 else None for d in dev.tolist()]
         self.never: dict[int, set[int]] = {}
         for a, b in p.never_pairs.tolist():
             self.never.setdefault(a, set()).add(b)
@@ -268,10 +271,10 @@ class _Contraction:
 
     def _fits(self, a: int, b: int) -> str | None:
         """Why clusters ``a`` and ``b`` may not be merged (size, bytes, never pair), or None."""
-        p = self.problem
-        if p.max_size is not None and self.size[a] + self.size[b] > p.max_size:
+        hi, cb = self.max_nodes[a], self.max_const[a]
+        if hi is not None and self.size[a] + self.size[b] > hi:
             return "refused_size"
-        if self.cbytes is not None and self.cbytes[a] + self.cbytes[b] > p.max_const_bytes:
+        if cb is not None and self.cbytes is not None and self.cbytes[a] + self.cbytes[b] > cb:
             return "refused_const_bytes"
         nv = self.never
         if a in nv or b in nv:
@@ -372,8 +375,7 @@ class _Contraction:
     def _plain(self) -> bool:
         """No size limits, never-together pairs or edge-sensitive selectors: every refusal
         is a cycle, and :meth:`_contract_plain` can skip the per-edge checks."""
-        p = self.problem
-        return (p.max_size is None and self.cbytes is None and not self.never
+        return (not self.problem.limits.any_maximum and self.cbytes is None and not self.never
                 and not any(self.edge_sensitive))
 
     def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:

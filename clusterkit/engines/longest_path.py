@@ -56,7 +56,8 @@ from clusterkit.engines.units import UnitGraph
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import weak_components
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.reasons import BELOW_MIN_SIZE, FILTER_DROPPED, GROUP_FITS_NO_DEVICE, SELECT_REFUSED
+from clusterkit.reasons import (BELOW_MIN_SIZE, FILTER_DROPPED, GROUP_FITS_NO_DEVICE,
+                               SELECT_REFUSED, Category, Reason)
 from clusterkit.result import Partition, cut_bytes
 from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_select,
                                            call_select_input, call_select_output)
@@ -97,8 +98,8 @@ def plan(problem: Problem) -> Plan:
         for d in range(len(problem.devices)):
             if not problem.supported[d, grp].all() or not problem.edge_ok[d, inside].all():
                 continue
-            if problem.max_const_bytes is not None and \
-                    int(g.const_bytes[grp].sum()) > problem.max_const_bytes:
+            budget = problem.limits.max_const[d]  # the global one or the device's own
+            if budget is not None and int(g.const_bytes[grp].sum()) > budget:
                 continue
             choice = d
             break
@@ -278,16 +279,30 @@ def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, 
 def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, strategy: str,
            info: dict) -> Partition:
     """``min_size`` (to the fallback), then the Partition with ``info`` and fallback codes."""
-    before = dev >= 0
+    placed = dev
     dev = enforce_min_size(problem, labels, dev)
-    small = before & (dev < 0)
+    small = (placed >= 0) & (dev < 0)
     if small.any():
         plan_.codes[small] = FB_MIN_SIZE
     info["min_size_fallback_nodes"] = int(small.sum())
     part = partition_from_labels(problem, labels, dev, strategy=strategy, info=info)
     coded = np.flatnonzero((plan_.codes != FB_NONE) & (dev < 0)).tolist()
     part.fallback_reasons = {v: FB_REASONS[c] for v, c in zip(coded, plan_.codes[coded].tolist())}
+    part.fallback_reasons.update(_own_minimum_reasons(problem, placed, small))
     return part
+
+
+def _own_minimum_reasons(problem: Problem, placed: np.ndarray, small: np.ndarray
+                         ) -> dict[int, Reason]:
+    """For the nodes ``small`` sent back from a device with a minimum of its own
+    (``min_nodes`` above ``min_size``), a reason naming that device's limit."""
+    lim, out = problem.limits, {}
+    for v in np.flatnonzero(small).tolist():
+        d = int(placed[v])
+        if lim.min_nodes[d] != lim.min_size:
+            out[v] = Reason(Category.CONSTRAINT, f"its cluster on {problem.devices[d]} was "
+                            f"below {lim.setting(d, 'min')} {lim.min_nodes[d]}")
+    return out
 
 
 def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndarray,
@@ -588,15 +603,17 @@ class _LevelProblem:
 
     # -------------------------------------------------------------- size limits
     def enforce_max(self, ulab: np.ndarray, problem: Problem) -> tuple[np.ndarray, int]:
-        """Cut clusters above ``max_size`` / ``max_const_bytes`` into chunks contiguous in a
-        topological order (each unit whole)."""
-        if problem.max_size is None and problem.max_const_bytes is None:
+        """Cut clusters above their device's node or byte limit (``max_size`` /
+        ``max_const_bytes`` or the device's own) into chunks contiguous in a topological order
+        (each unit whole)."""
+        lim = problem.limits
+        if not lim.any_maximum and not lim.any_bytes:
             return ulab, 0
         units = self.pl.units
         n = self.n
         size = np.asarray(units.size, dtype=np.int64)
         cb = np.zeros(n, dtype=np.int64)
-        if problem.max_const_bytes is not None:
+        if lim.any_bytes:
             cb = np.bincount(units.unit_of, weights=self.g.const_bytes, minlength=n
                              ).astype(np.int64)
         acc = np.flatnonzero(self.dev >= 0)
@@ -605,28 +622,25 @@ class _LevelProblem:
         lab = ulab[acc]
         tot = np.bincount(lab - lab.min(), weights=size[acc])
         ctot = np.bincount(lab - lab.min(), weights=cb[acc])
-        too = np.zeros(len(tot), dtype=bool)
-        if problem.max_size is not None:
-            too |= tot > problem.max_size
-        if problem.max_const_bytes is not None:
-            too |= ctot > problem.max_const_bytes
-        bad = np.flatnonzero(too) + lab.min()
+        cap_n, cap_b = (np.zeros(len(tot)), np.zeros(len(tot)))  # per cluster: its device's
+        cap_n[lab - lab.min()] = _caps(lim.max_nodes)[self.dev[acc]]
+        cap_b[lab - lab.min()] = _caps(lim.max_const)[self.dev[acc]]
+        bad = np.flatnonzero((tot > cap_n) | (ctot > cap_b)) + lab.min()
         if not len(bad):
             return ulab, 0
         ulab = ulab.copy()
         nxt = int(ulab.max()) + 1
         pos = self.pos
-        cap_n = problem.max_size if problem.max_size is not None else np.inf
-        cap_b = problem.max_const_bytes if problem.max_const_bytes is not None else np.inf
         chunks = 0
         for c in bad.tolist():
+            hi, budget = cap_n[c - lab.min()], cap_b[c - lab.min()]
             mem = acc[lab == c]
             mem = mem[np.argsort(pos[mem], kind="stable")].tolist()
             cnt = 0
             byt = 0
             for u in mem:
                 su, bu = int(size[u]), int(cb[u])
-                if cnt and (cnt + su > cap_n or byt + bu > cap_b):
+                if cnt and (cnt + su > hi or byt + bu > budget):
                     nxt += 1
                     chunks += 1
                     cnt = byt = 0
@@ -635,3 +649,8 @@ class _LevelProblem:
                 ulab[u] = nxt
             nxt += 1
         return ulab, chunks
+
+
+def _caps(limits: tuple[int | None, ...]) -> np.ndarray:
+    """Per device index its limit as a float (``inf`` for none)."""
+    return np.asarray([np.inf if x is None else x for x in limits], dtype=float)

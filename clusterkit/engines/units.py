@@ -146,11 +146,11 @@ class UnitGraph:
             np.logical_and.at(feas, self.unit_of, p.supported[d])
             bad = inner[~p.contractible(d)[inner]]
             feas[self.unit_of[g.edge_src[bad]]] = False
-            if p.max_size is not None:
-                feas &= np.asarray(self.size) <= p.max_size
-            if p.max_const_bytes is not None:
-                feas &= np.asarray([self.unit_const_bytes(u) for u in range(self.n)]
-                                   ) <= p.max_const_bytes
+            hi, cb = p.limits.max_nodes[d], p.limits.max_const[d]  # the device's own too
+            if hi is not None:
+                feas &= np.asarray(self.size) <= hi
+            if cb is not None:
+                feas &= np.asarray([self.unit_const_bytes(u) for u in range(self.n)]) <= cb
             out.append(feas.tolist())
         return out
 
@@ -187,12 +187,12 @@ class UnitGraph:
 
     @property
     def const(self) -> list[list[int]] | None:
-        """Constant-tensor ids per unit (only when ``max_const_bytes`` is set)."""
-        return None if self.problem.max_const_bytes is None else self._constants[0]
+        """Constant-tensor ids per unit (only when some device has a ``max_const_bytes``)."""
+        return self._constants[0] if self.problem.limits.any_bytes else None
 
     @property
     def tensor_bytes(self) -> list[int]:
-        return [] if self.problem.max_const_bytes is None else self._constants[1]
+        return self._constants[1] if self.problem.limits.any_bytes else []
 
     def unit_const_bytes(self, u: int) -> int:
         """Bytes of the distinct constants unit ``u`` reads."""

@@ -19,7 +19,7 @@ from clusterkit.constraints.objectives import objective_weights
 from clusterkit.errors import CycleError, StrategyError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import HOST
-from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
+from clusterkit.result import Partition, cut_bytes
 
 MAX_NODES = 10
 
@@ -137,11 +137,7 @@ def _valid(problem: Problem, labels: list[int], devices: list[int], blocks, choi
            edges: list[tuple[int, int]]) -> bool:
     p = problem
     for block, d in zip(blocks, choice):
-        size = len(block)
-        if size < p.min_size or (p.max_size is not None and size > p.max_size):
-            return False
-        if p.max_const_bytes is not None and \
-                cluster_const_bytes(p.graph, block) > p.max_const_bytes:
+        if not p.limits.fits(block, d):  # the global limits and the device's own
             return False
     for e, (u, v) in enumerate(edges):
         if labels[u] == labels[v]:

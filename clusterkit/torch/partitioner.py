@@ -7,9 +7,11 @@ where they decide the result: unsupported nodes stay outside; ``getitem`` users 
 users are all ``getitem`` follow their producer (one together group); without
 ``allows_single_node_partition`` a partition with at most one compute node (a ``call_function``
 outside ``non_compute_ops``, counting twice when in ``allowed_single_node_partition_ops``) is
-dropped. The clusters come from a clusterkit strategy (``auto`` by default), whose partitions are
-validated acyclic; dropping a partition turns its nodes into singletons outside, which keeps the
-quotient acyclic, so the result is always valid, and deterministic.
+dropped. Device limits the predicate declares (``max_nodes``, ``min_nodes``,
+``max_const_bytes``, its own or its wrapped clusterkit property's) hold. The clusters come from
+a clusterkit strategy (``auto`` by default), whose partitions are validated acyclic; dropping a
+partition turns its nodes into singletons outside, which keeps the quotient acyclic, so the
+result is always valid, and deterministic.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from clusterkit.constraints.core import Constraints
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.core import Graph, Node
 from clusterkit.result import Partition as ClusterkitPartition
-from clusterkit.selection.protocol import SubgraphProperty, SubgraphSelector
+from clusterkit.selection.protocol import (LIMIT_SETTINGS, SubgraphProperty, SubgraphSelector,
+                                           device_limits, set_device_limits)
 from clusterkit.torch.reader import read_fx
 from clusterkit.torch.support import FxSupportProperty
 
@@ -103,7 +106,9 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         prop = FxSupportProperty(self.operator_support, self.graph_module, device="fx")
         supported = prop.create_subgraph_selector().supported_mask(graph)
         supported, groups = _getitem_rule(graph, fx_nodes, supported)
-        problem = Constraints(together=groups).compile(graph, [_MaskProperty(supported, "fx")])
+        device = set_device_limits(_MaskProperty(supported, "fx"),
+                                   **declared_limits(self.operator_support))
+        problem = Constraints(together=groups).compile(graph, [device])
         part = run_strategy(problem, self.strategy, **self.options)
         self.last_partition = part
         order = {nd: k for k, nd in enumerate(reversed(self.graph_module.graph.nodes))}
@@ -138,6 +143,15 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
     def partition_and_fuse(self, prefix: str = "fused_") -> GraphModule:
         """:meth:`propose_partitions` then :meth:`fuse_partitions`."""
         return self.fuse_partitions(self.propose_partitions(), prefix=prefix)
+
+
+def declared_limits(support: OperatorSupportBase) -> dict[str, int | None]:
+    """The device limits (``max_nodes``, ``min_nodes``, ``max_const_bytes``) an fx predicate
+    declares: its own attributes, else those of the clusterkit property it wraps
+    (:class:`~clusterkit.torch.support.SelectorSupport`'s ``property``)."""
+    own = device_limits(support)
+    wrapped = device_limits(getattr(support, "property", None))
+    return {k: own[k] if own[k] is not None else wrapped[k] for k in LIMIT_SETTINGS}
 
 
 def _getitem_rule(graph: Graph, fx_nodes: dict[str, FxNode], supported: np.ndarray

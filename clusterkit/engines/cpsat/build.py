@@ -157,10 +157,10 @@ class ClusterModel:
         self._costs()
         if self.w_parts:
             self._partitions()
-        p = self.problem
-        if p.min_size > 1 or p.max_size is not None:
+        lim = self.problem.limits
+        if lim.any_minimum or lim.any_maximum:
             self._sizes()
-        if p.max_const_bytes is not None:
+        if lim.any_bytes:
             self._const_bytes()
 
     def _variables(self) -> None:
@@ -177,8 +177,9 @@ class ClusterModel:
                 self.acc[s] = False
             elif not sg.may_fb[s] and (len(devs) == 1 or lone):
                 # a lone super-node is a cluster by itself on any of its devices: the cut and the
-                # partition count do not depend on which
-                xs[devs[0]] = True
+                # partition count do not depend on which (the first whose limits it meets)
+                fit = [d for d in devs if self.problem.limits.fits(sg.members[s], d)]
+                xs[(fit or devs)[0]] = True
                 self.acc[s] = True
             else:
                 for d in devs:
@@ -415,6 +416,18 @@ class ClusterModel:
                 self._add_if(expr >= p.min_size, [a])
             if p.max_size is not None:
                 self._add_if(expr <= p.max_size, [a])
+            self._device_sizes(s, expr)
+
+    def _device_sizes(self, s: int, expr) -> None:
+        """The cluster of super-node ``s`` (``expr`` nodes) within the node limits of its
+        device where they are tighter than the problem's (a device's own)."""
+        p, lim = self.problem, self.problem.limits
+        for d, on_d in self.x[s].items():
+            lo, hi = lim.min_nodes[d], lim.max_nodes[d]
+            if lo > p.min_size:
+                self._add_if(expr >= lo, [on_d])
+            if hi is not None and (p.max_size is None or hi < p.max_size):
+                self._add_if(expr <= hi, [on_d])
 
     def _const_bytes(self) -> None:
         p = self.problem
@@ -452,7 +465,13 @@ class ClusterModel:
                 others = [o for o in readers[t] if self.pair(s, o) is not False]
                 self._has.append((has, s, others))
                 terms.append(g.tensors[t].nbytes * has)
-            self._add_if(sum(terms) + own <= p.max_const_bytes, [a])
+            held = sum(terms) + own
+            if p.max_const_bytes is not None:
+                self._add_if(held <= p.max_const_bytes, [a])
+            for d, on_d in self.x[s].items():  # a device's own budget, where tighter
+                cb = p.limits.max_const[d]
+                if cb is not None and (p.max_const_bytes is None or cb < p.max_const_bytes):
+                    self._add_if(held <= cb, [on_d])
 
     # ------------------------------------------------------------------ objective
     def objective_expr(self):

@@ -68,8 +68,8 @@ LNS_REDUCTIONS = ("fix", "constants", "host")
 
 def has_pair_terms(problem: Problem, w_parts: int) -> bool:
     """Does the model need pair literals beyond the edges and shared tensors?"""
-    return bool(w_parts) or problem.min_size > 1 or problem.max_size is not None \
-        or problem.max_const_bytes is not None
+    lim = problem.limits
+    return bool(w_parts) or lim.any_minimum or lim.any_maximum or lim.any_bytes
 
 
 def choose_method(method: str, problem: Problem, red: Reduction, w_parts: int) -> str:

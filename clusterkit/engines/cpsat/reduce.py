@@ -107,7 +107,6 @@ from scipy.sparse.csgraph import connected_components
 from clusterkit.constraints.core import Problem
 from clusterkit.graph.algorithms import UnionFind, quotient_edges, topological_order
 from clusterkit.graph.core import Graph
-from clusterkit.result import cluster_const_bytes
 
 
 @dataclass
@@ -185,8 +184,9 @@ def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple 
     and return the super-graph with its parts."""
     on = set(REDUCTIONS) if enable is True else set(enable or ())
     p = problem
-    simple = p.min_size <= 1
-    local = simple and p.max_size is None and p.max_const_bytes is None
+    lim = p.limits  # the devices' own limits too
+    simple = not lim.any_minimum
+    local = simple and not lim.any_maximum and not lim.any_bytes
     stats: dict[str, Any] = {"nodes": p.n}
     detached = _constant_nodes(p) if "constants" in on and simple and w_parts == 0 else []
     stats["constants_detached"] = len(detached)
@@ -287,9 +287,7 @@ def group_devices(p: Problem, ids: list[int]) -> tuple[int, ...]:
             continue
         if any(p.must_cut[e] or not p.edge_ok[d, e] for e in internal):
             continue
-        if p.max_const_bytes is not None and cluster_const_bytes(g, ids) > p.max_const_bytes:
-            continue
-        if p.max_size is not None and len(ids) > p.max_size:
+        if not p.limits.fits(ids, d, minimum=False):
             continue
         out.append(d)
     return tuple(out)
