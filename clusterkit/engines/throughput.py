@@ -1,0 +1,329 @@
+"""Throughput placement: split a placement instance (:mod:`clusterkit.io.placement_instance`)
+over ``k`` interchangeable accelerators and the host so that the largest device load is least.
+
+The load is the one of Tarnawski et al.'s evaluator (``dp.cpp``, ``computeLoadForResultOrg``):
+an accelerator's load is the accelerator latency of its nodes plus, once per node ``u``, the
+transfer cost of ``u``'s output when ``u`` is on it and some consumer of ``u`` is on another
+device, and when ``u`` is elsewhere and some consumer of ``u`` is on it (several consumers on one
+device count once); the host's load is its nodes' CPU latency (it pays no transfers). Must-link
+groups (``colorClass``) share a device, an accelerator holds at most ``memory_limit`` bytes,
+unsupported nodes stay on the host.
+
+*Contiguous* placements are the paper's: the devices form a chain whose sets are differences of
+a chain of ideals of the forward graph with must-link groups contracted (a backward node follows
+its group; a group with backward nodes only is ordered by its backward edges reversed, as the
+artificial forward nodes of ``dp.cpp``). :class:`Units` holds that order: strongly connected
+groups of it fused into one unit, a DAG over units. The fast :func:`chain_heuristic` cuts a
+topological order of the units into consecutive segments by bisection on the load; its cost is
+kept exactly while a segment grows (per node: consumers' units inside the segment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import networkx as nx
+import numpy as np
+
+from clusterkit.graph.algorithms import topological_order
+from clusterkit.io.placement_instance import HOST, PlacementInstance
+
+#: bisection steps of the heuristic (the load interval shrinks 2**-STEPS)
+STEPS = 30
+
+
+def device_loads(inst: PlacementInstance, device: Sequence[int]) -> np.ndarray:
+    """Load of every device (``k`` accelerators, then the host) under ``device`` (one device
+    index per node, :data:`HOST` = -1 for the host), by the evaluator's definition."""
+    k = inst.accelerators
+    dev = np.asarray(device, dtype=np.int64)
+    slot = np.where(dev == HOST, k, dev)
+    lat = np.where(dev == HOST, inst.cpu_latency, inst.acc_latency)
+    loads = np.bincount(slot, weights=lat, minlength=k + 1)[:k + 1]
+    src, dst = inst.edge_src, inst.edge_dst
+    cross = slot[src] != slot[dst]
+    pairs = np.unique(src[cross] * (k + 1) + slot[dst[cross]])  # (u, consumer's device) once
+    u, b = pairs // (k + 1), pairs % (k + 1)
+    payers = np.unique(u)
+    comm = np.bincount(slot[payers], weights=inst.out_cost[payers], minlength=k + 1)
+    comm += np.bincount(b, weights=inst.out_cost[u], minlength=k + 1)
+    comm[k] = 0.0  # the host pays no transfers
+    return loads + comm
+
+
+def placement_problems(inst: PlacementInstance, device: Sequence[int]) -> list[str]:
+    """What makes ``device`` infeasible (empty when feasible): a node on no device, an
+    unsupported node on an accelerator, a split must-link group, an accelerator over memory."""
+    dev = np.asarray(device, dtype=np.int64)
+    out = []
+    bad = np.flatnonzero((dev < HOST) | (dev >= inst.accelerators))
+    if len(bad):
+        out.append(f"node {inst.ids[bad[0]]} has no device ({dev[bad[0]]})")
+    bad = np.flatnonzero(~inst.supported & (dev != HOST))
+    if len(bad):
+        out.append(f"node {inst.ids[bad[0]]} is not supported on an accelerator")
+    first = np.full(int(inst.color.max(initial=-1)) + 1, -2, dtype=np.int64)
+    for v in range(inst.n):
+        c = inst.color[v]
+        if first[c] == -2:
+            first[c] = dev[v]
+        elif first[c] != dev[v]:
+            out.append(f"node {inst.ids[v]} is split from its colorClass")
+            break
+    if inst.cpus < 1 and (dev == HOST).any():
+        out.append("the instance allows no CPU (maxCPUs 0)")
+    for d in range(inst.accelerators):
+        used = float(inst.size[dev == d].sum())
+        if used > inst.memory_limit:
+            out.append(f"accelerator {d} holds {used:.0f} bytes, over maxSizePerFPGA "
+                       f"{inst.memory_limit:.0f}")
+    return out
+
+
+def load_figures(inst: PlacementInstance, device: Sequence[int]) -> dict[str, Any]:
+    """The figures a partition JSON carries: every device's load, the bottleneck and the max."""
+    loads = device_loads(inst, device)
+    names = device_names(inst)
+    worst = int(np.argmax(loads))
+    return {"loads": {n: float(x) for n, x in zip(names, loads)},
+            "bottleneck": names[worst], "max_load": float(loads[worst])}
+
+
+def device_names(inst: PlacementInstance) -> list[str]:
+    """``fpga0 .. fpga{k-1}`` then ``cpu`` (the host), the order of :func:`device_loads`."""
+    return [f"fpga{d}" for d in range(inst.accelerators)] + ["cpu"]
+
+
+@dataclass
+class Units:
+    """The contiguity structure: ``unit_of[v]`` per node, ``members[u]`` per unit, the unit DAG
+    (``succ``) and, per node with a transfer cost, the distinct units of its consumers other
+    than its own (``out_units``); ``into[u]``: nodes of other units with a consumer in ``u``."""
+
+    unit_of: np.ndarray
+    members: list[list[int]]
+    succ: list[list[int]]
+    out_units: list[list[int]] = field(default_factory=list)
+    into: list[list[int]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.members)
+
+
+def order_arcs(inst: PlacementInstance) -> list[tuple[int, int]]:
+    """Arcs between must-link groups that a contiguous placement must follow: each forward edge,
+    and each backward edge touching a group without forward nodes, reversed (as ``dp.cpp``)."""
+    col, bw = inst.color.tolist(), inst.backward.tolist()
+    has_fwd = [False] * (max(col, default=-1) + 1)
+    for v in range(inst.n):
+        has_fwd[col[v]] = has_fwd[col[v]] or not bw[v]
+    arcs = set()
+    for u, v in zip(inst.edge_src.tolist(), inst.edge_dst.tolist()):
+        cu, cv = col[u], col[v]
+        if cu == cv:
+            continue
+        if not bw[u] and not bw[v]:
+            arcs.add((cu, cv))
+        elif bw[u] and bw[v] and not (has_fwd[cu] and has_fwd[cv]):
+            arcs.add((cv, cu))
+    return sorted(arcs)
+
+
+def build_units(inst: PlacementInstance, contiguous: bool = True) -> Units:
+    """Units: must-link groups, fused along cycles of :func:`order_arcs` when ``contiguous``
+    (a cycle must share one device of the chain); without it, units are the groups and the unit
+    DAG is empty (no order to keep)."""
+    ncol = int(inst.color.max(initial=-1)) + 1
+    arcs = order_arcs(inst) if contiguous else []
+    g = nx.DiGraph()
+    g.add_nodes_from(range(ncol))
+    g.add_edges_from(arcs)
+    comps = sorted(sorted(c) for c in nx.strongly_connected_components(g))
+    unit_of_col = np.empty(ncol, dtype=np.int64)
+    for u, comp in enumerate(comps):
+        unit_of_col[comp] = u
+    unit_of = unit_of_col[inst.color]
+    members: list[list[int]] = [[] for _ in comps]
+    for v, u in enumerate(unit_of.tolist()):
+        members[u].append(v)
+    succ_set = {(int(unit_of_col[a]), int(unit_of_col[b])) for a, b in arcs}
+    succ: list[list[int]] = [[] for _ in comps]
+    for a, b in sorted(succ_set):
+        if a != b:
+            succ[a].append(b)
+    units = Units(unit_of, members, succ)
+    _transfer_index(inst, units)
+    return units
+
+
+def _transfer_index(inst: PlacementInstance, units: Units) -> None:
+    """Fill ``out_units`` and ``into`` of ``units`` from the instance's edges."""
+    uo = units.unit_of.tolist()
+    out: list[set[int]] = [set() for _ in range(inst.n)]
+    for a, b in zip(inst.edge_src.tolist(), inst.edge_dst.tolist()):
+        if uo[a] != uo[b]:
+            out[a].add(uo[b])
+    units.out_units = [sorted(s) for s in out]
+    into: list[list[int]] = [[] for _ in units.members]
+    for a, s in enumerate(units.out_units):
+        for b in s:
+            into[b].append(a)
+    units.into = into
+
+
+def unit_orders(units: Units) -> list[list[int]]:
+    """Topological orders of the unit DAG the heuristic tries: by smallest first member (the
+    file's order where it is topological) and by level (longest path from a source)."""
+    src = [a for a, bs in enumerate(units.succ) for _ in bs]
+    dst = [b for bs in units.succ for b in bs]
+    first = [m[0] for m in units.members]
+    by_first = topological_order(units.count, src, dst, key=first)
+    level = [0] * units.count
+    for a in by_first:
+        for b in units.succ[a]:
+            level[b] = max(level[b], level[a] + 1)
+    by_level = topological_order(units.count, src, dst, key=[lv * (max(first) + 1) + f
+                                                              for lv, f in zip(level, first)])
+    return [by_first] if by_level == by_first else [by_first, by_level]
+
+
+class SegmentScanner:
+    """Grows a segment of consecutive units of ``order`` and keeps its exact accelerator load
+    (latency plus transfers, :func:`device_loads`' definition), CPU latency and memory."""
+
+    def __init__(self, inst: PlacementInstance, units: Units, order: Sequence[int]):
+        self.order = list(order)
+        mem = [np.asarray(m, dtype=np.int64) for m in units.members]
+        self.acc = [float(inst.acc_latency[m].sum()) for m in mem]
+        self.cpu = [float(inst.cpu_latency[m].sum()) for m in mem]
+        self.size = [float(inst.size[m].sum()) for m in mem]
+        self.host_only = [bool((~inst.supported[m]).any()) for m in mem]
+        self.cost = inst.out_cost.tolist()
+        self.n_out = [len(s) for s in units.out_units]
+        self.payers = [[v for v in m if self.n_out[v]] for m in units.members]
+        self.into = units.into
+        self.cin = [0] * inst.n
+        self.stamp = [0] * inst.n
+        self.inside = [0] * inst.n
+        self.now = 0
+        self.memory = inst.memory_limit
+
+    def _pays(self, v: int) -> bool:
+        cin = self.cin[v] if self.stamp[v] == self.now else 0
+        if self.inside[v] == self.now:
+            return cin < self.n_out[v]
+        return cin > 0
+
+    def _touch(self, v: int) -> None:
+        if self.stamp[v] != self.now:
+            self.stamp[v], self.cin[v] = self.now, 0
+
+    def furthest(self, i: int, cap: float, on_host: bool) -> int:
+        """The largest ``j`` such that units ``order[i:j]`` fit one device of load ``cap``
+        (the host when ``on_host``; ``i`` itself when not even one unit fits)."""
+        self.now += 1
+        lat = comm = size = 0.0
+        best, cost = i, self.cost
+        for j in range(i, len(self.order)):
+            u = self.order[j]
+            if on_host:
+                lat += self.cpu[u]
+                if lat > cap:
+                    break
+                best = j + 1
+                continue
+            lat += self.acc[u]
+            size += self.size[u]
+            if lat > cap or size > self.memory or self.host_only[u]:
+                break
+            for v in self.payers[u]:
+                was = self._pays(v)
+                self.inside[v] = self.now
+                self._touch(v)
+                comm += cost[v] * (self._pays(v) - was)
+            for v in self.into[u]:
+                self._touch(v)
+                was = self._pays(v)
+                self.cin[v] += 1
+                comm += cost[v] * (self._pays(v) - was)
+            if lat + comm <= cap * (1 + 1e-12):
+                best = j + 1
+        return best
+
+    def split(self, cap: float, kinds: Sequence[bool]) -> list[int] | None:
+        """Segment ends for the device kinds of the chain (True = host), each at most ``cap``;
+        None when the units do not all fit."""
+        ends, i = [], 0
+        for host in kinds:
+            i = self.furthest(i, cap, host)
+            ends.append(i)
+        return ends if i == len(self.order) else None
+
+
+def chain_kinds(inst: PlacementInstance) -> list[list[bool]]:
+    """Device chains the heuristic tries: the accelerators alone, and the host first or last."""
+    acc = [False] * inst.accelerators
+    if inst.cpus < 1:
+        return [acc]
+    return [acc, [True] + acc, acc + [True]]
+
+
+@dataclass
+class HeuristicResult:
+    """Device per node (:data:`HOST` = -1) of the best chain found, and its max load."""
+
+    device: np.ndarray
+    max_load: float
+    contiguous: bool = True
+
+
+def chain_heuristic(inst: PlacementInstance, units: Units | None = None) -> HeuristicResult:
+    """The best contiguous split the bisection finds over :func:`unit_orders` and
+    :func:`chain_kinds`; a unit holding a host-only node goes to the host (then the split may
+    not be contiguous). Raises :class:`StrategyError` when memory admits no chain."""
+    units = units or build_units(inst)
+    best: HeuristicResult | None = None
+    for order in unit_orders(units):
+        scan = SegmentScanner(inst, units, order)
+        free = [u for u in order if not scan.host_only[u]]
+        scan.order = free
+        for kinds in chain_kinds(inst):
+            res = _bisect(inst, units, scan, kinds)
+            if res is not None and (best is None or res.max_load < best.max_load):
+                best = res
+    if best is None:
+        from clusterkit.errors import StrategyError
+
+        raise StrategyError(f"instance {inst.name!r}: no chain of {inst.accelerators} "
+                            f"accelerators holds the nodes within maxSizePerFPGA "
+                            f"{inst.memory_limit:.0f}")
+    return best
+
+
+def _bisect(inst: PlacementInstance, units: Units, scan: SegmentScanner,
+            kinds: Sequence[bool]) -> HeuristicResult | None:
+    """Bisection on the cap of :meth:`SegmentScanner.split`; the assignment of the least."""
+    lo = 0.0
+    hi = float(inst.acc_latency.sum() + inst.cpu_latency.sum() + 2 * inst.out_cost.sum()) + 1.0
+    ends = scan.split(hi, kinds)
+    if ends is None:
+        return None
+    for _ in range(STEPS):
+        mid = (lo + hi) / 2
+        got = scan.split(mid, kinds)
+        if got is None:
+            lo = mid
+        else:
+            hi, ends = mid, got
+    device = np.full(inst.n, HOST, dtype=np.int64)
+    start, acc = 0, 0
+    for host, end in zip(kinds, ends):
+        for u in scan.order[start:end]:
+            device[units.members[u]] = HOST if host else acc
+        acc += not host
+        start = end
+    loads = device_loads(inst, device)
+    contiguous = not any(scan.host_only)
+    return HeuristicResult(device, float(loads.max()), contiguous)
