@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, float]] = [
     ("clusterkit.io.partition_json", 0),
     ("clusterkit.graph", 1),
     ("clusterkit.io.onnx", 2), ("clusterkit.io.networkx", 2), ("clusterkit.io.loader", 2),
-    ("clusterkit.io.optimize", 2),
+    ("clusterkit.io.optimize", 2), ("clusterkit.io.placement_instance", 2),
     ("clusterkit.selection", 3),
     ("clusterkit.constraints", 4), ("clusterkit.selectors", 4),
     ("clusterkit.reasons", 4),

@@ -20,14 +20,20 @@ kept exactly while a segment grows (per node: consumers' units inside the segmen
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import networkx as nx
 import numpy as np
 
+from clusterkit.constraints.core import Constraints, Problem
+from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import topological_order
-from clusterkit.io.placement_instance import HOST, PlacementInstance
+from clusterkit.graph.core import Graph
+from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_dict
+from clusterkit.result import Partition
+from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
 
 #: bisection steps of the heuristic (the load interval shrinks 2**-STEPS)
 STEPS = 30
@@ -294,8 +300,6 @@ def chain_heuristic(inst: PlacementInstance, units: Units | None = None) -> Heur
             if res is not None and (best is None or res.max_load < best.max_load):
                 best = res
     if best is None:
-        from clusterkit.errors import StrategyError
-
         raise StrategyError(f"instance {inst.name!r}: no chain of {inst.accelerators} "
                             f"accelerators holds the nodes within maxSizePerFPGA "
                             f"{inst.memory_limit:.0f}")
@@ -327,3 +331,101 @@ def _bisect(inst: PlacementInstance, units: Units, scan: SegmentScanner,
     loads = device_loads(inst, device)
     contiguous = not any(scan.host_only)
     return HeuristicResult(device, float(loads.max()), contiguous)
+
+
+# ---------------------------------------------------------------- the bridge to partitions
+def instance_of(problem: Problem) -> PlacementInstance | None:
+    """The placement instance a problem's graph was read from, if any."""
+    model = problem.graph.model
+    return model if isinstance(model, PlacementInstance) else None
+
+
+def instance_properties(inst: PlacementInstance) -> list[SubgraphProperty]:
+    """One device per accelerator, ``fpga0 .. fpga{k-1}``, each taking every supported node."""
+    return [OpsProperty([ACC_OP], device=name) for name in device_names(inst)[:-1]]
+
+
+def instance_problem(graph: Graph, properties: list[SubgraphProperty] | None = None,
+                     constraints: Constraints | None = None) -> Problem:
+    """The compiled problem of an instance graph: its accelerators (unless ``properties`` are
+    given) and the host ``cpu`` as fallback. Must-link groups stay in the instance (a group
+    of a training graph need not be convex, which a ``together`` constraint requires)."""
+    inst = graph.model
+    if not isinstance(inst, PlacementInstance):
+        raise StrategyError(f"graph {graph.name!r} was not read from a placement instance")
+    props = properties or instance_properties(inst)
+    return (constraints or Constraints()).compile(graph, props, fallback="cpu")
+
+
+def graph_positions(problem: Problem, inst: PlacementInstance) -> np.ndarray:
+    """``pos[i]``: the instance index of graph node ``i`` (nodes are named by their id)."""
+    index = {int(i): k for k, i in enumerate(inst.ids.tolist())}
+    return np.array([index[int(nd.name)] for nd in problem.graph.nodes], dtype=np.int64)
+
+
+def to_partition(problem: Problem, inst: PlacementInstance, device: np.ndarray,
+                 strategy: str, figures: dict[str, Any]) -> Partition:
+    """A partition with ``device`` (per instance node): an accelerator's nodes split into
+    clusters by the number of device changes on the longest path to them (so no path leaves
+    a cluster and comes back, and the clusters form a DAG); ``figures`` go to
+    ``info["throughput"]`` with every device's load."""
+    pos = graph_positions(problem, inst)
+    names = device_names(inst)
+    index = {name: d for d, name in enumerate(problem.devices)}
+    per_node = device[pos]
+    dev = np.array([-1 if d == HOST else index.get(names[d], -2) for d in per_node.tolist()],
+                   dtype=np.int64)
+    if (dev == -2).any():
+        raise StrategyError(f"instance {inst.name!r}: the problem lacks device "
+                            f"{names[int(per_node[dev == -2][0])]!r}")
+    labels = change_levels(problem.graph, dev) * (len(names) + 1) + dev + 1
+    info = {"throughput": {**figures, **load_figures(inst, device)}}
+    return Partition.from_assignment(problem, labels, dev, strategy=strategy, info=info)
+
+
+def change_levels(graph: Graph, dev: np.ndarray) -> np.ndarray:
+    """Per node, the most device changes along a path from a source to it (nodes are in
+    topological order)."""
+    level = np.zeros(graph.n, dtype=np.int64)
+    src, dst = graph.edge_src.tolist(), graph.edge_dst.tolist()
+    lv, dv = level.tolist(), dev.tolist()
+    for a, b in sorted(zip(src, dst)):
+        step = lv[a] + (dv[a] != dv[b])
+        if step > lv[b]:
+            lv[b] = step
+    return np.array(lv, dtype=np.int64)
+
+
+def partition_devices(part: Partition, inst: PlacementInstance) -> np.ndarray:
+    """Device per instance node (:data:`HOST` = -1) of a partition of an instance graph."""
+    pos = graph_positions(part.problem, inst)
+    names = device_names(inst)
+    by_name = {n: d for d, n in enumerate(names[:-1])}
+    device = np.full(inst.n, HOST, dtype=np.int64)
+    for c in part.clusters:
+        if c.device in by_name:
+            device[pos[c.nodes]] = by_name[c.device]
+    return device
+
+
+def split_text(part: Partition) -> str:
+    """The paper's split file of a partition of a placement instance (figures, when the
+    partition has them, under ``"clusterkit"``: the paper's evaluator reads only the splits)."""
+    inst = instance_of(part.problem)
+    if inst is None:
+        raise StrategyError(f"--split: graph {part.graph.name!r} is not a placement instance")
+    data = split_dict(inst, partition_devices(part, inst))
+    data["clusterkit"] = {"strategy": part.strategy, **load_figures(inst, partition_devices(
+        part, inst))}
+    return json.dumps(data, indent=1) + "\n"
+
+
+def run_heuristic(problem: Problem) -> Partition:
+    """The fast answer on a placement instance (``auto`` gives it): :func:`chain_heuristic`."""
+    inst = instance_of(problem)
+    if inst is None:
+        raise StrategyError(f"graph {problem.graph.name!r} is not a placement instance")
+    res = chain_heuristic(inst)
+    figures = {"objective": "throughput", "method": "chain_heuristic", "status": "FEASIBLE",
+               "contiguous": res.contiguous, "bound": None}
+    return to_partition(problem, inst, res.device, "auto", figures)

@@ -30,9 +30,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
-from clusterkit.engines.throughput import (HeuristicResult, Units, build_units, chain_heuristic,
-                                           device_loads, placement_problems)
+from clusterkit.constraints.core import Problem
+from clusterkit.engines.throughput import (Units, build_units, chain_heuristic, device_loads,
+                                           instance_of, partition_devices, placement_problems,
+                                           to_partition)
+from clusterkit.errors import StrategyError
 from clusterkit.io.placement_instance import HOST, PlacementInstance
+from clusterkit.result import Partition
 
 #: the largest scaled load: coefficients are times * SCALE_TOP / (sum of all times)
 SCALE_TOP = 1e9
@@ -87,6 +91,7 @@ def build(inst: PlacementInstance, contiguous: bool) -> ThroughputModel:
     if not contiguous:
         for row in x:
             m.AddExactlyOne(row)
+        _order_accelerators(m, x, inst.accelerators)
     tm = ThroughputModel(m, units, x, cpu, y, _transfer_terms(inst, units, scale), [], [],
                          m.NewIntVar(0, int(SCALE_TOP) + 1, "T"), scale)
     _loads(inst, tm)
@@ -120,6 +125,28 @@ def _chain(m: cp_model.CpModel, units: Units, x: list[list[Any]], nslot: int
         for s in range(nslot):
             m.Add(x[u][s] == y[u][s] - y[u][s + 1])
     return y
+
+
+def _order_accelerators(m: cp_model.CpModel, x: list[list[Any]], k: int) -> None:
+    """Symmetry breaking of interchangeable accelerators: a unit may open accelerator ``s > 0``
+    only when some lower unit is on accelerator ``s - 1`` (``seen[s]``: some unit so far is)."""
+    seen = [0] * k
+    for u, row in enumerate(x):
+        for s in range(1, k):
+            if isinstance(seen[s - 1], int):
+                m.Add(row[s] == 0)
+            else:
+                m.AddImplication(row[s], seen[s - 1])
+        nxt = []
+        for s in range(k):
+            b = m.NewBoolVar(f"seen{u}_{s}")
+            m.AddBoolOr([row[s]] + ([] if isinstance(seen[s], int) else [seen[s]])
+                        ).OnlyEnforceIf(b)
+            m.AddImplication(row[s], b)
+            if not isinstance(seen[s], int):
+                m.AddImplication(seen[s], b)
+            nxt.append(b)
+        seen = nxt
 
 
 def _transfer_terms(inst: PlacementInstance, units: Units, scale: float
@@ -186,8 +213,12 @@ def chain_slots(inst: PlacementInstance, units: Units, device: np.ndarray,
     k = inst.accelerators
     first = [int(mb[0]) for mb in units.members]
     dev = [k if device[v] == HOST else int(device[v]) for v in first]
-    if not contiguous:
-        return dev
+    if not contiguous:  # accelerators renumbered by their first unit (symmetry breaking)
+        acc = list(dict.fromkeys(d for d in dev if d != k))
+        acc += [d for d in range(k) if d not in acc]
+        pos = {d: i for i, d in enumerate(acc)}
+        pos[k] = k
+        return [pos[d] for d in dev]
     before: dict[int, set[int]] = {d: set() for d in set(dev)}
     for a in range(units.count):
         for b in units.succ[a]:
@@ -297,3 +328,33 @@ def _host_slot_of(inst: PlacementInstance, units: Units, device: np.ndarray,
     taken = set(slots)
     free = [s for s in range(slot_count(inst)) if s not in taken]
     return free[-1] if free else -1
+
+
+def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: float = 60.0,
+                   workers: int = 2, seed: int = 0, warm_start: Any = True,
+                   deterministic: bool = True, log: bool = False) -> Partition:
+    """``cpsat`` with ``objective="throughput"``: :func:`solve_throughput` as a partition whose
+    ``info["throughput"]`` holds the status, the bound, the warm start and every load.
+    ``warm_start``: True (the chain heuristic), False (none: the solver starts cold) or a
+    Partition of the same instance."""
+    inst = instance_of(problem)
+    if inst is None:
+        raise StrategyError("cpsat: objective=throughput needs a placement instance (a "
+                            "maxFPGAs/nodes/edges .json file)")
+    if not isinstance(contiguous, bool):
+        raise StrategyError(f"cpsat: option contiguous must be true or false, got "
+                            f"{contiguous!r}")
+    warm = None
+    if isinstance(warm_start, Partition):
+        warm = partition_devices(warm_start, inst)
+    elif warm_start is False:
+        warm = np.full(inst.n, HOST, dtype=np.int64) if inst.cpus >= 1 else None
+    elif warm_start is not True:
+        raise StrategyError(f"cpsat: objective=throughput takes warm_start true, false or a "
+                            f"partition, got {warm_start!r}")
+    res = solve_throughput(inst, contiguous=contiguous, time_limit=time_limit, workers=workers,
+                           seed=seed, deterministic=deterministic, log=log, warm=warm)
+    figures = {"objective": "throughput", "method": "cpsat", "status": res.status,
+               "contiguous": contiguous, "bound": res.bound, "warm_start": res.warm_start,
+               "solve_seconds": res.seconds, **res.info}
+    return to_partition(problem, inst, res.device, "cpsat", figures)
