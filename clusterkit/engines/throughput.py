@@ -37,6 +37,12 @@ from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
 
 #: bisection steps of the heuristic (the load interval shrinks 2**-STEPS)
 STEPS = 30
+#: ... or until the interval is this small relative to its top
+TOLERANCE = 1e-5
+#: orders of at most this many units are also cut optimally (a dense n x n table of loads)
+EXACT_UNITS = 2500
+#: the local search tries the first and last this many units of the loaded segment
+MOVE_EDGE = 32
 
 
 def device_loads(inst: PlacementInstance, device: Sequence[int]) -> np.ndarray:
@@ -190,8 +196,9 @@ def unit_orders(units: Units) -> list[list[int]]:
     for a in by_first:
         for b in units.succ[a]:
             level[b] = max(level[b], level[a] + 1)
-    by_level = topological_order(units.count, src, dst, key=[lv * (max(first) + 1) + f
-                                                              for lv, f in zip(level, first)])
+    top = max(first, default=0) + 1
+    by_level = topological_order(units.count, src, dst,
+                                 key=[lv * top + f for lv, f in zip(level, first)])
     return [by_first] if by_level == by_first else [by_first, by_level]
 
 
@@ -258,6 +265,42 @@ class SegmentScanner:
                 best = j + 1
         return best
 
+    def load_matrix(self, cap: float) -> np.ndarray:
+        """``m[i, j]``: accelerator load of units ``order[i:j]`` (0 when empty; inf when
+        ``j < i``, over ``cap`` in latency, over memory or holding a host-only unit)."""
+        n = len(self.order)
+        m = np.full((n + 1, n + 1), np.inf)
+        np.fill_diagonal(m, 0.0)
+        for i in range(n):
+            row = self.loads_from(i, cap)
+            m[i, i + 1:i + 1 + len(row)] = row
+        return m
+
+    def loads_from(self, i: int, cap: float) -> list[float]:
+        """Accelerator loads of ``order[i:j]`` for ``j = i+1, ...`` while the latency stays
+        within ``cap`` and the memory within the limit (exact transfers, as :meth:`furthest`)."""
+        self.now += 1
+        lat = comm = size = 0.0
+        out, cost = [], self.cost
+        for j in range(i, len(self.order)):
+            u = self.order[j]
+            lat += self.acc[u]
+            size += self.size[u]
+            if lat > cap or size > self.memory or self.host_only[u]:
+                break
+            for v in self.payers[u]:
+                was = self._pays(v)
+                self.inside[v] = self.now
+                self._touch(v)
+                comm += cost[v] * (self._pays(v) - was)
+            for v in self.into[u]:
+                self._touch(v)
+                was = self._pays(v)
+                self.cin[v] += 1
+                comm += cost[v] * (self._pays(v) - was)
+            out.append(lat + comm)
+        return out
+
     def split(self, cap: float, kinds: Sequence[bool]) -> list[int] | None:
         """Segment ends for the device kinds of the chain (True = host), each at most ``cap``;
         None when the units do not all fit."""
@@ -269,7 +312,8 @@ class SegmentScanner:
 
 
 def chain_kinds(inst: PlacementInstance) -> list[list[bool]]:
-    """Device chains the heuristic tries: the accelerators alone, and the host first or last."""
+    """Device chains the bisection tries: the accelerators alone, and the host first or last
+    (:func:`_segment_dp` places the host anywhere)."""
     acc = [False] * inst.accelerators
     if inst.cpus < 1:
         return [acc]
@@ -285,52 +329,186 @@ class HeuristicResult:
     contiguous: bool = True
 
 
-def chain_heuristic(inst: PlacementInstance, units: Units | None = None) -> HeuristicResult:
-    """The best contiguous split the bisection finds over :func:`unit_orders` and
-    :func:`chain_kinds`; a unit holding a host-only node goes to the host (then the split may
+def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
+                    exact_units: int = EXACT_UNITS) -> HeuristicResult:
+    """The best chain found over :func:`unit_orders` and :func:`chain_kinds`: cut each order
+    by bisection on the load (greedy segments), and where the order has at most
+    ``exact_units`` units also optimally for that order (:func:`_segment_dp`); then
+    :func:`refine_chain`. A unit holding a host-only node goes to the host (then the split may
     not be contiguous). Raises :class:`StrategyError` when memory admits no chain."""
     units = units or build_units(inst)
-    best: HeuristicResult | None = None
-    for order in unit_orders(units):
+    found: list[tuple[float, int, list[int], list[bool]]] = []  # cap, order, ends, kinds
+    scans = []
+    orders = unit_orders(units)
+    for order in orders if units.count <= exact_units else orders[:1]:
         scan = SegmentScanner(inst, units, order)
-        free = [u for u in order if not scan.host_only[u]]
-        scan.order = free
+        scan.order = [u for u in order if not scan.host_only[u]]
+        scans.append(scan)
         for kinds in chain_kinds(inst):
-            res = _bisect(inst, units, scan, kinds)
-            if res is not None and (best is None or res.max_load < best.max_load):
-                best = res
-    if best is None:
+            got = _bisect(inst, scan, kinds)
+            if got is not None:
+                found.append((got[0], len(scans) - 1, got[1], list(kinds)))
+    if not found:
         raise StrategyError(f"instance {inst.name!r}: no chain of {inst.accelerators} "
                             f"accelerators holds the nodes within maxSizePerFPGA "
                             f"{inst.memory_limit:.0f}")
-    return best
+    cap = min(f[0] for f in found)
+    for o, scan in enumerate(scans):
+        if len(scan.order) <= exact_units:
+            c, ends, kinds = _segment_dp(scan, inst.accelerators, min(inst.cpus, 1), cap)
+            if ends is not None:
+                found.append((c, o, ends, kinds))
+    _, o, ends, kinds = min(found, key=lambda f: f[0])
+    seg = [-1] * units.count
+    start = 0
+    for k, end in enumerate(ends):
+        for u in scans[o].order[start:end]:
+            seg[u] = k
+        start = end
+    seg_dev, acc = [], 0
+    for host in kinds:
+        seg_dev.append(HOST if host else acc)
+        acc += not host
+    device = refine_chain(inst, units, seg, seg_dev)
+    contiguous = not any(scans[o].host_only)
+    return HeuristicResult(device, float(device_loads(inst, device).max()), contiguous)
 
 
-def _bisect(inst: PlacementInstance, units: Units, scan: SegmentScanner,
-            kinds: Sequence[bool]) -> HeuristicResult | None:
-    """Bisection on the cap of :meth:`SegmentScanner.split`; the assignment of the least."""
+def _bisect(inst: PlacementInstance, scan: SegmentScanner, kinds: Sequence[bool]
+            ) -> tuple[float, list[int]] | None:
+    """The least cap :meth:`SegmentScanner.split` meets (to ``2**-STEPS``) with its ends."""
     lo = 0.0
     hi = float(inst.acc_latency.sum() + inst.cpu_latency.sum() + 2 * inst.out_cost.sum()) + 1.0
     ends = scan.split(hi, kinds)
     if ends is None:
         return None
     for _ in range(STEPS):
+        if hi - lo <= TOLERANCE * hi:
+            break
         mid = (lo + hi) / 2
         got = scan.split(mid, kinds)
         if got is None:
             lo = mid
         else:
             hi, ends = mid, got
+    return hi, ends
+
+
+def _segment_dp(scan: SegmentScanner, accelerators: int, cpus: int, cap: float
+                ) -> tuple[float, list[int] | None, list[bool]]:
+    """The optimal cut of ``scan.order`` into consecutive segments on up to ``accelerators``
+    accelerators and ``cpus`` (0 or 1) hosts in any chain order (least max load), among
+    segments of load at most ``cap``: ``dp.cpp``'s program restricted to one order,
+    ``best[a, c][j]`` = least max load of the first ``j`` units on ``a`` accelerator and ``c``
+    host segments. Returns the load, the segment ends and their kinds (True = host)."""
+    n = len(scan.order)
+    acc = scan.load_matrix(cap)
+    pre = np.concatenate(([0.0], np.cumsum([scan.cpu[u] for u in scan.order])))
+    cpu = pre[None, :] - pre[:, None]
+    cpu[np.tril_indices(n + 1, -1)] = np.inf
+    start = np.full(n + 1, np.inf)
+    start[0] = 0.0
+    best: dict[tuple[int, int], np.ndarray] = {(0, 0): start}
+    back: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for a in range(accelerators + 1):
+        for c in range(cpus + 1):
+            if a + c == 0:
+                continue
+            steps = [(best[(a - 1, c)], acc, 0)] if a else []
+            steps += [(best[(a, c - 1)], cpu, 1)] if c else []
+            cand = [np.maximum(prev[:, None], m) for prev, m, _ in steps]
+            vals = np.stack([x.min(axis=0) for x in cand])
+            which = vals.argmin(axis=0)
+            args = np.stack([x.argmin(axis=0) for x in cand])
+            best[(a, c)] = vals.min(axis=0)
+            back[(a, c)] = (np.array([steps[w][2] for w in which.tolist()]),
+                            args[which, np.arange(n + 1)])
+    key = (accelerators, cpus)
+    if not np.isfinite(best[key][n]):
+        return np.inf, None, []
+    ends, kinds, j = [], [], n
+    while key != (0, 0):
+        host, i = back[key][0][j], int(back[key][1][j])
+        ends.append(j)
+        kinds.append(bool(host))
+        key, j = ((key[0], key[1] - 1) if host else (key[0] - 1, key[1])), i
+    return float(best[(accelerators, cpus)][n]), ends[::-1], kinds[::-1]
+
+
+def refine_chain(inst: PlacementInstance, units: Units, seg: list[int], seg_dev: list[int],
+                 rounds: int = 400) -> np.ndarray:
+    """Local search on a chain: move one unit of the most loaded segment to another segment
+    when the order allows it (no predecessor after it, no successor before it) and the loads, sorted in decreasing order, get lexicographically smaller.
+    ``seg[u]``: segment per unit (-1: host-only unit on the host); returns a device per node."""
+    preds: list[list[int]] = [[] for _ in range(units.count)]
+    for a, bs in enumerate(units.succ):
+        for b in bs:
+            preds[b].append(a)
+    mem = [float(inst.size[m].sum()) for m in units.members]
+    host_only = [bool((~inst.supported[m]).any()) for m in units.members]
+    device = _seg_devices(inst, units, seg, seg_dev)
+    best = np.sort(device_loads(inst, device))[::-1]
+    for _ in range(rounds):
+        loads = device_loads(inst, device)
+        worst = int(np.argmax(loads))
+        b = next((s for s, d in enumerate(seg_dev) if (d if d != HOST else inst.accelerators)
+                  == worst), None)
+        if b is None:
+            break
+        move = _best_move(inst, units, (seg, seg_dev, device), b, (preds, mem, host_only), best)
+        if move is None:
+            break
+        u, to, best = move
+        seg[u] = to
+        device[units.members[u]] = seg_dev[to]
+    return device
+
+
+def _seg_devices(inst: PlacementInstance, units: Units, seg: list[int], seg_dev: list[int]
+                 ) -> np.ndarray:
     device = np.full(inst.n, HOST, dtype=np.int64)
-    start, acc = 0, 0
-    for host, end in zip(kinds, ends):
-        for u in scan.order[start:end]:
-            device[units.members[u]] = HOST if host else acc
-        acc += not host
-        start = end
-    loads = device_loads(inst, device)
-    contiguous = not any(scan.host_only)
-    return HeuristicResult(device, float(loads.max()), contiguous)
+    for u, s in enumerate(seg):
+        device[units.members[u]] = seg_dev[s] if s >= 0 else HOST
+    return device
+
+
+def _best_move(inst: PlacementInstance, units: Units, state: tuple, b: int, facts: tuple,
+               best: np.ndarray) -> tuple[int, int, np.ndarray] | None:
+    """The improving move of a unit out of segment ``b`` with the smallest sorted loads."""
+    seg, seg_dev, device = state
+    preds, mem, host_only = facts
+    found = None
+    used = {s: 0.0 for s in range(len(seg_dev))}
+    for u, s in enumerate(seg):
+        if s >= 0:
+            used[s] += mem[u]
+    inside = [u for u, s in enumerate(seg) if s == b]
+    if len(inside) > 2 * MOVE_EDGE:  # large segments: the units near its two ends
+        inside = inside[:MOVE_EDGE] + inside[-MOVE_EDGE:]
+    for u in inside:
+        low = max((seg[p] for p in preds[u]), default=0)
+        high = min((seg[w] for w in units.succ[u]), default=len(seg_dev) - 1)
+        for to in range(max(low, 0), high + 1):
+            if to == b or (host_only[u] and seg_dev[to] != HOST):
+                continue
+            if seg_dev[to] != HOST and used[to] + mem[u] > inst.memory_limit:
+                continue
+            device[units.members[u]] = seg_dev[to]
+            key = np.sort(device_loads(inst, device))[::-1]
+            device[units.members[u]] = seg_dev[b]
+            if _smaller(key, best if found is None else found[2]):
+                found = (u, to, key)
+    return found
+
+
+def _smaller(a: np.ndarray, b: np.ndarray) -> bool:
+    """``a`` lexicographically smaller than ``b`` beyond rounding noise."""
+    for x, y in zip(a.tolist(), b.tolist()):
+        if x < y - 1e-12 * max(1.0, abs(y)):
+            return True
+        if x > y + 1e-12 * max(1.0, abs(y)):
+            return False
+    return False
 
 
 # ---------------------------------------------------------------- the bridge to partitions
