@@ -227,3 +227,19 @@ def test_cli_writes_a_split_that_scores_as_reported(tmp_path: Path) -> None:
     assert fig["max_load"] == pytest.approx(max(reference_loads(doc, split).values()))
     assert fig["bound"] <= fig["max_load"]
     assert "max load" in proc.stdout
+
+
+def test_auto_gives_the_heuristic_and_node_link_json_is_not_an_instance(tmp_path: Path) -> None:
+    from clusterkit.api import run_strategy
+    from clusterkit.engines.throughput import instance_problem
+    from clusterkit.io.loader import load_graph
+    from clusterkit.io.placement_instance import is_instance
+
+    problem = instance_problem(load_graph(BERT))
+    part = run_strategy(problem, "auto")
+    fig = part.info["throughput"]
+    assert fig["method"] == "chain_heuristic"
+    assert sorted(fig["loads"]) == sorted([f"fpga{d}" for d in range(6)] + ["cpu"])
+    assert fig["max_load"] == max(fig["loads"].values())
+    assert fig["loads"][fig["bottleneck"]] == fig["max_load"]
+    assert not is_instance({"nodes": [], "links": [], "directed": True})
