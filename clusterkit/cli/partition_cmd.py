@@ -17,7 +17,7 @@ from clusterkit.cli.common import (add_devices_arg, add_problem_args, model_labe
                                    strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
-from clusterkit.engines.throughput import split_text
+from clusterkit.engines.throughput import partition_split_text
 from clusterkit.fusion import source_model
 from clusterkit.io.dot import dump_files, partition_dot, partition_svg
 from clusterkit.io.export import model_bytes, save_model
@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         outputs.extend(_json_outputs(args, result, name))
     if args.split:
-        outputs.append((args.split, split_text(result)))
+        outputs.append((args.split, partition_split_text(result)))
     if args.dot:
         outputs.append((args.dot, partition_dot(result)))
     if args.svg:

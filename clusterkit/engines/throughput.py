@@ -20,7 +20,6 @@ kept exactly while a segment grows (per node: consumers' units inside the segmen
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -31,7 +30,7 @@ from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import Graph
-from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_dict
+from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_text
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
 
@@ -586,16 +585,13 @@ def partition_devices(part: Partition, inst: PlacementInstance) -> np.ndarray:
     return device
 
 
-def split_text(part: Partition) -> str:
-    """The paper's split file of a partition of a placement instance (figures, when the
-    partition has them, under ``"clusterkit"``: the paper's evaluator reads only the splits)."""
+def partition_split_text(part: Partition) -> str:
+    """The paper's split file of a partition of a placement instance, with its figures."""
     inst = instance_of(part.problem)
     if inst is None:
         raise StrategyError(f"--split: graph {part.graph.name!r} is not a placement instance")
-    data = split_dict(inst, partition_devices(part, inst))
-    data["clusterkit"] = {"strategy": part.strategy, **load_figures(inst, partition_devices(
-        part, inst))}
-    return json.dumps(data, indent=1) + "\n"
+    device = partition_devices(part, inst)
+    return split_text(inst, device, {"strategy": part.strategy, **load_figures(inst, device)})
 
 
 def run_heuristic(problem: Problem) -> Partition:
