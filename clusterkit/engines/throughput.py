@@ -31,6 +31,7 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import Graph
 from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_text
+from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
 
@@ -40,6 +41,9 @@ STEPS = 30
 TOLERANCE = 1e-5
 #: orders of at most this many units are also cut optimally (a dense n x n table of loads)
 EXACT_UNITS = 2500
+#: why a supported node is on the host: the placement put it there
+ON_HOST = Reason(Category.CONSTRAINT, "the throughput placement runs it on the host (the CPU), "
+                 "which lowers the largest device load")
 #: the local search tries the first and last this many units of the loaded segment
 MOVE_EDGE = 32
 
@@ -557,7 +561,9 @@ def to_partition(problem: Problem, inst: PlacementInstance, device: np.ndarray,
                             f"{names[int(per_node[dev == -2][0])]!r}")
     labels = change_levels(problem.graph, dev) * (len(names) + 1) + dev + 1
     info = {"throughput": {**figures, **load_figures(inst, device)}}
-    return Partition.from_assignment(problem, labels, dev, strategy=strategy, info=info)
+    chosen = np.flatnonzero((dev == -1) & inst.supported[pos]).tolist()
+    return Partition.from_assignment(problem, labels, dev, strategy=strategy, info=info,
+                                     fallback_reasons={v: ON_HOST for v in chosen})
 
 
 def change_levels(graph: Graph, dev: np.ndarray) -> np.ndarray:
