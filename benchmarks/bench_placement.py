@@ -114,6 +114,11 @@ def paper_figures(code: PaperCode, path: Path) -> dict[str, Any]:
     return out
 
 
+def read_cache() -> dict[str, Any]:
+    """The cached paper figures (``{"instances": {}}`` when there are none)."""
+    return json.loads(CACHE.read_text()) if CACHE.exists() else {"instances": {}}
+
+
 def ours(path: Path, time_limit: float) -> dict[str, Any]:
     """Our three answers on one instance, with seconds and bounds."""
     inst = read_instance(path)
@@ -150,11 +155,11 @@ def _row(path: Path, got: dict, paper: dict, scored: dict | None) -> list:
 
 def run(quick: bool = False, refresh: bool = False) -> dict:
     code = PaperCode.build()
-    cache = json.loads(CACHE.read_text()) if CACHE.exists() else {"instances": {}}
     rows, fresh = [], {}
     limit = 10.0 if quick else TIME_LIMIT
     for path in instances(quick):
         got = ours(path, limit)
+        cache = read_cache()  # read per instance: another run may be filling it
         paper = cache["instances"].get(key_of(path), {})
         scored = None
         if code is not None:
@@ -164,6 +169,7 @@ def run(quick: bool = False, refresh: bool = False) -> dict:
         rows.append(_row(path, got, paper, scored))
         print(rows[-1], flush=True)
     if refresh and fresh:
+        cache = read_cache()
         cache = {"source": "github.com/msr-fiddle/dnn-partitioning throughput-dp/dp.cpp, "
                  "g++ -O3; seconds on the machine of the run", "instances":
                  {**cache["instances"], **fresh}}
