@@ -175,14 +175,18 @@ def run(quick: bool = False, refresh: bool = False) -> dict:
                  {**cache["instances"], **fresh}}
         write_atomic(CACHE, json.dumps(cache, indent=1, sort_keys=True) + "\n")
     return {"title": "Throughput placement (NeurIPS 2020 instances): ours vs the paper's DP",
-            "columns": COLUMNS, "rows": rows, "notes": notes(code is not None, limit)}
+            "columns": COLUMNS, "rows": rows,
+            "notes": notes(code is not None and refresh, code is not None, limit)}
 
 
-def notes(live: bool, limit: float) -> list[str]:
+def notes(live: bool, scored: bool, limit: float) -> list[str]:
     where = ("computed now from DNN_PARTITIONING's dp.cpp" if live else
-             "cached in benchmarks/data/placement/paper_figures.json (set DNN_PARTITIONING to "
-             "a checkout of msr-fiddle/dnn-partitioning to recompute them and score ours)")
-    return [f"paper figures (DP opt, pipeDream, localSearch 10, human expert) {where}",
+             "cached in benchmarks/data/placement/paper_figures.json (with DNN_PARTITIONING set "
+             "to a checkout of msr-fiddle/dnn-partitioning, --refresh recomputes them)")
+    score = ("ours by dp.exe: our contiguous split scored by the paper's -expert evaluator"
+             if scored else "ours by dp.exe: '-' (set DNN_PARTITIONING and have g++ to score "
+             "our splits with the paper's evaluator)")
+    return [f"paper figures (DP opt, pipeDream, localSearch 10, human expert) {where}", score,
             f"contig/non-contig: cpsat objective=throughput, {limit:g} s, 2 workers; bound = "
             "CP-SAT's proven lower bound (times rounded down); non-contig is warm-started "
             "from contig, so never above it",
