@@ -239,34 +239,16 @@ class SegmentScanner:
     def furthest(self, i: int, cap: float, on_host: bool) -> int:
         """The largest ``j`` such that units ``order[i:j]`` fit one device of load ``cap``
         (the host when ``on_host``; ``i`` itself when not even one unit fits)."""
-        self.now += 1
-        lat = comm = size = 0.0
-        best, cost = i, self.cost
-        for j in range(i, len(self.order)):
-            u = self.order[j]
-            if on_host:
-                lat += self.cpu[u]
+        if on_host:
+            lat, best = 0.0, i
+            for j in range(i, len(self.order)):
+                lat += self.cpu[self.order[j]]
                 if lat > cap:
                     break
                 best = j + 1
-                continue
-            lat += self.acc[u]
-            size += self.size[u]
-            if lat > cap or size > self.memory or self.host_only[u]:
-                break
-            for v in self.payers[u]:
-                was = self._pays(v)
-                self.inside[v] = self.now
-                self._touch(v)
-                comm += cost[v] * (self._pays(v) - was)
-            for v in self.into[u]:
-                self._touch(v)
-                was = self._pays(v)
-                self.cin[v] += 1
-                comm += cost[v] * (self._pays(v) - was)
-            if lat + comm <= cap * (1 + 1e-12):
-                best = j + 1
-        return best
+            return best
+        fits = [j for j, load in enumerate(self.loads_from(i, cap)) if load <= cap * (1 + 1e-12)]
+        return i + 1 + fits[-1] if fits else i
 
     def load_matrix(self, cap: float) -> np.ndarray:
         """``m[i, j]``: accelerator load of units ``order[i:j]`` (0 when empty; inf when
