@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ from clusterkit.engines.cpsat.throughput import solve_throughput
 from clusterkit.engines.throughput import (build_units, chain_heuristic, device_loads,
                                            placement_problems)
 from clusterkit.errors import ModelLoadError
-from clusterkit.io.placement_instance import HOST, instance_from_dict, read_instance
+from clusterkit.io.placement_instance import HOST, instance_from_dict, read_instance, write_split
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "benchmarks" / "data" / "placement"
@@ -243,3 +245,25 @@ def test_auto_gives_the_heuristic_and_node_link_json_is_not_an_instance(tmp_path
     assert fig["max_load"] == max(fig["loads"].values())
     assert fig["loads"][fig["bottleneck"]] == fig["max_load"]
     assert not is_instance({"nodes": [], "links": [], "directed": True})
+
+
+@pytest.mark.skipif(not (os.environ.get("DNN_PARTITIONING") and shutil.which("g++")),
+                    reason="set DNN_PARTITIONING to a checkout of msr-fiddle/dnn-partitioning")
+def test_the_papers_evaluator_scores_our_splits_as_we_do(tmp_path: Path) -> None:
+    """Optional cross-check against the paper's own ``dp.exe -expert`` (compiled here)."""
+    src = Path(os.environ["DNN_PARTITIONING"]) / "throughput-dp" / "dp.cpp"
+    exe = tmp_path / "dp.exe"
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(src)], check=True, timeout=300)
+    for path in (BERT, BERT_TRAIN):
+        inst = read_instance(path)
+        rng = random.Random(7)
+        color_dev: dict[int, int] = {}
+        device = np.array([color_dev.setdefault(int(c), rng.randrange(-1, 6))
+                           for c in inst.color], dtype=np.int64)
+        split = tmp_path / "split.json"
+        write_split(split, inst, device)
+        with open(path, "rb") as fh:
+            err = subprocess.run([str(exe), "-expert", str(split)], stdin=fh, timeout=120,
+                                 capture_output=True, text=True).stderr
+        theirs = float(err.rsplit("max-load of the split:", 1)[1].split()[0])
+        assert theirs == pytest.approx(float(device_loads(inst, device).max()), rel=1e-5)

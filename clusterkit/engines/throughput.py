@@ -14,8 +14,10 @@ a chain of ideals of the forward graph with must-link groups contracted (a backw
 its group; a group with backward nodes only is ordered by its backward edges reversed, as the
 artificial forward nodes of ``dp.cpp``). :class:`Units` holds that order: strongly connected
 groups of it fused into one unit, a DAG over units. The fast :func:`chain_heuristic` cuts a
-topological order of the units into consecutive segments by bisection on the load; its cost is
-kept exactly while a segment grows (per node: consumers' units inside the segment).
+topological order of the units into consecutive segments - by bisection on the load, then
+(up to :data:`EXACT_UNITS` units) optimally for that order by ``dp.cpp``'s program restricted to
+it - and moves single units between segments while that helps; a segment's load is kept exactly
+while it grows (per node: its consumers' units inside the segment).
 """
 
 from __future__ import annotations
@@ -423,7 +425,8 @@ def _segment_dp(scan: SegmentScanner, accelerators: int, cpus: int, cap: float
 def refine_chain(inst: PlacementInstance, units: Units, seg: list[int], seg_dev: list[int],
                  rounds: int = 400) -> np.ndarray:
     """Local search on a chain: move one unit of the most loaded segment to another segment
-    when the order allows it (no predecessor after it, no successor before it) and the loads, sorted in decreasing order, get lexicographically smaller.
+    when the order allows it (no predecessor after it, no successor before it) and the loads,
+    sorted in decreasing order, get lexicographically smaller.
     ``seg[u]``: segment per unit (-1: host-only unit on the host); returns a device per node."""
     preds: list[list[int]] = [[] for _ in range(units.count)]
     for a, bs in enumerate(units.succ):
