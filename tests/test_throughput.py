@@ -267,3 +267,18 @@ def test_the_papers_evaluator_scores_our_splits_as_we_do(tmp_path: Path) -> None
                                  capture_output=True, text=True).stderr
         theirs = float(err.rsplit("max-load of the split:", 1)[1].split()[0])
         assert theirs == pytest.approx(float(device_loads(inst, device).max()), rel=1e-5)
+
+
+def test_no_feasible_placement_is_an_error_naming_the_instance() -> None:
+    from clusterkit.errors import StrategyError
+
+    doc = doc_of([node(1, 1.0, 5.0, size=4.0), node(2, 1.0, 5.0, size=4.0)], [(1, 2, 1.0)],
+                 k=1, memory=3.0, cpus=0)
+    inst = instance_from_dict(doc, name="tight")
+    with pytest.raises(StrategyError, match="'tight'.*no placement"):
+        solve_throughput(inst, time_limit=5.0, workers=1)
+    with pytest.raises(StrategyError, match="maxSizePerFPGA"):
+        chain_heuristic(inst)
+    doc["maxCPUs"] = 1  # the host takes what no accelerator can hold
+    res = solve_throughput(instance_from_dict(doc), time_limit=5.0, workers=1)
+    assert res.status == "OPTIMAL" and res.max_load == pytest.approx(10.0)

@@ -591,6 +591,11 @@ def run_heuristic(problem: Problem) -> Partition:
     if inst is None:
         raise StrategyError(f"graph {problem.graph.name!r} is not a placement instance")
     res = chain_heuristic(inst)
+    problems = placement_problems(inst, res.device)
+    if problems:
+        raise StrategyError(f"auto: instance {inst.name!r}: the chain heuristic found no "
+                            f"feasible placement ({problems[0]}); try --strategy cpsat "
+                            "--option objective=throughput")
     figures = {"objective": "throughput", "method": "chain_heuristic", "status": "FEASIBLE",
                "contiguous": res.contiguous, "bound": None}
     return to_partition(problem, inst, res.device, "auto", figures)

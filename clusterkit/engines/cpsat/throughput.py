@@ -22,6 +22,7 @@ of the true optimum; the answer's load is recomputed exactly by
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,7 @@ class ThroughputResult:
     bound: float
     status: str
     contiguous: bool
-    warm_start: float
+    warm_start: float | None
     seconds: float
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -289,32 +290,40 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     never beyond it either), else wall-clock ones."""
     start = time.perf_counter()
     settings = SolverSettings.checked("cpsat", time_limit, workers, seed, log, deterministic)
-    if warm is None:
-        warm = chain_heuristic(inst).device
-    warm_load = float(device_loads(inst, warm).max())
+    warm = _feasible_warm(inst, warm)
     tm = build(inst, contiguous)
-    host_slot = slot_count(inst) - 1 if inst.cpus >= 1 else -1
-    slots = chain_slots(inst, tm.units, warm, contiguous)
-    if slots is not None and not placement_problems(inst, warm):
-        host_slot = _host_slot_of(inst, tm.units, warm, slots)
-        add_hint(tm, slots, host_slot)
+    slots = chain_slots(inst, tm.units, warm, contiguous) if warm is not None else None
+    if slots is not None:
+        add_hint(tm, slots, _host_slot_of(inst, tm.units, warm, slots))
     solver = solver_parameters(time_limit, settings, wall=float(time_limit))
     code = solver.Solve(tm.m)
-    status = STATUS[code]
-    device, load = warm, warm_load
+    device = warm
+    load = float(device_loads(inst, warm).max()) if warm is not None else math.inf
+    warm_load = load if warm is not None else None
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         got = slots_to_devices(inst, tm.units, *read_slots(tm, solver))
         got_load = float(device_loads(inst, got).max())
         if got_load < load:
             device, load = got, got_load
-    bound = solver.BestObjectiveBound() / tm.scale if code != cp_model.MODEL_INVALID else 0.0
-    if code == cp_model.INFEASIBLE:
-        bound = float("inf")
+    if device is None:
+        raise StrategyError(f"cpsat: instance {inst.name!r}: {STATUS[code]}: no placement "
+                            "found that keeps colorClass, maxSizePerFPGA and host-only nodes")
+    bound = solver.BestObjectiveBound() / tm.scale
     info = {"slots": slot_count(inst), "units": tm.units.count, "terms": len(tm.terms),
             "wall": solver.WallTime(), "deterministic_time": solver.deterministic_time,
             "hinted": slots is not None}
-    return ThroughputResult(device, load, min(bound, load), status, contiguous, warm_load,
-                            time.perf_counter() - start, info)
+    return ThroughputResult(device, load, min(bound, load), STATUS[code], contiguous,
+                            warm_load, time.perf_counter() - start, info)
+
+
+def _feasible_warm(inst: PlacementInstance, warm: np.ndarray | None) -> np.ndarray | None:
+    """``warm`` (else the chain heuristic's answer) when it is a feasible placement."""
+    if warm is None:
+        try:
+            warm = chain_heuristic(inst).device
+        except StrategyError:  # no chain fits memory: the solver starts cold
+            return None
+    return None if placement_problems(inst, warm) else warm
 
 
 def _host_slot_of(inst: PlacementInstance, units: Units, device: np.ndarray,
@@ -335,7 +344,7 @@ def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: flo
                    deterministic: bool = True, log: bool = False) -> Partition:
     """``cpsat`` with ``objective="throughput"``: :func:`solve_throughput` as a partition whose
     ``info["throughput"]`` holds the status, the bound, the warm start and every load.
-    ``warm_start``: True (the chain heuristic), False (none: the solver starts cold) or a
+    ``warm_start``: True (the chain heuristic), False (the all-host placement) or a
     Partition of the same instance."""
     inst = instance_of(problem)
     if inst is None:
