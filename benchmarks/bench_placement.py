@@ -6,10 +6,12 @@ workers), our non-contiguous result (warm-started from the contiguous one, 60 s)
 heuristic alone, each with its seconds and proven bound; then the paper's ``dp.cpp``: its DP
 optimum (contiguous), ``-pipeDream``, ``-localSearch 10`` and the human experts' splits scored by
 ``-expert``. The paper's figures are computed when ``DNN_PARTITIONING`` names a checkout of
-github.com/msr-fiddle/dnn-partitioning and ``g++`` is on the PATH (the DP gets ``DP_TIMEOUT``
-seconds, 900 by default); otherwise they come from ``data/placement/paper_figures.json``, which
-``--refresh`` rewrites. With the paper's code at hand our contiguous split is also scored by its
-``-expert`` evaluator ("ours by dp.exe").
+github.com/msr-fiddle/dnn-partitioning and ``g++`` is on the PATH (each run gets ``DP_TIMEOUT``
+seconds, 900 by default: the DP needs more on Inception-v3); otherwise they come from
+``data/placement/paper_figures.json``, which ``--refresh`` rewrites from computed ones. With
+the paper's code at hand our contiguous split is also scored by its ``-expert`` evaluator
+("ours by dp.exe"). The paper's C++ code is never stored here: it is compiled into a temporary
+folder from the checkout.
 
     .venv/bin/python benchmarks/bench_placement.py [--quick] [--refresh]
 """
@@ -204,9 +206,8 @@ def run(quick: bool = False, refresh: bool = False) -> dict:
         cache = read_cache()  # read per instance: another run may be filling it
         paper = cache["instances"].get(key_of(path), {})
         scored = None
-        if code is not None:
-            if refresh:
-                paper = fresh[key_of(path)] = paper_figures(code, path)
+        if code is not None:  # the paper's code at hand: its figures computed now
+            paper = fresh[key_of(path)] = paper_figures(code, path)
             scored = code.expert(path, split_dict(got["inst"], got["contig"].device))
         rows.append(_row(path, got, paper, scored))
         print(rows[-1], flush=True)
@@ -218,14 +219,15 @@ def run(quick: bool = False, refresh: bool = False) -> dict:
         write_atomic(CACHE, json.dumps(cache, indent=1, sort_keys=True) + "\n")
     return {"title": "Throughput placement (NeurIPS 2020 instances): ours vs the paper's DP",
             "columns": COLUMNS, "rows": rows,
-            "notes": notes(code is not None and refresh, code is not None, limit)
+            "notes": notes(code is not None, code is not None, limit)
             + ([] if quick else [large_note()])}
 
 
 def notes(live: bool, scored: bool, limit: float) -> list[str]:
     where = ("computed now from DNN_PARTITIONING's dp.cpp" if live else
-             "cached in benchmarks/data/placement/paper_figures.json (with DNN_PARTITIONING set "
-             "to a checkout of msr-fiddle/dnn-partitioning, --refresh recomputes them)")
+             "cached in benchmarks/data/placement/paper_figures.json (DNN_PARTITIONING set to "
+             "a checkout of msr-fiddle/dnn-partitioning recomputes them; --refresh also "
+             "rewrites that cache)")
     score = ("ours by dp.exe: our contiguous split scored by the paper's -expert evaluator"
              if scored else "ours by dp.exe: '-' (set DNN_PARTITIONING and have g++ to score "
              "our splits with the paper's evaluator)")
