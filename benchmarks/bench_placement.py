@@ -148,13 +148,13 @@ def _row(path: Path, got: dict, paper: dict, scored: dict | None) -> list:
     inst, c, nc = got["inst"], got["contig"], got["noncontig"]
     dp = paper.get("dp", {})
     heur, heur_s = got["heuristic"]
-    best_bound = max(c.bound, 1e-300)
+    heur_ratio = f"{heur / c.bound:.4f}" if c.bound > 0 else "-"
     ratio = f"{c.max_load / dp['max_load']:.5f}" if "max_load" in dp else "-"
     return [key_of(path), inst.n, inst.accelerators, _load(dp),
             round(dp["seconds"], 2) if "seconds" in dp else "-", c.max_load,
             round(c.seconds, 2), c.status, c.bound, ratio, _load(scored), nc.max_load,
             round(nc.seconds, 2), nc.bound, heur, round(heur_s, 3),
-            f"{heur / best_bound:.4f}", _load(paper.get("pipeDream")),
+            heur_ratio, _load(paper.get("pipeDream")),
             _load(paper.get("localSearch10")), _load(paper.get("expert"))]
 
 
