@@ -30,10 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from clusterkit.engines.cpsat.throughput import solve_throughput
-from clusterkit.engines.throughput import chain_heuristic
+from clusterkit.engines.throughput import chain_heuristic, latency_bound
 from clusterkit.io.files import write_atomic
 from clusterkit.io.placement_instance import instance_from_dict, read_instance, split_dict
 
@@ -172,29 +170,11 @@ def large_note(n: int = 12_000, seed: int = 0) -> str:
     start = time.perf_counter()
     res = chain_heuristic(inst)
     secs = time.perf_counter() - start
-    low = latency_bound(inst.acc_latency, inst.cpu_latency, 6)
+    low = latency_bound(inst)
     return (f"heuristic alone at scale: a synthetic {n:,}-node instance (chain + random skip "
             f"edges, 6 accelerators and the CPU) in {secs:.2f} s, max load "
             f"{res.max_load:.6g}, {res.max_load / low:.4f}x the latency-only lower bound "
             f"{low:.6g} (transfers ignored, nodes split fractionally)")
-
-
-def latency_bound(acc: np.ndarray, cpu: np.ndarray, k: int) -> float:
-    """The least T such that the CPU, taking the nodes of least cpu/acc ratio first (a node
-    may be split), holds at most T of CPU time and leaves at most k*T of accelerator time."""
-    order = np.argsort(cpu / np.maximum(acc, 1e-300), kind="stable")
-    cpu_pre = np.concatenate(([0.0], np.cumsum(cpu[order])))
-    acc_left = float(acc.sum()) - np.concatenate(([0.0], np.cumsum(acc[order])))
-    lo, hi = 0.0, float(acc.sum()) / k
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        j = int(np.searchsorted(cpu_pre, mid, side="right")) - 1  # whole nodes on the CPU
-        left = acc_left[j]
-        if j < len(order):  # and a share of the next one
-            v = order[j]
-            left -= acc[v] * min(1.0, (mid - cpu_pre[j]) / max(cpu[v], 1e-300))
-        lo, hi = (lo, mid) if left <= k * mid else (mid, hi)
-    return hi
 
 
 def run(quick: bool = False, refresh: bool = False) -> dict:

@@ -19,7 +19,7 @@ import pytest
 
 from clusterkit.engines.cpsat.throughput import solve_throughput
 from clusterkit.engines.throughput import (build_units, chain_heuristic, device_loads,
-                                           placement_problems)
+                                           latency_bound, placement_problems)
 from clusterkit.errors import ModelLoadError
 from clusterkit.io.placement_instance import HOST, instance_from_dict, read_instance, write_split
 
@@ -178,6 +178,7 @@ def test_cpsat_equals_brute_force(seed: int, contiguous: bool) -> None:
     assert max(reference_loads(doc, split).values()) == pytest.approx(want, rel=1e-6)
     assert res.max_load == pytest.approx(want, rel=1e-6)
     assert res.bound <= want * (1 + 1e-9) and res.bound >= want * (1 - 1e-6)
+    assert latency_bound(inst) <= want * (1 + 1e-9)
     if contiguous:
         assert is_chain(doc, split)
 

@@ -69,6 +69,34 @@ def device_loads(inst: PlacementInstance, device: Sequence[int]) -> np.ndarray:
     return loads + comm
 
 
+def latency_bound(inst: PlacementInstance) -> float:
+    """A lower bound of every placement's max load, transfers, memory and must-link groups
+    ignored: the least ``T`` for which the host (host-only nodes first, then the nodes of least
+    CPU/accelerator time ratio, the last one split) holds at most ``T`` of CPU time and leaves
+    at most ``k * T`` of accelerator time."""
+    k = inst.accelerators
+    if k < 1:
+        return float(inst.cpu_latency.sum())
+    forced = float(inst.cpu_latency[~inst.supported].sum())
+    acc, cpu = inst.acc_latency[inst.supported], inst.cpu_latency[inst.supported]
+    if inst.cpus < 1:
+        return float(acc.sum()) / k
+    order = np.argsort(cpu / np.maximum(acc, 1e-300), kind="stable")
+    cpu_pre = np.concatenate(([0.0], np.cumsum(cpu[order])))
+    acc_left = float(acc.sum()) - np.concatenate(([0.0], np.cumsum(acc[order])))
+    lo, hi = forced, max(forced, float(acc.sum()) / k)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        room = mid - forced
+        j = int(np.searchsorted(cpu_pre, room, side="right")) - 1  # whole nodes on the host
+        left = acc_left[j]
+        if j < len(order):  # and a share of the next one
+            v = order[j]
+            left -= acc[v] * min(1.0, (room - cpu_pre[j]) / max(cpu[v], 1e-300))
+        lo, hi = (lo, mid) if left <= k * mid else (mid, hi)
+    return lo
+
+
 def placement_problems(inst: PlacementInstance, device: Sequence[int]) -> list[str]:
     """What makes ``device`` infeasible (empty when feasible): a node on no device, an
     unsupported node on an accelerator, a split must-link group, an accelerator over memory."""

@@ -16,7 +16,8 @@ A node ``v`` with consumers in other units pays its transfer cost on slot ``s`` 
 s] - x[unit(v), s]``); nodes with the same unit and consumer units share one term. Minimizing
 ``T >= load(s)`` makes the terms tight. Times are scaled to integers rounding *down*, so every
 model load is at most the true one and the solver's bound, scaled back, is a proven lower bound
-of the true optimum; the answer's load is recomputed exactly by
+of the true optimum (raised to :func:`~clusterkit.engines.throughput.latency_bound` when that
+is higher); the answer's load is recomputed exactly by
 :func:`~clusterkit.engines.throughput.device_loads`.
 """
 
@@ -33,8 +34,8 @@ from ortools.sat.python import cp_model
 from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.throughput import (Units, build_units, chain_heuristic, device_loads,
-                                           instance_of, partition_devices, placement_problems,
-                                           to_partition)
+                                           instance_of, latency_bound, partition_devices,
+                                           placement_problems, to_partition)
 from clusterkit.errors import StrategyError
 from clusterkit.io.placement_instance import HOST, PlacementInstance
 from clusterkit.result import Partition
@@ -308,7 +309,7 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     if device is None:
         raise StrategyError(f"cpsat: instance {inst.name!r}: {STATUS[code]}: no placement "
                             "found that keeps colorClass, maxSizePerFPGA and host-only nodes")
-    bound = solver.BestObjectiveBound() / tm.scale
+    bound = max(solver.BestObjectiveBound() / tm.scale, latency_bound(inst))
     info = {"slots": slot_count(inst), "units": tm.units.count, "terms": len(tm.terms),
             "wall": solver.WallTime(), "deterministic_time": solver.deterministic_time,
             "hinted": slots is not None}
