@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
-from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
 from clusterkit.constraints.core import Problem
+from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
 from clusterkit.engines.throughput import (Units, build_units, chain_heuristic, device_loads,
                                            instance_of, latency_bound, partition_devices,
                                            placement_problems, to_partition)
