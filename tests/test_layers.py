@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, float]] = [
     ("clusterkit.io.onnx", 2), ("clusterkit.io.networkx", 2), ("clusterkit.io.loader", 2),
     ("clusterkit.io.optimize", 2), ("clusterkit.io.ep_query", 2), ("clusterkit.io.ep_recorder", 2),
     ("clusterkit.io.node_link", 2),
+    ("clusterkit.io.placement_instance", 2),
     ("clusterkit.selection", 3),
     ("clusterkit.constraints", 4), ("clusterkit.selectors", 4),
     ("clusterkit.reasons", 4),

@@ -12,9 +12,11 @@ from typing import Any, Iterable
 
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
 from clusterkit.engines import get_strategy
+from clusterkit.engines.throughput import instance_problem
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
 from clusterkit.io.loader import load_graph
 from clusterkit.io.optimize import OPTIMIZE_LEVELS
+from clusterkit.io.placement_instance import is_instance_file
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import check_op_types, parse_selectors
 
@@ -180,13 +182,15 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
 
 def problem_from_args(args: argparse.Namespace) -> Problem:
     """Load the model and compile the constraints with the selectors."""
-    if not args.selector:
+    if not args.selector and not is_instance_file(args.model):
         raise ConstraintError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
     start = time.perf_counter()
     graph = load_graph(args.model, dims=dims_from_args(args),
                        optimize=optimize_from_args(args))
     log.debug("read %s: %d nodes, %d edges in %.3f s", args.model, graph.n, graph.num_edges,
               time.perf_counter() - start)
+    if not args.selector:  # a placement instance names its own devices
+        return instance_problem(graph, constraints=constraints_from_args(args))
     props = parse_selectors(args.selector)
     check_op_types(args.selector, graph.op_types)
     return constraints_from_args(args).compile(graph, props, fallback=args.fallback)

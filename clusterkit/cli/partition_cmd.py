@@ -21,6 +21,7 @@ from clusterkit.cli.common import (add_devices_arg, add_explain_limit_arg, add_p
                                    raw_graph_hint, strategy_options)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
+from clusterkit.engines.throughput import partition_split_text
 from clusterkit.fusion import source_model
 from clusterkit.io.dot import dump_files, partition_dot, partition_svg
 from clusterkit.io.export import model_bytes, save_model
@@ -35,6 +36,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("partition", help="partition a model and report the clusters")
     add_problem_args(p)
     p.add_argument("--json", metavar="FILE", help="write the partition JSON here")
+    p.add_argument("--split", metavar="FILE", help="placement instances: write the split in "
+                   "the paper's format ({fpgas: [{nodes}], cpus: [{nodes}]}, original ids) here")
     p.add_argument("--dot", metavar="FILE", help="write a DOT picture of the clusters here")
     p.add_argument("--svg", metavar="FILE",
                    help="write the picture of the clusters as SVG here (needs Graphviz's dot)")
@@ -65,6 +68,8 @@ def main(args: argparse.Namespace) -> int:
               result.seconds)
     name = model_label(args.model)
     print(result.summary())
+    if "throughput" in result.info:
+        print(throughput_line(result.info["throughput"]))
     print_placement(result)
     hint = raw_graph_hint(args, result.problem.properties)
     if hint:
@@ -76,6 +81,8 @@ def main(args: argparse.Namespace) -> int:
     outputs = []  # prepared in full before anything is written
     if args.json:
         outputs.extend(_json_outputs(args, result, name))
+    if args.split:
+        outputs.append((args.split, partition_split_text(result)))
     if args.dot:
         outputs.append((args.dot, partition_dot(result)))
     if args.svg:
@@ -86,6 +93,15 @@ def main(args: argparse.Namespace) -> int:
     for path, _ in outputs:
         log.info("wrote %s", path)
     return gate_status(metrics_failures(args, result.metrics()))
+
+
+def throughput_line(fig: dict) -> str:
+    """One line of a throughput placement's figures: max load, bottleneck, status, bound."""
+    bound = fig.get("bound")
+    tail = f", proven bound {bound:.6g}" if bound is not None else ""
+    return (f"throughput: max load {fig['max_load']:.6g} on {fig['bottleneck']} "
+            f"({fig.get('method')}, {fig.get('status')}, "
+            f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{tail})")
 
 
 def print_placement(partition: Partition, max_nodes: int = 10) -> None:

@@ -62,6 +62,7 @@ from clusterkit.engines.cycles import run_both
 from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.engines.refine import refine
+from clusterkit.engines.throughput import instance_of, run_heuristic
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.reasons import BELOW_MIN_SIZE
@@ -104,6 +105,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
     partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member, on
     graphs of at most ``polish_limit`` nodes (0: neither it nor the refinement)."""
+    if instance_of(problem) is not None:  # a placement instance: the fast throughput answer
+        return run_heuristic(problem)
     if polish < 0:
         raise StrategyError(f"auto: option polish must be >= 0 seconds, got {polish}")
     if prefer not in ("cut", "partitions"):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Mapping
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
 from clusterkit.io.networkx import from_networkx, load_node_link
+from clusterkit.io.placement_instance import is_instance_file, load_instance_graph
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 
 def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
                dims: Mapping[str, int] | None = None, optimize: str = "none") -> Graph:
-    """A Graph from an ``.onnx`` path, a node-link ``.json`` path, a ModelProto, a networkx
-    DiGraph, or a Graph (returned as is). ``dims`` fixes symbolic dims of an ONNX model's inputs
+    """A Graph from an ``.onnx`` path, a node-link or placement-instance ``.json`` path, a
+    ModelProto, a networkx DiGraph, or a Graph (returned as is). ``dims`` fixes symbolic dims of an ONNX model's inputs
     (see :func:`~clusterkit.io.onnx.load_onnx`); other inputs have none to fix. ``optimize``
     (``"none"`` or ``"basic"``) reads instead the graph onnxruntime's optimizations of that level
     make of an ONNX model, dims fixed first (see :func:`~clusterkit.io.optimize.optimize_model`).
@@ -35,6 +36,8 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
         path = os.fspath(model)
         ext = os.path.splitext(path)[1].lower()
         if ext == ".json":
+            if is_instance_file(path):  # told apart from node-link JSON by its keys
+                return load_instance_graph(path)
             return load_node_link(path)
         if ext == ".onnx" or not ext:
             from clusterkit.io.onnx import load_onnx  # imports onnx: paid on use

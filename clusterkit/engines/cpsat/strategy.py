@@ -36,6 +36,7 @@ from clusterkit.engines.cpsat.read import (CpsatResult, PartsOutcome, SolveRepor
 from clusterkit.engines.cpsat.reduce import REDUCTIONS, Reduction, reduce_problem
 from clusterkit.engines.cpsat.relax import cut_relaxation, partitions_bound
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, unsolved_part
+from clusterkit.engines.cpsat.throughput import run_throughput
 from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
 from clusterkit.errors import StrategyError
@@ -48,7 +49,7 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
         workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
         reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
         deterministic: bool = True, log: bool = False, coalesce: bool = True,
-        method: str = "auto", window: int | None = None) -> Partition:
+        method: str = "auto", window: int | None = None, contiguous: bool = True) -> Partition:
     """Optimal partition (see the module docstring). ``time_limit``: seconds for the search
     (CP-SAT's deterministic seconds with ``deterministic``, wall-clock ones otherwise; the
     result's ``limit`` says which limit stopped it, if any); ``warm_start``: True (best heuristic),
@@ -63,7 +64,16 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound
     meets the objective) or ``auto`` (the full model when its largest part is small enough to
     prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default).
-    Raises :class:`StrategyError` (with ``status``/``reason`` attributes) when infeasible."""
+    Raises :class:`StrategyError` (with ``status``/``reason`` attributes) when infeasible.
+
+    ``objective="throughput"`` (a placement instance only: :mod:`.throughput`) minimizes the
+    largest device load instead, ``contiguous`` (default) as the paper's chains or not."""
+    if objective == "throughput":
+        return run_throughput(problem, contiguous=contiguous, time_limit=time_limit,
+                              workers=workers, seed=seed, warm_start=warm_start,
+                              deterministic=deterministic, log=log)
+    if contiguous is not True:
+        raise StrategyError("cpsat: option contiguous applies to objective=throughput only")
     res = optimize(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
                    warm_start=warm_start, reduce=reduce, require_offload=require_offload,
                    deterministic=deterministic, log=log, coalesce=coalesce, method=method,

@@ -1,0 +1,370 @@
+"""CP-SAT for the ``throughput`` objective: the least largest device load of a placement
+instance (definitions in :mod:`clusterkit.engines.throughput`), exact, with a proven bound.
+
+Phases as the rest of the package: build (slots, variables, loads), solve, read. Units (must-link
+groups; for contiguous placements fused along cycles of the order) go to *slots*:
+
+- non-contiguous: slot ``d < k`` is accelerator ``d``, slot ``k`` the host (when ``maxCPUs`` >=
+  1); ``x[u, s]`` booleans, one slot per unit;
+- contiguous: ``k`` (+1 with a CPU) slots form the chain; ``y[u, s]`` = "unit ``u`` sits at slot
+  ``s`` or later", monotone in ``s`` and along every order arc (so each slot is the difference of
+  two ideals: the paper's contiguity), ``x[u, s] = y[u, s] - y[u, s+1]``; ``cpu[s]`` marks the
+  one slot that is the host.
+
+A node ``v`` with consumers in other units pays its transfer cost on slot ``s`` as sender
+(``out >= x[unit(v), s] - x[w, s]`` for each consumer unit ``w``) and as receiver (``in >= x[w,
+s] - x[unit(v), s]``); nodes with the same unit and consumer units share one term. Minimizing
+``T >= load(s)`` makes the terms tight. Times are scaled to integers rounding *down*, so every
+model load is at most the true one and the solver's bound, scaled back, is a proven lower bound
+of the true optimum (raised to :func:`~clusterkit.engines.throughput.latency_bound` when that
+is higher); the answer's load is recomputed exactly by
+:func:`~clusterkit.engines.throughput.device_loads`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from clusterkit.constraints.core import Problem
+from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
+from clusterkit.engines.throughput import (Units, build_units, chain_heuristic, device_loads,
+                                           instance_of, latency_bound, partition_devices,
+                                           placement_problems, to_partition)
+from clusterkit.errors import StrategyError
+from clusterkit.io.placement_instance import HOST, PlacementInstance
+from clusterkit.result import Partition
+
+#: the largest scaled load: coefficients are times * SCALE_TOP / (sum of all times)
+SCALE_TOP = 1e9
+
+
+@dataclass
+class ThroughputResult:
+    """Device per node (:data:`HOST` = -1), its true max load, the proven lower bound of the
+    optimum, the solver status and the warm start's load; ``seconds`` of the whole run."""
+
+    device: np.ndarray
+    max_load: float
+    bound: float
+    status: str
+    contiguous: bool
+    warm_start: float | None
+    seconds: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ThroughputModel:
+    """The CP-SAT model and the handles the hint and the reading need."""
+
+    m: cp_model.CpModel
+    units: Units
+    x: list[list[Any]]
+    cpu: list[Any]
+    y: list[list[Any]] | None
+    terms: list[tuple[int, tuple[int, ...], int]]
+    out: list[list[Any]]
+    inn: list[list[Any]]
+    top: Any
+    scale: float
+
+
+def slot_count(inst: PlacementInstance) -> int:
+    """Accelerators plus one host slot when the instance allows a CPU."""
+    return inst.accelerators + (1 if inst.cpus >= 1 else 0)
+
+
+def build(inst: PlacementInstance, contiguous: bool) -> ThroughputModel:
+    """The model of the module docstring."""
+    units = build_units(inst, contiguous)
+    scale = SCALE_TOP / max(1e-30, float(inst.acc_latency.sum() + inst.cpu_latency.sum()
+                                         + 2 * inst.out_cost.sum()))
+    m = cp_model.CpModel()
+    nslot = slot_count(inst)
+    x = [[m.NewBoolVar(f"x{u}_{s}") for s in range(nslot)] for u in range(units.count)]
+    cpu = _cpu_slots(m, inst, nslot, contiguous)
+    y = _chain(m, units, x, nslot) if contiguous else None
+    if not contiguous:
+        for row in x:
+            m.AddExactlyOne(row)
+        _order_accelerators(m, x, inst.accelerators)
+    tm = ThroughputModel(m, units, x, cpu, y, _transfer_terms(inst, units, scale), [], [],
+                         m.NewIntVar(0, int(SCALE_TOP) + 1, "T"), scale)
+    _loads(inst, tm)
+    m.Minimize(tm.top)
+    return tm
+
+
+def _cpu_slots(m: cp_model.CpModel, inst: PlacementInstance, nslot: int, contiguous: bool
+               ) -> list[Any]:
+    """``cpu[s]``: slot ``s`` is the host (constants for non-contiguous models)."""
+    if inst.cpus < 1:
+        return [0] * nslot
+    if not contiguous:
+        return [0] * (nslot - 1) + [1]
+    cpu = [m.NewBoolVar(f"cpu{s}") for s in range(nslot)]
+    m.AddExactlyOne(cpu)
+    return cpu
+
+
+def _chain(m: cp_model.CpModel, units: Units, x: list[list[Any]], nslot: int
+           ) -> list[list[Any]]:
+    """``y[u][s]`` (``s = 0..nslot``, constants at both ends) tied to ``x`` and the order."""
+    y = [[1] + [m.NewBoolVar(f"y{u}_{s}") for s in range(1, nslot)] + [0]
+         for u in range(units.count)]
+    for u in range(units.count):
+        for s in range(1, nslot):
+            if s > 1:
+                m.AddImplication(y[u][s], y[u][s - 1])
+            for w in units.succ[u]:
+                m.AddImplication(y[u][s], y[w][s])
+        for s in range(nslot):
+            m.Add(x[u][s] == y[u][s] - y[u][s + 1])
+    return y
+
+
+def _order_accelerators(m: cp_model.CpModel, x: list[list[Any]], k: int) -> None:
+    """Symmetry breaking of interchangeable accelerators: a unit may open accelerator ``s > 0``
+    only when some lower unit is on accelerator ``s - 1`` (``seen[s]``: some unit so far is)."""
+    seen = [0] * k
+    for u, row in enumerate(x):
+        for s in range(1, k):
+            if isinstance(seen[s - 1], int):
+                m.Add(row[s] == 0)
+            else:
+                m.AddImplication(row[s], seen[s - 1])
+        nxt = []
+        for s in range(k):
+            b = m.NewBoolVar(f"seen{u}_{s}")
+            m.AddBoolOr([row[s]] + ([] if isinstance(seen[s], int) else [seen[s]])
+                        ).OnlyEnforceIf(b)
+            m.AddImplication(row[s], b)
+            if not isinstance(seen[s], int):
+                m.AddImplication(seen[s], b)
+            nxt.append(b)
+        seen = nxt
+
+
+def _transfer_terms(inst: PlacementInstance, units: Units, scale: float
+                    ) -> list[tuple[int, tuple[int, ...], int]]:
+    """(unit, consumer units, scaled cost) per class of nodes paying alike, costs summed."""
+    acc: dict[tuple[int, tuple[int, ...]], float] = {}
+    uo = units.unit_of.tolist()
+    for v, outs in enumerate(units.out_units):
+        if outs and inst.out_cost[v] > 0:
+            key = (uo[v], tuple(outs))
+            acc[key] = acc.get(key, 0.0) + float(inst.out_cost[v])
+    return [(u, outs, int(c * scale)) for (u, outs), c in sorted(acc.items())
+            if int(c * scale) > 0]
+
+
+def _loads(inst: PlacementInstance, tm: ThroughputModel) -> None:
+    """Transfer variables, the load of every slot bounded by ``T``, memory and host-only."""
+    m, x, units, scale = tm.m, tm.x, tm.units, tm.scale
+    nslot = len(tm.cpu)
+    mem = [np.asarray(mb, dtype=np.int64) for mb in units.members]
+    acc = [int(inst.acc_latency[i].sum() * scale) for i in mem]
+    cpu_lat = [int(inst.cpu_latency[i].sum() * scale) for i in mem]
+    size = [int(np.ceil(inst.size[i].sum())) for i in mem]
+    host_only = [bool((~inst.supported[i]).any()) for i in mem]
+    for s in range(nslot):
+        out = [m.NewBoolVar(f"o{t}_{s}") for t in range(len(tm.terms))]
+        inn = [m.NewBoolVar(f"i{t}_{s}") for t in range(len(tm.terms))]
+        for t, (u, outs, _) in enumerate(tm.terms):
+            for w in outs:
+                m.Add(out[t] >= x[u][s] - x[w][s])
+                m.Add(inn[t] >= x[w][s] - x[u][s])
+        tm.out.append(out)
+        tm.inn.append(inn)
+        comm = sum(c * (out[t] + inn[t]) for t, (_, _, c) in enumerate(tm.terms))
+        acc_load = sum(acc[u] * x[u][s] for u in range(units.count)) + comm
+        host_load = sum(cpu_lat[u] * x[u][s] for u in range(units.count))
+        _when(m, tm.top >= acc_load, tm.cpu[s], False)
+        _when(m, tm.top >= host_load, tm.cpu[s], True)
+        _when(m, sum(size[u] * x[u][s] for u in range(units.count))
+              <= int(inst.memory_limit), tm.cpu[s], False)
+        for u in range(units.count):
+            if host_only[u]:
+                if isinstance(tm.cpu[s], int):
+                    if not tm.cpu[s]:
+                        m.Add(x[u][s] == 0)
+                else:
+                    m.AddImplication(x[u][s], tm.cpu[s])
+
+
+def _when(m: cp_model.CpModel, ct: Any, cpu: Any, host: bool) -> None:
+    """Add ``ct`` for a slot that is the host (``host``) or an accelerator (not ``host``)."""
+    if isinstance(cpu, int):
+        if bool(cpu) == host:
+            m.Add(ct)
+        return
+    m.Add(ct).OnlyEnforceIf(cpu if host else cpu.Not())
+
+
+def chain_slots(inst: PlacementInstance, units: Units, device: np.ndarray,
+                contiguous: bool) -> list[int] | None:
+    """Slot per unit for ``device`` (one device per node): the device's place in the chain
+    (accelerators and the host ordered by the order arcs) when ``contiguous`` - None when they
+    form no chain - else the device itself (the host: slot ``k``)."""
+    k = inst.accelerators
+    first = [int(mb[0]) for mb in units.members]
+    dev = [k if device[v] == HOST else int(device[v]) for v in first]
+    if not contiguous:  # accelerators renumbered by their first unit (symmetry breaking)
+        acc = list(dict.fromkeys(d for d in dev if d != k))
+        acc += [d for d in range(k) if d not in acc]
+        pos = {d: i for i, d in enumerate(acc)}
+        pos[k] = k
+        return [pos[d] for d in dev]
+    before: dict[int, set[int]] = {d: set() for d in set(dev)}
+    for a in range(units.count):
+        for b in units.succ[a]:
+            if dev[a] != dev[b]:
+                before[dev[b]].add(dev[a])
+    chain: list[int] = []
+    while len(chain) < len(before):
+        ready = sorted(d for d in before if d not in chain and before[d] <= set(chain))
+        if not ready:
+            return None
+        chain.append(ready[0])
+    used = [d for d in chain if d != k]
+    spare = [d for d in range(k) if d not in used]
+    full = chain + spare if k in chain or inst.cpus < 1 else chain + spare + [k]
+    if len(full) != slot_count(inst):
+        return None
+    pos = {d: i for i, d in enumerate(full)}
+    return [pos[d] for d in dev]
+
+
+def add_hint(tm: ThroughputModel, slots: list[int], host_slot: int) -> None:
+    """Hint every variable from a slot per unit (``host_slot``: the slot that is the host)."""
+    m = tm.m
+    m.ClearHints()
+    for u, s0 in enumerate(slots):
+        for s, var in enumerate(tm.x[u]):
+            m.AddHint(var, int(s == s0))
+        if tm.y is not None:
+            for s in range(1, len(tm.x[u])):
+                m.AddHint(tm.y[u][s], int(s0 >= s))
+    for s, c in enumerate(tm.cpu):
+        if not isinstance(c, int):
+            m.AddHint(c, int(s == host_slot))
+    for s in range(len(tm.out)):
+        for t, (u, outs, _) in enumerate(tm.terms):
+            here = slots[u] == s
+            m.AddHint(tm.out[s][t], int(here and any(slots[w] != s for w in outs)))
+            m.AddHint(tm.inn[s][t], int(not here and any(slots[w] == s for w in outs)))
+
+
+def read_slots(tm: ThroughputModel, solver: cp_model.CpSolver) -> tuple[list[int], int]:
+    """Slot per unit and the host's slot (-1: none) of the solver's solution."""
+    slots = [next(s for s, var in enumerate(row) if solver.Value(var)) for row in tm.x]
+    host = [s for s, c in enumerate(tm.cpu) if (c if isinstance(c, int) else solver.Value(c))]
+    return slots, (host[0] if host else -1)
+
+
+def slots_to_devices(inst: PlacementInstance, units: Units, slots: list[int], host: int
+                     ) -> np.ndarray:
+    """Device per node: the host slot is :data:`HOST`, accelerator slots are numbered in
+    slot order."""
+    acc = [s for s in range(slot_count(inst)) if s != host]
+    dev_of_slot = {s: i for i, s in enumerate(acc)}
+    dev_of_slot[host] = HOST
+    device = np.empty(inst.n, dtype=np.int64)
+    for u, s in enumerate(slots):
+        device[units.members[u]] = dev_of_slot[s]
+    return device
+
+
+def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
+                     time_limit: float = 60.0, workers: int = 2, seed: int = 0,
+                     deterministic: bool = True, log: bool = False,
+                     warm: np.ndarray | None = None) -> ThroughputResult:
+    """The exact ``throughput`` optimum (see the module docstring), warm-started from
+    ``warm`` (a device per node) or else :func:`chain_heuristic`; never worse than the warm
+    start. ``time_limit``: deterministic seconds with ``deterministic`` (wall-clock seconds
+    never beyond it either), else wall-clock ones."""
+    start = time.perf_counter()
+    settings = SolverSettings.checked("cpsat", time_limit, workers, seed, log, deterministic)
+    warm = _feasible_warm(inst, warm)
+    tm = build(inst, contiguous)
+    slots = chain_slots(inst, tm.units, warm, contiguous) if warm is not None else None
+    if slots is not None:
+        add_hint(tm, slots, _host_slot_of(inst, tm.units, warm, slots))
+    solver = solver_parameters(time_limit, settings, wall=float(time_limit))
+    code = solver.Solve(tm.m)
+    device = warm
+    load = float(device_loads(inst, warm).max()) if warm is not None else math.inf
+    warm_load = load if warm is not None else None
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        got = slots_to_devices(inst, tm.units, *read_slots(tm, solver))
+        got_load = float(device_loads(inst, got).max())
+        if got_load < load:
+            device, load = got, got_load
+    if device is None:
+        raise StrategyError(f"cpsat: instance {inst.name!r}: {STATUS[code]}: no placement "
+                            "found that keeps colorClass, maxSizePerFPGA and host-only nodes")
+    bound = max(solver.BestObjectiveBound() / tm.scale, latency_bound(inst))
+    info = {"slots": slot_count(inst), "units": tm.units.count, "terms": len(tm.terms),
+            "wall": solver.WallTime(), "deterministic_time": solver.deterministic_time,
+            "hinted": slots is not None}
+    return ThroughputResult(device, load, min(bound, load), STATUS[code], contiguous,
+                            warm_load, time.perf_counter() - start, info)
+
+
+def _feasible_warm(inst: PlacementInstance, warm: np.ndarray | None) -> np.ndarray | None:
+    """``warm`` (else the chain heuristic's answer) when it is a feasible placement."""
+    if warm is None:
+        try:
+            warm = chain_heuristic(inst).device
+        except StrategyError:  # no chain fits memory: the solver starts cold
+            return None
+    return None if placement_problems(inst, warm) else warm
+
+
+def _host_slot_of(inst: PlacementInstance, units: Units, device: np.ndarray,
+                  slots: list[int]) -> int:
+    """The slot the host takes in ``slots`` (derived from ``device``)."""
+    for u, mb in enumerate(units.members):
+        if device[mb[0]] == HOST:
+            return slots[u]
+    if inst.cpus < 1:
+        return -1
+    taken = set(slots)
+    free = [s for s in range(slot_count(inst)) if s not in taken]
+    return free[-1] if free else -1
+
+
+def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: float = 60.0,
+                   workers: int = 2, seed: int = 0, warm_start: Any = True,
+                   deterministic: bool = True, log: bool = False) -> Partition:
+    """``cpsat`` with ``objective="throughput"``: :func:`solve_throughput` as a partition whose
+    ``info["throughput"]`` holds the status, the bound, the warm start and every load.
+    ``warm_start``: True (the chain heuristic), False (the all-host placement) or a
+    Partition of the same instance."""
+    inst = instance_of(problem)
+    if inst is None:
+        raise StrategyError("cpsat: objective=throughput needs a placement instance (a "
+                            "maxFPGAs/nodes/edges .json file)")
+    if not isinstance(contiguous, bool):
+        raise StrategyError(f"cpsat: option contiguous must be true or false, got "
+                            f"{contiguous!r}")
+    warm = None
+    if isinstance(warm_start, Partition):
+        warm = partition_devices(warm_start, inst)
+    elif warm_start is False:
+        warm = np.full(inst.n, HOST, dtype=np.int64) if inst.cpus >= 1 else None
+    elif warm_start is not True:
+        raise StrategyError(f"cpsat: objective=throughput takes warm_start true, false or a "
+                            f"partition, got {warm_start!r}")
+    res = solve_throughput(inst, contiguous=contiguous, time_limit=time_limit, workers=workers,
+                           seed=seed, deterministic=deterministic, log=log, warm=warm)
+    figures = {"objective": "throughput", "method": "cpsat", "status": res.status,
+               "contiguous": contiguous, "bound": res.bound, "warm_start": res.warm_start,
+               "solve_seconds": res.seconds, **res.info}
+    return to_partition(problem, inst, res.device, "cpsat", figures)

@@ -1,0 +1,208 @@
+"""Device-placement instances of Tarnawski et al. (NeurIPS 2020, "Efficient Algorithms for
+Device Placement of DNN Graph Operators", github.com/msr-fiddle/dnn-partitioning): read them,
+turn them into a Graph, and write an answer in their split format.
+
+An instance is ``{"maxFPGAs": k, "maxCPUs": c, "maxSizePerFPGA": M, "nodes": [...], "edges":
+[...]}``; a node has ``id``, ``supportedOnFpga``, ``cpuLatency``, ``fpgaLatency`` (seconds, or
+any one unit), optional ``size`` (bytes of memory on an accelerator), ``isBackwardNode`` and an
+optional ``colorClass`` (nodes that must share a device); an edge has ``sourceId``, ``destId``
+and ``cost``, the transfer time of its source's output - one figure per source node, as the
+paper's evaluator requires. :class:`PlacementInstance` keeps them as numpy arrays in the file's
+node order (index ``i`` is node ``ids[i]``); an assignment is one device per index: ``0..k-1``
+an accelerator, :data:`HOST` the CPU. The file is recognised by its keys (:func:`is_instance`),
+so it shares the ``.json`` extension with node-link graphs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from clusterkit.errors import ModelLoadError
+from clusterkit.graph.core import Graph
+from clusterkit.io.files import read_input, write_atomic
+from clusterkit.io.networkx import from_networkx
+
+#: device index of the host (the CPU) in an assignment
+HOST = -1
+#: the keys that make a JSON document an instance of this format
+INSTANCE_KEYS = ("maxFPGAs", "maxSizePerFPGA", "nodes", "edges")
+#: op type of the nodes an accelerator takes, and of those only the host runs
+ACC_OP, HOST_OP = "PlacedOp", "HostOnlyOp"
+
+
+@dataclass
+class PlacementInstance:
+    """One instance, arrays indexed by node position in the file (see the module docstring).
+
+    ``out_cost[i]``: transfer cost of node ``i``'s output (0 when it has no consumer);
+    ``color[i]``: its must-link group id (a fresh one when the file gives none);
+    ``memory_limit``: each accelerator's memory (``maxSizePerFPGA``), the one place the model
+    reads it."""
+
+    name: str
+    ids: np.ndarray
+    names: list[str]
+    cpu_latency: np.ndarray
+    acc_latency: np.ndarray
+    size: np.ndarray
+    supported: np.ndarray
+    backward: np.ndarray
+    color: np.ndarray
+    out_cost: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    accelerators: int
+    cpus: int
+    memory_limit: float
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def consumers(self) -> list[list[int]]:
+        """Consumer indices of every node (a plain list per node, in edge order)."""
+        out: list[list[int]] = [[] for _ in range(self.n)]
+        for u, v in zip(self.edge_src.tolist(), self.edge_dst.tolist()):
+            out[u].append(v)
+        return out
+
+
+def is_instance(data: Any) -> bool:
+    """Whether a loaded JSON document is a placement instance (by its keys)."""
+    return isinstance(data, dict) and all(k in data for k in INSTANCE_KEYS)
+
+
+def is_instance_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a ``.json`` file holding a placement instance."""
+    if os.path.splitext(os.fspath(path))[1].lower() != ".json":
+        return False
+    try:
+        return is_instance(json.loads(read_input(path, "placement instance")))
+    except (ModelLoadError, ValueError):
+        return False
+
+
+def read_instance(path: str | os.PathLike) -> PlacementInstance:
+    """Read an instance file; errors name the file and the node or key at fault."""
+    raw = read_input(path, "placement instance")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ModelLoadError(f"placement instance {os.fspath(path)!r} is not JSON: {exc}") from exc
+    name = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    return instance_from_dict(data, name, os.fspath(path))
+
+
+def instance_from_dict(data: Any, name: str = "instance", where: str = "instance"
+                       ) -> PlacementInstance:
+    """An instance from its loaded JSON document (``where`` names it in errors)."""
+    if not is_instance(data):
+        raise ModelLoadError(f"{where!r} is not a placement instance: it needs the keys "
+                             + ", ".join(INSTANCE_KEYS))
+    nodes = data["nodes"]
+    try:
+        ids = [int(nd["id"]) for nd in nodes]
+        cols = [_node_row(nd) for nd in nodes]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelLoadError(f"{where!r}: a node lacks or mangles {exc}") from exc
+    pos = {i: k for k, i in enumerate(ids)}
+    if len(pos) != len(ids):
+        raise ModelLoadError(f"{where!r}: node ids repeat")
+    src, dst, cost = _edges(data["edges"], pos, where)
+    color = _colors([c[5] for c in cols])
+    arr = np.array([c[:5] for c in cols], dtype=np.float64).reshape(len(cols), 5)
+    return PlacementInstance(
+        name=name, ids=np.array(ids, dtype=np.int64),
+        names=[str(nd.get("name", i)) for nd, i in zip(nodes, ids)],
+        cpu_latency=arr[:, 0], acc_latency=arr[:, 1], size=arr[:, 2],
+        supported=arr[:, 3] != 0, backward=arr[:, 4] != 0, color=color, out_cost=cost,
+        edge_src=src, edge_dst=dst, accelerators=int(data["maxFPGAs"]),
+        cpus=int(data.get("maxCPUs", 1)), memory_limit=float(data["maxSizePerFPGA"]))
+
+
+def _node_row(nd: dict) -> tuple:
+    return (float(nd["cpuLatency"]), float(nd["fpgaLatency"]), float(nd.get("size", 0.0)),
+            int(nd["supportedOnFpga"]), int(nd.get("isBackwardNode", 0)), nd.get("colorClass"))
+
+
+def _colors(raw: list[Any]) -> np.ndarray:
+    """Dense must-link group ids: equal ``colorClass`` values share one; no value: alone."""
+    seen: dict[Any, int] = {}
+    out = np.empty(len(raw), dtype=np.int64)
+    for k, c in enumerate(raw):
+        key = ("given", int(c)) if c is not None else ("alone", k)
+        out[k] = seen.setdefault(key, len(seen))
+    return out
+
+
+def _edges(edges: Any, pos: dict[int, int], where: str
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edge index arrays and the per-source transfer cost (one figure per source node)."""
+    src, dst = [], []
+    cost = np.zeros(len(pos), dtype=np.float64)
+    given = np.zeros(len(pos), dtype=bool)
+    for e in edges:
+        try:
+            u, v, c = pos[int(e["sourceId"])], pos[int(e["destId"])], float(e["cost"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelLoadError(f"{where!r}: edge {e!r} names an unknown node or lacks "
+                                 f"{exc}") from exc
+        if u == v:
+            raise ModelLoadError(f"{where!r}: edge {e!r} is a self-loop")
+        if given[u] and abs(cost[u] - c) > 1e-6:
+            raise ModelLoadError(f"{where!r}: node {e['sourceId']} has two different outgoing "
+                                 "edge costs")
+        cost[u], given[u] = c, True
+        src.append(u)
+        dst.append(v)
+    return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), cost
+
+
+def instance_graph(inst: PlacementInstance, source: str = "memory") -> Graph:
+    """The instance as a Graph: one node per instance node (named by its id, op type
+    :data:`ACC_OP`, or :data:`HOST_OP` when no accelerator supports it), one output tensor per
+    node. The instance itself is kept as ``graph.model``."""
+    import networkx as nx  # here, not at import: `import clusterkit` stays light
+
+    g = nx.DiGraph()
+    for k in range(inst.n):
+        g.add_node(int(inst.ids[k]), op=ACC_OP if inst.supported[k] else HOST_OP)
+    for u, v in zip(inst.edge_src.tolist(), inst.edge_dst.tolist()):
+        g.add_edge(int(inst.ids[u]), int(inst.ids[v]))
+    graph = from_networkx(g, name=inst.name, source=source)
+    graph.model = inst
+    return graph
+
+
+def load_instance_graph(path: str | os.PathLike) -> Graph:
+    """Read an instance file as a Graph (see :func:`instance_graph`)."""
+    return instance_graph(read_instance(path), source=os.fspath(path))
+
+
+def split_dict(inst: PlacementInstance, device: Sequence[int]) -> dict[str, Any]:
+    """The paper's split format: ``{"fpgas": [{"nodes": [ids]}] * k, "cpus": [{"nodes":
+    [ids]}]}`` with the original ids, sorted, every accelerator listed (an idle one empty)."""
+    dev = np.asarray(device, dtype=np.int64)
+    fpgas = [{"nodes": np.sort(inst.ids[dev == d]).tolist()} for d in range(inst.accelerators)]
+    return {"fpgas": fpgas, "cpus": [{"nodes": np.sort(inst.ids[dev == HOST]).tolist()}]}
+
+
+def split_text(inst: PlacementInstance, device: Sequence[int],
+               figures: dict[str, Any] | None = None) -> str:
+    """:func:`split_dict` as JSON text; ``figures`` (optional) go under ``"clusterkit"`` (the
+    paper's evaluator reads only ``fpgas`` and ``cpus``)."""
+    data = split_dict(inst, device)
+    if figures is not None:
+        data["clusterkit"] = figures
+    return json.dumps(data) + "\n"
+
+
+def write_split(path: str | os.PathLike, inst: PlacementInstance, device: Sequence[int],
+                figures: dict[str, Any] | None = None) -> None:
+    """Write :func:`split_text` to ``path`` atomically (temporary file, then rename)."""
+    write_atomic(path, split_text(inst, device, figures))
