@@ -361,7 +361,7 @@ def _quantized_ok(ctx, node):
         if key != "DequantizeLinear" and ctx.dtype(node, 0, out=True) not in (None, "uint8"):
             return f"output dtype {ctx.dtype(node, 0, out=True)} is not uint8"
         return None
-    for p, name in enumerate(node.inputs):  # a float op inside a QDQ unit
+    for p in range(len(node.inputs)):  # a float op inside a QDQ unit
         dq = ctx.dq_producer(node, p)
         if dq is None:
             continue

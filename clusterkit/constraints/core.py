@@ -226,7 +226,7 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     never = np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2)
     group_of = np.full(n, -1, dtype=np.int64)
     given: list[list[int]] = []
-    for gi, members in enumerate(cons.together):
+    for members in cons.together:
         ids = sorted({resolve_node(graph, r, "together group") for r in members})
         for v in ids:
             if group_of[v] >= 0:

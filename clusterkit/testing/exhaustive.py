@@ -136,7 +136,7 @@ def _set_partitions(items: list[int]) -> Iterator[list[list[int]]]:
 def _valid(problem: Problem, labels: list[int], devices: list[int], blocks, choice,
            edges: list[tuple[int, int]]) -> bool:
     p = problem
-    for block, d in zip(blocks, choice):
+    for block in blocks:
         size = len(block)
         if size < p.min_size or (p.max_size is not None and size > p.max_size):
             return False

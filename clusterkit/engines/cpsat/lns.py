@@ -357,7 +357,7 @@ def coarse_graph(problem: Problem, red: Reduction, state: State
         node_super[ms] = c
     devices: list[tuple[int, ...]] = []
     may_acc: list[bool] = []
-    for c, ms in enumerate(members):
+    for ms in members:
         s = int(sg.node_super[ms[0]])
         d = state.device[s]
         devs = tuple(sorted(set(group_devices(problem, ms)) | {d})) if d >= 0 else ()
