@@ -20,20 +20,44 @@ from typing import Callable
 
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
-from clusterkit.selectors._checks import (check, decided_by, first, non_negative, not_a_restriction,
-                                          opset_at_least, opset_at_most, value, when)
+from clusterkit.selectors._checks import (
+    check,
+    decided_by,
+    first,
+    non_negative,
+    not_a_restriction,
+    opset_at_least,
+    opset_at_most,
+    value,
+    when,
+)
 from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
-from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides,
-                                            no_noop_on_empty_axes, output_hw_above_one,
-                                            resize_const, resize_scales, shape_slice_nonempty,
-                                            slice_is_empty)
+from clusterkit.selectors._op_rules import (
+    axis_dim,
+    clip_bounds,
+    downscale_divides,
+    no_noop_on_empty_axes,
+    output_hw_above_one,
+    resize_const,
+    resize_scales,
+    shape_slice_nonempty,
+    slice_is_empty,
+)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import EACH, Fusion, R, Rule, in_pattern
-from clusterkit.selectors._tensor_checks import (all_inputs, const, dtype_in,
-                                                 no_external_initializers, no_zero_dims,
-                                                 outputs_at_most, rank, same_dtype, static,
-                                                 table_dtypes)
+from clusterkit.selectors._tensor_checks import (
+    all_inputs,
+    const,
+    dtype_in,
+    no_external_initializers,
+    no_zero_dims,
+    outputs_at_most,
+    rank,
+    same_dtype,
+    static,
+    table_dtypes,
+)
 
 TABLE = "coreml_ep.json"
 FORMATS = ("MLProgram", "NeuralNetwork")

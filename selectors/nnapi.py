@@ -20,20 +20,55 @@ patterns; the float op inside a unit is checked like any other node, plus the un
 from __future__ import annotations
 
 from clusterkit.errors import SelectorError
-from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
-                                               kernel_2d)
-from clusterkit.selectors._checks import (check, decided_by, first, non_negative, not_a_restriction,
-                                          opset_at_least, opset_at_most, setting, value, when)
-from clusterkit.selectors._facts import (DEFAULT_DOMAINS, attr_of, default_key, dim_at, float_close,
-                                         numel)
-from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides, last_axis,
-                                            resize_const, resize_scales)
+from clusterkit.selectors._attr_checks import (
+    attr_absent,
+    attr_in,
+    attr_is,
+    default_dilations,
+    kernel_2d,
+)
+from clusterkit.selectors._checks import (
+    check,
+    decided_by,
+    first,
+    non_negative,
+    not_a_restriction,
+    opset_at_least,
+    opset_at_most,
+    setting,
+    value,
+    when,
+)
+from clusterkit.selectors._facts import (
+    DEFAULT_DOMAINS,
+    attr_of,
+    default_key,
+    dim_at,
+    float_close,
+    numel,
+)
+from clusterkit.selectors._op_rules import (
+    axis_dim,
+    clip_bounds,
+    downscale_divides,
+    last_axis,
+    resize_const,
+    resize_scales,
+)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import EACH, N, R, constant_inputs_only
-from clusterkit.selectors._tensor_checks import (all_static, const, dtype_in, inputs_between,
-                                                 no_external_initializers, no_zero_dims,
-                                                 outputs_at_most, rank, table_dtypes)
+from clusterkit.selectors._tensor_checks import (
+    all_static,
+    const,
+    dtype_in,
+    inputs_between,
+    no_external_initializers,
+    no_zero_dims,
+    outputs_at_most,
+    rank,
+    table_dtypes,
+)
 
 TABLE = "nnapi_ep.json"
 QUANT_TEXT = "quantized variant: all scales / zero points must be constant"

@@ -13,15 +13,27 @@ settings: the matrix is for one TensorRT version. No fusion patterns are documen
 from __future__ import annotations
 
 from clusterkit.selectors._attr_checks import attr_all, attr_in, attr_is
-from clusterkit.selectors._checks import (all_zero, check, first, not_a_restriction, opset_at_least,
-                                          opset_at_most, value)
+from clusterkit.selectors._checks import (
+    all_zero,
+    check,
+    first,
+    not_a_restriction,
+    opset_at_least,
+    opset_at_most,
+    value,
+)
 from clusterkit.selectors._facts import attr_of
 from clusterkit.selectors._op_rules import softmax_axis
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import N, R, Rule
-from clusterkit.selectors._tensor_checks import (const, io_dtypes_in, outputs_used_at_most, rank,
-                                                 static)
+from clusterkit.selectors._tensor_checks import (
+    const,
+    io_dtypes_in,
+    outputs_used_at_most,
+    rank,
+    static,
+)
 
 TABLE = "tensorrt_onnx_parser.json"
 TYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8",

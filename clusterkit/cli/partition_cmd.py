@@ -8,13 +8,29 @@ import importlib
 import logging
 import os
 
-from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, REASON_COLUMNS,
-                                        device_rows, fallback_rows, folded_line, get_placement,
-                                        reason_rows, reasons_line, shown_fallbacks)
+from clusterkit.analysis.report import (
+    DEVICE_COLUMNS,
+    FALLBACK_COLUMNS,
+    REASON_COLUMNS,
+    device_rows,
+    fallback_rows,
+    folded_line,
+    get_placement,
+    reason_rows,
+    reasons_line,
+    shown_fallbacks,
+)
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_devices_arg, add_explain_limit_arg, add_problem_args,
-                                   model_label, optimize_from_args, problem_from_args,
-                                   raw_graph_hint, strategy_options)
+from clusterkit.cli.common import (
+    add_devices_arg,
+    add_explain_limit_arg,
+    add_problem_args,
+    model_label,
+    optimize_from_args,
+    problem_from_args,
+    raw_graph_hint,
+    strategy_options,
+)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.fusion import source_model

@@ -18,8 +18,12 @@ from clusterkit.errors import ConstraintError, CycleError
 from clusterkit.graph.algorithms import group_labels, quotient, topological_order
 from clusterkit.graph.convexity import first_reentry
 from clusterkit.graph.core import Graph
-from clusterkit.selection.protocol import (SubgraphProperty, call_select, call_select_input,
-                                           call_select_output)
+from clusterkit.selection.protocol import (
+    SubgraphProperty,
+    call_select,
+    call_select_input,
+    call_select_output,
+)
 
 NodeRef = Union[int, str]
 

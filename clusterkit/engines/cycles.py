@@ -53,8 +53,12 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import UnionFind, gc_paused, roots
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
-from clusterkit.selection.protocol import (SubgraphSelector, call_select, call_select_input,
-                                           call_select_output)
+from clusterkit.selection.protocol import (
+    SubgraphSelector,
+    call_select,
+    call_select_input,
+    call_select_output,
+)
 
 
 def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | None = 1024,

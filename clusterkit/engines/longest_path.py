@@ -59,8 +59,13 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.reasons import BELOW_MIN_SIZE, FILTER_DROPPED, GROUP_FITS_NO_DEVICE, SELECT_REFUSED
 from clusterkit.result import Partition, cut_bytes
-from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_select,
-                                           call_select_input, call_select_output)
+from clusterkit.selection.protocol import (
+    SubgraphSelector,
+    call_filter,
+    call_select,
+    call_select_input,
+    call_select_output,
+)
 
 # why a supported node ends on the fallback: a code per node while the engine runs, the shared
 # reason of each code on the partition's ``fallback_reasons``

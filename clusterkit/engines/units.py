@@ -19,8 +19,13 @@ from scipy.sparse.csgraph import depth_first_order
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
-from clusterkit.graph.algorithms import (group_labels, heaviest_paths, positions, quotient,
-                                         topological_order)
+from clusterkit.graph.algorithms import (
+    group_labels,
+    heaviest_paths,
+    positions,
+    quotient,
+    topological_order,
+)
 
 #: how many landmark units :attr:`UnitGraph.landmarks` labels reachability with
 LANDMARKS = 256

@@ -23,8 +23,12 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import PartitionError, SelectorError
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.core import Graph
-from clusterkit.io.partition_json import (cluster_nodes, model_fingerprint, read_partition_json,
-                                          source_nodes)
+from clusterkit.io.partition_json import (
+    cluster_nodes,
+    model_fingerprint,
+    read_partition_json,
+    source_nodes,
+)
 from clusterkit.result import Partition
 
 #: the selector specs a plan may record: ``[DEVICE=]ops:OP,...`` or ``[DEVICE=]NAME[...]``

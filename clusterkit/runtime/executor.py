@@ -29,8 +29,15 @@ from typing import Any, Mapping
 import numpy as np
 
 from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
-from clusterkit.fusion import (FusedGraph, StaticInfo, initializer_map, required_inputs, root_of,
-                               runtime_outputs, source_model)
+from clusterkit.fusion import (
+    FusedGraph,
+    StaticInfo,
+    initializer_map,
+    required_inputs,
+    root_of,
+    runtime_outputs,
+    source_model,
+)
 from clusterkit.graph.core import _NONDETERMINISTIC as _RANDOM_OPS
 from clusterkit.graph.core import Graph
 from clusterkit.graph.subgraph import Subgraph

@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from clusterkit.selection.protocol import (SubgraphProperty, SubgraphSelector,
-                                           call_create_subgraph_selector)
+from clusterkit.selection.protocol import (
+    SubgraphProperty,
+    SubgraphSelector,
+    call_create_subgraph_selector,
+)
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph, Node

@@ -43,8 +43,13 @@ from typing import Any, Sequence
 
 from ortools.sat.python import cp_model
 
-from clusterkit.engines.cpsat.reduce import (Reduction, SuperGraph, TensorTerm, mergeable,
-                                             reachability)
+from clusterkit.engines.cpsat.reduce import (
+    Reduction,
+    SuperGraph,
+    TensorTerm,
+    mergeable,
+    reachability,
+)
 
 Lit = Any  # True, False, or a CP-SAT literal
 

@@ -38,8 +38,13 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.cpsat.build import ClusterModel
 from clusterkit.engines.cpsat.hints import topological_ranks
 from clusterkit.engines.cpsat.read import PartsOutcome, assemble
-from clusterkit.engines.cpsat.reduce import (Reduction, SuperGraph, build_supergraph, group_devices,
-                                             reachability)
+from clusterkit.engines.cpsat.reduce import (
+    Reduction,
+    SuperGraph,
+    build_supergraph,
+    group_devices,
+    reachability,
+)
 from clusterkit.engines.cpsat.relax import lower_bound
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part
 from clusterkit.errors import ClusterkitError
