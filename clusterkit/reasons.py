@@ -93,7 +93,7 @@ def infer_reason(problem: Problem, v: int,
     if p.max_const_bytes is not None and int(g.const_bytes[v]) > p.max_const_bytes:
         return Reason(Category.CONSTRAINT, f"it reads {int(g.const_bytes[v])} bytes of constants, "
                       f"above max_const_bytes {p.max_const_bytes}")
-    sup = p.supported[:, v] if p.devices else []
+    sup: np.ndarray | list = p.supported[:, v] if p.devices else []
     takers = [p.devices[d] for d in range(len(p.devices)) if sup[d]]
     if not takers:
         return refusal_reason(p, v, ops_taken)

@@ -115,7 +115,7 @@ def _global_rules(static_shapes_only: bool) -> list[Rule]:
         R("*", "no input dim may exceed 16384", check(
             lambda ctx, node: all(not isinstance(d, int) or d <= 16384
                                   for name in node.inputs if name
-                                  for d in (ctx.tensor(name).shape or ())),
+                                  for d in (ctx.tensor(name).shape or ())),  # type: ignore[union-attr]
             "an input dim exceeds 16384")),
         R("*", "no zero-sized dims", no_zero_dims()),
         R("*", "input rank must be <= 5", all_inputs(lambda p: rank(p, hi=5))),
@@ -279,7 +279,8 @@ def _layout_rules(is_nn: Callable[..., bool], ml: bool, coreml_version: int) -> 
         R("Gather", "indices must not be a scalar", rank(1, lo=1)),
         R("Gather", "rank(data) + rank(indices) - 1", check(
             lambda ctx, node: None in (ctx.rank(node, 0), ctx.rank(node, 1))
-            or ctx.rank(node, 0) + ctx.rank(node, 1) - 1 <= 5, "output rank would exceed 5")),
+            or ctx.rank(node, 0) + ctx.rank(node, 1) - 1 <= 5,  # type: ignore[operator]
+            "output rank would exceed 5")),
     ]
 
 
@@ -352,7 +353,8 @@ def _reshape_rules() -> list[Rule]:
         R("Reshape", "shape (input 1) must be a constant", const(1)),
         R("Reshape", "shape tensor (input 1) must be non-empty", check(
             lambda ctx, node: numel(ctx.shape(node, 1)) is None
-            or 1 <= numel(ctx.shape(node, 1)) <= 5, "shape tensor must have 1..5 entries")),
+            or 1 <= numel(ctx.shape(node, 1)) <= 5,  # type: ignore[operator]
+            "shape tensor must have 1..5 entries")),
         R("Reshape", "fully static, non-scalar shape", first(static(0), rank(0, lo=1))),
         R("Reshape", "allowzero=1 with a 0", value(
             1, lambda v, c, n: not (attr_of(n, "allowzero", 0) == 1 and (v == 0).any()),

@@ -260,7 +260,8 @@ def _gemm_matmul_rules(lvl: int, level) -> list:
             lambda c, n: (c.rank(n, 0) or 0) > 2 and (c.rank(n, 1) or 0) > 2, first(
                 level(3), check(lambda ctx, node: not ctx.in_qdq(node), "batch MatMul in QDQ"),
                 dtype_in(0, ("float32",)), check(
-                    lambda ctx, node: ctx.shape(node, 0)[:-2] == ctx.shape(node, 1)[:-2],
+                    lambda ctx, node: ctx.shape(node, 0)[:-2]  # type: ignore[index]
+                    == ctx.shape(node, 1)[:-2],  # type: ignore[index]
                     "batch dims differ")))),
         R("QLinearMatMul", "A and B rank 2", first(rank(0, allowed=(2,)), rank(3, allowed=(2,)))),
         R("QLinearMatMul", "B (input 3) must be a constant", const(3)),
@@ -324,7 +325,7 @@ def _resize_rules(level) -> list:
             _resize_scales_ok, "scales for N/C must be 1 and 1/scale must divide H/W")),
         R("Resize", "sizes must keep N and C unchanged", value(
             3, lambda v, c, n: c.shape(n, 0) is None or list(v.ravel()[:2]) == list(
-                c.shape(n, 0)[:2]), "sizes change N or C")),
+                c.shape(n, 0)[:2]), "sizes change N or C")),  # type: ignore[index]
         R("Resize", "NCHW input needs feature level > 2", level(3)),
         R("Resize", "float32 or uint8", dtype_in(0, ("float32", "uint8"))),
     ]

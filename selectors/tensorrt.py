@@ -119,7 +119,7 @@ def _other_op_rules() -> list[Rule]:
           "seed is ignored", not_a_restriction("a behaviour note")),
         R(["RandomNormalLike", "RandomUniformLike"], "input must be a tensor, not an initializer",
           check(lambda ctx, node: not (ctx.input(node, 0) is not None
-                                       and ctx.input(node, 0).is_constant),
+                                       and ctx.input(node, 0).is_constant),  # type: ignore[union-attr]
                 "input 0 is a constant")),
         R(REDUCE, "axes (input 1) must be an initializer", const(1)),
     ]

@@ -140,7 +140,7 @@ def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str
     model_path = optimized_model_path(args.json)
     result.info["optimize"] = level
     result.info["model_file"] = os.path.basename(model_path)
-    outputs = [(args.json, partition_json_text(result, name))]
+    outputs: list[tuple[str, str | bytes]] = [(args.json, partition_json_text(result, name))]
     model = source_model(result.graph)
     data = model_bytes(model, model_path)
     if data is None:  # too large for one protobuf: written with external data, first

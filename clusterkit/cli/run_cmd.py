@@ -191,6 +191,7 @@ def main(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         outputs = executor.run(feeds)
         total += time.perf_counter() - start
+    assert outputs is not None  # the loop runs at least once
     runs = max(1, args.repeat)
     print(executor.summary())
     print(f"{units_line(executor, part.metrics()['partitions'])}, mean run "

@@ -103,7 +103,9 @@ class Problem:
     @property
     def any_supported(self) -> np.ndarray:
         """Nodes some device takes."""
-        return self.supported.any(axis=0) if len(self.devices) else np.zeros(self.n, bool)
+        if not len(self.devices):
+            return np.zeros(self.n, bool)
+        return np.asarray(self.supported.any(axis=0))  # an array (numpy's hints say maybe a bool)
 
     @property
     def first_device(self) -> np.ndarray:
@@ -240,8 +242,8 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     groups = [np.asarray(ids, dtype=np.int64)
               for ids in close_groups(graph, given, supported, devices)]
     group_of[:] = -1
-    for gi, ids in enumerate(groups):
-        group_of[ids] = gi
+    for gi, group in enumerate(groups):
+        group_of[group] = gi
     problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
                       never, groups, group_of, cons.min_size, cons.max_size,
                       cons.max_const_bytes, cons)

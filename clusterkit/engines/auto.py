@@ -167,12 +167,12 @@ def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int]
             best, best_key, winner = part, key, "refine"
     if problem.n <= limit and not _within(best_key, bound, POLISH_GAIN):
         start = time.perf_counter()
-        part = _polish(problem, best, seconds, verdicts)
-        if part is not None:
-            key = part.figures()
+        polished = _polish(problem, best, seconds, verdicts)
+        if polished is not None:
+            key = polished.figures()
             figures.append(_entry("cpsat-polish", key, start))
             if key < best_key:
-                best, best_key, winner = part, key, "cpsat-polish"
+                best, best_key, winner = polished, key, "cpsat-polish"
     return best, best_key, winner
 
 

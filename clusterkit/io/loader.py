@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import Any, Mapping
 
 import networkx as nx
 
@@ -47,7 +47,7 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
     raise ModelLoadError(f"cannot load a model from a {type(model).__name__}")
 
 
-def _load_optimized(model: "str | os.PathLike | object", dims: Mapping[str, int] | None,
+def _load_optimized(model: Any, dims: Mapping[str, int] | None,
                     level: str) -> Graph:
     """The Graph of the model onnxruntime's ``level`` optimizations make, named as ``model``."""
     proto = optimize_model(model, level, dims=dims)

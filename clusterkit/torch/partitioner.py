@@ -102,12 +102,13 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         fx_nodes = {nd.name: nd for nd in self.graph_module.graph.nodes}
         prop = FxSupportProperty(self.operator_support, self.graph_module, device="fx")
         supported = prop.create_subgraph_selector().supported_mask(graph)
+        assert supported is not None  # FxSupportProperty's selectors always have a mask
         supported, groups = _getitem_rule(graph, fx_nodes, supported)
         problem = Constraints(together=groups).compile(graph, [_MaskProperty(supported, "fx")])
         part = run_strategy(problem, self.strategy, **self.options)
         self.last_partition = part
         order = {nd: k for k, nd in enumerate(reversed(self.graph_module.graph.nodes))}
-        out = []
+        out: list[Partition] = []
         for cluster in part.accelerator_clusters():
             members = [fx_nodes[graph.nodes[v].name] for v in cluster.nodes]
             if not self.allows_single_node_partition and self._compute_count(members) <= 1:
@@ -141,7 +142,7 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
 
 
 def _getitem_rule(graph: Graph, fx_nodes: dict[str, FxNode], supported: np.ndarray
-                  ) -> tuple[np.ndarray, list[list[int]]]:
+                  ) -> tuple[np.ndarray, list[list[int | str]]]:
     """torch's getitem rule: the ``getitem`` users of a node whose users are all ``getitem``
     go where the node goes. Returns the support after the rule and the together groups (a
     supported producer with its getitems; chains of getitems joined)."""
@@ -163,7 +164,7 @@ def _getitem_rule(graph: Graph, fx_nodes: dict[str, FxNode], supported: np.ndarr
                 follows = True
     if not follows:
         return supported, []
-    members: dict[int, list[int]] = {}
+    members: dict[int, list[int | str]] = {}  # the node refs of Constraints.together
     for v in range(graph.n):
         members.setdefault(uf.find(v), []).append(v)
     return supported, [g for g in members.values() if len(g) > 1]
