@@ -39,6 +39,7 @@ def const(*positions: int, required: bool = False) -> Check:
 
 def not_const(pos: int = 0) -> Check:
     """Input ``pos`` must not be a constant."""
+    # (None is tested first: mypy does not narrow a call made twice)
     return check(lambda ctx, node: not (ctx.input(node, pos) is not None
                                         and ctx.input(node, pos).is_constant),  # type: ignore[union-attr]
                  f"input {pos} must not be a constant/initializer")
@@ -246,6 +247,7 @@ def io_dtypes_in(allowed: Iterable[str], suffix: str = "is not supported") -> Ch
     allowed = frozenset(allowed)
 
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
+        # (None removed from the set)
         bad = sorted({t.dtype for t in ctx.io_tensors(node)} - allowed - {None})  # type: ignore[type-var]
         return f"tensor type {bad} {suffix}" if bad else None
     return run

@@ -113,6 +113,7 @@ def _global_rules(static_shapes_only: bool) -> list[Rule]:
             all_inputs(lambda p: rank(p, required=True)),
             when(lambda c, n: static_shapes_only, all_inputs(lambda p: static(p))))),
         R("*", "no input dim may exceed 16384", check(
+            # (every tensor a node reads is in the graph: Graph.build checks)
             lambda ctx, node: all(not isinstance(d, int) or d <= 16384
                                   for name in node.inputs if name
                                   for d in (ctx.tensor(name).shape or ())),  # type: ignore[union-attr]
@@ -278,6 +279,7 @@ def _layout_rules(is_nn: Callable[..., bool], ml: bool, coreml_version: int) -> 
         R("Gather", "data must be float32 or int64", dtype_in(0, ("float32", "int64"))),
         R("Gather", "indices must not be a scalar", rank(1, lo=1)),
         R("Gather", "rank(data) + rank(indices) - 1", check(
+            # (None is tested first: mypy does not narrow a call made twice)
             lambda ctx, node: None in (ctx.rank(node, 0), ctx.rank(node, 1))
             or ctx.rank(node, 0) + ctx.rank(node, 1) - 1 <= 5,  # type: ignore[operator]
             "output rank would exceed 5")),
@@ -352,6 +354,7 @@ def _reshape_rules() -> list[Rule]:
     return [
         R("Reshape", "shape (input 1) must be a constant", const(1)),
         R("Reshape", "shape tensor (input 1) must be non-empty", check(
+            # (None is tested first: mypy does not narrow a call made twice)
             lambda ctx, node: numel(ctx.shape(node, 1)) is None
             or 1 <= numel(ctx.shape(node, 1)) <= 5,  # type: ignore[operator]
             "shape tensor must have 1..5 entries")),

@@ -260,6 +260,7 @@ def _gemm_matmul_rules(lvl: int, level) -> list:
             lambda c, n: (c.rank(n, 0) or 0) > 2 and (c.rank(n, 1) or 0) > 2, first(
                 level(3), check(lambda ctx, node: not ctx.in_qdq(node), "batch MatMul in QDQ"),
                 dtype_in(0, ("float32",)), check(
+                    # (shapes known: both ranks are above 2)
                     lambda ctx, node: ctx.shape(node, 0)[:-2]  # type: ignore[index]
                     == ctx.shape(node, 1)[:-2],  # type: ignore[index]
                     "batch dims differ")))),
@@ -324,6 +325,7 @@ def _resize_rules(level) -> list:
         R("Resize", "scales for N and C must be 1.0", check(
             _resize_scales_ok, "scales for N/C must be 1 and 1/scale must divide H/W")),
         R("Resize", "sizes must keep N and C unchanged", value(
+            # (None is tested first: mypy does not narrow a call made twice)
             3, lambda v, c, n: c.shape(n, 0) is None or list(v.ravel()[:2]) == list(
                 c.shape(n, 0)[:2]), "sizes change N or C")),  # type: ignore[index]
         R("Resize", "NCHW input needs feature level > 2", level(3)),

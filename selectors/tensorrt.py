@@ -118,6 +118,7 @@ def _other_op_rules() -> list[Rule]:
         R(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"],
           "seed is ignored", not_a_restriction("a behaviour note")),
         R(["RandomNormalLike", "RandomUniformLike"], "input must be a tensor, not an initializer",
+          # (None is tested first: mypy does not narrow a call made twice)
           check(lambda ctx, node: not (ctx.input(node, 0) is not None
                                        and ctx.input(node, 0).is_constant),  # type: ignore[union-attr]
                 "input 0 is a constant")),

@@ -456,7 +456,7 @@ class Executor:
         u.runs += 1
         u.total_seconds += dt
         u.last_seconds = dt
-        nbytes = u.compiled.value_kind.nbytes  # type: ignore[union-attr]
+        nbytes = u.compiled.value_kind.nbytes  # type: ignore[union-attr]  # as above
         u.bytes_in = sum(map(nbytes, ins))
         u.bytes_out = sum(map(nbytes, outs))
         for k, value in zip(u.out_slots, outs):
