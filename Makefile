@@ -7,7 +7,7 @@ JOBS ?= 2
 # the CPU build of PyTorch for the optional clusterkit.torch tests (a bare `torch` pulls CUDA)
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test bench install clean
+.PHONY: demo test lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m clusterkit.cli.demo
 
-test: $(STAMP)
+# ruff and mypy on clusterkit/ and selectors/, settings in pyproject.toml: a style or type error
+# fails `make test`
+lint: $(STAMP)
+	$(PY) tools/lint.py
+
+test: $(STAMP) lint
 	$(PY) -m pytest -q -n $(JOBS) -p no:cacheprovider
 
 bench: $(STAMP)

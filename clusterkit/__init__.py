@@ -4,18 +4,38 @@ run, under constraints, with interchangeable strategies, and fuse each cluster i
 from clusterkit.api import make_problem, partition, run_strategy
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
 from clusterkit.engines import get_strategy, register_strategy, strategy_names
-from clusterkit.errors import (BackendError, ClusterkitError, ConstraintError, CycleError,
-                               ExecutionError, GraphError, ModelLoadError, PartitionError,
-                               RenderError, SelectorError, StrategyError, WriteError)
-from clusterkit.errors import UsageError
+from clusterkit.errors import (
+    BackendError,
+    ClusterkitError,
+    ConstraintError,
+    CycleError,
+    ExecutionError,
+    GraphError,
+    ModelLoadError,
+    PartitionError,
+    RenderError,
+    SelectorError,
+    StrategyError,
+    UsageError,
+    WriteError,
+)
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.graph.subgraph import Subgraph, SubgraphNode
 from clusterkit.io.loader import load_graph
-from clusterkit.io.networkx import (from_networkx, graph_from_node_link, load_node_link,
-                                    to_networkx, to_node_link)
+from clusterkit.io.networkx import (
+    from_networkx,
+    graph_from_node_link,
+    load_node_link,
+    to_networkx,
+    to_node_link,
+)
 from clusterkit.result import Cluster, Partition, cut_bytes
-from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
-                                           SubgraphSelector)
+from clusterkit.selection.protocol import (
+    ContainOpSelector,
+    OpsProperty,
+    SubgraphProperty,
+    SubgraphSelector,
+)
 from clusterkit.selection.registry import get_property, register_property, registered_properties
 from clusterkit.selection.specs import parse_selector, parse_selectors
 

@@ -36,7 +36,7 @@ FRONT_DOOR_PARAMETERS = ("strategy", "constraints", "fallback", "selector", "val
 SELF_PLACING = ("cpsat", "placement")
 
 
-def make_problem(model: Any, selectors: Iterable[str | SubgraphProperty],
+def make_problem(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
                  constraints: Constraints | None = None, fallback: str = "cpu") -> Problem:
     """Load ``model`` and compile ``constraints`` (default: :meth:`Constraints.default`) with
     the devices of ``selectors`` (specs or properties, priority order)."""

@@ -94,7 +94,7 @@ def infer_reason(problem: Problem, v: int,
     if lim.max_const_bytes is not None and held > lim.max_const_bytes:
         return Reason(Category.CONSTRAINT, f"it reads {held} bytes of constants, "
                       f"above max_const_bytes {lim.max_const_bytes}")
-    sup = p.supported[:, v] if p.devices else []
+    sup: np.ndarray | list = p.supported[:, v] if p.devices else []
     takers = [d for d in range(len(p.devices)) if sup[d]]
     if not takers:
         over = _budgets_below(p, v, held)
@@ -115,7 +115,7 @@ def _budgets_below(p: Problem, v: int, held: int) -> list[str]:
     (which took it off those devices), on devices whose op table does not rule it out."""
     lim, node = p.limits, p.graph.nodes[v]
     return [f"{lim.setting(d, 'bytes')} {lim.max_const[d]}" for d in range(len(p.devices))
-            if lim.max_const[d] is not None and held > lim.max_const[d]
+            if (cap := lim.max_const[d]) is not None and held > cap
             and op_in_table(p.properties[d], node) is not False]
 
 

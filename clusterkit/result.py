@@ -356,7 +356,7 @@ class Partition:
         from collections import deque
 
         parent: dict[int, int] = {}
-        queue = deque()
+        queue: deque[int] = deque()
         for u in self.clusters[start].nodes:
             for w in succ[u]:
                 if a[w] != start and a[w] in scc and w not in parent:

@@ -19,6 +19,7 @@ if __name__ == "selectors":  # imported under the bare name: hand back the stand
 
     _path = _os.path.join(_sysconfig.get_paths()["stdlib"], "selectors.py")
     _spec = _util.spec_from_file_location("selectors", _path)
+    assert _spec is not None and _spec.loader is not None  # a .py file of the stdlib
     _module = _util.module_from_spec(_spec)
     _sys.modules["selectors"] = _module
     _spec.loader.exec_module(_module)

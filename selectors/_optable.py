@@ -107,7 +107,7 @@ def parse_step(text: str) -> Step:
 @lru_cache(maxsize=None)
 def load_table(file: str) -> Table:
     """Load ``data/<file>`` shipped with this package."""
-    path = resources.files("clusterkit.selectors").joinpath("data", file)
+    path = resources.files("clusterkit.selectors").joinpath("data").joinpath(file)  # 3.10's: one
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -140,6 +140,7 @@ class TableProperty(SubgraphProperty):
         entry = self.table.ops.get(key) if key else None
         if entry is None:
             return [f"op {op_label(node)} is not in the {self.table.backend} table"]
+        assert key is not None  # (entry is None without a key)
         if not entry.supported:
             return [f"op {key} is listed as not supported in the {self.table.backend} table"]
         if not self._available(entry):

@@ -39,8 +39,9 @@ def const(*positions: int, required: bool = False) -> Check:
 
 def not_const(pos: int = 0) -> Check:
     """Input ``pos`` must not be a constant."""
+    # (None is tested first: mypy does not narrow a call made twice)
     return check(lambda ctx, node: not (ctx.input(node, pos) is not None
-                                        and ctx.input(node, pos).is_constant),
+                                        and ctx.input(node, pos).is_constant),  # type: ignore[union-attr]
                  f"input {pos} must not be a constant/initializer")
 
 
@@ -152,7 +153,7 @@ def same_dtype(positions: Sequence[int]) -> Check:
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
         ds = {ctx.dtype(node, p) for p in positions if ctx.has_input(node, p)} - {None}
         if len(ds) > 1:
-            return f"inputs {list(positions)} have different dtypes {sorted(ds)}"
+            return f"inputs {list(positions)} have different dtypes {sorted(ds)}"  # type: ignore[type-var]  # None removed
         return None
     return run
 
@@ -246,6 +247,7 @@ def io_dtypes_in(allowed: Iterable[str], suffix: str = "is not supported") -> Ch
     allowed = frozenset(allowed)
 
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:
-        bad = sorted({t.dtype for t in ctx.io_tensors(node)} - allowed - {None})
+        # (None removed from the set)
+        bad = sorted({t.dtype for t in ctx.io_tensors(node)} - allowed - {None})  # type: ignore[type-var]
         return f"tensor type {bad} {suffix}" if bad else None
     return run

@@ -20,20 +20,44 @@ from typing import Callable
 
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
-from clusterkit.selectors._checks import (check, decided_by, first, non_negative, not_a_restriction,
-                                          opset_at_least, opset_at_most, value, when)
+from clusterkit.selectors._checks import (
+    check,
+    decided_by,
+    first,
+    non_negative,
+    not_a_restriction,
+    opset_at_least,
+    opset_at_most,
+    value,
+    when,
+)
 from clusterkit.selectors._facts import attr_of, dim_at, norm_axis, numel
-from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides,
-                                            no_noop_on_empty_axes, output_hw_above_one,
-                                            resize_const, resize_scales, shape_slice_nonempty,
-                                            slice_is_empty)
+from clusterkit.selectors._op_rules import (
+    axis_dim,
+    clip_bounds,
+    downscale_divides,
+    no_noop_on_empty_axes,
+    output_hw_above_one,
+    resize_const,
+    resize_scales,
+    shape_slice_nonempty,
+    slice_is_empty,
+)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import EACH, Fusion, R, Rule, in_pattern
-from clusterkit.selectors._tensor_checks import (all_inputs, const, dtype_in,
-                                                 no_external_initializers, no_zero_dims,
-                                                 outputs_at_most, rank, same_dtype, static,
-                                                 table_dtypes)
+from clusterkit.selectors._tensor_checks import (
+    all_inputs,
+    const,
+    dtype_in,
+    no_external_initializers,
+    no_zero_dims,
+    outputs_at_most,
+    rank,
+    same_dtype,
+    static,
+    table_dtypes,
+)
 
 TABLE = "coreml_ep.json"
 FORMATS = ("MLProgram", "NeuralNetwork")
@@ -89,9 +113,10 @@ def _global_rules(static_shapes_only: bool) -> list[Rule]:
             all_inputs(lambda p: rank(p, required=True)),
             when(lambda c, n: static_shapes_only, all_inputs(lambda p: static(p))))),
         R("*", "no input dim may exceed 16384", check(
+            # (every tensor a node reads is in the graph: Graph.build checks)
             lambda ctx, node: all(not isinstance(d, int) or d <= 16384
                                   for name in node.inputs if name
-                                  for d in (ctx.tensor(name).shape or ())),
+                                  for d in (ctx.tensor(name).shape or ())),  # type: ignore[union-attr]
             "an input dim exceeds 16384")),
         R("*", "no zero-sized dims", no_zero_dims()),
         R("*", "input rank must be <= 5", all_inputs(lambda p: rank(p, hi=5))),
@@ -254,8 +279,10 @@ def _layout_rules(is_nn: Callable[..., bool], ml: bool, coreml_version: int) -> 
         R("Gather", "data must be float32 or int64", dtype_in(0, ("float32", "int64"))),
         R("Gather", "indices must not be a scalar", rank(1, lo=1)),
         R("Gather", "rank(data) + rank(indices) - 1", check(
+            # (None is tested first: mypy does not narrow a call made twice)
             lambda ctx, node: None in (ctx.rank(node, 0), ctx.rank(node, 1))
-            or ctx.rank(node, 0) + ctx.rank(node, 1) - 1 <= 5, "output rank would exceed 5")),
+            or ctx.rank(node, 0) + ctx.rank(node, 1) - 1 <= 5,  # type: ignore[operator]
+            "output rank would exceed 5")),
     ]
 
 
@@ -327,8 +354,10 @@ def _reshape_rules() -> list[Rule]:
     return [
         R("Reshape", "shape (input 1) must be a constant", const(1)),
         R("Reshape", "shape tensor (input 1) must be non-empty", check(
+            # (None is tested first: mypy does not narrow a call made twice)
             lambda ctx, node: numel(ctx.shape(node, 1)) is None
-            or 1 <= numel(ctx.shape(node, 1)) <= 5, "shape tensor must have 1..5 entries")),
+            or 1 <= numel(ctx.shape(node, 1)) <= 5,  # type: ignore[operator]
+            "shape tensor must have 1..5 entries")),
         R("Reshape", "fully static, non-scalar shape", first(static(0), rank(0, lo=1))),
         R("Reshape", "allowzero=1 with a 0", value(
             1, lambda v, c, n: not (attr_of(n, "allowzero", 0) == 1 and (v == 0).any()),

@@ -25,8 +25,15 @@ from clusterkit.selectors._facts import ONNX_TYPES, attr_of, numel
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import Fusion, R, in_pattern
-from clusterkit.selectors._tensor_checks import (absent_input, const, dtype_in, no_zero_dims,
-                                                 outputs_at_most, rank, table_dtypes)
+from clusterkit.selectors._tensor_checks import (
+    absent_input,
+    const,
+    dtype_in,
+    no_zero_dims,
+    outputs_at_most,
+    rank,
+    table_dtypes,
+)
 
 TABLE = "dnnl_ep.json"
 ELTWISE = ["Abs", "Elu", "Exp", "LeakyRelu", "Log", "Relu", "Round", "Sigmoid", "Softplus",

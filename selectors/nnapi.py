@@ -20,20 +20,55 @@ patterns; the float op inside a unit is checked like any other node, plus the un
 from __future__ import annotations
 
 from clusterkit.errors import SelectorError
-from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
-                                               kernel_2d)
-from clusterkit.selectors._checks import (check, decided_by, first, non_negative, not_a_restriction,
-                                          opset_at_least, opset_at_most, setting, value, when)
-from clusterkit.selectors._facts import (DEFAULT_DOMAINS, attr_of, default_key, dim_at, float_close,
-                                         numel)
-from clusterkit.selectors._op_rules import (axis_dim, clip_bounds, downscale_divides, last_axis,
-                                            resize_const, resize_scales)
+from clusterkit.selectors._attr_checks import (
+    attr_absent,
+    attr_in,
+    attr_is,
+    default_dilations,
+    kernel_2d,
+)
+from clusterkit.selectors._checks import (
+    check,
+    decided_by,
+    first,
+    non_negative,
+    not_a_restriction,
+    opset_at_least,
+    opset_at_most,
+    setting,
+    value,
+    when,
+)
+from clusterkit.selectors._facts import (
+    DEFAULT_DOMAINS,
+    attr_of,
+    default_key,
+    dim_at,
+    float_close,
+    numel,
+)
+from clusterkit.selectors._op_rules import (
+    axis_dim,
+    clip_bounds,
+    downscale_divides,
+    last_axis,
+    resize_const,
+    resize_scales,
+)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import EACH, N, R, constant_inputs_only
-from clusterkit.selectors._tensor_checks import (all_static, const, dtype_in, inputs_between,
-                                                 no_external_initializers, no_zero_dims,
-                                                 outputs_at_most, rank, table_dtypes)
+from clusterkit.selectors._tensor_checks import (
+    all_static,
+    const,
+    dtype_in,
+    inputs_between,
+    no_external_initializers,
+    no_zero_dims,
+    outputs_at_most,
+    rank,
+    table_dtypes,
+)
 
 TABLE = "nnapi_ep.json"
 QUANT_TEXT = "quantized variant: all scales / zero points must be constant"
@@ -225,7 +260,9 @@ def _gemm_matmul_rules(lvl: int, level) -> list:
             lambda c, n: (c.rank(n, 0) or 0) > 2 and (c.rank(n, 1) or 0) > 2, first(
                 level(3), check(lambda ctx, node: not ctx.in_qdq(node), "batch MatMul in QDQ"),
                 dtype_in(0, ("float32",)), check(
-                    lambda ctx, node: ctx.shape(node, 0)[:-2] == ctx.shape(node, 1)[:-2],
+                    # (shapes known: both ranks are above 2)
+                    lambda ctx, node: ctx.shape(node, 0)[:-2]  # type: ignore[index]
+                    == ctx.shape(node, 1)[:-2],  # type: ignore[index]
                     "batch dims differ")))),
         R("QLinearMatMul", "A and B rank 2", first(rank(0, allowed=(2,)), rank(3, allowed=(2,)))),
         R("QLinearMatMul", "B (input 3) must be a constant", const(3)),
@@ -288,8 +325,9 @@ def _resize_rules(level) -> list:
         R("Resize", "scales for N and C must be 1.0", check(
             _resize_scales_ok, "scales for N/C must be 1 and 1/scale must divide H/W")),
         R("Resize", "sizes must keep N and C unchanged", value(
+            # (None is tested first: mypy does not narrow a call made twice)
             3, lambda v, c, n: c.shape(n, 0) is None or list(v.ravel()[:2]) == list(
-                c.shape(n, 0)[:2]), "sizes change N or C")),
+                c.shape(n, 0)[:2]), "sizes change N or C")),  # type: ignore[index]
         R("Resize", "NCHW input needs feature level > 2", level(3)),
         R("Resize", "float32 or uint8", dtype_in(0, ("float32", "uint8"))),
     ]
@@ -361,7 +399,7 @@ def _quantized_ok(ctx, node):
         if key != "DequantizeLinear" and ctx.dtype(node, 0, out=True) not in (None, "uint8"):
             return f"output dtype {ctx.dtype(node, 0, out=True)} is not uint8"
         return None
-    for p, name in enumerate(node.inputs):  # a float op inside a QDQ unit
+    for p in range(len(node.inputs)):  # a float op inside a QDQ unit
         dq = ctx.dq_producer(node, p)
         if dq is None:
             continue

@@ -1,15 +1,15 @@
 """Intel NPU through ONNX Runtime's OpenVINO EP (the EP checks NPU against its CPU op lists).
 
-The op table (``openvino_ep_npu.json`` in this package's ``data`` folder) transcribes the
-OpenVINO EP's op lists in ONNX Runtime 1.22 (upstream data_ops.cc and capability.cc) and the
-OpenVINO ONNX frontend's op table; ``clusterkit verify`` agrees with the real EP of
-``clusterkit[openvino]`` (onnxruntime-ep-openvino 1.8.1, virtual NPU) node by node on every
-bundled and light model (the table's ``verified`` block). Setting: ``ov_version`` — the installed OpenVINO version
-(default ``"2025.1"``, the newest the table references). An op row applies only from its NPU
-version; I/O dtypes follow the CPU list (float16 from 2022.2, int4/uint4 from 2024.4); scalar
-(rank-0) non-constant I/O is refused unless the op's row allows it from a version <= the
-installed one; zero-sized dims in non-constant I/O are refused except for the ops the CPU list
-tolerates (constant initializer inputs are not checked, as upstream).
+The op table (``openvino_ep_npu.json`` in this package's ``data`` folder) transcribes the OpenVINO
+EP's op lists in ONNX Runtime 1.22 (upstream data_ops.cc and capability.cc) and the OpenVINO ONNX
+frontend's op table; ``clusterkit verify`` agrees with the real EP of ``clusterkit[openvino]``
+(onnxruntime-ep-openvino 1.8.1, virtual NPU) node by node on every bundled and light model (the
+table's ``verified`` block). Setting: ``ov_version`` — the installed OpenVINO version (default
+``"2025.1"``, the newest the table references). An op row applies only from its NPU version; I/O
+dtypes follow the CPU list (float16 from 2022.2, int4/uint4 from 2024.4); scalar (rank-0)
+non-constant I/O is refused unless the op's row allows it from a version <= the installed one;
+zero-sized dims in non-constant I/O are refused except for the ops the CPU list tolerates (constant
+initializer inputs are not checked, as upstream).
 
 Whole-partition rules of the EP's GetCapability (``partition_rules`` in the data; applied only
 with the setting ``partition_rules=True``, because the table's op list predates the flat list of

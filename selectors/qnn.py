@@ -27,17 +27,37 @@ from __future__ import annotations
 
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._attr_checks import attr_absent, attr_in, attr_is, default_dilations
-from clusterkit.selectors._checks import (check, first, non_negative, not_a_restriction, setting,
-                                          value, when)
+from clusterkit.selectors._checks import (
+    check,
+    first,
+    non_negative,
+    not_a_restriction,
+    setting,
+    value,
+    when,
+)
 from clusterkit.selectors._facts import attr_of, numel
-from clusterkit.selectors._op_rules import (axis_dim, last_axis, no_noop_on_empty_axes,
-                                            shape_slice_nonempty)
+from clusterkit.selectors._op_rules import (
+    axis_dim,
+    last_axis,
+    no_noop_on_empty_axes,
+    shape_slice_nonempty,
+)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import Fusion, N, R, in_pattern
-from clusterkit.selectors._tensor_checks import (absent_input, all_static, const, dtype_in,
-                                                 inputs_between, not_const, outputs_at_most,
-                                                 per_tensor_dq, rank, static)
+from clusterkit.selectors._tensor_checks import (
+    absent_input,
+    all_static,
+    const,
+    dtype_in,
+    inputs_between,
+    not_const,
+    outputs_at_most,
+    per_tensor_dq,
+    rank,
+    static,
+)
 
 TABLE = "qnn_ep.json"
 BACKENDS = ("htp", "cpu", "gpu")

@@ -13,15 +13,27 @@ settings: the matrix is for one TensorRT version. No fusion patterns are documen
 from __future__ import annotations
 
 from clusterkit.selectors._attr_checks import attr_all, attr_in, attr_is
-from clusterkit.selectors._checks import (all_zero, check, first, not_a_restriction, opset_at_least,
-                                          opset_at_most, value)
+from clusterkit.selectors._checks import (
+    all_zero,
+    check,
+    first,
+    not_a_restriction,
+    opset_at_least,
+    opset_at_most,
+    value,
+)
 from clusterkit.selectors._facts import attr_of
 from clusterkit.selectors._op_rules import softmax_axis
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import N, R, Rule
-from clusterkit.selectors._tensor_checks import (const, io_dtypes_in, outputs_used_at_most, rank,
-                                                 static)
+from clusterkit.selectors._tensor_checks import (
+    const,
+    io_dtypes_in,
+    outputs_used_at_most,
+    rank,
+    static,
+)
 
 TABLE = "tensorrt_onnx_parser.json"
 TYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
@@ -106,8 +118,9 @@ def _other_op_rules() -> list[Rule]:
         R(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"],
           "seed is ignored", not_a_restriction("a behaviour note")),
         R(["RandomNormalLike", "RandomUniformLike"], "input must be a tensor, not an initializer",
+          # (None is tested first: mypy does not narrow a call made twice)
           check(lambda ctx, node: not (ctx.input(node, 0) is not None
-                                       and ctx.input(node, 0).is_constant),
+                                       and ctx.input(node, 0).is_constant),  # type: ignore[union-attr]
                 "input 0 is a constant")),
         R(REDUCE, "axes (input 1) must be an initializer", const(1)),
     ]

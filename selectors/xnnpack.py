@@ -18,17 +18,35 @@ gives the pairs as must-stay-together groups for engines.
 
 from __future__ import annotations
 
-from clusterkit.selectors._attr_checks import (attr_absent, attr_in, attr_is, default_dilations,
-                                               kernel_2d)
+from clusterkit.selectors._attr_checks import (
+    attr_absent,
+    attr_in,
+    attr_is,
+    default_dilations,
+    kernel_2d,
+)
 from clusterkit.selectors._checks import check, first, opset_at_least, value, when
 from clusterkit.selectors._facts import attr_of, float_close, norm_axis, numel
-from clusterkit.selectors._op_rules import (downscale_divides, last_axis, output_hw_above_one,
-                                            resize_const, resize_scales)
+from clusterkit.selectors._op_rules import (
+    downscale_divides,
+    last_axis,
+    output_hw_above_one,
+    resize_const,
+    resize_scales,
+)
 from clusterkit.selectors._optable import load_table
 from clusterkit.selectors._property import TableProperty
 from clusterkit.selectors._rules import Fusion, R, Rule, in_pattern
-from clusterkit.selectors._tensor_checks import (const, dtype_in, inputs_between, no_zero_dims,
-                                                 outputs_used_at_most, rank, static, table_dtypes)
+from clusterkit.selectors._tensor_checks import (
+    const,
+    dtype_in,
+    inputs_between,
+    no_zero_dims,
+    outputs_used_at_most,
+    rank,
+    static,
+    table_dtypes,
+)
 
 TABLE = "xnnpack_ep.json"
 CONVS = ["Conv", "ConvTranspose", "QLinearConv", "com.microsoft:QLinearConvTranspose"]

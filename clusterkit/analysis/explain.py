@@ -246,6 +246,7 @@ class _Context:
         if self._cluster_succ is None:
             self._cluster_graph()
         succ, order = self._cluster_succ, self._corder
+        assert succ is not None and order is not None  # built by _cluster_graph
         bound = order[cv]
         stack = [c for c in succ[cu] if c != cv and order[c] < bound]
         seen = set(stack)

@@ -18,9 +18,17 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from clusterkit.analysis.compare import Comparison, row_errors, table_cells
-from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, REASON_COLUMNS,
-                                        device_rows, fallback_rows, folded_line, get_placement,
-                                        reason_rows, reasons_line)
+from clusterkit.analysis.report import (
+    DEVICE_COLUMNS,
+    FALLBACK_COLUMNS,
+    REASON_COLUMNS,
+    device_rows,
+    fallback_rows,
+    folded_line,
+    get_placement,
+    reason_rows,
+    reasons_line,
+)
 from clusterkit.errors import RenderError
 from clusterkit.io.dot import device_colors, dot_to_svg, partition_dot
 from clusterkit.result import Partition

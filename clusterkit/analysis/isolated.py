@@ -97,6 +97,9 @@ def run_isolated(func: Callable[..., Any], args: tuple, timeout: float | None = 
 
 def _start(func: Callable[..., Any], args: tuple) -> tuple[Any, Any]:
     """The started child process computing ``func(*args)``, and the end its answer comes to."""
+    ctx: Any  # the default or the forkserver context
+    target: Callable[..., None]
+    targs: tuple
     if (threading.current_thread() is threading.main_thread()
             or "forkserver" not in multiprocessing.get_all_start_methods()):
         ctx = multiprocessing.get_context()

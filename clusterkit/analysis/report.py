@@ -40,9 +40,9 @@ def format_placement(partition: Partition, max_nodes: int = 10) -> str:
         folded = f" ({e['folded']} folded)" if e.get("folded") else ""
         lines.append(f"  {dev}{tag}: {e['nodes']} nodes{folded} in {e['clusters']} clusters"
                      + (f" — {_ops(e['op_types'])}" if e["op_types"] else ""))
-    folded = folded_line(rep)
-    if folded:
-        lines.append("  " + folded)
+    folded_text = folded_line(rep)
+    if folded_text:
+        lines.append("  " + folded_text)
     lines.append("  " + reasons_line(rep))
     if rep["fallen_back"]:
         shown = shown_fallbacks(rep, max_nodes)

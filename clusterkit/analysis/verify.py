@@ -170,7 +170,7 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition) -> Verification:
     named = {n: graph_node_name(n, index) for n in answer.nodes}
     unknown = [n for n, m in named.items() if m is None
                and answer.op_types.get(n) != "Transpose"]  # the layout transformation's own
-    ep_groups = [sorted({index[named[n]] for n in g if named[n]}) for g in answer.groups]
+    ep_groups = [sorted({index[m] for n in g if (m := named[n])}) for g in answer.groups]
     _absorb(graph, [index[n] for n in answer.absorbed if n in index], ep_groups)
     mine = [sorted(c.nodes) for c in result.accelerator_clusters()]
     report = Verification(graph.name, "", answer.ep, answer.version, graph.n,
@@ -287,10 +287,11 @@ def ep_grouping_notes(result: Partition) -> list[str]:
     for prop in result.problem.properties:
         if not callable(getattr(prop, "ep_groups", None)):
             continue
-        theirs = prop.ep_groups(result.graph)
+        theirs = prop.ep_groups(result.graph)  # type: ignore[attr-defined]  # checked above
         mine = [sorted(c.nodes) for c in result.clusters if c.device == prop.device]
         if _as_sets(theirs) != _as_sets(mine):
             notes.append(f"note: clusterkit groups {prop.device}'s nodes into {len(mine)} "
-                         f"partitions ({sum(map(len, mine))} nodes); {prop.ep} itself makes "
+                         f"partitions ({sum(map(len, mine))} nodes); {getattr(prop, 'ep', '')} "
+                         "makes "
                          f"{len(theirs)} ({sum(map(len, theirs))} nodes)")
     return notes

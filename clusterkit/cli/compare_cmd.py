@@ -21,12 +21,26 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator
 
-from clusterkit.analysis.compare import (NUMERIC_COLUMNS, compare, compare_many, default_strategies,
-                                         failed_models, row_errors, table_cells, table_title,
-                                         write_dots)
+from clusterkit.analysis.compare import (
+    NUMERIC_COLUMNS,
+    compare,
+    compare_many,
+    default_strategies,
+    failed_models,
+    row_errors,
+    table_cells,
+    table_title,
+    write_dots,
+)
 from clusterkit.analysis.isolated import quiet_worker, stop_pool
-from clusterkit.cli.common import (constraints_from_args, dims_from_args, model_label,
-                                   optimize_from_args, options_for, strategy_options)
+from clusterkit.cli.common import (
+    constraints_from_args,
+    dims_from_args,
+    model_label,
+    optimize_from_args,
+    options_for,
+    strategy_options,
+)
 from clusterkit.cli.gates import add_gate_args, gate_status, rows_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.engines import strategy_names
@@ -65,8 +79,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="how long to try to reach --scheduler (default 10)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from clusterkit.cli.common import (add_constraint_args, add_devices_arg, add_dim_arg,
-                                       add_optimize_arg)
+    from clusterkit.cli.common import (
+        add_constraint_args,
+        add_devices_arg,
+        add_dim_arg,
+        add_optimize_arg,
+    )
 
     add_devices_arg(p)
 

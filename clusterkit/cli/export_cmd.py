@@ -36,7 +36,8 @@ def main(args: argparse.Namespace) -> int:
     fused = fuse(part)
     name = model_label(args.model)
     model = export_fused(fused, model_name=name, check=not args.no_check)
-    outputs = [(args.json, partition_json_text(part, name))] if args.json else []
+    outputs: list[tuple[str, str | bytes]] = (
+        [(args.json, partition_json_text(part, name))] if args.json else [])
     external = wants_external_data(fused)
     data = model_bytes(model, args.output, external)
     if data is None:  # external data (as the source, or too large): written first, then the rest

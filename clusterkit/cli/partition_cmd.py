@@ -9,16 +9,32 @@ import importlib
 import itertools
 import logging
 import os
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from clusterkit.analysis.report import (DEVICE_COLUMNS, FALLBACK_COLUMNS, REASON_COLUMNS,
-                                        device_rows, fallback_rows, folded_line, get_placement,
-                                        reason_rows, reasons_line, shown_fallbacks)
+from clusterkit.analysis.report import (
+    DEVICE_COLUMNS,
+    FALLBACK_COLUMNS,
+    REASON_COLUMNS,
+    device_rows,
+    fallback_rows,
+    folded_line,
+    get_placement,
+    reason_rows,
+    reasons_line,
+    shown_fallbacks,
+)
 from clusterkit.analysis.verify import ep_grouping_notes
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_devices_arg, add_explain_limit_arg, add_problem_args,
-                                   model_label, optimize_from_args, problem_from_args,
-                                   raw_graph_hint, strategy_options)
+from clusterkit.cli.common import (
+    add_devices_arg,
+    add_explain_limit_arg,
+    add_problem_args,
+    model_label,
+    optimize_from_args,
+    problem_from_args,
+    raw_graph_hint,
+    strategy_options,
+)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.engines.throughput import partition_split_text
@@ -151,7 +167,8 @@ def _prepared(pieces: Iterator[str]) -> Iterator[str]:
     return itertools.chain([first], pieces)
 
 
-def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str, str | bytes]]:
+def _json_outputs(args: argparse.Namespace, result, name: str
+                  ) -> list[tuple[str, str | bytes | Iterable[str]]]:
     """The partition JSON, and with ``--optimize`` the optimized model its indices refer to
     (written beside it, named in its ``model_file``)."""
     level = optimize_from_args(args)
@@ -160,7 +177,8 @@ def _json_outputs(args: argparse.Namespace, result, name: str) -> list[tuple[str
     model_path = optimized_model_path(args.json)
     result.info["optimize"] = level
     result.info["model_file"] = os.path.basename(model_path)
-    outputs = [(args.json, _prepared(partition_json_chunks(result, name)))]
+    outputs: list[tuple[str, str | bytes | Iterable[str]]] = [
+        (args.json, _prepared(partition_json_chunks(result, name)))]
     model = source_model(result.graph)
     data = model_bytes(model, model_path)
     if data is None:  # too large for one protobuf: written with external data, first

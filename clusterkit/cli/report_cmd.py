@@ -13,8 +13,16 @@ from clusterkit.analysis.compare import compare, default_strategies
 from clusterkit.analysis.explain import explain
 from clusterkit.analysis.html_page import draw_partition, report_page
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_devices_arg, add_explain_limit_arg, add_problem_args, constraints_from_args,
-                                   model_label, options_for, problem_from_args, strategy_options)
+from clusterkit.cli.common import (
+    add_devices_arg,
+    add_explain_limit_arg,
+    add_problem_args,
+    constraints_from_args,
+    model_label,
+    options_for,
+    problem_from_args,
+    strategy_options,
+)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.engines import strategy_names
 from clusterkit.errors import StrategyError

@@ -15,8 +15,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (add_problem_args, dims_from_args, json_or_text, model_label,
-                                   optimize_from_args, problem_from_args, strategy_options)
+from clusterkit.cli.common import (
+    add_problem_args,
+    dims_from_args,
+    json_or_text,
+    model_label,
+    optimize_from_args,
+    problem_from_args,
+    strategy_options,
+)
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
@@ -24,8 +31,14 @@ from clusterkit.io.files import write_atomic
 from clusterkit.io.optimize import optimize_model
 from clusterkit.io.plan import apply_plan, by_name_summary, load_plan, plan_label, plan_selectors
 from clusterkit.result import Partition, plural
-from clusterkit.runtime.executor import (DEFAULT_DIM, Executor, compare_outputs, random_inputs,
-                                         run_model, time_model)
+from clusterkit.runtime.executor import (
+    DEFAULT_DIM,
+    Executor,
+    compare_outputs,
+    random_inputs,
+    run_model,
+    time_model,
+)
 
 if TYPE_CHECKING:
     import onnx
@@ -178,6 +191,7 @@ def main(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         outputs = executor.run(feeds)
         total += time.perf_counter() - start
+    assert outputs is not None  # the loop runs at least once
     runs = max(1, args.repeat)
     print(executor.summary())
     print(f"{units_line(executor, part.metrics()['partitions'])}, mean run "

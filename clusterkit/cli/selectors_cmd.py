@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from clusterkit.io.ep_query import plugin_eps
-from clusterkit.selection.registry import registered_properties, selector_settings
 from clusterkit.selection.protocol import LIMIT_SETTINGS
+from clusterkit.selection.registry import registered_properties, selector_settings
 from clusterkit.selection.specs import GENERIC_SETTINGS, format_value
 
 

@@ -26,11 +26,17 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.selection.protocol import (SubgraphProperty, SubgraphSelector,
-                                           call_create_subgraph_node,
-                                           call_create_subgraph_selector, call_filter,
-                                           call_select, call_select_input, call_select_output,
-                                           is_stateful)
+from clusterkit.selection.protocol import (
+    SubgraphProperty,
+    SubgraphSelector,
+    call_create_subgraph_node,
+    call_create_subgraph_selector,
+    call_filter,
+    call_select,
+    call_select_input,
+    call_select_output,
+    is_stateful,
+)
 
 if TYPE_CHECKING:
     from clusterkit.constraints.core import Problem
@@ -161,6 +167,7 @@ class Acceptance:
             sel = call_create_subgraph_selector(p.properties[d])
         else:
             return None
+        assert sel is not None  # grow returns the selector it grew with
         cand = [gnodes[v] for v in nodes]
         kept = call_filter(sel, cand)
         if len(kept) < len(cand):

@@ -19,8 +19,12 @@ from clusterkit.errors import ConstraintError, CycleError
 from clusterkit.graph.algorithms import group_labels, quotient, topological_order
 from clusterkit.graph.convexity import first_reentry
 from clusterkit.graph.core import Graph
-from clusterkit.selection.protocol import (SubgraphProperty, call_select, call_select_input,
-                                           call_select_output)
+from clusterkit.selection.protocol import (
+    SubgraphProperty,
+    call_select,
+    call_select_input,
+    call_select_output,
+)
 
 NodeRef = Union[int, str]
 
@@ -134,7 +138,9 @@ class Problem:
     @property
     def any_supported(self) -> np.ndarray:
         """Nodes some device takes."""
-        return self.supported.any(axis=0) if len(self.devices) else np.zeros(self.n, bool)
+        if not len(self.devices):
+            return np.zeros(self.n, bool)
+        return np.asarray(self.supported.any(axis=0))  # an array (numpy's hints say maybe a bool)
 
     @property
     def first_device(self) -> np.ndarray:
@@ -262,7 +268,7 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     never = np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2)
     group_of = np.full(n, -1, dtype=np.int64)
     given: list[list[int]] = []
-    for gi, members in enumerate(cons.together):
+    for members in cons.together:
         ids = sorted({resolve_node(graph, r, "together group") for r in members})
         for v in ids:
             if group_of[v] >= 0:
@@ -272,8 +278,8 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     groups = [np.asarray(ids, dtype=np.int64)
               for ids in close_groups(graph, given, supported, devices)]
     group_of[:] = -1
-    for gi, ids in enumerate(groups):
-        group_of[ids] = gi
+    for gi, group in enumerate(groups):
+        group_of[group] = gi
     min_size, max_size, max_const_bytes = limits.loosest()
     problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
                       never, groups, group_of, min_size, max_size, max_const_bytes, cons,

@@ -141,8 +141,8 @@ def node_flops(graph: Graph, node: Node | int) -> float:
     if op in _SOFTMAX:
         return float(5 * n_out)
     if op in _POOL:
-        k = a.get("kernel_shape") or [1]
-        return float(n_out * math.prod(int(v) for v in k))
+        kernel = a.get("kernel_shape") or [1]
+        return float(n_out * math.prod(int(v) for v in kernel))
     if op in _REDUCE:
         return float(n_in)
     if op in _ATTENTION:
@@ -185,6 +185,7 @@ def _attention_flops(node: Node, ins: list, out0: tuple | None) -> int:
     total = 0
     if node.op_type == "Attention" and len(ins) > 1 and _dims(ins[1]) is not None:
         w = _dims(ins[1])  # input projection [hidden_in, 3 * hidden]
+        assert w is not None  # tested just above
         total += 2 * b * s * w[0] * w[-1]
         hidden = w[-1] // 3 if w[-1] >= 3 else hidden
         kv_len = s

@@ -85,7 +85,7 @@ def _check_taken(graph: Graph, gi: int, members: list[int], between: list[int],
     if supported.shape[0] == 0:
         return
     mine = _devices_of(supported, members)
-    taken = supported[np.ix_(mine, between)]
+    taken = supported[np.ix_(mine, np.asarray(between, dtype=np.int64))]
     if taken.all(axis=1).any():
         return
     names = [nd.name for nd in graph.nodes]

@@ -16,6 +16,7 @@ earlier to the later).
 from __future__ import annotations
 
 from dataclasses import replace
+
 from clusterkit.constraints.acceptance import Acceptance, acceptance, grow
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import CycleError

@@ -174,8 +174,9 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
 def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
     """``auto`` on ``problem`` without its ``min_size``, then every accelerator cluster below
     it sent to the fallback: what dropping the small clusters afterwards gives."""
-    free = dataclasses.replace(problem, min_size=1, limits=None,  # limits rebuilt without it
-                               constraints=dataclasses.replace(problem.constraints, min_size=1))
+    free = dataclasses.replace(  # limits=None: rebuilt (__post_init__) without min_size
+        problem, min_size=1, limits=None,  # type: ignore[arg-type]
+        constraints=dataclasses.replace(problem.constraints, min_size=1))
     part = run(free, **options)
     labels = part.assignment()
     devices = enforce_min_size(problem, labels, part.device_indices()[labels])
@@ -213,9 +214,9 @@ def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int]
             best, best_key, winner = part, key, "refine"
     if problem.n <= limit and not _within(best_key, bound, POLISH_GAIN):
         start = time.perf_counter()
-        part = _polish(problem, best, seconds, verdicts)
-        if part is not None:
-            key = part.figures()
+        polished = _polish(problem, best, seconds, verdicts)
+        if polished is not None:
+            key = polished.figures()
             figures.append(_entry("cpsat-polish", key, start))
             if _rank(key, ranking) < _rank(best_key, ranking):
                 best, best_key, winner = part, key, "cpsat-polish"

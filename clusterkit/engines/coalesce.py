@@ -261,7 +261,9 @@ class _Merger:
         row, fits = reach.row, self.fits
         cand = seen[lo:count][::-1]
         rows = self.row_of[cand]
-        at, near = -1, None
+        at = -1
+        near: tuple[np.ndarray, dict[int, int]]  # both set at the first step (at != any node)
+        todo: list[int]
         tried: set[int] = set()
         i = 0
         while True:
@@ -269,8 +271,7 @@ class _Merger:
             if at != nx_:  # x's node is new: what it is related and adjacent to, again
                 at, fresh = nx_, True  # fresh: no merge since (the Reach rows are exact)
                 near = self._near(nx_)
-                todo = np.flatnonzero(self._worth(near, rows[i:])) + i
-                todo = todo.tolist()[::-1]
+                todo = (np.flatnonzero(self._worth(near, rows[i:])) + i).tolist()[::-1]
             if not todo:
                 return x
             i = todo.pop()

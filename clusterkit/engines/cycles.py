@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -53,8 +53,12 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import UnionFind, gc_paused, roots
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result import Partition
-from clusterkit.selection.protocol import (SubgraphSelector, call_select, call_select_input,
-                                           call_select_output)
+from clusterkit.selection.protocol import (
+    SubgraphSelector,
+    call_select,
+    call_select_input,
+    call_select_output,
+)
 
 
 def run(problem: Problem, *, merge_non_adjacent: bool = False, window: int | None = 1024,
@@ -85,21 +89,22 @@ def _run(engine: _Contraction, levels: bool, merge_non_adjacent: bool,
             engine.merge_independent()
         labels = engine.labels()
         ranks = engine.ranks(labels)
-        engine.gc = None  # free the dynamic graph before the partition is built
+        engine.gc = None  # type: ignore[assignment]  # freed before the partition is built
     return _partition(engine, (labels, ranks), dict(engine.info))
 
 
 def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | None = 1024,
              far_budget: int = 16, passes: int = 1, levels: bool = False,
-             then_levels: bool = False) -> tuple[Partition, ...]:
+             then_levels: bool = False) -> tuple[Partition, Partition] | tuple[
+                 Partition, Partition, Callable[[], Partition]]:
     """The partitions of :func:`run` without and with ``merge_non_adjacent`` from one
     contraction (the non-adjacent merges come after it). Equal to two calls of :func:`run`;
     with an edge-sensitive selector it is two calls (its selectors hold state). With
     ``then_levels`` a third item: a function returning :func:`run` with ``levels`` (and no
     ``merge_non_adjacent``), which starts from a copy of the same graph instead of building
     it again."""
-    opts = dict(window=window, far_span=far_span, far_budget=far_budget, passes=passes,
-                levels=levels)
+    opts: dict[str, Any] = dict(window=window, far_span=far_span, far_budget=far_budget,
+                                passes=passes, levels=levels)
     _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
     with gc_paused():
         engine = _Contraction(problem, window, far_span, far_budget)
@@ -117,7 +122,7 @@ def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | Non
         engine.merge_independent()
         labels = engine.labels()
         ranks = engine.ranks(labels)
-        engine.gc = None
+        engine.gc = None  # type: ignore[assignment]  # freed, as in _run
     both = (_partition(engine, plain, plain_info),
             _partition(engine, (labels, ranks), dict(engine.info)))
     if start is None:
@@ -531,6 +536,7 @@ class _Contraction:
             return None
         self._level_merged(sg, go, gc_)
         s = self.from_gc(sg)
+        assert s is not None  # sg is a node
         self._absorbed(s, c if s == o else o)
         self.info["non_adjacent_merges"] += 1
         return s

@@ -692,7 +692,8 @@ class GrowthState:
                 return False
         if self.max_bytes is not None:
             tb, tc = ug.tensor_bytes, self.tcount
-            extra = sum(tb[t] for t in ug.const[v] if not tc.get(t))
+            # (ug.const is set whenever max_bytes is: here and below)
+            extra = sum(tb[t] for t in ug.const[v] if not tc.get(t))  # type: ignore[index, misc]
             if self.bytes + extra > self.max_bytes:
                 return False
         return True
@@ -704,7 +705,7 @@ class GrowthState:
             self.forbid[w] = self.forbid.get(w, 0) + 1
         if self.max_bytes is not None:
             tc, tb = self.tcount, ug.tensor_bytes
-            for t in ug.const[v]:
+            for t in ug.const[v]:  # type: ignore[index]
                 k = tc.get(t, 0)
                 if not k:
                     self.bytes += tb[t]
@@ -717,7 +718,7 @@ class GrowthState:
             self.forbid[w] -= 1
         if self.max_bytes is not None:
             tc, tb = self.tcount, ug.tensor_bytes
-            for t in ug.const[v]:
+            for t in ug.const[v]:  # type: ignore[index]
                 tc[t] -= 1
                 if not tc[t]:
                     self.bytes -= tb[t]

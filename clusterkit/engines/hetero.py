@@ -167,7 +167,7 @@ def _node_affinity(problem: Problem, ug: UnitGraph, aff: Affinity,
     unless that device cannot take it alone (then the fallback, with a reason)."""
     dev = np.asarray(aff.device, dtype=np.int64)
     out = dev.copy()
-    refused = []
+    refused: list[tuple[int, int]] = []
     for d in range(len(problem.devices)):
         bad = np.flatnonzero((dev == d) & ~np.asarray(ug.feasible[d], dtype=bool))
         out[bad] = -1
@@ -348,6 +348,7 @@ class _Selector:
         that frame lives), and that step's entry is where frame ``L - 1`` stands."""
         i, plain = self._replayable(old), self.plain
         ol = old.log
+        assert ol is not None  # a growth that is resumed was logged
         seen, removed = ol.seen, ol.removed
         if plain:
             self.rollbacks += len(self.tracker.replay(seen, removed, i))
@@ -378,6 +379,7 @@ class _Selector:
     def _frames(self, old: _Growth, at: int) -> list:
         """The stack of ``old``'s growth when it met the unit of its accepting step number
         ``at`` (see :meth:`_resume`)."""
+        assert old.log is not None  # as in _resume
         seen, pushed = old.log.seen, old.log.pushed
         i, need = pushed[at]
         chain = [seen[i]]       # the entry each frame stands at, top first
@@ -431,11 +433,12 @@ class _Selector:
     def _replayable(self, old: _Growth) -> int:
         """Steps of ``old`` that a new growth from its root repeats: those before the first
         that accepted a unit taken since."""
-        taken = self.taken
-        for i, v in enumerate(old.log.seen):
+        taken, log = self.taken, old.log
+        assert log is not None  # as in _resume
+        for i, v in enumerate(log.seen):
             if v >= 0 and taken[v]:
                 return i
-        return len(old.log.seen)
+        return len(log.seen)
 
     def _step(self, d: int, v: int, st: GrowthState) -> tuple[bool, list[int]]:
         """Accept or reject ``v``, then roll back until the condition holds."""

@@ -223,7 +223,8 @@ def refits(first: Partition, second: Partition, memo: dict | None = None
     reach the same merged clusters)."""
     if _unfit(first) or _unfit(second):
         out = (fit_levels(first), fit_levels(second))
-        return [(part.figures()[1:], lambda part=part: part) for part in out]
+        return [(part.figures()[1:], lambda part=part: part)  # type: ignore[misc]
+                for part in out]  # (mypy cannot type a lambda with a default)
     nl = _NodeLevels(first, memo=memo)
     fits = []
     for levels in (nl,) if first is second else (nl, _NodeLevels(second, like=nl)):
@@ -274,6 +275,16 @@ def _fit_levels(nl: "_NodeLevels", slack: float
 
 class _NodeLevels:
     """The node graph of a partition with the level weights of :class:`_Levels` per edge."""
+
+    # shared with ``like`` (same node devices and weights) when it is given
+    ndev: np.ndarray
+    w: np.ndarray
+    succ: tuple[list[int], list[int], list[int]]
+    pred: tuple[list[int], list[int], list[int]]
+    head: list[int]
+    tail: list[int]
+    top: int
+    caps: tuple[tuple[list[int], np.ndarray], ...]
 
     def __init__(self, partition: Partition, like: "_NodeLevels | None" = None,
                  memo: dict | None = None):

@@ -56,11 +56,22 @@ from clusterkit.engines.units import UnitGraph
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import weak_components
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.reasons import (BELOW_MIN_SIZE, FILTER_DROPPED, GROUP_FITS_NO_DEVICE,
-                               SELECT_REFUSED, Category, Reason)
+from clusterkit.reasons import (
+    BELOW_MIN_SIZE,
+    FILTER_DROPPED,
+    GROUP_FITS_NO_DEVICE,
+    SELECT_REFUSED,
+    Category,
+    Reason,
+)
 from clusterkit.result import Partition, cut_bytes
-from clusterkit.selection.protocol import (SubgraphSelector, call_filter, call_select,
-                                           call_select_input, call_select_output)
+from clusterkit.selection.protocol import (
+    SubgraphSelector,
+    call_filter,
+    call_select,
+    call_select_input,
+    call_select_output,
+)
 
 # why a supported node ends on the fallback: a code per node while the engine runs, the shared
 # reason of each code on the partition's ``fallback_reasons``

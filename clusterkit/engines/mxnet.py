@@ -45,9 +45,15 @@ from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
-from clusterkit.selection.protocol import (SubgraphProperty, SubgraphSelector,
-                                           call_create_subgraph_node, call_filter, call_select,
-                                           call_select_input, call_select_output)
+from clusterkit.selection.protocol import (
+    SubgraphProperty,
+    SubgraphSelector,
+    call_create_subgraph_node,
+    call_filter,
+    call_select,
+    call_select_input,
+    call_select_output,
+)
 
 MAX_RECORDED_DROPS = 1000
 MAX_NAMES_PER_DROP = 20

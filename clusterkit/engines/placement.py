@@ -246,7 +246,7 @@ def _build(problem: Problem, cm: CostModel, table: np.ndarray, opts: list[list[i
                     _add_term(pm, c, ub if ya is True else ya)
                 else:
                     w = pm.m.NewBoolVar(f"w{tensor}_{a}_{b}")
-                    pm.m.AddBoolOr([w, ya.Not(), ub.Not()])
+                    pm.m.AddBoolOr([w, ya.Not(), ub.Not()])  # type: ignore[union-attr]  # literals
                     pm.terms.append((c, w))
     pm.m.Minimize(sum(c * lit for c, lit in pm.terms))
     return pm

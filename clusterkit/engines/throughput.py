@@ -50,7 +50,7 @@ ON_HOST = Reason(Category.CONSTRAINT, "the throughput placement runs it on the h
 MOVE_EDGE = 32
 
 
-def device_loads(inst: PlacementInstance, device: Sequence[int]) -> np.ndarray:
+def device_loads(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> np.ndarray:
     """Load of every device (``k`` accelerators, then the host) under ``device`` (one device
     index per node, :data:`HOST` = -1 for the host), by the evaluator's definition."""
     k = inst.accelerators
@@ -97,7 +97,8 @@ def latency_bound(inst: PlacementInstance) -> float:
     return lo
 
 
-def placement_problems(inst: PlacementInstance, device: Sequence[int]) -> list[str]:
+def placement_problems(inst: PlacementInstance,
+                       device: Sequence[int] | np.ndarray) -> list[str]:
     """What makes ``device`` infeasible (empty when feasible): a node on no device, an
     unsupported node on an accelerator, a split must-link group, an accelerator over memory."""
     dev = np.asarray(device, dtype=np.int64)
@@ -126,7 +127,8 @@ def placement_problems(inst: PlacementInstance, device: Sequence[int]) -> list[s
     return out
 
 
-def load_figures(inst: PlacementInstance, device: Sequence[int]) -> dict[str, Any]:
+def load_figures(inst: PlacementInstance,
+                 device: Sequence[int] | np.ndarray) -> dict[str, Any]:
     """The figures a partition JSON carries: every device's load, the bottleneck and the max."""
     loads = device_loads(inst, device)
     names = device_names(inst)
@@ -457,9 +459,9 @@ def refine_chain(inst: PlacementInstance, units: Units, seg: list[int], seg_dev:
     sorted in decreasing order, get lexicographically smaller.
     ``seg[u]``: segment per unit (-1: host-only unit on the host); returns a device per node."""
     preds: list[list[int]] = [[] for _ in range(units.count)]
-    for a, bs in enumerate(units.succ):
-        for b in bs:
-            preds[b].append(a)
+    for a, succs in enumerate(units.succ):
+        for c in succs:
+            preds[c].append(a)
     mem = [float(inst.size[m].sum()) for m in units.members]
     host_only = [bool((~inst.supported[m]).any()) for m in units.members]
     device = _seg_devices(inst, units, seg, seg_dev)

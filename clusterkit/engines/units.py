@@ -11,14 +11,19 @@ constants, never-together partners, topological orders), each part computed on f
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Iterable, Protocol
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.graph import convexity
-from clusterkit.graph.algorithms import (group_labels, heaviest_paths, positions, quotient,
-                                         topological_order)
+from clusterkit.graph.algorithms import (
+    group_labels,
+    heaviest_paths,
+    positions,
+    quotient,
+    topological_order,
+)
 
 #: how many landmark units :attr:`UnitGraph.landmarks` labels reachability with
 LANDMARKS = 256
@@ -244,7 +249,7 @@ class UnitGraph:
             out.extend(self.members[u])
         return sorted(out)
 
-    def node_labels(self, clusters: list[_Piece]) -> tuple[np.ndarray, np.ndarray]:
+    def node_labels(self, clusters: Sequence[_Piece]) -> tuple[np.ndarray, np.ndarray]:
         """Cluster label and device index per node (-1: fallback) for accelerator pieces
         (objects with ``device`` and ``units``; a unit in several pieces gets the last)."""
         n, k = self.problem.n, len(clusters)

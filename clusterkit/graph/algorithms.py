@@ -68,8 +68,8 @@ def edge_arrays(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np
     return n, src, dst
 
 
-def topological_order(n: int, src: Sequence[int], dst: Sequence[int],
-                      key: Sequence | None = None,
+def topological_order(n: int, src: Sequence[int] | np.ndarray,
+                      dst: Sequence[int] | np.ndarray, key: Sequence | None = None,
                       names: Callable[[int], str] | Sequence[str] | None = None) -> list[int]:
     """A topological order of ``0..n-1``: Kahn's algorithm taking the ready node with the smallest
     ``(key[v], v)`` first (``key`` defaults to the node number, so an order that is already
@@ -166,7 +166,7 @@ def _kahn(n: int, succ: list[list[int]], indeg: list[int], keys: list) -> list[i
     return order
 
 
-def positions(order: Sequence[int]) -> list[int]:
+def positions(order: Sequence[int] | np.ndarray) -> list[int]:
     """``pos[v]``: where node ``v`` stands in ``order`` (a permutation of ``0..n-1``)."""
     pos = [0] * len(order)
     for i, v in enumerate(_as_list(order)):
@@ -281,7 +281,7 @@ class UnionFind:
         return rank[inverse]
 
 
-def roots(parent: Sequence[int]) -> np.ndarray:
+def roots(parent: Sequence[int] | np.ndarray) -> np.ndarray:
     """The root of every element of a union-find forest given by ``parent`` (roots are their
     own parent), by pointer jumping in numpy (a few passes, whatever the depth of the trees)."""
     p = np.asarray(parent, dtype=np.int64)
@@ -378,5 +378,5 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _as_list(seq: Sequence) -> list:
+def _as_list(seq: Sequence | np.ndarray) -> list:
     return seq.tolist() if isinstance(seq, np.ndarray) else list(seq)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from clusterkit.graph.algorithms import topological_order
 
 HOST = -1
 """Producer id of a graph input (it comes from the host)."""
+_G = TypeVar("_G", bound="Graph")  # build() makes a graph of its own class (a FusedGraph)
 
 
 @dataclass(slots=True, eq=False)
@@ -91,9 +92,9 @@ class Graph:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def build(cls, nodes: Sequence[Node], tensors: dict[str, Tensor], inputs: list[str],
+    def build(cls: type[_G], nodes: Sequence[Node], tensors: dict[str, Tensor], inputs: list[str],
               outputs: list[str], name: str = "graph", model: Any = None,
-              source: str = "memory") -> "Graph":
+              source: str = "memory") -> _G:
         """Wire producers/consumers, check every read tensor is produced, sort topologically
         (stable: the source order is kept where it is already topological), mark constants."""
         nodes = list(nodes)
@@ -373,10 +374,10 @@ def _wire_tensors(nodes: list[Node], tensors: dict[str, Tensor], inputs: list[st
             if out:
                 tensors.setdefault(out, Tensor(out)).producer = node.index
         seen = set()
-        for t in node.all_inputs():
-            if t not in seen:
-                seen.add(t)
-                tensors.setdefault(t, Tensor(t)).consumers.append(node.index)
+        for tname in node.all_inputs():
+            if tname not in seen:
+                seen.add(tname)
+                tensors.setdefault(tname, Tensor(tname)).consumers.append(node.index)
 
 
 def _mark_constants(nodes: Iterable[Node], tensors: dict[str, Tensor]) -> None:

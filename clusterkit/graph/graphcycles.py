@@ -20,7 +20,7 @@ of contractions across wide windows).
 from __future__ import annotations
 
 import operator
-from typing import Sequence
+from typing import Sequence, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from clusterkit.errors import GraphError
 from clusterkit.graph.algorithms import edge_arrays, gc_paused, positions, topological_order
 
 __all__ = ["GraphCycles", "OneSidedGraphCycles"]
+_GC = TypeVar("_GC", bound="GraphCycles")  # the builders make a graph of their own class
 
 
 class GraphCycles:
@@ -48,8 +49,8 @@ class GraphCycles:
     # ------------------------------------------------------------------ build
 
     @classmethod
-    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray,
-                   order: Sequence[int] | None = None) -> GraphCycles:
+    def from_edges(cls: type[_GC], n: int, src: np.ndarray, dst: np.ndarray,
+                   order: Sequence[int] | None = None) -> _GC:
         """Build a graph on ``n`` nodes from edge arrays ``src[i] -> dst[i]`` in bulk.
 
         Duplicate edges are ignored.  If node ids are not already a topological
@@ -82,8 +83,8 @@ class GraphCycles:
         return graph
 
     @classmethod
-    def from_adjacency(cls, succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
-                       rank: Sequence[int]) -> GraphCycles:
+    def from_adjacency(cls: type[_GC], succ: Sequence[Sequence[int]],
+                       pred: Sequence[Sequence[int]], rank: Sequence[int]) -> _GC:
         """Build from each node's distinct successors and predecessors (mirroring each other)
         and its position ``rank`` in a topological order, none of which is checked (for a
         caller that holds a DAG in this form already, as plain lists)."""

@@ -27,8 +27,9 @@ class Subgraph:
                  inputs: list[str] | None = None, outputs: list[str] | None = None,
                  constants: list[str] | None = None):
         self.graph, self.nodes, self.device, self.cluster_id = graph, nodes, device, cluster_id
-        given = (inputs, outputs, constants)
-        self._boundary = None if None in given else given
+        self._boundary: tuple[list[str], list[str], list[str]] | None = None
+        if inputs is not None and outputs is not None and constants is not None:
+            self._boundary = (inputs, outputs, constants)
 
     @classmethod
     def from_nodes(cls, graph: "Graph", nodes, device: str, cluster_id: int) -> "Subgraph":

@@ -216,7 +216,7 @@ def flat_plan(graph: FusedGraph, model_name: str | None = None) -> dict:
         return part.to_json(model=model_name)
     src = graph.root.index_to_source
     fallback = part.problem.fallback
-    clusters = []
+    clusters: list[dict[str, Any]] = []
     for v, f in enumerate(graph.fused):
         groups = ([(f.subgraph.device, graph.members[v])] if f is not None
                   else [(fallback, [m]) for m in graph.members[v]])
@@ -274,7 +274,7 @@ def share_functions(model) -> int:
     return removed
 
 
-def _canonical(fn):
+def _canonical(fn: Any) -> Any:
     """A copy of ``fn`` with tensors renamed x0.. (inputs), y0.. (outputs), t0.. (inner),
     without node names or value_info."""
     import onnx

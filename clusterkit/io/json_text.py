@@ -18,7 +18,7 @@ from itertools import chain
 from typing import Any, Iterator
 
 #: ``json.dumps``'s own string encoder (``ensure_ascii``), in C
-encode_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+encode_str = json.encoder.encode_basestring_ascii
 #: list items encoded per piece by :func:`indented_json_chunks`
 BLOCK = 8192
 #: lists this short are handed out item by item (each may be a large table)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
                dims: Mapping[str, int] | None = None, optimize: str = "none") -> Graph:
     """A Graph from an ``.onnx`` path, a node-link or placement-instance ``.json`` path, a
-    ModelProto, a networkx DiGraph, or a Graph (returned as is). ``dims`` fixes symbolic dims of an ONNX model's inputs
-    (see :func:`~clusterkit.io.onnx.load_onnx`); other inputs have none to fix. ``optimize``
+    ModelProto, a networkx DiGraph, or a Graph (returned as is). ``dims`` fixes symbolic dims of
+    an ONNX model's inputs (see :func:`~clusterkit.io.onnx.load_onnx`); other inputs have none to
+    fix. ``optimize``
     (``"none"`` or ``"basic"``) reads instead the graph onnxruntime's optimizations of that level
     make of an ONNX model, dims fixed first (see :func:`~clusterkit.io.optimize.optimize_model`).
     """
@@ -54,7 +55,7 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
     raise ModelLoadError(f"cannot load a model from a {type(model).__name__}")
 
 
-def _load_optimized(model: "str | os.PathLike | object", dims: Mapping[str, int] | None,
+def _load_optimized(model: Any, dims: Mapping[str, int] | None,
                     level: str) -> Graph:
     """The Graph of the model onnxruntime's ``level`` optimizations make, named as ``model``."""
     from clusterkit.io.onnx import load_onnx

@@ -17,8 +17,13 @@ import numpy as np
 from clusterkit.errors import GraphError
 from clusterkit.graph.core import Graph
 from clusterkit.io.files import write_atomic
-from clusterkit.io.node_link import (MAX_BYTES, NETWORKX_KEYS, graph_from_lists,
-                                     graph_from_node_link, load_node_link)
+from clusterkit.io.node_link import (
+    MAX_BYTES,
+    NETWORKX_KEYS,
+    graph_from_lists,
+    graph_from_node_link,
+    load_node_link,
+)
 
 if TYPE_CHECKING:
     import networkx as nx

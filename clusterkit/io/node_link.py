@@ -184,24 +184,24 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     names = [str(i) for i in ids]
     if len(set(names)) != len(names):
         raise GraphError("node ids must stay distinct when written as strings")
-    ops = [d.get("op") for d in node_data]
-    _check_ops(names, ops)
-    ops = [sys.intern(op) if type(op) is str else op for op in ops]  # one string per op type
+    raw_ops = [d.get("op") for d in node_data]
+    _check_ops(names, raw_ops)
+    op_types: list[str] = [sys.intern(str(op)) for op in raw_ops]  # _check_ops: all strings
     node_b = _bytes_array(list(map(_get_bytes, node_data)), lambda k: f"node {names[k]!r}")
     extra = [None if d.keys() <= reserved else {
         key if type(key) is str else str(key): v for key, v in d.items() if key not in reserved}
         for d in node_data]
     affinity = [None if not (a := d.get("affinity")) else str(a) for d in node_data]
     if consume:  # all is read: the dicts go before the nodes are made
-        node_data.clear()
+        node_data.clear()  # type: ignore[attr-defined]  # a list when consume is set
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     edge_b = _bytes_array(list(edge_bytes),
                           lambda e: f"edge {names[src[e]]!r} -> {names[dst[e]]!r}")
     parts = _Parts(names, src, dst, node_b, edge_b)
-    nodes = parts.nodes(ops, extra, affinity)
+    nodes = parts.nodes(op_types, extra, affinity)
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
         return Graph.build(nodes, parts.tensors, [], parts.outputs, name=name, source=source)
-    return parts.graph(nodes, set(ops), name, source)
+    return parts.graph(nodes, set(op_types), name, source)
 
 
 def _get_bytes(d: dict) -> Any:
@@ -350,7 +350,8 @@ class _Parts:
         return TensorTable(names=list(self.tname), producer=index.copy(),
                            nbytes=np.maximum(self.single_b, 0), known=self.single_b >= 0,
                            free=folded.copy(), is_output=outdeg == 0,
-                           inc_tensor=np.repeat(np.arange(n, dtype=np.int64), outdeg),
+                           inc_tensor=np.repeat(np.arange(n, dtype=np.int64),
+                                                outdeg.astype(np.int64)),
                            inc_node=idst[by])
 
     def _wire(self, index: np.ndarray, idst: np.ndarray) -> None:

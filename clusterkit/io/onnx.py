@@ -332,7 +332,7 @@ def _tensor_from_value_info(vi: onnx.ValueInfoProto) -> Tensor:
         return t
     t.dtype = _np_dtype(tt.elem_type)
     if tt.HasField("shape"):
-        dims = []
+        dims: list[int | str | None] = []
         for d in tt.shape.dim:
             if d.HasField("dim_value"):
                 dims.append(int(d.dim_value))

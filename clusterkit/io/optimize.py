@@ -115,7 +115,7 @@ def _read(model: str | os.PathLike | onnx.ModelProto, label: str) -> onnx.ModelP
         raise ModelLoadError(f"cannot read model {label}: {_first_line(exc)}") from exc
 
 
-def _label(model: object) -> str:
+def _label(model: str | os.PathLike | onnx.ModelProto) -> str:
     if isinstance(model, onnx.ModelProto):
         return f"model {model.graph.name or 'model'!r}"
     return repr(os.fspath(model))

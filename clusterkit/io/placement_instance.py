@@ -184,7 +184,7 @@ def load_instance_graph(path: str | os.PathLike) -> Graph:
     return instance_graph(read_instance(path), source=os.fspath(path))
 
 
-def split_dict(inst: PlacementInstance, device: Sequence[int]) -> dict[str, Any]:
+def split_dict(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> dict[str, Any]:
     """The paper's split format: ``{"fpgas": [{"nodes": [ids]}] * k, "cpus": [{"nodes":
     [ids]}]}`` with the original ids, sorted, every accelerator listed (an idle one empty)."""
     dev = np.asarray(device, dtype=np.int64)
@@ -192,7 +192,7 @@ def split_dict(inst: PlacementInstance, device: Sequence[int]) -> dict[str, Any]
     return {"fpgas": fpgas, "cpus": [{"nodes": np.sort(inst.ids[dev == HOST]).tolist()}]}
 
 
-def split_text(inst: PlacementInstance, device: Sequence[int],
+def split_text(inst: PlacementInstance, device: Sequence[int] | np.ndarray,
                figures: dict[str, Any] | None = None) -> str:
     """:func:`split_dict` as JSON text; ``figures`` (optional) go under ``"clusterkit"`` (the
     paper's evaluator reads only ``fpgas`` and ``cpus``)."""
@@ -202,7 +202,8 @@ def split_text(inst: PlacementInstance, device: Sequence[int],
     return json.dumps(data) + "\n"
 
 
-def write_split(path: str | os.PathLike, inst: PlacementInstance, device: Sequence[int],
+def write_split(path: str | os.PathLike, inst: PlacementInstance,
+                device: Sequence[int] | np.ndarray,
                 figures: dict[str, Any] | None = None) -> None:
     """Write :func:`split_text` to ``path`` atomically (temporary file, then rename)."""
     write_atomic(path, split_text(inst, device, figures))

@@ -23,8 +23,12 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import PartitionError, SelectorError
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.core import Graph
-from clusterkit.io.partition_json import (cluster_nodes, model_fingerprint, read_partition_json,
-                                          source_nodes)
+from clusterkit.io.partition_json import (
+    cluster_nodes,
+    model_fingerprint,
+    read_partition_json,
+    source_nodes,
+)
 from clusterkit.result import Partition
 
 #: the selector specs a plan may record: ``[DEVICE=]ops:OP,...`` or ``[DEVICE=]NAME[...]``
@@ -206,7 +210,8 @@ def plan_by_name(data: dict[str, Any], nodes: list[tuple[str, str]], fallback: s
                 if members]
     unplaced = [v for v in range(len(nodes)) if v not in taken]
     clusters += [(fallback, [v]) for v in unplaced]
-    out = {k: data[k] for k in ("model", "strategy", "selector", "fallback") if k in data}
+    out: dict[str, Any] = {k: data[k] for k in ("model", "strategy", "selector", "fallback")
+                           if k in data}
     out["clusters"] = [{"id": k, "device": dev, "nodes": sorted(m)}
                        for k, (dev, m) in enumerate(clusters)]
     out["by_name"] = True

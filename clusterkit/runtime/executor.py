@@ -24,13 +24,20 @@ import heapq
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
-from clusterkit.fusion import (FusedGraph, StaticInfo, initializer_map, required_inputs, root_of,
-                               runtime_outputs, source_model)
+from clusterkit.fusion import (
+    FusedGraph,
+    StaticInfo,
+    initializer_map,
+    required_inputs,
+    root_of,
+    runtime_outputs,
+    source_model,
+)
 from clusterkit.graph.core import _NONDETERMINISTIC as _RANDOM_OPS
 from clusterkit.graph.core import Graph
 from clusterkit.graph.subgraph import Subgraph
@@ -330,7 +337,7 @@ class Executor:
     def _compile_unit(self, u: Unit) -> None:
         """Compile ``u`` on its backend; a fused unit its device cannot compile falls back to
         the host."""
-        backend = self.backends.get(u.device) if u.kind == "subgraph" else self.host
+        backend = self.backends[u.device] if u.kind == "subgraph" else self.host
         try:
             u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
                                          outputs=u.outputs)
@@ -372,6 +379,7 @@ class Executor:
         kind: dict[str, ValueKind] = {t: NUMPY_VALUES for t in self.graph.inputs}
         self._release_after_last_reader()
         for u in self.units:
+            assert u.compiled is not None  # _compile_all compiled every unit
             vk = u.compiled.value_kind
             u.in_slots = [slot[t] for t in u.inputs]
             u.converters = [kind[t].converter(vk) for t in u.inputs]
@@ -389,7 +397,7 @@ class Executor:
         kept = {k for u in self._once for k in u.out_slots}
         for u in self._loop:
             u.free_slots = [k for k in u.free_slots if k not in kept]
-        self._fetch = []
+        self._fetch: list[tuple[str, int, Callable[[Any], np.ndarray] | None]] = []
         for t in self.graph.outputs:
             if t not in slot:
                 self._fetch.append((t, -1, None))
@@ -419,7 +427,7 @@ class Executor:
             self._run_unit(u, slots)
         out = {}
         for t, k, to_numpy in self._fetch:
-            out[t] = to_numpy(slots[k]) if k >= 0 else self.constant_outputs[t]
+            out[t] = to_numpy(slots[k]) if to_numpy is not None else self.constant_outputs[t]
         self.last_run_seconds = time.perf_counter() - start
         return out
 
@@ -440,7 +448,7 @@ class Executor:
         ins = [slots[k] if c is None else c(slots[k]) for k, c in zip(u.in_slots, u.converters)]
         t0 = time.perf_counter()
         try:
-            outs = u.compiled.run_values(ins)
+            outs = u.compiled.run_values(ins)  # type: ignore[union-attr]  # compiled: see _wire
         except ClusterkitError as exc:
             raise ExecutionError(f"unit {u.name!r} ({u.kind} on {u.device}, backend "
                                  f"{u.backend}) failed: {exc}") from exc
@@ -448,7 +456,7 @@ class Executor:
         u.runs += 1
         u.total_seconds += dt
         u.last_seconds = dt
-        nbytes = u.compiled.value_kind.nbytes
+        nbytes = u.compiled.value_kind.nbytes  # type: ignore[union-attr]  # as above
         u.bytes_in = sum(map(nbytes, ins))
         u.bytes_out = sum(map(nbytes, outs))
         for k, value in zip(u.out_slots, outs):

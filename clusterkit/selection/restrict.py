@@ -14,8 +14,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from clusterkit.selection.protocol import (SubgraphProperty, SubgraphSelector,
-                                           call_create_subgraph_selector, is_stateful)
+from clusterkit.selection.protocol import (
+    SubgraphProperty,
+    SubgraphSelector,
+    call_create_subgraph_selector,
+    is_stateful,
+)
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph, Node
@@ -111,7 +115,7 @@ class OpFilterProperty(SubgraphProperty):
         self.value_inputs = dict(getattr(inner, "value_inputs", {}) or {})
 
     @property
-    def device(self) -> str:  # type: ignore[override]
+    def device(self) -> str:
         return self.inner.device
 
     @device.setter
@@ -146,7 +150,9 @@ class OpFilterProperty(SubgraphProperty):
 
     def accepts(self, node: "Node", graph: "Graph | None" = None) -> bool:
         """Does this device take ``node``?"""
-        return self.ops.allows(node) and bool(self.inner.accepts(node, graph))
+        # accepts and pattern_groups: of table properties; on another the AttributeError says so
+        return self.ops.allows(node) and bool(self.inner.accepts(  # type: ignore[attr-defined]
+            node, graph))
 
     def explain_all(self, node: "Node", graph: "Graph | None" = None) -> list[str]:
         """Every reason ``node`` is refused: the spec's op filter first, then the wrapped
@@ -167,7 +173,8 @@ class OpFilterProperty(SubgraphProperty):
     def pattern_groups(self, graph: "Graph", fusion_only: bool = False) -> list[list[int]]:
         """The wrapped property's must-stay-together groups whose nodes are all allowed."""
         allowed = self.ops.mask(graph)
-        return [list(g) for g in self.inner.pattern_groups(graph, fusion_only)
+        return [list(g) for g in self.inner.pattern_groups(  # type: ignore[attr-defined]
+                    graph, fusion_only)
                 if all(allowed[v] for v in g)]
 
     def __repr__(self) -> str:

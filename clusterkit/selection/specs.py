@@ -31,8 +31,12 @@ from typing import Any, Iterable
 
 from clusterkit.errors import SelectorError
 from clusterkit.selection.ep_property import EpProperty
-from clusterkit.selection.protocol import (LIMIT_SETTINGS, OpsProperty, SubgraphProperty,
-                                           set_device_limits)
+from clusterkit.selection.protocol import (
+    LIMIT_SETTINGS,
+    OpsProperty,
+    SubgraphProperty,
+    set_device_limits,
+)
 from clusterkit.selection.registry import SelectorSetting, get_property, selector_settings
 from clusterkit.selection.restrict import OpFilter, OpFilterProperty
 

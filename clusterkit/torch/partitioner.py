@@ -33,8 +33,13 @@ from clusterkit.constraints.core import Constraints
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.core import Graph, Node
 from clusterkit.result import Partition as ClusterkitPartition
-from clusterkit.selection.protocol import (LIMIT_SETTINGS, SubgraphProperty, SubgraphSelector,
-                                           device_limits, set_device_limits)
+from clusterkit.selection.protocol import (
+    LIMIT_SETTINGS,
+    SubgraphProperty,
+    SubgraphSelector,
+    device_limits,
+    set_device_limits,
+)
 from clusterkit.torch.reader import read_fx
 from clusterkit.torch.support import FxSupportProperty
 
@@ -105,6 +110,7 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         fx_nodes = {nd.name: nd for nd in self.graph_module.graph.nodes}
         prop = FxSupportProperty(self.operator_support, self.graph_module, device="fx")
         supported = prop.create_subgraph_selector().supported_mask(graph)
+        assert supported is not None  # FxSupportProperty's selectors always have a mask
         supported, groups = _getitem_rule(graph, fx_nodes, supported)
         device = set_device_limits(_MaskProperty(supported, "fx"),
                                    **declared_limits(self.operator_support))
@@ -112,7 +118,7 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         part = run_strategy(problem, self.strategy, **self.options)
         self.last_partition = part
         order = {nd: k for k, nd in enumerate(reversed(self.graph_module.graph.nodes))}
-        out = []
+        out: list[Partition] = []
         for cluster in part.accelerator_clusters():
             members = [fx_nodes[graph.nodes[v].name] for v in cluster.nodes]
             if not self.allows_single_node_partition and self._compute_count(members) <= 1:
@@ -155,7 +161,7 @@ def declared_limits(support: OperatorSupportBase) -> dict[str, int | None]:
 
 
 def _getitem_rule(graph: Graph, fx_nodes: dict[str, FxNode], supported: np.ndarray
-                  ) -> tuple[np.ndarray, list[list[int]]]:
+                  ) -> tuple[np.ndarray, list[list[int | str]]]:
     """torch's getitem rule: the ``getitem`` users of a node whose users are all ``getitem``
     go where the node goes. Returns the support after the rule and the together groups (a
     supported producer with its getitems; chains of getitems joined)."""
@@ -177,7 +183,7 @@ def _getitem_rule(graph: Graph, fx_nodes: dict[str, FxNode], supported: np.ndarr
                 follows = True
     if not follows:
         return supported, []
-    members: dict[int, list[int]] = {}
+    members: dict[int, list[int | str]] = {}  # the node refs of Constraints.together
     for v in range(graph.n):
         members.setdefault(uf.find(v), []).append(v)
     return supported, [g for g in members.values() if len(g) > 1]

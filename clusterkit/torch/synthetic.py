@@ -62,7 +62,7 @@ def graph_module_from_graph(graph: Graph) -> GraphModule:
     ``n<i>`` stands for Graph node ``i``."""
     fx = FxGraph()
     x = fx.placeholder("x")
-    made = []
+    made: list = []  # fx nodes
     preds = graph.pred_lists
     nbytes = graph.tensor_table.nbytes.tolist() if graph.n else []
     producer = graph.tensor_table.producer.tolist() if graph.n else []

@@ -43,8 +43,13 @@ from typing import Any, Sequence
 
 from ortools.sat.python import cp_model
 
-from clusterkit.engines.cpsat.reduce import (Reduction, SuperGraph, TensorTerm, mergeable,
-                                             reachability)
+from clusterkit.engines.cpsat.reduce import (
+    Reduction,
+    SuperGraph,
+    TensorTerm,
+    mergeable,
+    reachability,
+)
 
 Lit = Any  # True, False, or a CP-SAT literal
 
@@ -509,8 +514,8 @@ class ClusterModel:
         for h, p, cons, fixed in self._hosts:  # p = -1: produced off the host outside
             vals[h] = int((p < 0 or device[p] >= 0)
                           and (any(device[c] < 0 for c in cons) or (fixed and p >= 0)))
-        for lead, s, sem in self._leads:
-            vals[lead] = int(device[s] >= 0 and not any(same(t, s) for t in sem))
+        for lead, s, earlier in self._leads:
+            vals[lead] = int(device[s] >= 0 and not any(same(t, s) for t in earlier))
         for has, s, others in self._has:
             vals[has] = int(any(same(s, o) for o in others))
         return vals

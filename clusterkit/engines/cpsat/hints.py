@@ -59,6 +59,7 @@ def part_hint(model: ClusterModel, src: WarmHint | None) -> Assignment | None:
         key = (model.value(vals, "offload"), model.value(vals))
         if best is None or key < best[0]:
             best = (key, rank, devs)
+    assert best is not None  # cands is not empty
     return best[1], best[2]
 
 

@@ -38,8 +38,13 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.cpsat.build import ClusterModel
 from clusterkit.engines.cpsat.hints import topological_ranks
 from clusterkit.engines.cpsat.read import PartsOutcome, assemble
-from clusterkit.engines.cpsat.reduce import (Reduction, SuperGraph, build_supergraph, group_devices,
-                                             reachability)
+from clusterkit.engines.cpsat.reduce import (
+    Reduction,
+    SuperGraph,
+    build_supergraph,
+    group_devices,
+    reachability,
+)
 from clusterkit.engines.cpsat.relax import lower_bound
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part
 from clusterkit.errors import ClusterkitError
@@ -357,7 +362,7 @@ def coarse_graph(problem: Problem, red: Reduction, state: State
         node_super[ms] = c
     devices: list[tuple[int, ...]] = []
     may_acc: list[bool] = []
-    for c, ms in enumerate(members):
+    for ms in members:
         s = int(sg.node_super[ms[0]])
         d = state.device[s]
         devs = tuple(sorted(set(group_devices(problem, ms)) | {d})) if d >= 0 else ()

@@ -253,8 +253,8 @@ def _group_super_nodes(p: Problem, out: set[int]
     or that can host the whole group as one cluster."""
     n = p.n
     uf = UnionFind(n)
-    for members in p.groups:
-        ids = members.tolist()
+    for group in p.groups:
+        ids = group.tolist()
         for v in ids[1:]:
             uf.union(ids[0], v)
     live = np.ones(n, dtype=bool)
@@ -295,7 +295,7 @@ def group_devices(p: Problem, ids: list[int]) -> tuple[int, ...]:
 
 def build_supergraph(p: Problem, node_super: np.ndarray, members: list[list[int]],
                      devices: list[tuple[int, ...]], may_acc: list[bool], may_fb: list[bool],
-                     detached: list[int], on_host: list[int] = ()) -> SuperGraph:
+                     detached: list[int], on_host: Sequence[int] = ()) -> SuperGraph:
     """Aggregate edges, tensors and never-together pairs over super-nodes, renumbered in a
     topological order (smallest first member first among the ready ones)."""
     g = p.graph

@@ -53,8 +53,8 @@ def cut_relaxation(problem: Problem) -> Problem | None:
     (see the module docstring; None otherwise)."""
     if problem.min_size > 1 or len(problem.groups):
         return None
-    return dataclasses.replace(problem, max_size=None, max_const_bytes=None,
-                               limits=None)  # rebuilt without the global limits
+    return dataclasses.replace(  # limits=None: rebuilt (__post_init__) without the global ones
+        problem, max_size=None, max_const_bytes=None, limits=None)  # type: ignore[arg-type]
 
 
 def _always_acc(sg: SuperGraph, s: int) -> bool:

@@ -49,7 +49,7 @@ class SolverSettings:
         """The settings of ``engine``'s options; a bad one is a :class:`StrategyError` naming
         it (``time_limit`` is only checked here)."""
         if isinstance(time_limit, bool) or not isinstance(time_limit, Real) \
-                or not time_limit > 0:
+                or not time_limit > 0:  # type: ignore[operator]  # a Real compares with 0
             raise StrategyError(f"{engine}: option time_limit must be > 0, got {time_limit!r}")
         if isinstance(workers, bool) or not isinstance(workers, Integral) or workers < 0:
             raise StrategyError(f"{engine}: option workers must be an integer >= 0, got "

@@ -31,8 +31,13 @@ from clusterkit.engines.cpsat.build import build_models
 from clusterkit.engines.cpsat.diagnose import explain_infeasible, offload_contradiction
 from clusterkit.engines.cpsat.hints import WarmHint, hint_assignment
 from clusterkit.engines.cpsat.lns import METHODS, choose_method, lns_reductions, solve_lns
-from clusterkit.engines.cpsat.read import (CpsatResult, PartsOutcome, SolveReport,
-                                           infeasible_result, read_result)
+from clusterkit.engines.cpsat.read import (
+    CpsatResult,
+    PartsOutcome,
+    SolveReport,
+    infeasible_result,
+    read_result,
+)
 from clusterkit.engines.cpsat.reduce import REDUCTIONS, Reduction, reduce_problem
 from clusterkit.engines.cpsat.relax import cut_relaxation, partitions_bound
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, unsolved_part

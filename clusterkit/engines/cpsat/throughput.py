@@ -33,9 +33,17 @@ from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
-from clusterkit.engines.throughput import (Units, build_units, chain_heuristic, device_loads,
-                                           instance_of, latency_bound, partition_devices,
-                                           placement_problems, to_partition)
+from clusterkit.engines.throughput import (
+    Units,
+    build_units,
+    chain_heuristic,
+    device_loads,
+    instance_of,
+    latency_bound,
+    partition_devices,
+    placement_problems,
+    to_partition,
+)
 from clusterkit.errors import StrategyError
 from clusterkit.io.placement_instance import HOST, PlacementInstance
 from clusterkit.result import Partition
@@ -294,7 +302,7 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     warm = _feasible_warm(inst, warm)
     tm = build(inst, contiguous)
     slots = chain_slots(inst, tm.units, warm, contiguous) if warm is not None else None
-    if slots is not None:
+    if slots is not None and warm is not None:
         add_hint(tm, slots, _host_slot_of(inst, tm.units, warm, slots))
     solver = solver_parameters(time_limit, settings, wall=float(time_limit))
     code = solver.Solve(tm.m)

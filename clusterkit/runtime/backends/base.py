@@ -25,8 +25,14 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from clusterkit.errors import BackendError, ClusterkitError
-from clusterkit.fusion import (FusedGraph, StaticInfo, flatten, required_inputs, root_of,
-                               runtime_outputs)
+from clusterkit.fusion import (
+    FusedGraph,
+    StaticInfo,
+    flatten,
+    required_inputs,
+    root_of,
+    runtime_outputs,
+)
 from clusterkit.graph.core import Graph, Node
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.selection.protocol import SubgraphProperty, call_select

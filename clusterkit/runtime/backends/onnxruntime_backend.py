@@ -45,7 +45,9 @@ def _function_op(domain: str, op_type: str) -> bool:
         schema = onnx.defs.get_schema(op_type, domain=domain)
     except Exception:
         return False
-    return bool(schema.has_function or schema.has_context_dependent_function)
+    # both are properties of onnx's OpSchema that its type stubs leave out
+    return bool(schema.has_function  # type: ignore[attr-defined]
+                or schema.has_context_dependent_function)  # type: ignore[attr-defined]
 
 
 def _ortvalue_from_numpy(array: Any):
