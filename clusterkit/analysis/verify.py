@@ -292,6 +292,6 @@ def ep_grouping_notes(result: Partition) -> list[str]:
         if _as_sets(theirs) != _as_sets(mine):
             notes.append(f"note: clusterkit groups {prop.device}'s nodes into {len(mine)} "
                          f"partitions ({sum(map(len, mine))} nodes); {getattr(prop, 'ep', '')} "
-                         "makes "
+                         "itself makes "
                          f"{len(theirs)} ({sum(map(len, theirs))} nodes)")
     return notes

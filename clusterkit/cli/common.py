@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
 from clusterkit.engines import get_strategy
 from clusterkit.engines.throughput import instance_problem
-from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError
+from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError, UsageError
 from clusterkit.io.loader import load_graph
 from clusterkit.io.optimize import OPTIMIZE_LEVELS
 from clusterkit.io.placement_instance import is_instance_file
@@ -28,18 +28,18 @@ ORT_EP_SELECTORS = frozenset({"nnapi", "coreml", "xnnpack", "qnn", "dnnl", "tens
 
 
 def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "auto",
-                     selector_required: bool = True) -> None:
+                     selector_required: bool = True,
+                     unless: str = "--plan names them") -> None:
     """MODEL, --selector (shown as required in the usage unless ``selector_required`` is False,
-    for the commands where a ``--plan`` names the selectors), --fallback and the constraint
-    flags."""
+    for the commands where something else names the devices: ``unless`` says what), --fallback
+    and the constraint flags."""
     p.add_argument("model", metavar="MODEL", help="an .onnx file or a node-link .json graph")
     p.add_argument("--selector", action="append", default=[], metavar="SPEC",
                    required=selector_required,
                    help="a shipped selector's name, a Python file defining a SubgraphProperty, or"
                    " [DEVICE=]ops:OP,OP,... ; repeat for devices in priority order. Settings: "
                    "NAME[key=value,...], exclude=OP|OP, include=OP|OP (see 'clusterkit "
-                   "selectors')" + ("" if selector_required else "; required unless --plan "
-                                    "names them"))
+                   "selectors')" + ("" if selector_required else f"; required unless {unless}"))
     p.add_argument("--fallback", default="cpu", help="the fallback device (default: cpu)")
     if strategy_default is not None:
         p.add_argument("--strategy", default=strategy_default, metavar="NAME",
@@ -183,7 +183,8 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
 def problem_from_args(args: argparse.Namespace) -> Problem:
     """Load the model and compile the constraints with the selectors."""
     if not args.selector and not is_instance_file(args.model):
-        raise ConstraintError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
+        raise UsageError("the following arguments are required: --selector (unless MODEL is a "
+                         "placement instance)", getattr(args, "_prog", "clusterkit"))
     start = time.perf_counter()
     graph = load_graph(args.model, dims=dims_from_args(args),
                        optimize=optimize_from_args(args))

@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("partition", help="partition a model and report the clusters")
-    add_problem_args(p)
+    add_problem_args(p, selector_required=False, unless="MODEL is a placement instance")
     p.add_argument("--json", metavar="FILE", help="write the partition JSON here")
     p.add_argument("--split", metavar="FILE", help="placement instances: write the split in "
                    "the paper's format ({fpgas: [{nodes}], cpus: [{nodes}]}, original ids) here")
