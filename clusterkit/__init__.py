@@ -11,6 +11,7 @@ from clusterkit.errors import (
     CycleError,
     ExecutionError,
     GraphError,
+    InfeasibleError,
     ModelLoadError,
     PartitionError,
     RenderError,
@@ -59,7 +60,8 @@ def __getattr__(name: str):
 __all__ = [
     "BackendError", "Cluster", "ClusterkitError", "ConstraintError", "Constraints",
     "ContainOpSelector", "CycleError", "DEFAULT_VALUE_INPUTS", "ExecutionError", "Graph",
-    "GraphError", "ModelLoadError", "Node", "OpsProperty", "Partition", "PartitionError",
+    "GraphError", "InfeasibleError", "ModelLoadError", "Node", "OpsProperty", "Partition",
+    "PartitionError",
     "Problem", "RenderError", "SelectorError", "StrategyError", "Subgraph", "SubgraphNode",
     "SubgraphProperty", "SubgraphSelector", "Tensor", "cut_bytes", "from_networkx",
     "get_property", "get_strategy", "graph_from_node_link", "load_graph", "load_node_link",

@@ -44,7 +44,7 @@ from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, un
 from clusterkit.engines.cpsat.throughput import run_throughput
 from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
-from clusterkit.errors import StrategyError
+from clusterkit.errors import InfeasibleError, StrategyError
 from clusterkit.result import Partition
 
 __all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_parts"]
@@ -69,7 +69,8 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound
     meets the objective) or ``auto`` (the full model when its largest part is small enough to
     prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default).
-    Raises :class:`StrategyError` (with ``status``/``reason`` attributes) when infeasible.
+    Raises :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
+    when it finds no partition.
 
     ``objective="throughput"`` (a placement instance only: :mod:`.throughput`) minimizes the
     largest device load instead, ``contiguous`` (default) as the paper's chains or not."""
@@ -84,11 +85,8 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
                    deterministic=deterministic, log=log, coalesce=coalesce, method=method,
                    window=window)
     if res.partition is None:
-        err = StrategyError(f"cpsat: {res.status}: {res.reason}")
-        err.report = res.report  # type: ignore[attr-defined]
-        err.status = res.status  # type: ignore[attr-defined]
-        err.reason = res.reason  # type: ignore[attr-defined]
-        raise err
+        raise InfeasibleError(f"cpsat: {res.status}: {res.reason}", res.status, res.reason,
+                              res.report)
     return res.partition
 
 
