@@ -1,6 +1,8 @@
 """clusterkit: cluster the operator graph of a neural network into subgraphs an accelerator can
 run, under constraints, with interchangeable strategies, and fuse each cluster into one op."""
 
+from typing import TYPE_CHECKING, Any
+
 from clusterkit.api import make_problem, partition, run_strategy
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
 from clusterkit.engines import get_strategy, register_strategy, strategy_names
@@ -11,6 +13,7 @@ from clusterkit.errors import (
     CycleError,
     ExecutionError,
     GraphError,
+    InfeasibleError,
     ModelLoadError,
     PartitionError,
     RenderError,
@@ -41,12 +44,33 @@ from clusterkit.selection.specs import parse_selector, parse_selectors
 
 __version__ = "0.1.0"
 
-#: names resolved on first use, so that ``import clusterkit`` loads no heavy dependency
-#: (``load_onnx`` brings in the ``onnx`` package)
-_LAZY = {"load_onnx": "clusterkit.io.onnx"}
+#: names resolved on first use (PEP 562), so that ``import clusterkit`` loads no heavy
+#: dependency: ``load_onnx`` and the ONNX export bring in ``onnx``, the executor ``onnxruntime``
+#: when it runs; the rest of the pipeline (fusion, execution, comparison) is loaded on demand
+_LAZY = {
+    "load_onnx": "clusterkit.io.onnx",
+    "fuse": "clusterkit.fusion", "flatten": "clusterkit.fusion",
+    "FusedGraph": "clusterkit.fusion",
+    "Executor": "clusterkit.runtime.executor", "run_model": "clusterkit.runtime.executor",
+    "random_inputs": "clusterkit.runtime.executor",
+    "compare_outputs": "clusterkit.runtime.executor",
+    "OnnxRuntimeBackend": "clusterkit.runtime.backends",
+    "get_backend": "clusterkit.runtime.backends",
+    "register_backend": "clusterkit.runtime.backends",
+    "export_fused": "clusterkit.io.export", "export_partition": "clusterkit.io.export",
+    "compare": "clusterkit.analysis.compare", "format_table": "clusterkit.analysis.compare",
+}
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from clusterkit.analysis.compare import compare, format_table
+    from clusterkit.fusion import FusedGraph, flatten, fuse
+    from clusterkit.io.export import export_fused, export_partition
+    from clusterkit.io.onnx import load_onnx
+    from clusterkit.runtime.backends import OnnxRuntimeBackend, get_backend, register_backend
+    from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """A :data:`_LAZY` name, imported on first access (PEP 562)."""
     if name in _LAZY:
         import importlib
@@ -56,10 +80,17 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module 'clusterkit' has no attribute {name!r}")
 
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy ones included."""
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
     "BackendError", "Cluster", "ClusterkitError", "ConstraintError", "Constraints",
     "ContainOpSelector", "CycleError", "DEFAULT_VALUE_INPUTS", "ExecutionError", "Graph",
-    "GraphError", "ModelLoadError", "Node", "OpsProperty", "Partition", "PartitionError",
+    "GraphError", "InfeasibleError", "ModelLoadError", "Node", "OpsProperty", "Partition",
+    "PartitionError",
     "Problem", "RenderError", "SelectorError", "StrategyError", "Subgraph", "SubgraphNode",
     "SubgraphProperty", "SubgraphSelector", "Tensor", "cut_bytes", "from_networkx",
     "get_property", "get_strategy", "graph_from_node_link", "load_graph", "load_node_link",
@@ -67,4 +98,8 @@ __all__ = [
     "parse_selector", "parse_selectors", "partition", "register_property", "register_strategy",
     "registered_properties", "run_strategy", "strategy_names", "to_networkx", "to_node_link",
     "WriteError", "UsageError",
+    # the pipeline after partitioning, loaded on first use
+    "fuse", "flatten", "FusedGraph", "Executor", "run_model", "random_inputs", "compare_outputs",
+    "OnnxRuntimeBackend", "get_backend", "register_backend", "export_fused", "export_partition",
+    "compare", "format_table",
 ]

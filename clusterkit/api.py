@@ -24,6 +24,7 @@ from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
+from clusterkit.modes import DeviceMode
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
@@ -82,7 +83,7 @@ def check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> 
 
 def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
                  validate: bool = True, coalesce_after: bool = False,
-                 devices: str | None = None, **options: Any) -> Partition:
+                 devices: DeviceMode | None = None, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
     default) validated. With ``coalesce_after``, clusters of one device are then merged while
     the partition stays valid (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or
@@ -143,7 +144,8 @@ def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
 
 def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
               /, strategy: str = "auto", *, constraints: Constraints | None = None,
-              fallback: str = "cpu", coalesce_after: bool = False, devices: str | None = None,
+              fallback: str = "cpu", coalesce_after: bool = False,
+              devices: DeviceMode | None = None,
               **options: Any) -> Partition:
     """Partition ``model`` (path, ModelProto, networkx DiGraph or Graph) for the devices of
     ``selectors`` (specs or properties, one or a list) with ``strategy`` and its ``options``;

@@ -15,6 +15,7 @@ class                  builtin           why
 ``ConstraintError``    ``ValueError``    malformed or contradictory constraints
 ``PartitionError``     ``ValueError``    an invalid partition
 ``StrategyError``      ``ValueError``    an unknown strategy name or a bad strategy option
+``InfeasibleError``    ``ValueError``    a solver found no partition (a ``StrategyError``)
 ``BackendError``       ``RuntimeError``  a backend failed to query, compile or run
 ``ExecutionError``     ``RuntimeError``  running a graph or a worker process failed
 ``RenderError``        ``RuntimeError``  a picture could not be drawn (Graphviz missing or failing)
@@ -63,6 +64,22 @@ class PartitionError(ClusterkitError, ValueError):
 
 class StrategyError(ClusterkitError, ValueError):
     """Unknown strategy, bad strategy option, or a strategy that cannot run on this input."""
+
+
+class InfeasibleError(StrategyError):
+    """A solver found no partition: the constraints contradict each other (``status``
+    ``"INFEASIBLE"``) or none was found in the time given (e.g. ``"UNKNOWN"``). ``reason`` says
+    why; ``report`` is the solver's report (cpsat: a ``SolveReport``), or None."""
+
+    def __init__(self, message: str, status: str, reason: str, report: object = None):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.report = report
+
+    def __reduce__(self):
+        """Pickled with its fields (a worker process raises it, the parent reads them)."""
+        return type(self), (str(self), self.status, self.reason, self.report)
 
 
 class BackendError(ClusterkitError, RuntimeError):

@@ -12,19 +12,16 @@ import sys
 from pathlib import Path
 
 import clusterkit as ck
-from clusterkit.fusion import flatten, fuse
-from clusterkit.runtime.backends import OnnxRuntimeBackend
-from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 
 #: the example models shipped with the repository
 BUNDLED = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
 
 
-class FlakyNpu(OnnxRuntimeBackend):
+class FlakyNpu(ck.OnnxRuntimeBackend):
     """An onnxruntime backend whose compiler rejects any subgraph holding a Gemm."""
 
     def compile(self, subgraph, *args, **kwargs):
-        if "Gemm" in flatten(subgraph).op_types:
+        if "Gemm" in ck.flatten(subgraph).op_types:
             raise ck.BackendError("flaky npu: Gemm is not supported by this driver")
         return super().compile(subgraph, *args, **kwargs)
 
@@ -35,15 +32,15 @@ strategy = "hetero" if "hetero" in ck.strategy_names() else "singleton"
 part = ck.partition(model, selectors, strategy=strategy)
 print(part.summary())
 
-fused = fuse(part)
-executor = Executor(fused, backends={"npu": FlakyNpu()})
-feeds = random_inputs(fused, seed=0)
+fused = ck.fuse(part)
+executor = ck.Executor(fused, backends={"npu": FlakyNpu()})
+feeds = ck.random_inputs(fused, seed=0)
 outputs = executor.run(feeds)
 print(executor.summary())
 for fb in executor.fallbacks:
     print(f"fell back to the host: {fb['unit']} on {fb['device']} ({fb['error']})")
 
-expected = run_model(part.graph.model, feeds)
-diff = compare_outputs(expected, outputs)
+expected = ck.run_model(part.graph.model, feeds)
+diff = ck.compare_outputs(expected, outputs)
 print(f"max |fused - onnxruntime| = {diff['max_abs_diff']:.3g}; match: {diff['outputs_match']}")
 sys.exit(0 if diff["outputs_match"] else 1)

@@ -22,6 +22,7 @@ BUILTIN = {"ModelLoadError": ValueError, "WriteError": OSError, "GraphError": Va
            "CycleError": ValueError,
            "SelectorError": ValueError, "ConstraintError": ValueError,
            "PartitionError": ValueError, "StrategyError": ValueError,
+           "InfeasibleError": ValueError,
            "BackendError": RuntimeError, "ExecutionError": RuntimeError,
            "RenderError": RuntimeError, "UsageError": ValueError}
 

@@ -5,14 +5,15 @@ infeasibility as a status, the reductions, the gap, the CLI."""
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterkit import (Constraints, OpsProperty, StrategyError, from_networkx, load_graph,
-                        make_problem, run_strategy, strategy_names)
+from clusterkit import (Constraints, InfeasibleError, OpsProperty, StrategyError, from_networkx,
+                        load_graph, make_problem, run_strategy, strategy_names)
 from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum
 from clusterkit.constraints.objectives import parse_objective
 from clusterkit.engines.cpsat.reduce import reachability, reduce_problem
@@ -262,9 +263,15 @@ def test_infeasible_is_a_status_with_a_reason():
     # one of them and the limit at fault
     assert ("'0' (Conv)" in res.reason or "'2' (Conv)" in res.reason) \
         and "min_size 2" in res.reason
-    with pytest.raises(StrategyError) as exc:
+    with pytest.raises(InfeasibleError) as exc:
         run_strategy(problem, "cpsat", require_offload=True, time_limit=10)
-    assert exc.value.status == "INFEASIBLE" and "cannot all be offloaded" in str(exc.value)
+    err = exc.value
+    assert isinstance(err, StrategyError) and str(err) == f"cpsat: INFEASIBLE: {err.reason}"
+    assert err.status == err.report.status == "INFEASIBLE"
+    assert "cannot all be offloaded" in err.reason
+    again = pickle.loads(pickle.dumps(err))  # a worker process raises it, the parent reads it
+    assert (type(again), str(again), again.status, again.reason) == (
+        InfeasibleError, str(err), err.status, err.reason)
     # without the requirement the same input is feasible: both Convs stay on the host
     res = solve(problem, "cut", time_limit=10)
     assert res.status == "OPTIMAL" and res.fallback_nodes == 3

@@ -39,10 +39,43 @@ def test_reading_node_link_json_needs_no_networkx(tmp_path):
     assert "networkx" not in loaded
 
 
+#: the pipeline after partitioning, at the front door and where each is defined
+PIPELINE = {"fuse": "clusterkit.fusion", "flatten": "clusterkit.fusion",
+            "FusedGraph": "clusterkit.fusion", "Executor": "clusterkit.runtime.executor",
+            "run_model": "clusterkit.runtime.executor",
+            "random_inputs": "clusterkit.runtime.executor",
+            "compare_outputs": "clusterkit.runtime.executor",
+            "OnnxRuntimeBackend": "clusterkit.runtime.backends",
+            "get_backend": "clusterkit.runtime.backends",
+            "register_backend": "clusterkit.runtime.backends",
+            "export_fused": "clusterkit.io.export", "export_partition": "clusterkit.io.export",
+            "compare": "clusterkit.analysis.compare", "format_table": "clusterkit.analysis.compare"}
+
+
 @pytest.mark.parametrize("name", ["load_onnx", "load_graph", "graph_from_node_link",
-                                  "from_networkx", "partition"])
+                                  "from_networkx", "partition", *PIPELINE])
 def test_public_names_stay_reachable(name):
     import clusterkit
 
     assert callable(getattr(clusterkit, name))
     assert name in clusterkit.__all__
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINE))
+def test_the_front_door_gives_the_pipeline_objects_themselves(name):
+    import importlib
+
+    import clusterkit
+
+    assert getattr(clusterkit, name) is getattr(importlib.import_module(PIPELINE[name]), name)
+    assert name in dir(clusterkit)
+
+
+def test_the_examples_use_the_front_door():
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    for path in sorted(examples.glob("*.py")):
+        text = path.read_text()
+        for module in set(PIPELINE.values()):
+            assert f"from {module} import" not in text, (path.name, module)

@@ -271,13 +271,14 @@ def test_the_papers_evaluator_scores_our_splits_as_we_do(tmp_path: Path) -> None
 
 
 def test_no_feasible_placement_is_an_error_naming_the_instance() -> None:
-    from clusterkit.errors import StrategyError
+    from clusterkit.errors import InfeasibleError, StrategyError
 
     doc = doc_of([node(1, 1.0, 5.0, size=4.0), node(2, 1.0, 5.0, size=4.0)], [(1, 2, 1.0)],
                  k=1, memory=3.0, cpus=0)
     inst = instance_from_dict(doc, name="tight")
-    with pytest.raises(StrategyError, match="'tight'.*no placement"):
+    with pytest.raises(InfeasibleError, match="'tight'.*no placement") as err:
         solve_throughput(inst, time_limit=5.0, workers=1)
+    assert err.value.status == "INFEASIBLE" and err.value.reason.startswith("no placement")
     with pytest.raises(StrategyError, match="maxSizePerFPGA"):
         chain_heuristic(inst)
     doc["maxCPUs"] = 1  # the host takes what no accelerator can hold

@@ -28,6 +28,7 @@ from clusterkit.errors import ClusterkitError, RenderError, SweepInterrupted
 from clusterkit.io.dot import dot_to_svg, partition_dot
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
+from clusterkit.modes import OptimizeLevel
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 
@@ -153,7 +154,7 @@ def _fill_gaps(rows: list[Row]) -> None:
 def _compare_model(path: str, selectors: Selectors, strategies: Sequence[str] | None,
                    constraints: Constraints | None, fallback: str,
                    options: dict[str, dict[str, Any]] | None, coalesce_after: bool,
-                   optimize: str = "none") -> dict[str, Any]:
+                   optimize: OptimizeLevel = "none") -> dict[str, Any]:
     """One model's comparison in JSON form (partitions stay where it ran); any exception
     becomes the model's error row."""
     try:
@@ -199,7 +200,7 @@ def compare_many(paths: Sequence[str], selectors: Selectors,
                  executor: Executor | None = None, isolate: bool = False,
                  timeout: float | None = None, jsonl: str | None = None,
                  progress: bool = False, coalesce_after: bool = False,
-                 optimize: str = "none") -> list[dict[str, Any]]:
+                 optimize: OptimizeLevel = "none") -> list[dict[str, Any]]:
     """Compare on every model in ``paths``; results (JSON form) in the order of ``paths``.
 
     With an ``executor`` the models run as its tasks (module-level functions with plain

@@ -15,8 +15,8 @@ from clusterkit.engines import get_strategy
 from clusterkit.engines.throughput import instance_problem
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError, UsageError
 from clusterkit.io.loader import load_graph
-from clusterkit.io.optimize import OPTIMIZE_LEVELS
 from clusterkit.io.placement_instance import is_instance_file
+from clusterkit.modes import OPTIMIZE_LEVELS, OptimizeLevel, check_choice
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import check_op_types, parse_selectors
 
@@ -71,13 +71,10 @@ def add_optimize_arg(p: argparse.ArgumentParser) -> None:
                    "optimizations (constant folding, shape resolution, redundant nodes removed)")
 
 
-def optimize_from_args(args: argparse.Namespace) -> str:
+def optimize_from_args(args: argparse.Namespace) -> OptimizeLevel:
     """The ``--optimize`` level; an unknown one is a :class:`ModelLoadError`."""
     level = getattr(args, "optimize", None) or "none"
-    if level not in OPTIMIZE_LEVELS:
-        raise ModelLoadError(f"--optimize takes one of {', '.join(OPTIMIZE_LEVELS)}, got "
-                             f"{level!r}")
-    return level
+    return check_choice("--optimize", level, OPTIMIZE_LEVELS, ModelLoadError)
 
 
 def raw_graph_hint(args: argparse.Namespace, properties: Iterable[SubgraphProperty]

@@ -9,7 +9,7 @@ pairs, together groups, size limits). Selectors are compiled into it too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Mapping, Sequence, Union
 
 import numpy as np
 
@@ -51,6 +51,10 @@ class Constraints:
       joins its group when a device of the group takes it, else the group is an error.
     - ``min_size``/``max_size``: nodes per accelerator cluster; ``max_const_bytes``: bytes of the
       constants one cluster may hold. A cluster below ``min_size`` goes back to the fallback.
+
+    What needs no graph is checked when the object is built (:func:`check_constraints`: an
+    error names the setting); :meth:`compile` checks the rest against the graph. Change a built
+    one with :func:`dataclasses.replace`, which checks again.
     """
 
     cut_edges: list[tuple[NodeRef, NodeRef]] = field(default_factory=list)
@@ -60,6 +64,9 @@ class Constraints:
     min_size: int = 1
     max_size: int | None = None
     max_const_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        check_constraints(self)
 
     @classmethod
     def default(cls, **kwargs) -> "Constraints":
@@ -205,19 +212,84 @@ def resolve_node(graph: Graph, ref: NodeRef, what: str) -> int:
     raise ConstraintError(f"{what}: no node named {ref!r}")
 
 
-def _check_limits(cons: "Constraints") -> None:
-    """Size and byte limits and value-input positions are counts: refuse what cannot be one."""
+def check_constraints(cons: Constraints) -> None:
+    """The checks that need no graph: counts that cannot be counts, malformed pairs and groups,
+    a malformed ``value_inputs``. Each error is one line naming the setting."""
+    _check_limits(cons)
+    _check_value_inputs(cons.value_inputs)
+    _check_pairs(cons.cut_edges, "cut_edges")
+    _check_pairs(cons.never_together, "never_together")
+    _check_together(cons.together)
+
+
+#: what a list of pairs, a pair, a group or a tuple of positions may be
+_SEQUENCES = (list, tuple, np.ndarray)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _is_ref(x: object) -> bool:
+    """A node reference: a topological index or a name."""
+    return _is_int(x) or isinstance(x, str)
+
+
+def _check_limits(cons: Constraints) -> None:
+    """Size and byte limits are counts: refuse what cannot be one."""
+    for name in ("min_size", "max_size", "max_const_bytes"):
+        value = getattr(cons, name)
+        if not _is_int(value) and not (value is None and name != "min_size"):
+            raise ConstraintError(f"{name} must be an integer, got {value!r}")
     if cons.min_size < 1:
         raise ConstraintError(f"min_size must be >= 1, got {cons.min_size}")
     if cons.max_size is not None and cons.max_size < cons.min_size:
         raise ConstraintError(f"max_size {cons.max_size} is below min_size {cons.min_size}")
     if cons.max_const_bytes is not None and cons.max_const_bytes < 0:
         raise ConstraintError(f"max_const_bytes must be >= 0, got {cons.max_const_bytes}")
-    for op, positions in cons.value_inputs.items():
-        bad = [p for p in positions if not isinstance(p, (int, np.integer)) or p < 0]
+
+
+def _check_value_inputs(value_inputs: object) -> None:
+    """``value_inputs`` maps op types to tuples of input positions >= 0."""
+    if not isinstance(value_inputs, Mapping):
+        raise ConstraintError("value_inputs must map op types to input positions, got "
+                              f"{value_inputs!r}")
+    for op, positions in value_inputs.items():
+        if not isinstance(op, str):
+            raise ConstraintError(f"value_inputs: op type {op!r} is not a string")
+        if not isinstance(positions, _SEQUENCES):
+            raise ConstraintError(f"value_inputs of {op}: expected a tuple of input positions, "
+                                  f"got {positions!r}")
+        bad = [p for p in positions if not _is_int(p) or p < 0]
         if bad:
             raise ConstraintError(f"value input of {op}: input position {bad[0]} is not an "
                                   "index >= 0")
+
+
+def _check_pairs(pairs: object, name: str) -> None:
+    """``pairs`` is a list of (node, node) pairs, each node an index or a name."""
+    if not isinstance(pairs, _SEQUENCES):
+        raise ConstraintError(f"{name} must be a list of node pairs, got {pairs!r}")
+    for pair in pairs:
+        if not isinstance(pair, _SEQUENCES) or len(pair) != 2:
+            raise ConstraintError(f"{name}: {pair!r} is not a pair of nodes")
+        bad = [x for x in pair if not _is_ref(x)]
+        if bad:
+            raise ConstraintError(f"{name}: a node is an index or a name, got {bad[0]!r}")
+        if name == "never_together" and pair[0] == pair[1]:
+            raise ConstraintError(f"never_together pair names node {pair[0]!r} twice")
+
+
+def _check_together(groups: object) -> None:
+    """``together`` is a list of groups, each a list of nodes (indices or names)."""
+    if not isinstance(groups, _SEQUENCES):
+        raise ConstraintError(f"together must be a list of node groups, got {groups!r}")
+    for group in groups:
+        if not isinstance(group, _SEQUENCES + (set, frozenset)):
+            raise ConstraintError(f"together: {group!r} is not a group of nodes (a list)")
+        bad = [x for x in group if not _is_ref(x)]
+        if bad:
+            raise ConstraintError(f"together: a node is an index or a name, got {bad[0]!r}")
 
 
 def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphProperty],
@@ -228,7 +300,6 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
         raise ConstraintError(f"device names must be distinct, got {devices}")
     if fallback in devices:
         raise ConstraintError(f"fallback device {fallback!r} is also an accelerator device")
-    _check_limits(cons)
     limits = Limits.build(graph, cons.min_size, cons.max_size, cons.max_const_bytes, properties)
     n, m = graph.n, graph.num_edges
     supported = np.zeros((len(properties), n), dtype=bool)

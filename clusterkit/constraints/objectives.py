@@ -14,10 +14,13 @@ from fractions import Fraction
 from typing import Mapping, NamedTuple
 
 from clusterkit.errors import StrategyError
+from clusterkit.modes import ObjectiveName
 
 TERMS = ("cut", "partitions")
 
-ObjectiveSpec = str | Mapping[str, float] | None
+#: an objective: a name, weights as text (``"cut=1,partitions=1000"``) or a mapping, or None
+#: (``cut``)
+ObjectiveSpec = ObjectiveName | str | Mapping[str, float] | None
 
 
 class Objective(NamedTuple):

@@ -65,6 +65,7 @@ from clusterkit.engines.refine import refine
 from clusterkit.engines.throughput import instance_of, run_heuristic
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
+from clusterkit.modes import PREFERENCES, DeviceMode, Prefer, check_choice
 from clusterkit.reasons import BELOW_MIN_SIZE
 from clusterkit.result import Partition
 
@@ -96,7 +97,7 @@ LEVELS = "cycles+levels"
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
-        growth_limit: int = GROWTH_LIMIT, devices: str = "cost", prefer: str = "cut",
+        growth_limit: int = GROWTH_LIMIT, devices: DeviceMode = "cost", prefer: Prefer = "cut",
         polish: float = 0.5, polish_limit: int = POLISH_LIMIT) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
@@ -109,8 +110,7 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         return run_heuristic(problem)
     if polish < 0:
         raise StrategyError(f"auto: option polish must be >= 0 seconds, got {polish}")
-    if prefer not in ("cut", "partitions"):
-        raise StrategyError(f"auto: option prefer must be 'cut' or 'partitions', got {prefer!r}")
+    check_choice("auto: option prefer", prefer, PREFERENCES)
     names = [(name, problem) for name in _member_names(problem, members, growth_limit)]
     if check_mode(devices) == "cost" and len(problem.devices) > 1:
         narrowed = choose_devices(problem, "cost")
@@ -242,7 +242,7 @@ def _within(key: tuple[int, int, int], bound: tuple[int, int, int] | None, share
     return bound is not None and key[0] == bound[0] and key[1] <= bound[1] * (1 + share)
 
 
-def _ranking(problem: Problem, prefer: str) -> str:
+def _ranking(problem: Problem, prefer: Prefer) -> Prefer:
     """``prefer``, except that a restrictive device (a stateful selector or limits of its own,
     :meth:`~clusterkit.constraints.acceptance.Acceptance.restrictive`) ranks partitions before
     cut: its clusters are cut by its own rule, and the growth it is written for (``mxnet``)

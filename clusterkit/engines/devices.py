@@ -33,22 +33,21 @@ import numpy as np
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused, group_labels
+from clusterkit.modes import DEVICE_MODES, DeviceMode, check_choice
 from clusterkit.result import Partition, cut_bytes
 
-#: the device-choice modes
-MODES = ("priority", "cost")
+#: the device-choice modes (:data:`clusterkit.modes.DeviceMode`)
+MODES = DEVICE_MODES
 #: expansion rounds over all devices at most (each round that changes nothing ends the search)
 MAX_ROUNDS = 20
 
 
-def check_mode(mode: str) -> str:
+def check_mode(mode: object) -> DeviceMode:
     """``mode`` when it is one of :data:`MODES`, else an error naming the choices."""
-    if mode not in MODES:
-        raise StrategyError(f"devices must be one of {', '.join(MODES)}, got {mode!r}")
-    return mode
+    return check_choice("devices", mode, MODES)
 
 
-def choose_devices(problem: Problem, mode: str = "cost") -> Problem:
+def choose_devices(problem: Problem, mode: DeviceMode = "cost") -> Problem:
     """``problem`` narrowed to one device per supported node, chosen by ``mode``
     (:data:`MODES`); the problem itself when it has fewer than two devices."""
     check_mode(mode)
@@ -86,7 +85,7 @@ def device_cut(problem: Problem, labels: np.ndarray) -> int:
     return cut_bytes(problem.graph, np.asarray(labels, dtype=np.int64))[0]
 
 
-def device_labels(problem: Problem, mode: str = "cost") -> np.ndarray:
+def device_labels(problem: Problem, mode: DeviceMode = "cost") -> np.ndarray:
     """Device index per node (-1 where no device takes it, or a together group has no common
     device), chosen by ``mode``."""
     from clusterkit.engines.placement import priority_placement  # loads OR-tools: on use

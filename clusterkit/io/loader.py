@@ -10,13 +10,15 @@ from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
 from clusterkit.io.networkx import from_networkx, load_node_link
 from clusterkit.io.placement_instance import is_instance_file, load_instance_graph
+from clusterkit.modes import OPTIMIZE_LEVELS, OptimizeLevel, check_choice
 
 if TYPE_CHECKING:
     import networkx as nx
 
 
 def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
-               dims: Mapping[str, int] | None = None, optimize: str = "none") -> Graph:
+               dims: Mapping[str, int] | None = None, optimize: OptimizeLevel = "none"
+               ) -> Graph:
     """A Graph from an ``.onnx`` path, a node-link or placement-instance ``.json`` path, a
     ModelProto, a networkx DiGraph, or a Graph (returned as is). ``dims`` fixes symbolic dims of
     an ONNX model's inputs (see :func:`~clusterkit.io.onnx.load_onnx`); other inputs have none to
@@ -24,6 +26,7 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
     (``"none"`` or ``"basic"``) reads instead the graph onnxruntime's optimizations of that level
     make of an ONNX model, dims fixed first (see :func:`~clusterkit.io.optimize.optimize_model`).
     """
+    check_choice("optimize", optimize, OPTIMIZE_LEVELS, ModelLoadError)
     if (dims or optimize != "none") and not _is_onnx(model):
         what = "dims fix symbolic dims of" if dims else "optimize rewrites"
         raise ModelLoadError(f"{what} an ONNX model, and {_kind(model)} is not one")
@@ -56,7 +59,7 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
 
 
 def _load_optimized(model: Any, dims: Mapping[str, int] | None,
-                    level: str) -> Graph:
+                    level: OptimizeLevel) -> Graph:
     """The Graph of the model onnxruntime's ``level`` optimizations make, named as ``model``."""
     from clusterkit.io.onnx import load_onnx
     from clusterkit.io.optimize import optimize_model

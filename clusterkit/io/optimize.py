@@ -15,17 +15,19 @@ from typing import Mapping
 
 import onnx
 
+from clusterkit import modes
 from clusterkit.errors import ModelLoadError
 from clusterkit.io.onnx import PROTOBUF_LIMIT, fix_dims
+from clusterkit.modes import OptimizeLevel, check_choice
 
 #: the levels :func:`optimize_model` knows, in order; ``none`` is the raw graph
-OPTIMIZE_LEVELS = ("none", "basic")
+OPTIMIZE_LEVELS = modes.OPTIMIZE_LEVELS
 #: external tensors of the written model: file name, and the size from which a tensor goes there
 _DATA_FILE = "optimized.onnx.data"
 _DATA_MIN_BYTES = "1024"
 
 
-def optimize_model(model: str | os.PathLike | onnx.ModelProto, level: str = "basic",
+def optimize_model(model: str | os.PathLike | onnx.ModelProto, level: OptimizeLevel = "basic",
                    dims: Mapping[str, int] | None = None) -> onnx.ModelProto:
     """The ModelProto onnxruntime's ``level`` optimizations make of ``model`` (a path, whose
     external data is read from its folder, or a ModelProto, not modified), with every tensor
@@ -34,9 +36,7 @@ def optimize_model(model: str | os.PathLike | onnx.ModelProto, level: str = "bas
 
     Raises :class:`ModelLoadError` for an unknown level, a model that cannot be read, or one
     onnxruntime cannot load (with onnxruntime's first message line)."""
-    if level not in OPTIMIZE_LEVELS:
-        raise ModelLoadError(f"unknown optimize level {level!r} (known: "
-                             f"{', '.join(OPTIMIZE_LEVELS)})")
+    check_choice("optimize", level, OPTIMIZE_LEVELS, ModelLoadError)
     label = _label(model)
     proto = _read(model, label)
     if dims:

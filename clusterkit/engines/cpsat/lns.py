@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterkit import modes
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.cpsat.build import ClusterModel
 from clusterkit.engines.cpsat.hints import topological_ranks
@@ -49,10 +50,11 @@ from clusterkit.engines.cpsat.relax import lower_bound
 from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part
 from clusterkit.errors import ClusterkitError
 from clusterkit.graph.algorithms import quotient_edges, topological_order
+from clusterkit.modes import Method
 from clusterkit.result import Partition
 
 #: Methods of the ``cpsat`` strategy: the full model, LNS, or the first when it is small enough.
-METHODS = ("auto", "full", "lns")
+METHODS = modes.METHODS
 #: ``auto`` solves the full model when its largest part has at most this many super-nodes
 #: (pair terms: the ``partitions`` weight, size or constant-byte limits) ...
 PAIR_LIMIT = 250
@@ -77,7 +79,7 @@ def has_pair_terms(problem: Problem, w_parts: int) -> bool:
     return bool(w_parts) or lim.any_minimum or lim.any_maximum or lim.any_bytes
 
 
-def choose_method(method: str, problem: Problem, red: Reduction, w_parts: int) -> str:
+def choose_method(method: Method, problem: Problem, red: Reduction, w_parts: int) -> Method:
     """``full`` or ``lns`` for ``method`` (``auto``: the full model when small enough)."""
     if method != "auto":
         return method

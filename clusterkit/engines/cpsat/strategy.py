@@ -44,7 +44,8 @@ from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, un
 from clusterkit.engines.cpsat.throughput import run_throughput
 from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
-from clusterkit.errors import StrategyError
+from clusterkit.errors import InfeasibleError, StrategyError
+from clusterkit.modes import Method, check_choice
 from clusterkit.result import Partition
 
 __all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_parts"]
@@ -54,7 +55,8 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
         workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
         reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
         deterministic: bool = True, log: bool = False, coalesce: bool = True,
-        method: str = "auto", window: int | None = None, contiguous: bool = True) -> Partition:
+        method: Method = "auto", window: int | None = None, contiguous: bool = True
+        ) -> Partition:
     """Optimal partition (see the module docstring). ``time_limit``: seconds for the search
     (CP-SAT's deterministic seconds with ``deterministic``, wall-clock ones otherwise; the
     result's ``limit`` says which limit stopped it, if any); ``warm_start``: True (best heuristic),
@@ -69,7 +71,8 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound
     meets the objective) or ``auto`` (the full model when its largest part is small enough to
     prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default).
-    Raises :class:`StrategyError` (with ``status``/``reason`` attributes) when infeasible.
+    Raises :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
+    when it finds no partition.
 
     ``objective="throughput"`` (a placement instance only: :mod:`.throughput`) minimizes the
     largest device load instead, ``contiguous`` (default) as the paper's chains or not."""
@@ -84,11 +87,8 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
                    deterministic=deterministic, log=log, coalesce=coalesce, method=method,
                    window=window)
     if res.partition is None:
-        err = StrategyError(f"cpsat: {res.status}: {res.reason}")
-        err.report = res.report  # type: ignore[attr-defined]
-        err.status = res.status  # type: ignore[attr-defined]
-        err.reason = res.reason  # type: ignore[attr-defined]
-        raise err
+        raise InfeasibleError(f"cpsat: {res.status}: {res.reason}", res.status, res.reason,
+                              res.report)
     return res.partition
 
 
@@ -96,7 +96,7 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
              workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
              reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
              deterministic: bool = True, log: bool = False, coalesce: bool = True,
-             method: str = "auto", window: int | None = None) -> CpsatResult:
+             method: Method = "auto", window: int | None = None) -> CpsatResult:
     """Solve (options as :func:`run`); never raises for infeasibility (the status says it)."""
     start = time.perf_counter()
     obj = parse_objective(objective)
@@ -198,9 +198,7 @@ def _run_lns(problem: Problem, weights: tuple[int, int], warm: Partition | None,
 
 def _check_method(method: Any, window: Any) -> None:
     """A bad ``method`` or ``window`` is a :class:`StrategyError` naming it."""
-    if method not in METHODS:
-        raise StrategyError(f"cpsat: option method must be one of {', '.join(METHODS)}, got "
-                            f"{method!r}")
+    check_choice("cpsat: option method", method, METHODS)
     if window is not None and (isinstance(window, bool) or not isinstance(window, int)
                                or window < 2):
         raise StrategyError(f"cpsat: option window must be an integer >= 2, got {window!r}")

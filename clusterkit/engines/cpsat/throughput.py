@@ -44,7 +44,7 @@ from clusterkit.engines.throughput import (
     placement_problems,
     to_partition,
 )
-from clusterkit.errors import StrategyError
+from clusterkit.errors import InfeasibleError, StrategyError
 from clusterkit.io.placement_instance import HOST, PlacementInstance
 from clusterkit.result import Partition
 
@@ -315,8 +315,9 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
         if got_load < load:
             device, load = got, got_load
     if device is None:
-        raise StrategyError(f"cpsat: instance {inst.name!r}: {STATUS[code]}: no placement "
-                            "found that keeps colorClass, maxSizePerFPGA and host-only nodes")
+        why = "no placement found that keeps colorClass, maxSizePerFPGA and host-only nodes"
+        raise InfeasibleError(f"cpsat: instance {inst.name!r}: {STATUS[code]}: {why}",
+                              STATUS[code], why)
     bound = max(solver.BestObjectiveBound() / tm.scale, latency_bound(inst))
     info = {"slots": slot_count(inst), "units": tm.units.count, "terms": len(tm.terms),
             "wall": solver.WallTime(), "deterministic_time": solver.deterministic_time,
