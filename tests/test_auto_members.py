@@ -9,11 +9,13 @@ door, raw and coalesced, and its figures are counted here from its clusters, not
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import clusterkit as ck
 from clusterkit.engines.auto import GROWTH, MEMBERS
 from clusterkit.testing.shapes import QUALITY_OP_SETS
 from support.models import BUNDLED_MODELS, LIGHT_DIR
+from support.problems import problems
 
 MODELS = [BUNDLED_MODELS / "fasterrcnn_mobilenet_v3_large_320_fpn.onnx",
           LIGHT_DIR / "light_densenet121.onnx"]
@@ -56,3 +58,31 @@ def test_growth_members_run_above_the_old_limit_and_auto_beats_them_alone():
         assert order(key(part)) <= order(key(alone)), strategy
     capped = ck.run_strategy(problem, "auto", growth_limit=1500, polish=0)
     assert not set(GROWTH) & {m["name"] for m in capped.info["auto"]["members"]}
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(problem=problems())
+def test_the_partition_returned_is_the_winners(problem):
+    """The figures counted from the returned clusters are those recorded for the winner
+    (the refinement and the CP-SAT polish included)."""
+    part = ck.run_strategy(problem, "auto")
+    record = part.info["auto"]
+    won = [m for m in record["members"] if m["name"] == record["winner"]][-1]
+    assert key(part) == (won["fallback_nodes"], won["cut_bytes"], won["partitions"])
+
+
+def test_the_polish_returns_its_own_partition_when_it_wins(monkeypatch):
+    """t5_small with the transformer op set, the refinement made a no-op: the CP-SAT polish
+    lowers the cut of the ``cycles`` member, and the partition returned is the polished one."""
+    import clusterkit.engines.auto as auto
+
+    monkeypatch.setattr(auto, "refine", lambda part: part)
+    problem = ck.make_problem(BUNDLED_MODELS / "t5_small.onnx", QUALITY_OP_SETS["transformer"])
+    part = ck.run_strategy(problem, "auto", members=["cycles"], polish_limit=problem.n)
+    record = {m["name"]: m for m in part.info["auto"]["members"]}
+    assert part.info["auto"]["winner"] == "cpsat-polish"
+    polished = record["cpsat-polish"]
+    assert polished["cut_bytes"] < record["cycles"]["cut_bytes"]
+    assert key(part) == (polished["fallback_nodes"], polished["cut_bytes"],
+                         polished["partitions"])
