@@ -84,7 +84,8 @@ def run(quick: bool = False, models: set[str] | None = None) -> dict:
              f"({slowest[2]} nodes); growth members run up to "
              "clusterkit.engines.auto.GROWTH_LIMIT nodes, after the cheaper members, unless "
              "one reaches the lower bound",
-             "figures: fallback nodes / cut_bytes / partitions, ranked in that order; each "
+             "figures: fallback nodes / cut_bytes / partitions, ranked in that order (partitions "
+             "before cut_bytes where auto ranks so: a restrictive device); each "
              "member also runs raw (not shown unless it is the best)",
              "op sets: " + "; ".join(f"{k} = {v}" for k, v in SELECTORS.items())]
     return {"title": "auto against each of its members run on its own", "columns": columns,
