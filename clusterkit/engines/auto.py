@@ -12,8 +12,9 @@ limits of its own: :meth:`~clusterkit.constraints.acceptance.Acceptance.restrict
 is always partitions before ``cut_bytes``, so that the default never forms more partitions than
 its ``mxnet`` member at as few fallback nodes (the refinement and the polish are kept by the same
 ranking; ``info["auto"]["ranking"]`` says which one ran). The growth strategies (``mxnet``,
-``hetero``) join the portfolio on graphs of at most ``growth_limit`` nodes (default
-:data:`GROWTH_LIMIT`), where their cost stays small.
+``hetero``) are members on graphs of at most ``growth_limit`` nodes (default
+:data:`GROWTH_LIMIT`, above every bundled and light model; None: at every size). They come last,
+so on a one-device problem they run only when no cheaper member reached the lower bound below.
 
 Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
 front door does after every strategy), so by what they give.
@@ -79,10 +80,11 @@ MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
     "hetero": ("hetero", {}),
 }
 GROWTH = ("mxnet", "hetero")
-#: the growth members run on graphs of at most this many nodes: above it they cost most of the
-#: portfolio's time (their searches grow faster than the graph) and the other members with the
-#: refinement reached the same figures on the bundled and synthetic graphs measured
-GROWTH_LIMIT = 1500
+#: the growth members run on graphs of at most this many nodes: every bundled and light model
+#: (the largest, llama_48l_dynamic, has 11,298), so that ``auto`` is never worse than any member
+#: on them (``benchmarks/bench_auto_members.py``). Above it their searches cost most of the
+#: portfolio's time (hetero 10 s of 21 s on the 1e5-node long-edge DAG, where neither won)
+GROWTH_LIMIT: int | None = 20000
 #: the polish runs unless the best member is proven within this share of the optimum cut
 POLISH_GAIN = 0.01
 #: the CP-SAT polish runs on graphs of at most this many nodes (its wall-clock cost per
@@ -97,10 +99,11 @@ LEVELS = "cycles+levels"
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
-        growth_limit: int = GROWTH_LIMIT, devices: DeviceMode = "cost", prefer: Prefer = "cut",
+        growth_limit: int | None = GROWTH_LIMIT, devices: DeviceMode = "cost",
+        prefer: Prefer = "cut",
         polish: float = 0.5, polish_limit: int = POLISH_LIMIT) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
-    :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
+    :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes when given);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
     ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
@@ -219,7 +222,7 @@ def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int]
             key = polished.figures()
             figures.append(_entry("cpsat-polish", key, start))
             if _rank(key, ranking) < _rank(best_key, ranking):
-                best, best_key, winner = part, key, "cpsat-polish"
+                best, best_key, winner = polished, key, "cpsat-polish"
     return best, best_key, winner
 
 
@@ -284,9 +287,10 @@ def _fingerprint(part: Partition) -> bytes:
 
 
 def _member_names(problem: Problem, members: Sequence[str] | None,
-                  growth_limit: int) -> list[str]:
+                  growth_limit: int | None) -> list[str]:
     if members is None:
-        return [m for m in MEMBERS if m not in GROWTH or problem.n <= growth_limit]
+        return [m for m in MEMBERS
+                if m not in GROWTH or growth_limit is None or problem.n <= growth_limit]
     if isinstance(members, str):
         members = [m.strip() for m in members.split(",") if m.strip()]
     unknown = [m for m in members if m not in MEMBERS]
