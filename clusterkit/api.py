@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from clusterkit.constraints.core import Constraints, Problem
-from clusterkit.engines import get_strategy
+from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.engines.common import reject_subgraphs
 from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.errors import StrategyError
@@ -32,8 +32,19 @@ from clusterkit.selection.specs import parse_selectors
 #: may use one
 FRONT_DOOR_PARAMETERS = ("strategy", "constraints", "fallback", "selector", "validate",
                          "coalesce_after")
-#: strategies that choose each node's device by their own objective: ``devices`` leaves them be
-SELF_PLACING = ("cpsat", "placement")
+
+
+def self_placing() -> tuple[str, ...]:
+    """The strategies that choose each node's device by their own objective (their spec's
+    ``places_devices``): ``devices`` leaves them be."""
+    return tuple(spec.name for spec in registered_specs() if spec.places_devices)
+
+
+def __getattr__(name: str) -> Any:
+    """``SELF_PLACING``: :func:`self_placing` when read (the registry may have grown)."""
+    if name == "SELF_PLACING":
+        return self_placing()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_problem(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
@@ -94,9 +105,10 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     lowers the cut) and the result is the better by (fallback nodes, cut_bytes, partitions), as
     ``auto`` and cpsat's ``cut`` objective rank them: never more fallback nodes than
     ``"priority"``, and with as many never a larger cut; ``info["devices"]`` says which won.
-    Strategies of :data:`SELF_PLACING` choose devices themselves and are run as they are. A
-    strategy that declares a ``devices`` option gets the mode instead; ``None`` (the default)
-    leaves it its own default, and means ``"priority"`` for every other strategy."""
+    Strategies whose spec ``places_devices`` (:func:`self_placing`) choose devices themselves
+    and are run as they are. A strategy that declares a ``devices`` option gets the mode
+    instead; ``None`` (the default) leaves it its own default, and means ``"priority"`` for
+    every other strategy."""
     func = get_strategy(strategy)
     check_options(strategy, func, options)
     if devices is not None:
@@ -105,7 +117,8 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     if "devices" in inspect.signature(func).parameters and devices is not None:
         options = {**options, "devices": devices}
     result = _finish(func(problem, **options), coalesce_after)
-    if (devices == "cost" and len(problem.devices) > 1 and strategy not in SELF_PLACING
+    if (devices == "cost" and len(problem.devices) > 1
+            and not strategy_spec(strategy).places_devices
             and "devices" not in inspect.signature(func).parameters):
         result = _cost_choice(problem, func, options, coalesce_after, result)
     result.seconds = time.perf_counter() - start

@@ -55,7 +55,7 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
-from clusterkit.engines import get_strategy
+from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.engines.coalesce import coalesce
 from clusterkit.engines.common import enforce_min_size, reject_subgraphs
 from clusterkit.engines.cycles import run_both
@@ -68,16 +68,28 @@ from clusterkit.graph.algorithms import gc_paused
 from clusterkit.reasons import BELOW_MIN_SIZE
 from clusterkit.result import Partition
 
-#: member name → (strategy, options); the order breaks ties
-MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "cycles": ("cycles", {}),
-    "cycles+merge_non_adjacent": ("cycles", {"merge_non_adjacent": True}),
-    "cycles+levels": ("cycles", {"levels": True}),
-    "longest-path": ("longest-path", {}),
-    "mxnet": ("mxnet", {}),
-    "hetero": ("hetero", {}),
-}
-GROWTH = ("mxnet", "hetero")
+
+def portfolio_members() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Member name → (strategy, options): every strategy whose spec is ``in_portfolio`` (its
+    plain run, then its ``variants``), in registry order, which breaks ties."""
+    return dict(m for spec in registered_specs() for m in spec.members())
+
+
+def growth_members() -> tuple[str, ...]:
+    """The members of the strategies whose spec says ``growth`` (run up to ``growth_limit``)."""
+    return tuple(name for name, (strategy, _) in portfolio_members().items()
+                 if strategy_spec(strategy).growth)
+
+
+def __getattr__(name: str) -> Any:
+    """``MEMBERS`` and ``GROWTH``: :func:`portfolio_members` and :func:`growth_members`, read
+    when asked for (the registry may have grown)."""
+    if name == "MEMBERS":
+        return portfolio_members()
+    if name == "GROWTH":
+        return growth_members()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 #: the growth members run on graphs of at most this many nodes: above it they cost most of the
 #: portfolio's time (their searches grow faster than the graph) and the other members with the
 #: refinement reached the same figures on the bundled and synthetic graphs measured
@@ -99,7 +111,7 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         growth_limit: int = GROWTH_LIMIT, devices: str = "cost", prefer: str = "cut",
         polish: float = 0.5, polish_limit: int = POLISH_LIMIT) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
-    :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes);
+    :func:`portfolio_members` (default: all, the growth ones only up to ``growth_limit`` nodes);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
     ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
@@ -264,7 +276,7 @@ def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> P
         got = shared.pop(name)
         return got() if callable(got) else got
     base = name.removesuffix("@cost")
-    strategy, options = MEMBERS[base]
+    strategy, options = portfolio_members()[base]
     pair = PAIRED.get(base)
     if pair is not None and name.replace(base, pair) in names:
         levels = name.replace(base, LEVELS)
@@ -283,14 +295,18 @@ def _fingerprint(part: Partition) -> bytes:
     return part.assignment().tobytes() + part.device_indices().tobytes()
 
 
-def _member_names(problem: Problem, members: Sequence[str] | None,
+def _member_names(problem: Problem, chosen: Sequence[str] | None,
                   growth_limit: int) -> list[str]:
-    if members is None:
-        return [m for m in MEMBERS if m not in GROWTH or problem.n <= growth_limit]
-    if isinstance(members, str):
-        members = [m.strip() for m in members.split(",") if m.strip()]
-    unknown = [m for m in members if m not in MEMBERS]
-    if unknown or not members:
+    """The members to run: ``chosen`` (names or one comma-separated string; an unknown one is a
+    :class:`StrategyError`), or by default all, the growth ones up to ``growth_limit`` nodes."""
+    known = portfolio_members()
+    if chosen is None:
+        growth = growth_members()
+        return [m for m in known if m not in growth or problem.n <= growth_limit]
+    if isinstance(chosen, str):
+        chosen = [m.strip() for m in chosen.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in known]
+    if unknown or not chosen:
         raise StrategyError(f"auto: unknown member {unknown[0]!r} (known: "
-                            f"{', '.join(MEMBERS)})" if unknown else "auto: no members given")
-    return list(members)
+                            f"{', '.join(known)})" if unknown else "auto: no members given")
+    return list(chosen)
