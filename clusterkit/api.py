@@ -19,11 +19,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.engines import get_strategy, registered_specs, strategy_spec
-from clusterkit.engines.common import reject_subgraphs
-from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
+from clusterkit.passes.devices import check_mode, choose_devices, widen
+from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
@@ -96,12 +96,12 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
                  devices: str | None = None, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
     default) validated. With ``coalesce_after``, clusters of one device are then merged while
-    the partition stays valid (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or
+    the partition stays valid (:mod:`clusterkit.passes.coalesce`: never raises cut_bytes or
     partitions). ``selector`` labels the result. Unknown options are an error naming the
     strategy.
 
     ``devices="cost"`` (with two or more devices): the strategy also runs on the problem
-    narrowed by :func:`clusterkit.engines.devices.choose_devices` (each node on the device that
+    narrowed by :func:`clusterkit.passes.devices.choose_devices` (each node on the device that
     lowers the cut) and the result is the better by (fallback nodes, cut_bytes, partitions), as
     ``auto`` and cpsat's ``cut`` objective rank them: never more fallback nodes than
     ``"priority"``, and with as many never a larger cut; ``info["devices"]`` says which won.
@@ -135,7 +135,7 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
 def _finish(result: Partition, coalesce_after: bool) -> Partition:
     """The closing steps of every run: the optional coalescing, the devices' rejections."""
     if coalesce_after:
-        from clusterkit.engines.coalesce import coalesce
+        from clusterkit.passes.coalesce import coalesce
 
         result = coalesce(result)
     return reject_subgraphs(result)  # clusters a device refuses whole go to the fallback

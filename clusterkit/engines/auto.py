@@ -19,7 +19,7 @@ Members are ranked after the clusters a device rejects whole have gone to the fa
 front door does after every strategy), so by what they give.
 
 With ``devices="cost"`` (the default) and two or more devices every member also runs on the
-problem narrowed by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``;
+problem narrowed by :func:`clusterkit.passes.devices.choose_devices` (named ``member@cost``;
 after the others on ties).
 
 On a one-device problem the members stop once one reaches
@@ -28,7 +28,7 @@ and none with as few has a lower cut or fewer partitions, so a later member coul
 ``cycles`` and ``cycles+merge_non_adjacent`` share one contraction.
 
 Unless a member reaches that bound, the best member is then *refined*
-(:func:`clusterkit.engines.refine.refine`: closed node sets move between adjacent clusters of
+(:func:`clusterkit.passes.refine.refine`: closed node sets move between adjacent clusters of
 one device while the cut drops; the fallback nodes stay, the partitions never grow), recorded as
 a member ``refine``. When the result is still not proven within 1% of the optimum cut by the
 bound (or there is no bound) on a graph of at most ``polish_limit`` nodes, a last member
@@ -56,15 +56,16 @@ import numpy as np
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy, registered_specs, strategy_spec
-from clusterkit.engines.coalesce import coalesce
-from clusterkit.engines.common import enforce_min_size, reject_subgraphs
+from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.cycles import run_both
-from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.engines.level_bound import figures_lower_bound
-from clusterkit.engines.refine import refine
 from clusterkit.engines.throughput import instance_of, run_heuristic
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
+from clusterkit.passes.coalesce import coalesce
+from clusterkit.passes.devices import check_mode, choose_devices, widen
+from clusterkit.passes.refine import refine
+from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.reasons import BELOW_MIN_SIZE
 from clusterkit.result import Partition
 

@@ -18,7 +18,7 @@ first; then, per device in topological order, each cluster tries the ``window`` 
 it. Deterministic: every order is by cluster id or by bytes with id tie-breaks.
 
 Merges alone cannot go below the level count of the cluster graph, which a cluster spanning
-several node levels raises. So the last step, :func:`~clusterkit.engines.horizontal.fit_levels`,
+several node levels raises. So the last step, :func:`~clusterkit.passes.horizontal.fit_levels`,
 refits the clusters to the levels of the node graph (splitting the clusters that span levels,
 then merging by level), both the merged clusters and the input's, and keeps a refit only when
 neither ``cut_bytes`` nor the number of partitions rises and one of them falls.
@@ -31,9 +31,9 @@ import dataclasses
 import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
-from clusterkit.engines.horizontal import merge_levels, refits
 from clusterkit.graph.algorithms import UnionFind, roots
 from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.passes.horizontal import merge_levels, refits
 from clusterkit.result import Partition, cluster_const_bytes
 
 #: above this many clusters only the linear steps run (level merging and the refits)
@@ -49,7 +49,7 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
              pair_limit: int = PAIR_LIMIT, memo: dict | None = None) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
-    ``levels``: when the level merging of :mod:`clusterkit.engines.horizontal` still merges
+    ``levels``: when the level merging of :mod:`clusterkit.passes.horizontal` still merges
     clusters after the pair merges, it is also tried there and on ``partition`` itself (each
     followed by pair merges), the best of the three by (cut_bytes, partitions) is kept; the
     refits to the node levels of that and of ``partition`` replace it when better by the same

@@ -11,7 +11,7 @@ result is acyclic. For one device and no size limits this is the fewest partitio
 allow: along a path, accelerator runs separated by fallback clusters must lie in different
 partitions.
 
-Merging clusters never raises ``cut_bytes`` (see :mod:`clusterkit.engines.coalesce`). Limits
+Merging clusters never raises ``cut_bytes`` (see :mod:`clusterkit.passes.coalesce`). Limits
 (``max_size``, ``max_const_bytes``, never-together pairs, a device that would not accept the
 merged cluster: :mod:`clusterkit.constraints.acceptance`) split a level's clusters, taken in
 topological order, into consecutive runs, which keeps the order argument. Both level readings are
@@ -214,7 +214,7 @@ def fit_levels(partition: Partition, slack: float = 0.0) -> Partition:
 def refits(first: Partition, second: Partition, memo: dict | None = None
            ) -> list[tuple[tuple[int, int], Callable[[], Partition]]]:
     """:func:`fit_levels` of two partitions whose nodes have the same devices and whose clusters
-    differ only by merges :mod:`clusterkit.engines.coalesce` allows (no cut or refused edge
+    differ only by merges :mod:`clusterkit.passes.coalesce` allows (no cut or refused edge
     inside a merged cluster): their node levels are the same, so they are read once. Returns
     per partition ``((cut_bytes, partitions), make)``: the figures of its refit and a function
     that builds it, for a caller that keeps only the best. ``memo`` (a dict kept by the caller

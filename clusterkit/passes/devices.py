@@ -81,6 +81,16 @@ def widen(part: Partition, problem: Problem) -> Partition:
     return out
 
 
+def priority_placement(problem: Problem) -> np.ndarray:
+    """HETERO's automatic affinity: the first device (priority order) that takes each node."""
+    dev = problem.first_device.copy()
+    for members in problem.groups:
+        ids = members.tolist()
+        common = np.flatnonzero(problem.supported[:, ids].all(axis=1))
+        dev[ids] = common[0] if len(common) else -1
+    return dev
+
+
 def device_cut(problem: Problem, labels: np.ndarray) -> int:
     """Bytes of the device cut of a placement (device index per node, -1 = fallback)."""
     return cut_bytes(problem.graph, np.asarray(labels, dtype=np.int64))[0]
@@ -89,8 +99,6 @@ def device_cut(problem: Problem, labels: np.ndarray) -> int:
 def device_labels(problem: Problem, mode: str = "cost") -> np.ndarray:
     """Device index per node (-1 where no device takes it, or a together group has no common
     device), chosen by ``mode``."""
-    from clusterkit.engines.placement import priority_placement  # loads OR-tools: on use
-
     check_mode(mode)
     start = priority_placement(problem)
     if mode == "priority" or len(problem.devices) < 2:
