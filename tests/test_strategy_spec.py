@@ -132,3 +132,11 @@ def test_replacing_a_shipped_function_keeps_its_spec_and_a_spec_registers_whole(
         assert strategy_spec(TOY).name == TOY and TOY in portfolio_members()
     finally:
         STRATEGIES.unregister(TOY)
+
+
+def test_a_spec_that_contradicts_itself_is_refused():
+    with pytest.raises(ck.StrategyError, match="need in_portfolio=True"):
+        ck.register_strategy(TOY, ck.get_strategy("singleton"), growth=True)
+    with pytest.raises(ck.StrategyError, match="kind must be one of value, many, switch"):
+        OptionFlag("toy_level", "how much toy", kind="several")
+    assert TOY not in ck.strategy_names()

@@ -16,6 +16,9 @@ from typing import Any, Callable, Mapping
 from clusterkit.errors import StrategyError
 from clusterkit.registry import load_target
 
+#: how an option flag takes its value
+FLAG_KINDS = ("value", "many", "switch")
+
 
 @dataclass(frozen=True)
 class OptionFlag:
@@ -29,6 +32,11 @@ class OptionFlag:
     kind: str = "value"
     type: Callable[[str], Any] = str
     metavar: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FLAG_KINDS:
+            raise StrategyError(f"option flag {self.name!r}: kind must be one of "
+                                f"{', '.join(FLAG_KINDS)}, got {self.kind!r}")
 
     @property
     def flag(self) -> str:
@@ -59,6 +67,11 @@ class StrategySpec:
     variants: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     growth: bool = False
     flags: tuple[OptionFlag, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.variants or self.growth) and not self.in_portfolio:
+            raise StrategyError(f"strategy {self.name!r}: variants and growth are auto's "
+                                "portfolio settings; they need in_portfolio=True")
 
     def function(self) -> Callable[..., Any]:
         """The strategy's function (a declared ``"module:attribute"`` imported once)."""
