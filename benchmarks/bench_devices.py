@@ -20,7 +20,7 @@ from pathlib import Path
 from _models import bundled_models, light_models
 
 import clusterkit as ck
-from clusterkit.engines.devices import device_cut, device_labels
+from clusterkit.passes.devices import device_cut, device_labels
 from clusterkit.testing.shapes import SELECTOR_SETS
 
 STRATEGIES = ["cycles", "longest-path", "mxnet", "hetero", "auto"]

@@ -5,7 +5,14 @@ from typing import TYPE_CHECKING, Any
 
 from clusterkit.api import make_problem, partition, run_strategy
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
-from clusterkit.engines import get_strategy, register_strategy, strategy_names
+from clusterkit.engines import (
+    OptionFlag,
+    StrategySpec,
+    get_strategy,
+    register_strategy,
+    strategy_names,
+    strategy_spec,
+)
 from clusterkit.errors import (
     BackendError,
     ClusterkitError,
@@ -89,14 +96,15 @@ def __dir__() -> list[str]:
 __all__ = [
     "BackendError", "Cluster", "ClusterkitError", "ConstraintError", "Constraints",
     "ContainOpSelector", "CycleError", "DEFAULT_VALUE_INPUTS", "ExecutionError", "Graph",
-    "GraphError", "InfeasibleError", "ModelLoadError", "Node", "OpsProperty", "Partition",
-    "PartitionError",
-    "Problem", "RenderError", "SelectorError", "StrategyError", "Subgraph", "SubgraphNode",
+    "GraphError", "InfeasibleError", "ModelLoadError", "Node", "OpsProperty", "OptionFlag",
+    "Partition", "PartitionError", "Problem", "RenderError", "SelectorError", "StrategyError",
+    "StrategySpec", "Subgraph", "SubgraphNode",
     "SubgraphProperty", "SubgraphSelector", "Tensor", "cut_bytes", "from_networkx",
     "get_property", "get_strategy", "graph_from_node_link", "load_graph", "load_node_link",
     "load_onnx", "make_problem",
     "parse_selector", "parse_selectors", "partition", "register_property", "register_strategy",
-    "registered_properties", "run_strategy", "strategy_names", "to_networkx", "to_node_link",
+    "registered_properties", "run_strategy", "strategy_names", "strategy_spec",
+    "to_networkx", "to_node_link",
     "WriteError", "UsageError",
     # the pipeline after partitioning, loaded on first use
     "fuse", "flatten", "FusedGraph", "Executor", "run_model", "random_inputs", "compare_outputs",

@@ -18,13 +18,13 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from clusterkit.constraints.core import Constraints, Problem
-from clusterkit.engines import get_strategy
-from clusterkit.engines.common import reject_subgraphs
-from clusterkit.engines.devices import check_mode, choose_devices, widen
+from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import DeviceMode
+from clusterkit.passes.devices import check_mode, choose_devices, widen
+from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
@@ -33,8 +33,19 @@ from clusterkit.selection.specs import parse_selectors
 #: may use one
 FRONT_DOOR_PARAMETERS = ("strategy", "constraints", "fallback", "selector", "validate",
                          "coalesce_after")
-#: strategies that choose each node's device by their own objective: ``devices`` leaves them be
-SELF_PLACING = ("cpsat", "placement")
+
+
+def self_placing() -> tuple[str, ...]:
+    """The strategies that choose each node's device by their own objective (their spec's
+    ``places_devices``): ``devices`` leaves them be."""
+    return tuple(spec.name for spec in registered_specs() if spec.places_devices)
+
+
+def __getattr__(name: str) -> Any:
+    """``SELF_PLACING``: :func:`self_placing` when read (the registry may have grown)."""
+    if name == "SELF_PLACING":
+        return self_placing()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_problem(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
@@ -86,18 +97,19 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
                  devices: DeviceMode | None = None, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
     default) validated. With ``coalesce_after``, clusters of one device are then merged while
-    the partition stays valid (:mod:`clusterkit.engines.coalesce`: never raises cut_bytes or
+    the partition stays valid (:mod:`clusterkit.passes.coalesce`: never raises cut_bytes or
     partitions). ``selector`` labels the result. Unknown options are an error naming the
     strategy.
 
     ``devices="cost"`` (with two or more devices): the strategy also runs on the problem
-    narrowed by :func:`clusterkit.engines.devices.choose_devices` (each node on the device that
+    narrowed by :func:`clusterkit.passes.devices.choose_devices` (each node on the device that
     lowers the cut) and the result is the better by (fallback nodes, cut_bytes, partitions), as
     ``auto`` and cpsat's ``cut`` objective rank them: never more fallback nodes than
     ``"priority"``, and with as many never a larger cut; ``info["devices"]`` says which won.
-    Strategies of :data:`SELF_PLACING` choose devices themselves and are run as they are. A
-    strategy that declares a ``devices`` option gets the mode instead; ``None`` (the default)
-    leaves it its own default, and means ``"priority"`` for every other strategy."""
+    Strategies whose spec ``places_devices`` (:func:`self_placing`) choose devices themselves
+    and are run as they are. A strategy that declares a ``devices`` option gets the mode
+    instead; ``None`` (the default) leaves it its own default, and means ``"priority"`` for
+    every other strategy."""
     func = get_strategy(strategy)
     check_options(strategy, func, options)
     if devices is not None:
@@ -106,7 +118,8 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     if "devices" in inspect.signature(func).parameters and devices is not None:
         options = {**options, "devices": devices}
     result = _finish(func(problem, **options), coalesce_after)
-    if (devices == "cost" and len(problem.devices) > 1 and strategy not in SELF_PLACING
+    if (devices == "cost" and len(problem.devices) > 1
+            and not strategy_spec(strategy).places_devices
             and "devices" not in inspect.signature(func).parameters):
         result = _cost_choice(problem, func, options, coalesce_after, result)
     result.seconds = time.perf_counter() - start
@@ -123,7 +136,7 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
 def _finish(result: Partition, coalesce_after: bool) -> Partition:
     """The closing steps of every run: the optional coalescing, the devices' rejections."""
     if coalesce_after:
-        from clusterkit.engines.coalesce import coalesce
+        from clusterkit.passes.coalesce import coalesce
 
         result = coalesce(result)
     return reject_subgraphs(result)  # clusters a device refuses whole go to the fallback

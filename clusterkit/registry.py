@@ -1,7 +1,8 @@
 """One shape for every registry of named plug-ins (strategies, selectors, backends).
 
 A :class:`Registry` maps lowercase names to entries. Entries shipped with clusterkit are declared
-as ``"module:attribute"`` strings and imported on first use, so a lower layer can name a higher
+as ``"module:attribute"`` strings and imported on first use (or as entries that import what they
+need themselves, such as a strategy's spec), so a lower layer can name a higher
 one's modules without importing them; entries added at run time are registered as objects.
 A duplicate name is refused unless ``replace=True``. A shipped module that is absent gives the
 registry's error ("not available in this build"); any other import failure inside it propagates
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 from importlib import metadata
-from typing import Callable, Generic, Mapping, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from clusterkit.errors import ClusterkitError
 
@@ -27,11 +28,12 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Names → entries of one kind (``kind`` names it in messages, e.g. ``"strategy"``).
 
-    ``shipped`` maps names to ``"module:attribute"``; ``wrap`` turns a loaded attribute into an
-    entry (default: the attribute itself); ``error`` is the exception class raised."""
+    ``shipped`` maps names to ``"module:attribute"`` or to entries; ``wrap`` turns a loaded
+    attribute into an entry (default: the attribute itself); ``error`` is the exception class
+    raised."""
 
     def __init__(self, kind: str, error: type[ClusterkitError],
-                 shipped: Mapping[str, str] | None = None,
+                 shipped: Mapping[str, str | T] | None = None,
                  wrap: Callable[[object], T] | None = None, group: str | None = None):
         self.kind = kind
         self.error = error
@@ -97,6 +99,8 @@ class Registry(Generic[T]):
         if name in self._loaded:
             return self._loaded[name]
         target = self.shipped.get(name)
+        if target is not None and not isinstance(target, str):
+            return target  # declared as an entry: nothing to import
         if target is None and name in self.plugins():
             target = self.plugins()[name][0]
         if target is None:
@@ -107,13 +111,18 @@ class Registry(Generic[T]):
         return entry
 
     def _load(self, name: str, target: str) -> T:
-        module, _, attr = target.partition(":")
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if not (exc.name and (module == exc.name or module.startswith(exc.name + "."))):
-                raise  # a module the shipped one imports is broken: its own message tells why
-            raise self.error(f"{self.kind} {name!r} is not available in this build "
-                             f"(no module {module!r})") from exc
-        obj = getattr(mod, attr)
+        obj = load_target(target, f"{self.kind} {name!r}", self.error)
         return self._wrap(obj) if self._wrap else obj
+
+
+def load_target(target: str, what: str, error: type[ClusterkitError]) -> Any:
+    """The attribute ``"module:attribute"`` names. A module that is absent is ``error`` ("``what``
+    is not available in this build"); a module it imports that fails propagates unchanged."""
+    module, _, attr = target.partition(":")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if not (exc.name and (module == exc.name or module.startswith(exc.name + "."))):
+            raise  # a module the shipped one imports is broken: its own message tells why
+        raise error(f"{what} is not available in this build (no module {module!r})") from exc
+    return getattr(mod, attr)

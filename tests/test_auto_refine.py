@@ -1,4 +1,4 @@
-"""The refinement of ``auto`` (:mod:`clusterkit.engines.refine`): valid, never worse, the same
+"""The refinement of ``auto`` (:mod:`clusterkit.passes.refine`): valid, never worse, the same
 fallback nodes, and it finds the moves the members miss.
 
 Validity is checked by :meth:`Partition.validate` and the figures are counted by
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_auto import key, set_partitions
 
 import clusterkit as ck
-from clusterkit.engines.refine import refine
+from clusterkit.passes.refine import refine
 from clusterkit.testing.shapes import QUALITY_OP_SETS
 from support.models import BUNDLED_MODELS
 from support.problems import problems, rich_problems

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from clusterkit import Partition, make_problem, run_strategy
-from clusterkit.engines.coalesce import _Reach, coalesce
 from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.passes.coalesce import _Reach, coalesce
 from support.models import BUNDLED_MODELS
 from support.problems import problems
 

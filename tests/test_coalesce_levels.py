@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from test_auto import set_partitions
 
 from clusterkit import Constraints, OpsProperty, Partition, run_strategy
-from clusterkit.engines.coalesce import coalesce
-from clusterkit.engines.horizontal import fit_levels
 from clusterkit.graph.fast import graph_from_dag
+from clusterkit.passes.coalesce import coalesce
+from clusterkit.passes.horizontal import fit_levels
 from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
 from support.problems import fast, problems
 
@@ -117,8 +117,8 @@ def test_coalesce_reaches_the_node_level_count_on_a_long_edge_dag():
 def test_shared_node_levels_give_the_separate_refits(problem, strategy):
     """The refits of a partition and of its pair merges with the node levels read once (and
     kept in a memo across calls) are the ones each gets alone."""
-    from clusterkit.engines.coalesce import _pairs
-    from clusterkit.engines.horizontal import refits
+    from clusterkit.passes.coalesce import _pairs
+    from clusterkit.passes.horizontal import refits
 
     base = run_strategy(problem, strategy)
     merged = _pairs(base, 64)

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
-from clusterkit.engines.devices import choose_devices, device_labels
 from clusterkit.errors import StrategyError
+from clusterkit.passes.devices import choose_devices, device_labels
 from clusterkit.testing.shapes import SELECTOR_SETS
 from support.fuzz import FALLBACK, HOST, Spec, build_problem, constants, random_spec, spec_cut
 from support.models import BUNDLED_MODELS

@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import clusterkit as ck
-from clusterkit.engines.common import reject_subgraphs
 from clusterkit.graph.subgraph import Subgraph
+from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.reasons import Category, placement_report
 from clusterkit.selectors import coreml, nnapi
 

@@ -1,4 +1,4 @@
-"""Level merging (engines/horizontal.py) and level-bounded contraction (cycles ``levels``):
+"""Level merging (passes/horizontal.py) and level-bounded contraction (cycles ``levels``):
 checked against an independent checker of the partition rules and, on tiny graphs, against the
 brute-force fewest partitions."""
 
@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterkit import Partition, make_problem, run_strategy
-from clusterkit.engines.coalesce import coalesce
-from clusterkit.engines.horizontal import merge_levels
 from clusterkit.graph.fast import graph_from_dag
+from clusterkit.passes.coalesce import coalesce
+from clusterkit.passes.horizontal import merge_levels
 from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
 from support.problems import fast, problems, rich_problems
 
@@ -132,8 +132,8 @@ def test_node_paths_with_folded_fallback_chains_match_the_full_graph():
     whole node graph: equal on every node that is not folded, and the same longest path."""
     import numpy as np
 
-    from clusterkit.engines.horizontal import _node_paths
     from clusterkit.graph.algorithms import heaviest_paths
+    from clusterkit.passes.horizontal import _node_paths
     from clusterkit.testing.synthetic import random_dag
 
     for seed in range(4):

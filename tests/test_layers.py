@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, float]] = [
     ("clusterkit.constraints", 4), ("clusterkit.selectors", 4),
     ("clusterkit.reasons", 4),
     ("clusterkit.result", 5),
+    ("clusterkit.passes", 5.5),
     ("clusterkit.engines", 6),
     ("clusterkit.api", 6.5),
     ("clusterkit.fusion", 7),

@@ -23,7 +23,7 @@ from clusterkit.analysis.isolated import run_isolated
 from clusterkit.api import make_problem, run_strategy, selector_label
 from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
-from clusterkit.engines import strategy_names
+from clusterkit.engines import strategy_specs
 from clusterkit.errors import ClusterkitError, RenderError, SweepInterrupted
 from clusterkit.io.dot import dot_to_svg, partition_dot
 from clusterkit.io.files import write_atomic
@@ -35,14 +35,22 @@ from clusterkit.selection.protocol import SubgraphProperty
 #: what :func:`compare` and :func:`compare_many` accept as selectors, as :func:`partition` does
 Selectors = Union[str, SubgraphProperty, Sequence[Union[str, SubgraphProperty]]]
 
-#: strategies that cluster (``placement``-like modes answer another question)
-CLUSTERING = ("singleton", "cycles", "longest-path", "mxnet", "hetero", "auto", "cpsat")
 
 
 def default_strategies() -> list[str]:
-    """Every available clustering strategy, in a fixed order."""
-    names = strategy_names()
-    return [s for s in CLUSTERING if s in names]
+    """Every available strategy whose spec ``clusters`` (``placement``-like modes answer another
+    question), in registry order with the ``exact`` ones last (the gap is measured against
+    ``cpsat``)."""
+    specs = [spec for spec in strategy_specs() if spec.clusters]
+    return [spec.name for spec in sorted(specs, key=lambda spec: spec.exact)]
+
+
+def __getattr__(name: str) -> Any:
+    """``CLUSTERING``: :func:`default_strategies` as a tuple when read (the registry may have
+    grown)."""
+    if name == "CLUSTERING":
+        return tuple(default_strategies())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass

@@ -11,7 +11,7 @@ import time
 from typing import Any, Iterable
 
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
-from clusterkit.engines import get_strategy
+from clusterkit.engines import OptionFlag, get_strategy, registered_specs
 from clusterkit.engines.throughput import instance_problem
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError, UsageError
 from clusterkit.io.loader import load_graph
@@ -43,7 +43,7 @@ def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = 
     p.add_argument("--fallback", default="cpu", help="the fallback device (default: cpu)")
     if strategy_default is not None:
         p.add_argument("--strategy", default=strategy_default, metavar="NAME",
-                       help=f"clustering strategy (default: {strategy_default})")
+                       help=strategy_help(strategy_default))
     add_dim_arg(p)
     add_optimize_arg(p)
     add_constraint_args(p)
@@ -129,20 +129,43 @@ def add_constraint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-const-bytes", type=int, default=None,
                    help="maximum bytes of constants one cluster may hold")
     o = p.add_argument_group("strategy options")
-    o.add_argument("--objective", default=None, help="cpsat: cut, partitions, or W1*cut+W2*"
-                   "partitions style weights as 'cut=1,partitions=1000'")
-    o.add_argument("--time-limit", type=float, default=None, help="cpsat: seconds")
-    o.add_argument("--workers", type=int, default=None, help="cpsat: solver workers")
-    o.add_argument("--seed", type=int, default=None, help="cpsat: random seed")
-    o.add_argument("--affinity", action="append", default=[], metavar="RULE",
-                   help="hetero: manual affinity NAME=DEVICE, re:REGEX=DEVICE or I-J=DEVICE")
-    o.add_argument("--fill-affinity", action="store_true",
-                   help="hetero: with manual affinities, place the other nodes automatically")
+    for owner, flag in option_flags():
+        _add_flag(o, owner, flag)
     o.add_argument("--coalesce", action="store_true",
                    help="after the strategy, merge clusters of one device while valid (never "
                    "raises cut_bytes or partitions)")
     o.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="any other strategy option (value parsed as JSON when possible)")
+
+
+def option_flags() -> list[tuple[str, OptionFlag]]:
+    """Every strategy option with a flag of its own, once, with the first strategy (in registry
+    order) that declares it."""
+    seen: dict[str, tuple[str, OptionFlag]] = {}
+    for spec in registered_specs():
+        for flag in spec.flags:
+            seen.setdefault(flag.name, (spec.name, flag))
+    return list(seen.values())
+
+
+def _add_flag(group: argparse._ArgumentGroup, owner: str, flag: OptionFlag) -> None:
+    """``flag`` as a command-line flag of ``group``, its help prefixed by its strategy."""
+    help_ = f"{owner}: {flag.help}"
+    if flag.kind == "switch":
+        group.add_argument(flag.flag, action="store_true", help=help_)
+    elif flag.kind == "many":
+        group.add_argument(flag.flag, action="append", default=[], metavar=flag.metavar,
+                           help=help_)
+    else:
+        group.add_argument(flag.flag, type=flag.type, default=None, metavar=flag.metavar,
+                           help=help_)
+
+
+def strategy_help(default: str) -> str:
+    """The ``--strategy`` help: the registered strategies (their modules not imported) and the
+    default."""
+    names = ", ".join(spec.name for spec in registered_specs())
+    return f"clustering strategy: {names} (default: {default})"
 
 
 def constraints_from_args(args: argparse.Namespace) -> Constraints:
@@ -197,14 +220,12 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
 def strategy_options(args: argparse.Namespace) -> dict[str, Any]:
     """Strategy keyword options from the flags that were given."""
     opts: dict[str, Any] = {}
-    for key in ("objective", "time_limit", "workers", "seed"):
-        value = getattr(args, key, None)
-        if value is not None:
-            opts[key] = value
-    if getattr(args, "affinity", None):
-        opts["affinity"] = list(args.affinity)
-    if getattr(args, "fill_affinity", False):
-        opts["fill_affinity"] = True
+    for _, flag in option_flags():
+        value = getattr(args, flag.name, None)
+        if flag.kind == "value" and value is not None:
+            opts[flag.name] = value
+        elif flag.kind != "value" and value:  # a repeated flag given, a switch on
+            opts[flag.name] = list(value) if flag.kind == "many" else True
     for item in getattr(args, "option", []):
         key, sep, raw = item.partition("=")
         if not sep or not key:

@@ -97,7 +97,7 @@ class Problem:
     the devices' effective limits (with one device, or devices without limits of their own, the
     limits themselves): what every cluster must meet whatever its device, which the engines
     read; the tighter limit of a device is kept by the final pass
-    (:func:`clusterkit.engines.acceptable.make_acceptable`).
+    (:func:`clusterkit.passes.acceptable.make_acceptable`).
     """
 
     graph: Graph

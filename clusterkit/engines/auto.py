@@ -20,7 +20,7 @@ Members are ranked after the clusters a device rejects whole have gone to the fa
 front door does after every strategy), so by what they give.
 
 With ``devices="cost"`` (the default) and two or more devices every member also runs on the
-problem narrowed by :func:`clusterkit.engines.devices.choose_devices` (named ``member@cost``;
+problem narrowed by :func:`clusterkit.passes.devices.choose_devices` (named ``member@cost``;
 after the others on ties).
 
 On a one-device problem the members stop once one reaches
@@ -29,7 +29,7 @@ and none with as few has a lower cut or fewer partitions, so a later member coul
 ``cycles`` and ``cycles+merge_non_adjacent`` share one contraction.
 
 Unless a member reaches that bound, the best member is then *refined*
-(:func:`clusterkit.engines.refine.refine`: closed node sets move between adjacent clusters of
+(:func:`clusterkit.passes.refine.refine`: closed node sets move between adjacent clusters of
 one device while the cut drops; the fallback nodes stay, the partitions never grow), recorded as
 a member ``refine``. When the result is still not proven within 1% of the optimum cut by the
 bound (or there is no bound) on a graph of at most ``polish_limit`` nodes, a last member
@@ -56,30 +56,43 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
-from clusterkit.engines import get_strategy
-from clusterkit.engines.coalesce import coalesce
-from clusterkit.engines.common import enforce_min_size, reject_subgraphs
+from clusterkit.engines import get_strategy, registered_specs, strategy_spec
+from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.cycles import run_both
-from clusterkit.engines.devices import check_mode, choose_devices, widen
 from clusterkit.engines.level_bound import figures_lower_bound
-from clusterkit.engines.refine import refine
 from clusterkit.engines.throughput import instance_of, run_heuristic
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.modes import PREFERENCES, DeviceMode, Prefer, check_choice
+from clusterkit.passes.coalesce import coalesce
+from clusterkit.passes.devices import check_mode, choose_devices, widen
+from clusterkit.passes.refine import refine
+from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.reasons import BELOW_MIN_SIZE
 from clusterkit.result import Partition
 
-#: member name → (strategy, options); the order breaks ties
-MEMBERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "cycles": ("cycles", {}),
-    "cycles+merge_non_adjacent": ("cycles", {"merge_non_adjacent": True}),
-    "cycles+levels": ("cycles", {"levels": True}),
-    "longest-path": ("longest-path", {}),
-    "mxnet": ("mxnet", {}),
-    "hetero": ("hetero", {}),
-}
-GROWTH = ("mxnet", "hetero")
+
+def portfolio_members() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Member name → (strategy, options): every strategy whose spec is ``in_portfolio`` (its
+    plain run, then its ``variants``), in registry order, which breaks ties."""
+    return dict(m for spec in registered_specs() for m in spec.members())
+
+
+def growth_members() -> tuple[str, ...]:
+    """The members of the strategies whose spec says ``growth`` (run up to ``growth_limit``)."""
+    return tuple(name for name, (strategy, _) in portfolio_members().items()
+                 if strategy_spec(strategy).growth)
+
+
+def __getattr__(name: str) -> Any:
+    """``MEMBERS`` and ``GROWTH``: :func:`portfolio_members` and :func:`growth_members`, read
+    when asked for (the registry may have grown)."""
+    if name == "MEMBERS":
+        return portfolio_members()
+    if name == "GROWTH":
+        return growth_members()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 #: the growth members run on graphs of at most this many nodes: every bundled and light model
 #: (the largest, llama_48l_dynamic, has 11,298), so that ``auto`` is never worse than any member
 #: on them (``benchmarks/bench_auto_members.py``). Above it their searches cost most of the
@@ -103,7 +116,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         prefer: Prefer = "cut",
         polish: float = 0.5, polish_limit: int = POLISH_LIMIT) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
-    :data:`MEMBERS` (default: all, the growth ones only up to ``growth_limit`` nodes when given);
+    :func:`portfolio_members` (default: all, the growth ones only up to ``growth_limit`` nodes,
+    when given);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
     ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
@@ -267,7 +281,7 @@ def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> P
         got = shared.pop(name)
         return got() if callable(got) else got
     base = name.removesuffix("@cost")
-    strategy, options = MEMBERS[base]
+    strategy, options = portfolio_members()[base]
     pair = PAIRED.get(base)
     if pair is not None and name.replace(base, pair) in names:
         levels = name.replace(base, LEVELS)
@@ -286,15 +300,19 @@ def _fingerprint(part: Partition) -> bytes:
     return part.assignment().tobytes() + part.device_indices().tobytes()
 
 
-def _member_names(problem: Problem, members: Sequence[str] | None,
+def _member_names(problem: Problem, chosen: Sequence[str] | None,
                   growth_limit: int | None) -> list[str]:
-    if members is None:
-        return [m for m in MEMBERS
-                if m not in GROWTH or growth_limit is None or problem.n <= growth_limit]
-    if isinstance(members, str):
-        members = [m.strip() for m in members.split(",") if m.strip()]
-    unknown = [m for m in members if m not in MEMBERS]
-    if unknown or not members:
+    """The members to run: ``chosen`` (names or one comma-separated string; an unknown one is a
+    :class:`StrategyError`), or by default all, the growth ones up to ``growth_limit`` nodes."""
+    known = portfolio_members()
+    if chosen is None:
+        growth = growth_members()
+        return [m for m in known if m not in growth or growth_limit is None
+                or problem.n <= growth_limit]
+    if isinstance(chosen, str):
+        chosen = [m.strip() for m in chosen.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in known]
+    if unknown or not chosen:
         raise StrategyError(f"auto: unknown member {unknown[0]!r} (known: "
-                            f"{', '.join(MEMBERS)})" if unknown else "auto: no members given")
-    return list(members)
+                            f"{', '.join(known)})" if unknown else "auto: no members given")
+    return list(chosen)

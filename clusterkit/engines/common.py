@@ -1,5 +1,6 @@
-"""Helpers shared by the engines: ``min_size``, the closing steps of the growth engines, and the
-post-pass that applies the devices' verdicts on whole subgraphs."""
+"""Helpers shared by the engines: ``min_size`` and the closing steps of the growth engines
+(``reject_subgraphs``, the post-pass of the devices' verdicts on whole subgraphs, lives in
+:mod:`clusterkit.passes.reject` and is re-exported here)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Mapping
 import numpy as np
 
 from clusterkit.constraints.core import Problem
-from clusterkit.engines.acceptable import make_acceptable
 from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
+from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.reasons import Category, Reason, placement_report
 from clusterkit.result import Partition
 
@@ -72,12 +73,4 @@ def close_growth(problem: Problem, ug: UnitGraph, pieces: list[Piece], strategy:
     return part, split
 
 
-def reject_subgraphs(partition: Partition,
-                     cache: dict[tuple[int, tuple[int, ...]], str | None] | None = None
-                     ) -> Partition:
-    """The devices' verdicts on a finished partition, applied after any strategy: today
-    :func:`~clusterkit.engines.acceptable.make_acceptable` (a cluster a device does not accept,
-    for instance one its ``create_subgraph_node`` rejects, is split into acceptable pieces; only
-    nodes in none fall back, each with the device's reason). Returns ``partition`` itself when
-    every cluster is acceptable. ``cache`` is unused (verdicts are cached on the problem)."""
-    return make_acceptable(partition, cache)
+__all__ = ["close_growth", "enforce_min_size", "reject_subgraphs"]

@@ -3,7 +3,7 @@
 On a :class:`~clusterkit.graph.graphcycles.GraphCycles` whose nodes carry a class (a device
 index; the fallback and barriers after all devices), an edge weighs 1 when it enters an
 accelerator node from a later class, else 0 (the weights of
-:mod:`clusterkit.engines.horizontal`). ``asap[x]`` is the heaviest path ending at ``x`` and
+:mod:`clusterkit.passes.horizontal`). ``asap[x]`` is the heaviest path ending at ``x`` and
 ``alap[x]`` the bound ``L`` minus the heaviest path starting at ``x``, where ``L`` is the heaviest
 path of the graph when the bookkeeping starts. Merging two nodes of one class keeps every path at
 most ``L`` exactly when ``max(asap) <= min(alap)`` over the two (a path through the merged node

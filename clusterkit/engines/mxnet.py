@@ -19,7 +19,7 @@ taken yet and that a fresh selector ``select``\\ s (the seed):
 3. ``filter`` prunes the candidates (a together group stays only if all of it is kept); if what
    is left is no longer convex, the part from the first re-entered node on (by rank) is dropped.
 4. ``create_subgraph_node`` builds the fused node; ``None`` rejects the subgraph, which is then
-   split into pieces the device accepts (:func:`~clusterkit.engines.acceptable.split_cluster`);
+   split into pieces the device accepts (:func:`~clusterkit.passes.acceptable.split_cluster`);
    the nodes in none go back: later seeds and later devices may take them.
 
 As in MXNet, each candidate set's cycle check looks at the original graph; subgraphs that end up
@@ -37,12 +37,12 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
-from clusterkit.engines.acceptable import split_cluster
 from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
 from clusterkit.engines.units import UnitGraph, first_reentry
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
+from clusterkit.passes.acceptable import split_cluster
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
 from clusterkit.selection.protocol import (
@@ -166,7 +166,7 @@ class _MXNet:
 
     def _accepted(self, d: int, kept: list[int], seed: int) -> list[list[int]]:
         """The units of ``kept`` as subgraphs ``create_subgraph_node`` accepts: ``kept`` itself,
-        or when rejected its acceptable pieces (:func:`~clusterkit.engines.acceptable.
+        or when rejected its acceptable pieces (:func:`~clusterkit.passes.acceptable.
         split_cluster`); a unit in none keeps the device's reason and may join a later seed."""
         p, ug = self.problem, self.ug
         prop, dev = p.properties[d], p.devices[d]

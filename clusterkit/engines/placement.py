@@ -37,6 +37,7 @@ from clusterkit.constraints.costs import CostModel
 from clusterkit.constraints.objectives import ObjectiveSpec, parse_objective
 from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
 from clusterkit.errors import StrategyError
+from clusterkit.passes.devices import priority_placement
 from clusterkit.result import Partition
 
 SCALE = 1e9  # model time unit: nanoseconds
@@ -139,16 +140,6 @@ def _options(problem: Problem, allow_fallback: bool) -> list[list[int]]:
         for v in ids:
             opts[v] = list(common)
     return opts
-
-
-def priority_placement(problem: Problem) -> np.ndarray:
-    """HETERO's automatic affinity: the first device (priority order) that takes each node."""
-    dev = problem.first_device.copy()
-    for members in problem.groups:
-        ids = members.tolist()
-        common = np.flatnonzero(problem.supported[:, ids].all(axis=1))
-        dev[ids] = common[0] if len(common) else -1
-    return dev
 
 
 def fastest_placement(problem: Problem, table: np.ndarray) -> np.ndarray:

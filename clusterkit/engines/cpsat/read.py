@@ -17,11 +17,11 @@ from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import Objective
-from clusterkit.engines.coalesce import coalesce as coalesce_clusters
 from clusterkit.engines.cpsat.build import ClusterModel
 from clusterkit.engines.cpsat.hints import Assignment
 from clusterkit.engines.cpsat.reduce import Reduction
 from clusterkit.errors import ClusterkitError, StrategyError
+from clusterkit.passes.coalesce import coalesce as coalesce_clusters
 from clusterkit.result import Partition
 
 if TYPE_CHECKING:  # solve imports this module

@@ -65,7 +65,7 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     ``deterministic``: interleave the CP-SAT workers and bound each search by deterministic
     time so that the same input gives the same partition (False: let them race against the
     wall clock, sometimes faster); ``coalesce``: merge clusters of one device while valid after
-    solving (never raises the objective: see :mod:`clusterkit.engines.coalesce`; it breaks
+    solving (never raises the objective: see :mod:`clusterkit.passes.coalesce`; it breaks
     ties of equal cut towards fewer partitions); ``method``: ``full`` (one exact model per
     part), ``lns`` (large-neighbourhood search from the warm start, see
     :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound

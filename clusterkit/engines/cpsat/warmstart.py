@@ -11,12 +11,22 @@ from typing import Any
 
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import Objective
-from clusterkit.engines import get_strategy, strategy_names
+from clusterkit.engines import get_strategy, strategy_specs
 from clusterkit.errors import StrategyError
 from clusterkit.result import Partition
 
-#: Engines never used as a warm start: the exact ones, which would call the warm start again.
-SKIP = ("cpsat", "placement")
+
+def skipped() -> tuple[str, ...]:
+    """Engines never used as a warm start: the exact ones (their spec's ``exact``), which would
+    call the warm start again."""
+    return tuple(spec.name for spec in strategy_specs() if spec.exact)
+
+
+def __getattr__(name: str) -> Any:
+    """``SKIP``: :func:`skipped` when read (the registry may have grown)."""
+    if name == "SKIP":
+        return skipped()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 WarmSpec = bool | str | Partition | None
 
@@ -57,7 +67,7 @@ def _strategy_names(spec: WarmSpec) -> list[str]:
     if isinstance(spec, str):
         return [spec]
     if spec is True:
-        return [n for n in strategy_names() if n not in SKIP]
+        return [spec.name for spec in strategy_specs() if not spec.exact]
     raise StrategyError(f"cpsat: option warm_start must be True, False, a strategy name or a "
                         f"Partition, got {spec!r}")
 

@@ -1,0 +1,44 @@
+"""The passes around a strategy, one function each with one signature.
+
+- A problem → problem pre-pass, ``pre(problem, **options) -> Problem``: the device choice
+  (:func:`~clusterkit.passes.devices.choose_devices`, ``--devices cost``), which narrows a
+  problem where several devices take a node.
+- Partition → partition post-passes, ``post(partition, **options) -> Partition`` (a new
+  partition, or the same one when nothing changes; the argument is never edited): coalescing
+  (:mod:`~clusterkit.passes.coalesce`), level merging (:mod:`~clusterkit.passes.horizontal`),
+  the refinement (:mod:`~clusterkit.passes.refine`), the acceptable split
+  (:mod:`~clusterkit.passes.acceptable`) and the subgraph rejection the front door runs after
+  every strategy (:mod:`~clusterkit.passes.reject`).
+
+Options are keywords with defaults. The passes read the problem and the partition only, never a
+strategy: they sit below the engines, which run them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from clusterkit.constraints.core import Problem
+from clusterkit.passes.acceptable import make_acceptable
+from clusterkit.passes.coalesce import coalesce
+from clusterkit.passes.devices import choose_devices
+from clusterkit.passes.horizontal import merge_levels
+from clusterkit.passes.refine import refine
+from clusterkit.passes.reject import reject_subgraphs
+from clusterkit.result import Partition
+
+#: ``pre(problem, **options) -> Problem``
+ProblemPass = Callable[..., Problem]
+#: ``post(partition, **options) -> Partition``
+PartitionPass = Callable[..., Partition]
+
+#: the problem → problem passes by name
+PRE_PASSES: dict[str, ProblemPass] = {"choose_devices": choose_devices}
+#: the partition → partition passes by name
+POST_PASSES: dict[str, PartitionPass] = {
+    "coalesce": coalesce, "merge_levels": merge_levels, "refine": refine,
+    "make_acceptable": make_acceptable, "reject_subgraphs": reject_subgraphs,
+}
+
+__all__ = ["POST_PASSES", "PRE_PASSES", "PartitionPass", "ProblemPass", "choose_devices",
+           "coalesce", "make_acceptable", "merge_levels", "refine", "reject_subgraphs"]

@@ -1,0 +1,273 @@
+"""Refine: move closed node sets between adjacent clusters of one device while the cut drops.
+
+For two clusters ``P`` and ``C`` of one accelerator, the *down set* of ``P`` towards ``C`` is
+the set of nodes of ``P`` whose every successor lies in ``C`` or in the set itself; the *up set*
+of ``C`` towards ``P`` is the set of nodes of ``C`` whose every predecessor lies in ``P`` or in
+the set. Moving a down set from ``P`` into ``C`` (or an up set from ``C`` into ``P``) keeps the
+cluster graph acyclic: a new cycle would need a path from ``C`` back to ``P``, which together with
+the edge ``P -> C`` is a cycle of the partition before the move. The same holds for each weakly
+connected piece of such a set, which is closed in the same way.
+
+A move is made when it breaks no constraint (selector-refused or must-cut edge inside the
+receiving cluster, never-together pair, together group, size and constant-byte limits), leaves
+both clusters acceptable to their device (:mod:`clusterkit.constraints.acceptance`) and it
+lowers ``cut_bytes`` (or keeps it and empties a cluster); its effect on the cut is counted on the
+tensors the moved nodes produce or read only. Passes repeat while a move is made, at most
+:data:`PASSES` times; every order is by node or cluster id, so the result is deterministic. The
+partition's fallback nodes never change and its partitions never grow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from clusterkit.constraints.acceptance import acceptance
+from clusterkit.constraints.core import Problem
+from clusterkit.result import Partition, cluster_const_bytes
+
+#: passes over all candidate moves at most
+PASSES = 8
+NONE = -2  # no single cluster (down or up set)
+
+
+def refine(partition: Partition) -> Partition:
+    """``partition`` with down and up sets moved while the cut drops (see the module docstring);
+    ``partition`` itself when no move is made, else a new partition with its metadata."""
+    fb = partition.problem.fallback
+    if sum(c.device != fb for c in partition.clusters) < 2:  # no pair to move between
+        return partition
+    mover = _Mover(partition)
+    moved = 0
+    for _ in range(PASSES):
+        made = mover.run_pass()
+        moved += made
+        if not made:
+            break
+    if not moved:
+        return partition
+    devices = np.asarray(mover.dev, dtype=np.int64)[mover.a]
+    out = Partition.from_assignment(partition.problem, mover.a, devices)
+    info = dict(partition.info, refine_moves=moved)
+    return dataclasses.replace(partition, clusters=out.clusters, info=info)
+
+
+class _Mover:
+    """Cluster per node, the members of each cluster, and the tensor lists for the cut."""
+
+    def __init__(self, partition: Partition):
+        p: Problem = partition.problem
+        g = p.graph
+        self.p = p
+        self.a: list[int] = partition.assignment().tolist()
+        self.dev = partition.device_indices().tolist()
+        self.size = [len(c.nodes) for c in partition.clusters]
+        self.members = {k: list(c.nodes) for k, c in enumerate(partition.clusters)
+                        if self.dev[k] >= 0}
+        self.down = [NONE] * g.n  # per node its down set's cluster (NONE: none)
+        self.up = [NONE] * g.n
+        self.sets: dict[int, dict[tuple[int, int], list[int]]] = {}  # per cluster
+        self.dirty = set(self.members)  # clusters whose sets are out of date
+        self.succ_ptr, self.succ = g.succ_ptr.tolist(), g.succ_idx.tolist()
+        self.pred_ptr, self.pred = g.pred_ptr.tolist(), g.pred_idx.tolist()
+        inner = ~np.asarray(p.must_cut, dtype=bool)
+        ok = [np.asarray(p.edge_ok[d], dtype=bool) & inner for d in range(len(p.devices))]
+        self.inner_ok = [o.tolist() for o in ok]  # per device, by edge
+        self.inner_ok_pred = [o[g.pred_edge].tolist() for o in ok]  # by predecessor slot
+        self.movable = (np.asarray(p.group_of) < 0).tolist()
+        self.never: dict[int, list[int]] = {}
+        for u, v in p.never_pairs.tolist():
+            self.never.setdefault(u, []).append(v)
+            self.never.setdefault(v, []).append(u)
+        self._tensors(g)
+
+    def _tensors(self, g) -> None:
+        """Per tensor its readers, producer, bytes (0 when folded) and output flag; per node
+        the tensors it makes or reads, as index ranges (read as needed)."""
+        tt = g.tensor_table
+        nt = len(tt.nbytes)
+        weight = np.where(tt.free, 0, tt.nbytes)
+        order = np.argsort(tt.inc_tensor, kind="stable")
+        self.read_ptr = np.searchsorted(tt.inc_tensor[order], np.arange(nt + 1)).tolist()
+        self.readers = tt.inc_node[order].tolist()
+        self.producer = tt.producer.tolist()
+        self.nbytes = weight.tolist()
+        self.is_output = (tt.is_output & ~tt.free).tolist()
+        node = np.concatenate((tt.producer, tt.inc_node))
+        ten = np.concatenate((np.arange(nt), tt.inc_tensor))
+        keep = (node >= 0) & (weight[ten] > 0)
+        node, ten = node[keep], ten[keep]
+        order = np.lexsort((ten, node))
+        self.touch_ptr = np.searchsorted(node[order], np.arange(g.n + 1)).tolist()
+        self.touch = ten[order].tolist()
+
+    def unit(self, v: int) -> int:
+        c = self.a[v]
+        return c if self.dev[c] >= 0 else -1
+
+    def cost(self, tensors: list[int]) -> int:
+        """The cut bytes of ``tensors`` under the current assignment."""
+        total = 0
+        for t in tensors:
+            u = self.producer[t]
+            pu = self.unit(u) if u >= 0 else -1
+            units = {self.unit(v) for v in self.readers[self.read_ptr[t]:self.read_ptr[t + 1]]}
+            units.discard(pu)
+            total += self.nbytes[t] * (len(units) + (self.is_output[t] and pu != -1))
+        return total
+
+    def run_pass(self) -> int:
+        """One pass: every candidate set (whole, then by pieces) between clusters not changed
+        yet in this pass; the number of moves made."""
+        touched: set[int] = set()
+        made = 0
+        for (src, dst), nodes in self._candidates():
+            if src in touched or dst in touched:
+                continue
+            pieces = [nodes] + (self._pieces(nodes) if len(nodes) > 1 else [])
+            for piece in pieces:
+                if self._try(piece, src, dst):
+                    touched.update((src, dst))
+                    made += 1
+                    if piece is nodes:
+                        break
+        return made
+
+    def _candidates(self) -> list[tuple[tuple[int, int], list[int]]]:
+        """Down sets then up sets, as ((from cluster, to cluster), nodes), by cluster ids;
+        made again for the clusters a move may have changed."""
+        for x in sorted(self.dirty):
+            if x in self.members:
+                self.sets[x] = self._cluster_sets(x)
+        self.dirty.clear()
+        return sorted(item for sets in self.sets.values() for item in sets.items())
+
+    def _cluster_sets(self, x: int) -> dict[tuple[int, int], list[int]]:
+        """The down and up sets of cluster ``x``, by the cluster they would move to."""
+        sets: dict[tuple[int, int], list[int]] = {}
+        nodes = self.members[x]
+        for v, t in self._marks(x, reversed(nodes), self.succ_ptr, self.succ, self.down,
+                                self.inner_ok):
+            sets.setdefault((x, t), []).append(v)
+        for v, t in self._marks(x, nodes, self.pred_ptr, self.pred, self.up, self.inner_ok_pred):
+            sets.setdefault((x, t), []).append(v)
+        return {k: sorted(v) for k, v in sets.items()}
+
+    def _marks(self, x: int, nodes, ptr: list[int], nbr: list[int], mark: list[int],
+               ok_by_dev: list[list[bool]]) -> list[tuple[int, int]]:
+        """For each of ``nodes`` of cluster ``x`` (neighbours along ``ptr``/``nbr`` first) the
+        one other cluster of its device that every neighbour lies in or leads to through
+        ``mark`` (NONE when there is none, then left out of the list), stored in ``mark``
+        (``ok_by_dev``: per device, whether each ``nbr`` slot's edge may lie inside it)."""
+        a, dev, movable = self.a, self.dev, self.movable
+        d = dev[x]
+        ok = ok_by_dev[d]
+        out = []
+        for v in nodes:
+            want = NONE
+            lo, hi = ptr[v], ptr[v + 1]
+            if movable[v] and lo < hi:
+                for i in range(lo, hi):
+                    w = nbr[i]
+                    c = a[w]
+                    if c == x:
+                        got = mark[w]
+                    elif ok[i] and dev[c] == d:
+                        got = c
+                    else:
+                        want = NONE
+                        break
+                    if got == NONE or (want != NONE and got != want):
+                        want = NONE
+                        break
+                    want = got
+            mark[v] = want
+            if want != NONE:
+                out.append((v, want))
+        return out
+
+    def _pieces(self, nodes: list[int]) -> list[list[int]]:
+        """The weakly connected pieces of ``nodes`` (by their edges among themselves)."""
+        inside = set(nodes)
+        label: dict[int, int] = {}
+        pieces: list[list[int]] = []
+        for s in nodes:
+            if s in label:
+                continue
+            label[s] = len(pieces)
+            piece, stack = [], [s]
+            while stack:
+                v = stack.pop()
+                piece.append(v)
+                for ptr, nbr in ((self.succ_ptr, self.succ), (self.pred_ptr, self.pred)):
+                    for w in nbr[ptr[v]:ptr[v + 1]]:
+                        if w in inside and w not in label:
+                            label[w] = label[s]
+                            stack.append(w)
+            pieces.append(sorted(piece))
+        return pieces if len(pieces) > 1 else []
+
+    def _allowed(self, nodes: list[int], src: int, dst: int) -> bool:
+        """Whether moving ``nodes`` from cluster ``src`` to ``dst`` breaks no constraint."""
+        p, d = self.p, self.dev[dst]
+        lim = p.limits  # the device's limits (the global ones, or its own when tighter)
+        left = self.size[src] - len(nodes)
+        if 0 < left < lim.min_nodes[d]:
+            return False
+        if lim.max_nodes[d] is not None and self.size[dst] + len(nodes) > lim.max_nodes[d]:
+            return False
+        a = self.a
+        if any(a[w] == dst for v in nodes for w in self.never.get(v, ())):
+            return False
+        if lim.max_const[d] is not None:
+            members = [v for v in range(len(a)) if a[v] == dst] + nodes
+            if cluster_const_bytes(p.graph, members) > lim.max_const[d]:
+                return False
+        return self._acceptable(nodes, src, dst)
+
+    def _acceptable(self, nodes: list[int], src: int, dst: int) -> bool:
+        """Whether both clusters stay acceptable to their device after the move (see
+        :mod:`clusterkit.constraints.acceptance`; free for a device it vouches for)."""
+        acc, d = acceptance(self.p), self.dev[dst]
+        if acc.plain(d):
+            return True
+        moved = set(nodes)
+        left = [v for v in self.members[src] if v not in moved]
+        return (acc.ok(sorted(self.members[dst] + nodes), d)
+                and (not left or acc.ok(left, d)))
+
+    def _try(self, nodes: list[int], src: int, dst: int) -> bool:
+        """Move ``nodes`` from ``src`` to ``dst`` when allowed and better; True when moved."""
+        if not self._allowed(nodes, src, dst):
+            return False
+        ptr, touch = self.touch_ptr, self.touch
+        tensors = sorted({t for v in nodes for t in touch[ptr[v]:ptr[v + 1]]})
+        before = self.cost(tensors)
+        for v in nodes:
+            self.a[v] = dst
+        after = self.cost(tensors)
+        emptied = self.size[src] == len(nodes)
+        if after < before or (after == before and emptied):
+            self._moved(nodes, src, dst)
+            return True
+        for v in nodes:
+            self.a[v] = src
+        return False
+
+    def _moved(self, nodes: list[int], src: int, dst: int) -> None:
+        """Book-keeping after ``nodes`` went from ``src`` to ``dst``: sizes, members, and the
+        clusters whose sets may have changed (both, and those of the nodes' neighbours)."""
+        a = self.a
+        self.size[src] -= len(nodes)
+        self.size[dst] += len(nodes)
+        self.members[dst] = sorted(self.members[dst] + nodes)
+        self.members[src] = [v for v in self.members[src] if a[v] == src]
+        if not self.members[src]:
+            del self.members[src]
+            self.sets.pop(src, None)
+        dirty = self.dirty
+        dirty.update((src, dst))
+        for v in nodes:
+            for ptr, nbr in ((self.succ_ptr, self.succ), (self.pred_ptr, self.pred)):
+                dirty.update(a[w] for w in nbr[ptr[v]:ptr[v + 1]])
