@@ -13,6 +13,7 @@ from clusterkit.analysis.verify import Verification, verify
 from clusterkit.cli.common import add_dim_arg, dims_from_args
 from clusterkit.errors import ConstraintError
 from clusterkit.io.files import write_all
+from clusterkit.result import plural
 
 #: at most this many differing nodes are printed per side (the JSON has them all)
 SHOWN = 20
@@ -51,9 +52,11 @@ def print_report(r: Verification) -> None:
     data = r.to_json()
     print(f"{r.model}: selector {r.selector} against {r.ep} {r.ep_version} (graph after "
           f"onnxruntime's basic optimizations, {r.nodes} nodes)")
-    print(f"  {r.ep}: {len(r.ep_partitions)} partitions, {data['ep_offloaded']} nodes")
-    print(f"  clusterkit: {len(r.partitions)} partitions, {data['offloaded']} nodes "
-          f"({len(r.ort_grouped)} partitions as onnxruntime groups them)")
+    print(f"  {r.ep}: {plural(len(r.ep_partitions), 'partition')}, "
+          f"{plural(data['ep_offloaded'], 'node')}")
+    print(f"  clusterkit: {plural(len(r.partitions), 'partition')}, "
+          f"{plural(data['offloaded'], 'node')} "
+          f"({plural(len(r.ort_grouped), 'partition')} as onnxruntime groups them)")
     for title, diffs in ((f"taken by {r.ep} only", r.only_ep),
                          ("taken by clusterkit only", r.only_selector)):
         if diffs:
