@@ -274,3 +274,57 @@ def test_the_drop_in_keeps_a_declared_max_nodes(strategy, which):
     assert sizes and max(sizes) <= 3, sizes
     wanted = [nd for nd in gm.graph.nodes if nd.op in CALLS and support.is_node_supported({}, nd)]
     assert len(wanted) == 12 and sum(sizes) == 12, sizes
+
+
+class _CountingSelector(ck.SubgraphSelector):
+    """Takes Linear and ReLU, at most ``limit`` per cluster (a count kept while it grows)."""
+
+    OPS = ("aten.linear.default", "aten.relu.default")
+
+    def __init__(self, limit: int):
+        self.limit, self.taken = limit, 0
+
+    def select(self, node) -> bool:
+        ok = node.op_type in self.OPS
+        self.taken += ok
+        return ok
+
+    def select_input(self, node, new_node) -> bool:
+        return self.taken < self.limit and self.select(new_node)
+
+    def select_output(self, node, new_node) -> bool:
+        return self.taken < self.limit and self.select(new_node)
+
+    def reset(self) -> None:
+        self.taken = 0
+
+
+class _CountingDevice(ck.SubgraphProperty):
+    def create_subgraph_selector(self):
+        return _CountingSelector(3)
+
+
+class _RejectingDevice(ck.SubgraphProperty):
+    """Takes Linear and ReLU; its compiler refuses a subgraph of more than 4 nodes."""
+
+    def create_subgraph_selector(self):
+        return ck.ContainOpSelector(_CountingSelector.OPS)
+
+    def create_subgraph_node(self, subgraph):
+        return None if len(subgraph.nodes) > 4 else super().create_subgraph_node(subgraph)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "mxnet", "cycles", "longest-path"])
+@pytest.mark.parametrize("device, cap", [(_CountingDevice, 3), (_RejectingDevice, 4)],
+                         ids=["stateful-selector", "create_subgraph_node"])
+def test_the_drop_in_keeps_a_wrapped_propertys_own_decisions(strategy, device, cap):
+    """A wrapped property whose verdict is not node by node (a count kept while a cluster
+    grows; a compiler refusing large subgraphs): every proposed partition is one the property
+    accepts (checked here by counting and by asking it), and together they take all 12."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(4, 4), nn.ReLU())])
+    gm = _export(model, torch.randn(2, 4)).module()
+    support = SelectorSupport(device("fx"))
+    parts = CapabilityBasedPartitioner(gm, support, strategy=strategy).propose_partitions()
+    sizes = [len(p.nodes) for p in parts]
+    assert sizes and max(sizes) <= cap and sum(sizes) == 12, sizes

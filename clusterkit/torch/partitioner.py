@@ -8,7 +8,8 @@ users are all ``getitem`` follow their producer (one together group); without
 ``allows_single_node_partition`` a partition with at most one compute node (a ``call_function``
 outside ``non_compute_ops``, counting twice when in ``allowed_single_node_partition_ops``) is
 dropped. Device limits the predicate declares (``max_nodes``, ``min_nodes``,
-``max_const_bytes``, its own or its wrapped clusterkit property's) hold. The clusters come from
+``max_const_bytes``, its own or its wrapped clusterkit property's) hold, and so do a wrapped
+property's stateful selector, ``filter`` and ``create_subgraph_node``. The clusters come from
 a clusterkit strategy (``auto`` by default), whose partitions are validated acyclic; dropping a
 partition turns its nodes into singletons outside, which keeps the quotient acyclic, so the
 result is always valid, and deterministic.
@@ -29,6 +30,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
 from clusterkit.api import run_strategy
+from clusterkit.constraints.acceptance import overrides
 from clusterkit.constraints.core import Constraints
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.core import Graph, Node
@@ -37,7 +39,13 @@ from clusterkit.selection.protocol import (
     LIMIT_SETTINGS,
     SubgraphProperty,
     SubgraphSelector,
+    call_create_subgraph_selector,
+    call_filter,
+    call_select,
+    call_select_input,
+    call_select_output,
     device_limits,
+    is_stateful,
     set_device_limits,
 )
 from clusterkit.torch.reader import read_fx
@@ -71,6 +79,83 @@ class _MaskProperty(SubgraphProperty):
 
     def create_subgraph_selector(self) -> SubgraphSelector:
         return _MaskSelector(self.mask)
+
+
+class _WrappedSelector(SubgraphSelector):
+    """A wrapped clusterkit property's selector on the fx answers after the getitem rule: a
+    node the rule added (a getitem following its producer, ``own`` False) is taken without
+    asking it; every other answer, its state, ``filter`` and ``reset`` are the selector's."""
+
+    def __init__(self, mask: np.ndarray, own: np.ndarray, inner: SubgraphSelector):
+        self.mask, self.own, self.inner = mask, own, inner
+
+    @property
+    def stateful(self) -> bool:  # answers for the wrapped selector
+        return is_stateful(self.inner)
+
+    def select(self, node: Node) -> bool:
+        if not self.mask[node.index]:
+            return False
+        return call_select(self.inner, node) if self.own[node.index] else True
+
+    def select_input(self, node: Node, new_node: Node) -> bool:
+        if not self.mask[new_node.index]:
+            return False
+        return (call_select_input(self.inner, node, new_node) if self.own[new_node.index]
+                else True)
+
+    def select_output(self, node: Node, new_node: Node) -> bool:
+        if not self.mask[new_node.index]:
+            return False
+        return (call_select_output(self.inner, node, new_node) if self.own[new_node.index]
+                else True)
+
+    def filter(self, candidates: list[Node]) -> list[Node]:
+        asked = [c for c in candidates if self.own[c.index]]
+        kept = {id(c) for c in call_filter(self.inner, asked)}
+        return [c for c in candidates if id(c) in kept or not self.own[c.index]]
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def supported_mask(self, graph: Graph) -> np.ndarray:
+        return self.mask
+
+
+class _WrappedProperty(_MaskProperty):
+    """:class:`_MaskProperty` for a predicate wrapping a clusterkit property whose verdict
+    depends on more than single nodes (a stateful selector, its own ``filter`` or
+    ``create_subgraph_node``): its selector and its subgraph decisions are kept."""
+
+    def __init__(self, mask: np.ndarray, own: np.ndarray, wrapped: SubgraphProperty,
+                 device: str):
+        super().__init__(mask, device)
+        self.own, self.wrapped = own, wrapped
+
+    def create_subgraph_selector(self) -> SubgraphSelector:
+        return _WrappedSelector(self.mask, self.own, call_create_subgraph_selector(self.wrapped))
+
+    def create_subgraph_node(self, subgraph: Any) -> Any:
+        return self.wrapped.create_subgraph_node(subgraph)
+
+    def explain_subgraph(self, subgraph: Any) -> str | None:
+        explain = getattr(self.wrapped, "explain_subgraph", None)
+        return explain(subgraph) if callable(explain) else None
+
+
+def _fx_device(support: OperatorSupportBase, supported: np.ndarray,
+               own: np.ndarray) -> SubgraphProperty:
+    """The device of the fx answers ``supported`` (after the getitem rule; ``own``: before it):
+    the wrapped clusterkit property's selector and subgraph decisions when they matter, and
+    the limits the predicate declares."""
+    wrapped = getattr(support, "property", None)
+    base: SubgraphProperty = _MaskProperty(supported, "fx")
+    if isinstance(wrapped, SubgraphProperty):
+        sel = call_create_subgraph_selector(wrapped)
+        if is_stateful(sel) or overrides(sel, "filter", SubgraphSelector) \
+                or overrides(wrapped, "create_subgraph_node", SubgraphProperty):
+            base = _WrappedProperty(supported, own, wrapped, "fx")
+    return set_device_limits(base, **declared_limits(support))
 
 
 class CapabilityBasedPartitioner(_TorchPartitioner):
@@ -111,9 +196,9 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         prop = FxSupportProperty(self.operator_support, self.graph_module, device="fx")
         supported = prop.create_subgraph_selector().supported_mask(graph)
         assert supported is not None  # FxSupportProperty's selectors always have a mask
+        own = supported
         supported, groups = _getitem_rule(graph, fx_nodes, supported)
-        device = set_device_limits(_MaskProperty(supported, "fx"),
-                                   **declared_limits(self.operator_support))
+        device = _fx_device(self.operator_support, supported, own)
         problem = Constraints(together=groups).compile(graph, [device])
         part = run_strategy(problem, self.strategy, **self.options)
         self.last_partition = part
