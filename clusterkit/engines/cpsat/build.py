@@ -588,3 +588,18 @@ def _index_by_part(red: Reduction) -> tuple[list[list[TensorTerm]], list[list[tu
         if part_of[a] == part_of[b]:
             never[part_of[a]].append((a, b))
     return terms, never
+
+
+def read_part(model: ClusterModel, solver: cp_model.CpSolver
+              ) -> tuple[dict[int, int], dict[int, int]]:
+    """Rank and device (-1: fallback) per super-node of the part from a solved model."""
+    rank, device = {}, {}
+    for s in model.part:
+        r = model.r[s]
+        rank[s] = r if isinstance(r, int) else int(solver.Value(r))
+        device[s] = -1
+        for d, lit in model.x[s].items():
+            if lit is True or solver.BooleanValue(lit):
+                device[s] = d
+                break
+    return rank, device

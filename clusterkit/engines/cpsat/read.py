@@ -13,18 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import Objective
-from clusterkit.engines.cpsat.build import ClusterModel
-from clusterkit.engines.cpsat.hints import Assignment
 from clusterkit.engines.cpsat.reduce import Reduction
 from clusterkit.errors import ClusterkitError, StrategyError
 from clusterkit.passes.coalesce import coalesce as coalesce_clusters
 from clusterkit.result import Partition
 
-if TYPE_CHECKING:  # solve imports this module
+if TYPE_CHECKING:
     from clusterkit.engines.cpsat.solve import PartSolution
 
 #: Statuses from best to worst: a run's status is its worst part's.
@@ -134,20 +131,6 @@ class PartsOutcome:
         if self.phase1 and self.phase1.get("status") != "OPTIMAL" and overall == "OPTIMAL":
             overall = "FEASIBLE"
         return overall
-
-
-def read_part(model: ClusterModel, solver: cp_model.CpSolver) -> Assignment:
-    """Rank and device (-1: fallback) per super-node of the part from a solved model."""
-    rank, device = {}, {}
-    for s in model.part:
-        r = model.r[s]
-        rank[s] = r if isinstance(r, int) else int(solver.Value(r))
-        device[s] = -1
-        for d, lit in model.x[s].items():
-            if lit is True or solver.BooleanValue(lit):
-                device[s] = d
-                break
-    return rank, device
 
 
 def assemble(problem: Problem, red: Reduction, rank: dict[int, int], device: dict[int, int]

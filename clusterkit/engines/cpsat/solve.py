@@ -17,9 +17,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from clusterkit.engines.cpsat.build import ClusterModel
+from clusterkit.engines.cpsat.build import ClusterModel, read_part
 from clusterkit.engines.cpsat.hints import WarmHint, part_hint
-from clusterkit.engines.cpsat.read import read_part
 from clusterkit.errors import StrategyError
 
 STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
