@@ -17,13 +17,13 @@ from clusterkit.selectors._patterns import match_chains
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph, Node, Tensor
-    from clusterkit.selectors._property import TableProperty
+    from clusterkit.selectors._owner import TableOwner
 
 
 class GraphContext:
     """What the checks may read about one graph, with per-property memos."""
 
-    def __init__(self, graph: "Graph", prop: "TableProperty"):
+    def __init__(self, graph: "Graph", prop: "TableOwner"):
         self.graph = graph
         self.prop = prop
         self.opset = _default_opset(graph)

@@ -11,7 +11,7 @@ from clusterkit.selection.protocol import SubgraphSelector
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph, Node
-    from clusterkit.selectors._property import TableProperty
+    from clusterkit.selectors._owner import TableOwner
 
 
 class TableSelector(SubgraphSelector):
@@ -24,7 +24,7 @@ class TableSelector(SubgraphSelector):
     #: without growing it again (see :mod:`clusterkit.constraints.acceptance`)
     stateful = False
 
-    def __init__(self, prop: TableProperty):
+    def __init__(self, prop: TableOwner):
         self.property = prop
 
     def select(self, node: "Node") -> bool:
