@@ -17,7 +17,6 @@ from clusterkit.constraints.groups import close_groups
 from clusterkit.constraints.limits import Limits
 from clusterkit.errors import ConstraintError, CycleError
 from clusterkit.graph.algorithms import group_labels, quotient, topological_order
-from clusterkit.graph.convexity import first_reentry
 from clusterkit.graph.core import Graph
 from clusterkit.selection.protocol import (
     SubgraphProperty,
@@ -399,7 +398,9 @@ def _value_input_edges(graph: Graph, value_inputs: dict[str, tuple[int, ...]]) -
 
 def _check_groups(p: Problem) -> None:
     """Contradictions: a together group with a never-together pair or a must-cut edge inside,
-    no device common to all members, larger than max_size, or not convex."""
+    no device common to all members, or larger than max_size (a group is convex by now:
+    :func:`~clusterkit.constraints.groups.close_groups` absorbed the nodes between its members
+    or refused)."""
     g = p.graph
     names = [nd.name for nd in g.nodes]
     for gi, members in enumerate(p.groups):
@@ -420,12 +421,6 @@ def _check_groups(p: Problem) -> None:
         if len(inside) > 1 and p.devices and not p.supported[:, members].all(axis=1).any():
             raise ConstraintError(f"contradiction: no device takes every node of together group "
                                   f"{gi} ({', '.join(names[v] for v in members[:5].tolist())}...)")
-        hit = first_reentry(g.succ_lists, inside)
-        if hit is not None:
-            outside = hit[1]
-            raise ConstraintError(f"together group {gi} is not convex: a path between its "
-                                  f"members passes through node {names[outside]!r}; add it to "
-                                  "the group")
 
 
 def _check_group_cycles(p: Problem) -> None:

@@ -17,33 +17,8 @@ from typing import Sequence
 import numpy as np
 
 from clusterkit.errors import ConstraintError
+from clusterkit.graph.convexity import nodes_between
 from clusterkit.graph.core import Graph
-
-
-def nodes_between(graph: Graph, members: Sequence[int]) -> list[int]:
-    """The nodes outside ``members`` on a path between two of them, in topological order.
-
-    Node numbers are topological, so such a node lies in the members' window ``(lo, hi)``;
-    the searches stay inside it."""
-    if len(members) < 2:
-        return []
-    inside = set(members)
-    lo, hi = min(inside), max(inside)
-    after = _reach(graph.succ_lists, inside, lambda w: w < hi)
-    before = _reach(graph.pred_lists, inside, lambda w: w > lo)
-    return sorted((after & before) - inside)
-
-
-def _reach(adj: Sequence[Sequence[int]], starts: set[int], keep) -> set[int]:
-    """Nodes reached from ``starts`` along ``adj`` through nodes ``keep`` accepts."""
-    seen: set[int] = set()
-    stack = list(starts)
-    while stack:
-        for w in adj[stack.pop()]:
-            if w not in seen and w not in starts and keep(w):
-                seen.add(w)
-                stack.append(w)
-    return seen
 
 
 def close_groups(graph: Graph, groups: list[list[int]], supported: np.ndarray,
@@ -56,7 +31,7 @@ def close_groups(graph: Graph, groups: list[list[int]], supported: np.ndarray,
     out = [sorted(set(g)) for g in groups]
     gi = 0
     while gi < len(out):
-        between = nodes_between(graph, out[gi])
+        between = nodes_between(graph.succ_lists, graph.pred_lists, out[gi])
         if not between or not _devices_of(supported, out[gi]).size:
             gi += 1
             continue

@@ -56,3 +56,31 @@ def first_reentry(adj: Sequence[Sequence[int]], members: Iterable[int],
                 seen.add(w)
                 heapq.heappush(heap, (sign * rank_of(w), w, x))
     return None
+
+
+def nodes_between(succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                  members: Sequence[int]) -> list[int]:
+    """The nodes outside ``members`` on a path between two of them (what would make the set
+    convex), in topological order: the members' descendants that are also their ancestors.
+
+    ``succ``/``pred`` are the adjacency lists of a graph numbered in topological order, so
+    such a node lies in the members' window ``(lo, hi)``; the searches stay inside it."""
+    if len(members) < 2:
+        return []
+    inside = set(members)
+    lo, hi = min(inside), max(inside)
+    after = _reach(succ, inside, lambda w: w < hi)
+    before = _reach(pred, inside, lambda w: w > lo)
+    return sorted((after & before) - inside)
+
+
+def _reach(adj: Sequence[Sequence[int]], starts: set[int], keep) -> set[int]:
+    """Nodes reached from ``starts`` along ``adj`` through nodes ``keep`` accepts."""
+    seen: set[int] = set()
+    stack = list(starts)
+    while stack:
+        for w in adj[stack.pop()]:
+            if w not in seen and w not in starts and keep(w):
+                seen.add(w)
+                stack.append(w)
+    return seen
