@@ -25,7 +25,7 @@ import numpy as np
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
 from clusterkit.io.files import read_input, write_atomic
-from clusterkit.io.networkx import from_networkx
+from clusterkit.io.node_link import graph_from_lists
 
 #: device index of the host (the CPU) in an assignment
 HOST = -1
@@ -166,15 +166,15 @@ def _edges(edges: Any, pos: dict[int, int], where: str
 def instance_graph(inst: PlacementInstance, source: str = "memory") -> Graph:
     """The instance as a Graph: one node per instance node (named by its id, op type
     :data:`ACC_OP`, or :data:`HOST_OP` when no accelerator supports it), one output tensor per
-    node. The instance itself is kept as ``graph.model``."""
-    import networkx as nx  # here, not at import: `import clusterkit` stays light
-
-    g = nx.DiGraph()
-    for k in range(inst.n):
-        g.add_node(int(inst.ids[k]), op=ACC_OP if inst.supported[k] else HOST_OP)
-    for u, v in zip(inst.edge_src.tolist(), inst.edge_dst.tolist()):
-        g.add_edge(int(inst.ids[u]), int(inst.ids[v]))
-    graph = from_networkx(g, name=inst.name, source=source)
+    node. The instance itself is kept as ``graph.model``. Built straight from the arrays: each
+    distinct edge once, grouped by source in node order (as node-link graphs are read)."""
+    pairs = list(dict.fromkeys(zip(inst.edge_src.tolist(), inst.edge_dst.tolist())))
+    pairs.sort(key=lambda e: e[0])  # stable: each source's edges keep their order
+    src = np.array([u for u, _ in pairs], dtype=np.int64)
+    dst = np.array([v for _, v in pairs], dtype=np.int64)
+    data = [{"op": ACC_OP if ok else HOST_OP} for ok in inst.supported.tolist()]
+    graph = graph_from_lists([int(i) for i in inst.ids], data, src, dst, [None] * len(pairs),
+                             name=inst.name, source=source)
     graph.model = inst
     return graph
 
