@@ -38,7 +38,7 @@ feeds = ck.random_inputs(fused, seed=0)
 outputs = executor.run(feeds)
 print(executor.summary())
 for fb in executor.fallbacks:
-    print(f"fell back to the host: {fb['unit']} on {fb['device']} ({fb['error']})")
+    print(f"fell back to the host: {fb['step']} on {fb['device']} ({fb['error']})")
 
 expected = ck.run_model(part.graph.model, feeds)
 diff = ck.compare_outputs(expected, outputs)

@@ -170,13 +170,13 @@ def test_explain_is_grouped_by_reason_and_limited(capsys):
 
 
 def test_run_and_partition_report_the_same_partitions(capsys):
-    """shufflenet with tensorrt: 14 partitions, which the executor runs as one unit (each fused
+    """shufflenet with tensorrt: 14 partitions, which the executor runs as one step (each fused
     node follows the previous one on the same device); run says both, and how."""
     path = str(BUNDLED_MODELS / "shufflenet_v2_x1_0.onnx")
     parts = _headline(_out(capsys, ["partition", path, "--selector", "tensorrt"]))["partitions"]
     text = _out(capsys, ["run", path, "--selector", "tensorrt"])
     assert _headline(text)["partitions"] == parts > 1
-    m = re.search(r"^(\d+) units? \((\d+) subgraphs? for the (\d+) partitions?(?:: (\d+) merged "
+    m = re.search(r"^(\d+) steps? \((\d+) subgraphs? for the (\d+) partitions?(?:: (\d+) merged "
                   r"with the one before them)?(?:,? ?(\d+) not needed at run time)?\)", text, re.M)
     assert m, text
     subs, named, merged, dropped = (int(m.group(k) or 0) for k in (2, 3, 4, 5))

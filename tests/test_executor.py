@@ -159,8 +159,8 @@ def test_failed_compile_falls_back_to_the_host():
     ex = Executor(fg, backends={"acc": "flaky"},
                   backend_config={"flaky": FAST_ORT, "onnxruntime": FAST_ORT})
     _assert_match(expected, ex.run(feeds), "with fallbacks")
-    failing = [u for u in ex.units if u.fallback_reason]
-    expect = [u for u in ex.units if u.kind == "subgraph" and any(
+    failing = [u for u in ex.steps if u.fallback_reason]
+    expect = [u for u in ex.steps if u.kind == "subgraph" and any(
         graph.nodes[v].op_type in ("MatMul", "Conv") for v in u.subgraph.nodes)]
     assert failing and failing == expect
     assert len(ex.fallbacks) == len(failing)
@@ -191,9 +191,9 @@ def test_reference_backend_runs_its_device_with_per_node_counters():
     ex = Executor(fuse(part), backends={"ref": "reference"},
                   backend_config={"reference": {"perf_counts": True}, "onnxruntime": FAST_ORT})
     _assert_match(expected, ex.run(feeds), "reference backend")
-    ref_units = [u for u in ex.units if u.kind == "subgraph"]
+    ref_units = [u for u in ex.steps if u.kind == "subgraph"]
     assert ref_units and all(u.backend == "reference" for u in ref_units)
-    counters = [r for r in ex.node_timings() if r["unit"] in {u.name for u in ref_units}]
+    counters = [r for r in ex.node_timings() if r["step"] in {u.name for u in ref_units}]
     assert {r["op_type"] for r in counters} <= set(ops)
     assert sum(r["calls"] for r in counters) == sum(len(u.subgraph.nodes) for u in ref_units)
 
@@ -209,7 +209,7 @@ def test_onnxruntime_perf_counts_give_per_node_times():
     assert len(convs) == graph.op_types.count("Conv")
     assert all(r["calls"] == 1 and r["seconds"] >= 0 for r in recs)
     t = ex.timings()
-    assert [u["name"] for u in t] == [u.name for u in ex.units]
+    assert [u["name"] for u in t] == [u.name for u in ex.steps]
     assert all(u["runs"] == 1 and u["total_seconds"] > 0 for u in t)
 
 
@@ -289,7 +289,7 @@ def test_query_of_a_fused_graph_needs_every_member():
 def test_executor_errors_name_the_problem():
     graph = load(BUNDLED_MODELS / "resnet18.onnx")
     ex = Executor(graph, backend_config=CONFIG)  # an unfused graph: all on the host
-    assert [u.kind for u in ex.units] == ["host"]
+    assert [u.kind for u in ex.steps] == ["host"]
     with pytest.raises(ExecutionError, match="missing graph input 'image'"):
         ex.run({})
     with pytest.raises(ExecutionError, match="'bogus' is not a graph input"):
@@ -302,14 +302,14 @@ def test_executor_errors_name_the_problem():
         Executor(ck.from_networkx(g))
 
 
-def test_host_nodes_are_grouped_into_few_units():
-    """Host runs are maximal: two host units are always separated by a fused node."""
+def test_host_nodes_are_grouped_into_few_steps():
+    """Host runs are maximal: two host steps are always separated by a fused node."""
     graph = load(BUNDLED_MODELS / "bert_base.onnx")
     fg = fuse(level_partition(ck.make_problem(graph, ["acc=ops:MatMul,Softmax"])))
     ex = Executor(fg, backend_config=CONFIG)
-    kinds = [u.kind for u in ex.units]
+    kinds = [u.kind for u in ex.steps]
     assert all(not (a == b == "host") for a, b in zip(kinds, kinds[1:]))
-    assert sum(u.kind == "subgraph" for u in ex.units) == len(
+    assert sum(u.kind == "subgraph" for u in ex.steps) == len(
         [v for v in fg.fused_nodes() if not fg.nodes[v].is_constant])
 
 
@@ -478,10 +478,10 @@ def test_values_fixed_by_static_shapes_are_folded_once():
                                   [2, -1])
 
     def reshape(ex):
-        return next(u for u in ex.units
+        return next(u for u in ex.steps
                     if any(graph.op_types[v] == "Reshape" for v in u.subgraph.nodes))
 
     assert reshape(folded).inputs == ["r"]  # the target shape is a constant of its model
     assert sorted(reshape(plain).inputs) == ["r", "shp"]
-    host = [u for u in folded.units if u.kind == "host"]
+    host = [u for u in folded.steps if u.kind == "host"]
     assert [u.outputs for u in host] == [["r"]]  # Shape, Gather, ... never run

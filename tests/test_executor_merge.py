@@ -20,11 +20,11 @@ HOST_ONLY = {"Softmax", "Erf", "Pow", "Sqrt", "ReduceMean", "Where", "GlobalAver
              "Gather", "Cast"}
 
 
-def _runs(units) -> list[tuple[str, set[int]]]:
-    """Maximal runs of consecutive subgraph units on one device: (device, their nodes)."""
+def _runs(steps) -> list[tuple[str, set[int]]]:
+    """Maximal runs of consecutive subgraph steps on one device: (device, their nodes)."""
     out: list[tuple[str, set[int]]] = []
     prev = None
-    for u in units:
+    for u in steps:
         if u.kind == "subgraph" and prev is not None and prev.kind == "subgraph" \
                 and prev.device == u.device:
             out[-1][1].update(u.subgraph.nodes)
@@ -35,22 +35,22 @@ def _runs(units) -> list[tuple[str, set[int]]]:
 
 
 @pytest.mark.parametrize("name", ["bert_base", "swin_t"])
-def test_merged_units_are_the_runs_of_the_unmerged_schedule(name):
+def test_merged_steps_are_the_runs_of_the_unmerged_schedule(name):
     graph = load(BUNDLED_MODELS / f"{name}.onnx")
     feeds = random_inputs(graph)
     ops = sorted(set(graph.op_types) - HOST_ONLY)
     fg = fuse(ck.run_strategy(ck.make_problem(graph, ["acc=ops:" + ",".join(ops)]), "cycles"))
-    plain = Executor(fg, backend_config=CONFIG, merge_units=False)
+    plain = Executor(fg, backend_config=CONFIG, merge_steps=False)
     merged = Executor(fg, backend_config=CONFIG)
     live = [v for v in fg.fused_nodes() if not fg.nodes[v].is_constant]
-    assert sum(u.kind == "subgraph" for u in plain.units) <= len(live)
-    got = [(u.device, set(u.subgraph.nodes)) for u in merged.units if u.kind == "subgraph"]
-    assert got == _runs(plain.units)
-    assert len(merged.units) <= len(plain.units)
+    assert sum(u.kind == "subgraph" for u in plain.steps) <= len(live)
+    got = [(u.device, set(u.subgraph.nodes)) for u in merged.steps if u.kind == "subgraph"]
+    assert got == _runs(plain.steps)
+    assert len(merged.steps) <= len(plain.steps)
     if name == "swin_t":  # its schedule has fused nodes of the device one after another
-        assert len(merged.units) < len(plain.units)
+        assert len(merged.steps) < len(plain.steps)
     made = set(graph.inputs)
-    for u in merged.units:
+    for u in merged.steps:
         assert set(u.inputs) <= made, u.name
         made.update(u.outputs)
         assert not u.parts or sorted(v for p in u.parts for v in p.subgraph.nodes) \
@@ -96,12 +96,12 @@ def test_a_refused_merged_unit_is_split_and_only_the_refused_part_falls_back():
     b = 1 / (1 + np.exp(-a))
     np.testing.assert_allclose(out["b"], b, rtol=1e-6)
     np.testing.assert_allclose(out["y"], -(a + b), rtol=1e-6)
-    ops = [[graph.nodes[v].op_type for v in u.subgraph.nodes] for u in ex.units]
+    ops = [[graph.nodes[v].op_type for v in u.subgraph.nodes] for u in ex.steps]
     assert ops == [["Relu"], ["Sigmoid"], ["Add"], ["Neg"]]
-    assert [u.fallback_reason is not None for u in ex.units] == [False, True, False, False]
-    assert [u.device for u in ex.units] == ["acc", "cpu", "acc", "cpu"]
+    assert [u.fallback_reason is not None for u in ex.steps] == [False, True, False, False]
+    assert [u.device for u in ex.steps] == ["acc", "cpu", "acc", "cpu"]
     assert len(ex.fallbacks) == 1 and "no sigmoid here" in ex.fallbacks[0]["error"]
     whole = Executor(fg, backend_config=CONFIG)  # no refusal: one acc unit, then the host
-    assert [u.kind for u in whole.units] == ["subgraph", "host"]
-    assert len(whole.units[0].parts) == 3
+    assert [u.kind for u in whole.steps] == ["subgraph", "host"]
+    assert len(whole.steps[0].parts) == 3
     np.testing.assert_allclose(whole.run({"x": x})["y"], -(a + b), rtol=1e-6)

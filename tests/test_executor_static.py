@@ -58,7 +58,7 @@ def test_static_values_are_what_the_whole_model_computes():
 
 
 def test_no_unit_only_computes_shape_arithmetic():
-    """With the partial selector on swin_t, the shape arithmetic between units (Shape, Gather,
+    """With the partial selector on swin_t, the shape arithmetic between steps (Shape, Gather,
     Cast of sizes: folded by a whole-model session) is known before any run, so no unit is left
     whose outputs are all integer tensors."""
     from clusterkit.fusion import fuse
@@ -70,6 +70,6 @@ def test_no_unit_only_computes_shape_arithmetic():
     ops = sorted(set(graph.op_types) - host_only)
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:" + ",".join(ops)]), "cycles")
     ex = Executor(fuse(part), backend_config={"onnxruntime": {"intra_op_num_threads": 1}})
-    for u in ex.units:
+    for u in ex.steps:
         kinds = {np.dtype(graph.tensors[t].dtype).kind for t in u.outputs}
         assert kinds - {"i", "u"}, (u.name, u.outputs)

@@ -1,5 +1,5 @@
 """How the executor moves tensors and groups host nodes: OrtValues pass from session to session
-without copies, host nodes are grouped into the fewest runs a topological order allows, units
+without copies, host nodes are grouped into the fewest runs a topological order allows, steps
 without inputs run once; outputs stay those of one onnxruntime session on the whole model."""
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def test_independent_host_nodes_share_one_unit():
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Relu,Sigmoid"]), "singleton")
     x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
     for merge, kinds in ((False, ["subgraph", "subgraph", "host"]), (True, ["subgraph", "host"])):
-        ex = Executor(fuse(part), backend_config=CONFIG, merge_units=merge)
-        assert [u.kind for u in ex.units] == kinds
+        ex = Executor(fuse(part), backend_config=CONFIG, merge_steps=merge)
+        assert [u.kind for u in ex.steps] == kinds
         out = ex.run({"x": x})
         np.testing.assert_allclose(out["y"], -np.maximum(x, 0), rtol=1e-6)
         np.testing.assert_allclose(out["z"], 1 / (1 + np.exp(-x)), rtol=1e-6)
@@ -91,17 +91,17 @@ def test_independent_host_nodes_share_one_unit():
 @pytest.mark.parametrize("name", ["bert_base", "swin_t"])
 def test_merged_host_segments_match_one_session(name):
     """A selector leaving the usual ops to the host: every unit reads only tensors made
-    before it, host units are never adjacent, and the outputs are those of one session."""
+    before it, host steps are never adjacent, and the outputs are those of one session."""
     graph = load(BUNDLED_MODELS / f"{name}.onnx")
     feeds = random_inputs(graph)
     ops = sorted(set(graph.op_types) - HOST_ONLY)
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:" + ",".join(ops)]), "cycles")
     ex = Executor(fuse(part), backend_config=CONFIG)
     made = set(graph.inputs)
-    for u in ex.units:
+    for u in ex.steps:
         assert set(u.inputs) <= made, u.name
         made.update(u.outputs)
-    kinds = [u.kind for u in ex.units]
+    kinds = [u.kind for u in ex.steps]
     assert "host" in kinds and not any(a == b == "host" for a, b in zip(kinds, kinds[1:]))
     expected = run_model(graph.model, feeds, FAST_ORT)
     for _ in range(2):  # the second run reuses what the first kept
@@ -112,7 +112,7 @@ def test_merged_host_segments_match_one_session(name):
 def _spy(ex: Executor) -> dict:
     """Record the buffer address of every value each unit reads and writes."""
     seen: dict = {}
-    for u in ex.units:
+    for u in ex.steps:
         inner = u.compiled.run_values
 
         def wrapped(values, u=u, inner=inner):
@@ -133,13 +133,13 @@ def test_ortvalues_pass_between_sessions_without_copies():
     feeds = random_inputs(graph)
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Conv,Relu,MaxPool"]), "cycles")
     ex = Executor(fuse(part), backend_config=CONFIG)
-    assert len(ex.units) >= 3
-    assert all(u.compiled.value_kind is ORT_VALUES for u in ex.units)
+    assert len(ex.steps) >= 3
+    assert all(u.compiled.value_kind is ORT_VALUES for u in ex.steps)
     seen = _spy(ex)
     _assert_match(run_model(graph.model, feeds, FAST_ORT), ex.run(feeds), "resnet50")
-    producer = {t: u.name for u in ex.units for t in u.outputs}
+    producer = {t: u.name for u in ex.steps for t in u.outputs}
     passed = 0
-    for u in ex.units:
+    for u in ex.steps:
         for t in u.inputs:
             module, ptr = seen[u.name, "in", t]
             assert module.startswith("onnxruntime"), (u.name, t, module)
@@ -157,7 +157,7 @@ def test_numpy_backend_and_ortvalue_backend_exchange_values():
     feeds = random_inputs(graph)
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:Relu,Add"]), "cycles")
     ex = Executor(fuse(part), backends={"acc": "reference"}, backend_config=CONFIG)
-    kinds = {u.kind: u.compiled.value_kind for u in ex.units}
+    kinds = {u.kind: u.compiled.value_kind for u in ex.steps}
     assert kinds == {"subgraph": NUMPY_VALUES, "host": ORT_VALUES}
     _assert_match(run_model(graph.model, feeds, FAST_ORT), ex.run(feeds), "resnet18")
 
@@ -178,7 +178,7 @@ def _no_input_model():
     return model
 
 
-def test_units_without_inputs_run_once_unless_random():
+def test_steps_without_inputs_run_once_unless_random():
     graph = ck.load_graph(_no_input_model())
     part = ck.run_strategy(ck.make_problem(graph, ["acc=ops:RandomUniform"]), "singleton")
     ex = Executor(fuse(part), backend_config=CONFIG)
@@ -189,7 +189,7 @@ def test_units_without_inputs_run_once_unless_random():
     np.testing.assert_array_equal(second["c"], np.arange(4) + 1.0)
     np.testing.assert_array_equal(second["y"], np.maximum(x, 0))
     assert not np.array_equal(first["r"], second["r"])  # random: computed at every run
-    runs = {u.outputs[0]: u.runs for u in ex.units}
+    runs = {u.outputs[0]: u.runs for u in ex.steps}
     assert runs == {"c": 1, "r": 2, "y": 2}
 
 

@@ -24,7 +24,7 @@ SELECTORS = REPO / "selectors"
 
 #: (module prefix, layer); the longest matching prefix decides
 LAYERS: list[tuple[str, float]] = [
-    ("clusterkit.errors", 0), ("clusterkit.modes", 0), ("clusterkit.registry", 0), ("clusterkit.io.files", 0),
+    ("clusterkit.errors", 0), ("clusterkit._deprecated", 0), ("clusterkit.modes", 0), ("clusterkit.registry", 0), ("clusterkit.io.files", 0),
     ("clusterkit.io.partition_json", 0), ("clusterkit.io.json_text", 0),
     ("clusterkit.graph", 1),
     ("clusterkit.io.onnx", 2), ("clusterkit.io.networkx", 2), ("clusterkit.io.loader", 2),

@@ -68,7 +68,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--perf-counts", action="store_true",
                    help="collect per-node timings and print the slowest nodes")
     p.add_argument("--no-fold-static", action="store_true",
-                   help="compute values fixed by static shapes at every run, in the units "
+                   help="compute values fixed by static shapes at every run, in the steps "
                    "(default: once, before running)")
     add_gate_args(p)
     return p
@@ -123,18 +123,18 @@ def original_model(args: argparse.Namespace, fused) -> onnx.ModelProto:
     return optimize_model(args.model, "none")
 
 
-def units_line(executor: Executor, partitions: int) -> str:
-    """``17 units (9 subgraphs for the 9 partitions)``, saying how the subgraphs the executor
+def steps_line(executor: Executor, partitions: int) -> str:
+    """``17 steps (9 subgraphs for the 9 partitions)``, saying how the subgraphs the executor
     runs came from the partitions when their counts differ: consecutive ones of one device
-    merged into one unit, ones no output needs (values fixed before the run) dropped."""
-    subs = [u for u in executor.units if u.kind == "subgraph"]
+    merged into one step, ones no output needs (values fixed before the run) dropped."""
+    subs = [u for u in executor.steps if u.kind == "subgraph"]
     covered = sum(max(1, len(u.parts)) for u in subs)
     how = []
     if covered > len(subs):
         how.append(f"{covered - len(subs)} merged with the one before them")
     if partitions > covered:
         how.append(f"{partitions - covered} not needed at run time")
-    return (f"{plural(len(executor.units), 'unit')} ({plural(len(subs), 'subgraph')} for the "
+    return (f"{plural(len(executor.steps), 'step')} ({plural(len(subs), 'subgraph')} for the "
             f"{plural(partitions, 'partition')}" + (f": {', '.join(how)})" if how else ")"))
 
 
@@ -194,17 +194,17 @@ def main(args: argparse.Namespace) -> int:
     assert outputs is not None  # the loop runs at least once
     runs = max(1, args.repeat)
     print(executor.summary())
-    print(f"{units_line(executor, part.metrics()['partitions'])}, mean run "
+    print(f"{steps_line(executor, part.metrics()['partitions'])}, mean run "
           f"{total / runs * 1e3:.2f} ms over {plural(runs, 'run')}")
     for fb in executor.fallbacks:
-        print(f"fell back to the host: {fb['unit']} (device {fb['device']}, backend "
+        print(f"fell back to the host: {fb['step']} (device {fb['device']}, backend "
               f"{fb['backend']}): {fb['error']}")
     if args.perf_counts:
         nodes = sorted(executor.node_timings(), key=lambda r: -r["seconds"])[:15]
         print("slowest nodes:")
         for rec in nodes:
             print(f"  {rec['seconds'] * 1e3:9.3f} ms  {rec['op_type']:18s} {rec['node']} "
-                  f"[{rec['unit']}]")
+                  f"[{rec['step']}]")
     report: dict[str, Any] = {"model": model_label(args.model), "strategy": part.strategy,
                               "selector": part.selector, "max_abs_diff": None,
                               "outputs_match": None, "runs": runs,

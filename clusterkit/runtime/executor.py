@@ -1,20 +1,20 @@
 """Run a fused graph heterogeneously.
 
-Every fused node is one *unit* compiled by its device's backend (default ``onnxruntime``,
+Every fused node is one *step* compiled by its device's backend (default ``onnxruntime``,
 restricted to the op set of the device's selector). The ordinary (fallback) nodes run on the host
-backend, grouped into as few units as possible: the nodes are scheduled in a topological order
+backend, grouped into as few steps as possible: the nodes are scheduled in a topological order
 that switches between host nodes and fused nodes as rarely as it can (:func:`phase_order`), and
-every maximal run of host nodes in that order becomes one unit, and so does every maximal run
-of fused nodes of one device (``merge_units``). Constant nodes (weight stubs and
-what is computed from them) are never scheduled: each unit computes the constants it reads
+every maximal run of host nodes in that order becomes one step, and so does every maximal run
+of fused nodes of one device (``merge_steps``). Constant nodes (weight stubs and
+what is computed from them) are never scheduled: each step computes the constants it reads
 itself, once, when it is compiled. When the graph inputs have static shapes, the values those
 shapes fix (a Reshape's target computed with Shape/Gather/Concat, masks built from shapes) are
-found once, the way onnxruntime folds them in a whole model, and handed to the units as
-constants; nodes that only compute such values never run, units nobody reads are dropped, and a
-unit left without inputs runs once, at the first run. The executor moves the tensors between
-units in the backends' own form (``onnxruntime.OrtValue`` from session to session: no numpy
-conversion, no copy), frees them after their last reader, and keeps per-unit timings and (with
-the backends' ``perf_counts``) per-node counters. A unit whose compile fails on its device falls
+found once, the way onnxruntime folds them in a whole model, and handed to the steps as
+constants; nodes that only compute such values never run, steps nobody reads are dropped, and a
+step left without inputs runs once, at the first run. The executor moves the tensors between
+steps in the backends' own form (``onnxruntime.OrtValue`` from session to session: no numpy
+conversion, no copy), frees them after their last reader, and keeps per-step timings and (with
+the backends' ``perf_counts``) per-node counters. A step whose compile fails on its device falls
 back to the host and is reported in :attr:`Executor.fallbacks`.
 """
 
@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from clusterkit._deprecated import module_getattr, renamed_attribute, renamed_keywords
 from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
 from clusterkit.fusion import (
     FusedGraph,
@@ -88,9 +89,9 @@ def _copy_of(to_numpy, value) -> np.ndarray:
 NONDETERMINISTIC = frozenset(_RANDOM_OPS | {"Dropout", "If", "Loop", "Scan"})
 
 
-def deterministic(root: Graph, unit: "Unit") -> bool:
-    """Does ``unit`` compute the same outputs from the same inputs at every run?"""
-    nodes = [root.nodes[v] for v in unit.subgraph.nodes]
+def deterministic(root: Graph, step: "Step") -> bool:
+    """Does ``step`` compute the same outputs from the same inputs at every run?"""
+    nodes = [root.nodes[v] for v in step.subgraph.nodes]
     return not any(nd.op_type in NONDETERMINISTIC or nd.implicit_inputs for nd in nodes)
 
 
@@ -100,8 +101,10 @@ def host_runs(order: list[int], host: list[bool]) -> int:
 
 
 @dataclass
-class Unit:
-    """One compiled piece of the schedule."""
+class Step:
+    """One thing the executor compiles and runs in its schedule: a fused node (or several
+    consecutive ones of one device, merged), a run of host nodes, or the graph outputs fixed
+    before any run."""
 
     name: str
     kind: str  # "subgraph" (a fused node), "host" (a run of ordinary nodes), "constants"
@@ -119,9 +122,9 @@ class Unit:
     bytes_in: int = 0
     bytes_out: int = 0
     release: list[str] = field(default_factory=list)
-    #: the per-fused-node units a merged unit stands for (empty: not merged)
-    parts: list["Unit"] = field(default_factory=list, repr=False)
-    # wiring of the run loop (set once the units are compiled): value slots of the inputs and
+    #: the per-fused-node steps a merged step stands for (empty: not merged)
+    parts: list["Step"] = field(default_factory=list, repr=False)
+    # wiring of the run loop (set once the steps are compiled): value slots of the inputs and
     # outputs, converters between value kinds (None: the producer's kind), slots to free
     in_slots: list[int] = field(default_factory=list, repr=False)
     out_slots: list[int] = field(default_factory=list, repr=False)
@@ -129,7 +132,7 @@ class Unit:
     free_slots: list[int] = field(default_factory=list, repr=False)
 
     def timing(self) -> dict[str, Any]:
-        """Per-unit counters (JSON-ready)."""
+        """Per-step counters (JSON-ready)."""
         return {"name": self.name, "kind": self.kind, "device": self.device,
                 "backend": self.backend, "nodes": len(self.subgraph.nodes),
                 "inputs": len(self.inputs), "outputs": len(self.outputs),
@@ -142,7 +145,8 @@ class Unit:
 
 
 class Executor:
-    """Compile and run a (fused) graph read from ONNX.
+    """Compile and run a (fused) graph read from ONNX as a schedule of steps (:attr:`steps`,
+    each a :class:`Step`).
 
     ``backends`` maps a device name to a backend name or instance (default ``onnxruntime`` for
     every device); ``host`` is the backend of the ordinary nodes and of clusters whose compile
@@ -150,20 +154,23 @@ class Executor:
     (``{"onnxruntime": {"intra_op_num_threads": 1}}``). With ``fold_static`` (the default) and
     static input shapes, the values the shapes fix (a Reshape's computed target shape, masks
     built from shapes:
-    :func:`clusterkit.runtime.backends.onnxruntime_backend.static_info`) are given to the units
+    :func:`clusterkit.runtime.backends.onnxruntime_backend.static_info`) are given to the steps
     that read them, as onnxruntime folds them in a whole model, instead of being computed and
-    moved at every run. With ``merge_units`` (the default), fused nodes of one device that come
-    one after another in the schedule run as one unit (one compiled subgraph instead of several;
+    moved at every run. With ``merge_steps`` (the default), fused nodes of one device that come
+    one after another in the schedule run as one step (one compiled subgraph instead of several;
     split again if the device cannot compile the union)."""
 
+    units = renamed_attribute("steps")
+
+    @renamed_keywords(merge_units="merge_steps")
     def __init__(self, graph: Graph, backends: Mapping[str, Backend | str] | None = None,
                  host: Backend | str = "onnxruntime",
                  backend_config: Mapping[str, Mapping[str, Any]] | None = None,
                  host_device: str | None = None, fold_static: bool = True,
-                 merge_units: bool = True):
+                 merge_steps: bool = True):
         self.graph = graph
         self.fold_static = fold_static
-        self.merge_units = merge_units
+        self.merge_steps = merge_steps
         self.root = root_of(graph)
         source_model(self.root)  # only ONNX graphs run
         self.backend_config = {k: dict(v) for k, v in (backend_config or {}).items()}
@@ -192,7 +199,7 @@ class Executor:
             from clusterkit.runtime.backends.onnxruntime_backend import static_info
 
             self.static = static_info(self.root)
-        self.units: list[Unit] = self._plan(fused)
+        self.steps: list[Step] = self._plan(fused)
         self.constant_outputs: dict[str, np.ndarray] = {}
         self._compile_all()
         self._wire()
@@ -205,7 +212,7 @@ class Executor:
         return get_backend(spec, device=device, restrict=prop,
                            config=self.backend_config.get(spec))
 
-    def _plan(self, fused: list) -> list[Unit]:
+    def _plan(self, fused: list) -> list[Step]:
         g, root = self.graph, self.root
         fixed = {t for t, ten in root.tensors.items() if ten.is_constant}
         if self.static is not None:
@@ -217,14 +224,14 @@ class Executor:
         if len(order) != sum(live):  # pragma: no cover - the graph is a DAG
             raise ExecutionError("internal: could not schedule every node")
         members = g.members if isinstance(g, FusedGraph) else [[v] for v in range(g.n)]
-        units: list[Unit] = []
+        steps: list[Step] = []
         segment: list[int] = []
 
         def close_segment() -> None:
             if segment:
                 nodes = sorted(m for v in segment for m in members[v])
-                sub = Subgraph.from_nodes(root, nodes, self.host_device, len(units))
-                units.append(Unit(f"{self.host_device}_segment_{len(units)}", "host",
+                sub = Subgraph.from_nodes(root, nodes, self.host_device, len(steps))
+                steps.append(Step(f"{self.host_device}_segment_{len(steps)}", "host",
                                   self.host_device, self.host.name, sub, *self._io(sub)))
                 segment.clear()
 
@@ -235,18 +242,18 @@ class Executor:
             close_segment()
             dev = fused[v].subgraph.device
             sub = Subgraph.from_nodes(root, members[v], dev, fused[v].subgraph.cluster_id)
-            units.append(Unit(g.nodes[v].name, "subgraph", dev, self.backends[dev].name, sub,
+            steps.append(Step(g.nodes[v].name, "subgraph", dev, self.backends[dev].name, sub,
                               *self._io(sub)))
         close_segment()
-        units = self._prune(units)
-        return self._merge_adjacent(units) if self.merge_units else units
+        steps = self._prune(steps)
+        return self._merge_adjacent(steps) if self.merge_steps else steps
 
-    def _merge_adjacent(self, units: list[Unit]) -> list[Unit]:
-        """Each run of consecutive fused units on the same device becomes one unit (one
+    def _merge_adjacent(self, steps: list[Step]) -> list[Step]:
+        """Each run of consecutive fused steps on the same device becomes one step (one
         session instead of several). Consecutive in a topological order, their union reads only
-        tensors made before it; a merged unit that its device cannot compile is split again."""
-        groups: list[list[Unit]] = []
-        for u in units:
+        tensors made before it; a merged step that its device cannot compile is split again."""
+        groups: list[list[Step]] = []
+        for u in steps:
             last = groups[-1][-1] if groups else None
             if (last is not None and u.kind == last.kind == "subgraph"
                     and u.device == last.device):
@@ -263,16 +270,16 @@ class Executor:
             sub = Subgraph.from_nodes(self.root, nodes, first.device, first.subgraph.cluster_id)
             wanted = {t for p in parts for t in p.outputs}  # what the parts must give
             outs = [t for t in runtime_outputs(sub, self.static) if t in wanted]
-            out.append(Unit(f"{first.name}..{parts[-1].name}", "subgraph", first.device,
+            out.append(Step(f"{first.name}..{parts[-1].name}", "subgraph", first.device,
                             first.backend, sub, required_inputs(sub, outs, self.static), outs,
                             parts=parts))
         return out
 
-    def _keep_needed(self, units: list[Unit], needed: set[str]) -> list[Unit]:
-        """Walking back from ``needed``: keep the outputs someone reads, drop the units nobody
-        needs, and narrow each unit's inputs to what its kept outputs read."""
-        kept: list[Unit] = []
-        for u in reversed(units):
+    def _keep_needed(self, steps: list[Step], needed: set[str]) -> list[Step]:
+        """Walking back from ``needed``: keep the outputs someone reads, drop the steps nobody
+        needs, and narrow each step's inputs to what its kept outputs read."""
+        kept: list[Step] = []
+        for u in reversed(steps):
             u.outputs = [t for t in u.outputs if t in needed]
             if not u.outputs:
                 continue
@@ -281,21 +288,21 @@ class Executor:
             kept.append(u)
         return kept[::-1]
 
-    def _prune(self, units: list[Unit]) -> list[Unit]:
-        """Keep the outputs someone reads and drop the units nobody needs (dead code, static
-        values); add a unit computing the graph outputs fixed before any run."""
+    def _prune(self, steps: list[Step]) -> list[Step]:
+        """Keep the outputs someone reads and drop the steps nobody needs (dead code, static
+        values); add a step computing the graph outputs fixed before any run."""
         g = self.graph
-        units = self._keep_needed(units, set(g.outputs))
-        produced = {t for u in units for t in u.outputs} | set(g.inputs)
+        steps = self._keep_needed(steps, set(g.outputs))
+        produced = {t for u in steps for t in u.outputs} | set(g.inputs)
         inits = initializer_map(self.root)
         known = self.static.values if self.static is not None else {}
         missing = [t for t in g.outputs if t not in produced and t not in inits and t not in known]
         if missing:  # graph outputs fixed before any run: computed by their closure
-            sub = Subgraph(self.root, [], self.host_device, len(units), [], list(missing),
+            sub = Subgraph(self.root, [], self.host_device, len(steps), [], list(missing),
                            list(missing))
-            units.append(Unit(f"{self.host_device}_constants", "constants", self.host_device,
+            steps.append(Step(f"{self.host_device}_constants", "constants", self.host_device,
                               self.host.name, sub, [], list(missing)))
-        return units
+        return steps
 
     def _io(self, sub: Subgraph) -> tuple[list[str], list[str]]:
         outs = runtime_outputs(sub, self.static)
@@ -304,28 +311,28 @@ class Executor:
     def _compile_all(self) -> None:
         from onnx import numpy_helper
 
-        done: list[Unit] = []
-        for u in self.units:
+        done: list[Step] = []
+        for u in self.steps:
             if u.parts and not self._compile_merged(u):
                 parts = self._keep_needed(u.parts, set(u.outputs))
                 for p in parts:
-                    self._compile_unit(p)
+                    self._compile_step(p)
                 done.extend(parts)
                 continue
             if u.compiled is None:
-                self._compile_unit(u)
+                self._compile_step(u)
             done.append(u)
-        self.units = done
+        self.steps = done
         inits = initializer_map(self.root)
         known = self.static.values if self.static is not None else {}
-        produced = {t for u in self.units for t in u.outputs}
+        produced = {t for u in self.steps for t in u.outputs}
         for t in self.graph.outputs:
             if t not in produced and t not in self.graph.inputs and (t in inits or t in known):
                 self.constant_outputs[t] = numpy_helper.to_array(inits[t] if t in inits
                                                                 else known[t])
 
-    def _compile_merged(self, u: Unit) -> bool:
-        """Compile a merged unit on its device; False if the device refuses it."""
+    def _compile_merged(self, u: Step) -> bool:
+        """Compile a merged step on its device; False if the device refuses it."""
         try:
             u.compiled = self.backends[u.device].compile(u.subgraph, name=u.name,
                                                          static=self.static, outputs=u.outputs)
@@ -334,8 +341,8 @@ class Executor:
         u.compile_seconds = u.compiled.compile_seconds
         return True
 
-    def _compile_unit(self, u: Unit) -> None:
-        """Compile ``u`` on its backend; a fused unit its device cannot compile falls back to
+    def _compile_step(self, u: Step) -> None:
+        """Compile ``u`` on its backend; a fused step its device cannot compile falls back to
         the host."""
         backend = self.backends[u.device] if u.kind == "subgraph" else self.host
         try:
@@ -346,7 +353,7 @@ class Executor:
                 raise ExecutionError(f"the host backend {self.host.name!r} cannot compile "
                                      f"{u.name!r}: {exc}") from exc
             u.fallback_reason = f"{type(exc).__name__}: {exc}"
-            self.fallbacks.append({"unit": u.name, "device": u.device,
+            self.fallbacks.append({"step": u.name, "unit": u.name, "device": u.device,
                                    "backend": backend.name, "error": u.fallback_reason})
             try:
                 u.compiled = self.host.compile(u.subgraph, name=u.name, static=self.static,
@@ -359,9 +366,9 @@ class Executor:
         u.compile_seconds = u.compiled.compile_seconds
 
     def _release_after_last_reader(self) -> None:
-        """Each tensor (but the graph outputs) is freed by the last unit reading it."""
-        last: dict[str, Unit] = {}
-        for u in self.units:
+        """Each tensor (but the graph outputs) is freed by the last step reading it."""
+        last: dict[str, Step] = {}
+        for u in self.steps:
             u.release = []
             for t in u.inputs:
                 last[t] = u
@@ -371,15 +378,15 @@ class Executor:
                 u.release.append(t)
 
     def _wire(self) -> None:
-        """Number the tensors that move between units (value slots) and give each unit the
+        """Number the tensors that move between steps (value slots) and give each step the
         slots it reads, writes and frees, and the converters its inputs need: a tensor stays in
-        the value kind of the unit that made it (an OrtValue between onnxruntime sessions) and
+        the value kind of the step that made it (an OrtValue between onnxruntime sessions) and
         is converted only for a reader of another kind."""
         slot: dict[str, int] = {t: k for k, t in enumerate(self.graph.inputs)}
         kind: dict[str, ValueKind] = {t: NUMPY_VALUES for t in self.graph.inputs}
         self._release_after_last_reader()
-        for u in self.units:
-            assert u.compiled is not None  # _compile_all compiled every unit
+        for u in self.steps:
+            assert u.compiled is not None  # _compile_all compiled every step
             vk = u.compiled.value_kind
             u.in_slots = [slot[t] for t in u.inputs]
             u.converters = [kind[t].converter(vk) for t in u.inputs]
@@ -390,9 +397,9 @@ class Executor:
                 u.out_slots.append(slot[t])
             u.free_slots = [slot[t] for t in u.release]
         self._n_slots = len(slot)
-        # a unit without inputs computes the same values at every run: run it once, keep them
-        self._once = [u for u in self.units if not u.inputs and deterministic(self.root, u)]
-        self._loop = [u for u in self.units if u.inputs or u not in self._once]
+        # a step without inputs computes the same values at every run: run it once, keep them
+        self._once = [u for u in self.steps if not u.inputs and deterministic(self.root, u)]
+        self._loop = [u for u in self.steps if u.inputs or u not in self._once]
         self._fixed: list[tuple[int, Any]] | None = None
         kept = {k for u in self._once for k in u.out_slots}
         for u in self._loop:
@@ -419,12 +426,12 @@ class Executor:
             slots[k] = np.asarray(feeds[t])
         if self._fixed is None:
             for u in self._once:
-                self._run_unit(u, slots)
+                self._run_step(u, slots)
             self._fixed = [(k, slots[k]) for u in self._once for k in u.out_slots]
         for k, value in self._fixed:
             slots[k] = value
         for u in self._loop:
-            self._run_unit(u, slots)
+            self._run_step(u, slots)
         out = {}
         for t, k, to_numpy in self._fetch:
             out[t] = to_numpy(slots[k]) if to_numpy is not None else self.constant_outputs[t]
@@ -443,14 +450,14 @@ class Executor:
                                  f"{', '.join(g.inputs)})")
 
     @staticmethod
-    def _run_unit(u: Unit, slots: list[Any]) -> None:
-        """Run one unit on the values in ``slots``; store its outputs, free what it read last."""
+    def _run_step(u: Step, slots: list[Any]) -> None:
+        """Run one step on the values in ``slots``; store its outputs, free what it read last."""
         ins = [slots[k] if c is None else c(slots[k]) for k, c in zip(u.in_slots, u.converters)]
         t0 = time.perf_counter()
         try:
             outs = u.compiled.run_values(ins)  # type: ignore[union-attr]  # compiled: see _wire
         except ClusterkitError as exc:
-            raise ExecutionError(f"unit {u.name!r} ({u.kind} on {u.device}, backend "
+            raise ExecutionError(f"step {u.name!r} ({u.kind} on {u.device}, backend "
                                  f"{u.backend}) failed: {exc}") from exc
         dt = time.perf_counter() - t0
         u.runs += 1
@@ -468,30 +475,33 @@ class Executor:
 
     # ------------------------------------------------------------------ reports
     def timings(self) -> list[dict[str, Any]]:
-        """Per-unit timings, in execution order."""
-        return [u.timing() for u in self.units]
+        """Per-step timings, in execution order."""
+        return [u.timing() for u in self.steps]
 
     def node_timings(self) -> list[dict[str, Any]]:
-        """Per-node counters of every unit whose backend collected them (config
-        ``perf_counts``). For onnxruntime units this ends profiling: later runs are not
+        """Per-node counters of every step whose backend collected them (config
+        ``perf_counts``). For onnxruntime steps this ends profiling: later runs are not
         profiled."""
         out = []
-        for u in self.units:
+        for u in self.steps:
             for rec in u.compiled.node_timings() if u.compiled is not None else []:
-                out.append({"unit": u.name, **rec})
+                out.append({"step": u.name, "unit": u.name, **rec})
         return out
 
     def summary(self) -> str:
         """A few lines for people: the per-subgraph table."""
-        rows = [f"{'unit':28s} {'kind':9s} {'device':10s} {'backend':12s} {'nodes':>6s} "
+        rows = [f"{'step':28s} {'kind':9s} {'device':10s} {'backend':12s} {'nodes':>6s} "
                 f"{'compile ms':>10s} {'run ms':>9s}"]
-        for u in self.units:
+        for u in self.steps:
             mean = u.total_seconds / u.runs * 1e3 if u.runs else 0.0
             flag = "  (fell back: compile failed)" if u.fallback_reason else ""
             rows.append(f"{u.name[:28]:28s} {u.kind:9s} {u.device[:10]:10s} {u.backend[:12]:12s} "
                         f"{len(u.subgraph.nodes):6d} {u.compile_seconds * 1e3:10.1f} "
                         f"{mean:9.3f}{flag}")
         return "\n".join(rows)
+
+
+__getattr__ = module_getattr(__name__, {"Unit": "Step"}, globals())
 
 
 # ---------------------------------------------------------------------- inputs and checks

@@ -1,0 +1,89 @@
+"""Old public names, kept for one release after a rename: each use still works and emits a
+``DeprecationWarning`` that names the new name. Every alias of the package is made here:
+
+- a renamed module-level name or a moved module: :func:`module_getattr` (a PEP 562 module
+  ``__getattr__``);
+- a renamed attribute of a class: :class:`renamed_attribute`;
+- a renamed keyword argument: :func:`renamed_keywords`.
+
+The old names are listed in the "Renamed" table of the changelog.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable, Mapping, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
+    """Warn that ``old`` is deprecated in favour of ``new``."""
+    warnings.warn(f"{old} is deprecated, use {new} (the old name is removed in the next "
+                  "release)", DeprecationWarning, stacklevel=stacklevel)
+
+
+def module_getattr(module: str, renames: Mapping[str, str], namespace: Mapping[str, Any],
+                   new_module: str | None = None,
+                   fallback: Callable[[str], Any] | None = None) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``module``: an old name of ``renames`` (old -> new) gives
+    ``namespace[new]`` with a warning. With ``new_module`` (a module moved there, ``namespace``
+    its names), every other name of ``namespace`` is given too, with a warning naming its new
+    home. Any other name goes to ``fallback`` (else ``AttributeError``)."""
+    home = new_module or module
+
+    def __getattr__(name: str) -> Any:
+        new = renames.get(name, name if new_module is not None else None)
+        if new is not None and new in namespace:
+            warn_renamed(f"{module}.{name}", f"{home}.{new}")
+            return namespace[new]
+        if fallback is not None:
+            return fallback(name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
+class renamed_attribute:  # noqa: N801 - used like ``property``
+    """A class attribute kept under its old name: reading, writing or calling the old name
+    works on the new one, with a warning."""
+
+    def __init__(self, new: str):
+        self.new = new
+        self.old = ""
+        self.owner = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.old, self.owner = name, owner.__name__
+
+    def _warn(self) -> None:
+        warn_renamed(f"{self.owner}.{self.old}", f"{self.owner}.{self.new}", stacklevel=4)
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        self._warn()
+        return getattr(objtype if obj is None else obj, self.new)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self._warn()
+        setattr(obj, self.new, value)
+
+
+def renamed_keywords(**renames: str) -> Callable[[F], F]:
+    """Decorator: each old keyword argument (``old="new"``) is passed on as the new one, with
+    a warning; giving both is a ``TypeError``."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{func.__qualname__}() got both {old}= and {new}=")
+                    warn_renamed(f"{func.__qualname__}({old}=...)", f"{new}=...")
+                    kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]  # same signature, plus the old keywords
+
+    return decorate
