@@ -23,7 +23,7 @@ from bench_strategies import _problem, graph_traversal_seconds
 
 def measure(n: int) -> dict:
     from clusterkit.engines import growth, hetero
-    from clusterkit.engines.units import UnitGraph
+    from clusterkit.engines.super_nodes import SuperNodeGraph
 
     problem = _problem("long", n, 0)
     base = graph_traversal_seconds(problem.graph)
@@ -57,7 +57,7 @@ def measure(n: int) -> dict:
         hetero._Selector._grow, growth.GrowthTracker.replay = grow, replay
     per_step = counts["replay_cpu_s"] / max(counts["replayed_steps"], 1)
     floor = per_step * counts["checked_steps"]
-    ug = UnitGraph(problem)
+    ug = SuperNodeGraph(problem)
     adj = [s + p for s, p in zip(ug.succ, ug.pred)]
     walk_from_log(adj, firsts, verify=True)
     start = time.process_time()

@@ -184,20 +184,20 @@ def test_reduction_statistics_on_resnet18():
     assert st_["fixed_offload"]
     assert st_["constants_detached"] == int(problem.graph.is_constant_node.sum())
     assert st_["merged_chains"] + st_["merged_leaves"] + st_["merged_roots"] > 0
-    assert st_["parts"] > 1
+    assert st_["components"] == st_["parts"] > 1
     none = reduce_problem(problem, enable=False)
-    assert none.graph.size == problem.n and len(none.parts) == 1
+    assert none.graph.size == problem.n and len(none.components) == 1
 
 
 def test_parts_form_a_dag_and_clusters_stay_inside_parts():
     problem = make_problem(model_graph("resnet18"), SELECTORS["two"])
     red = reduce_problem(problem)
     sg = red.graph
-    part_of = {s: i for i, p in enumerate(red.parts) for s in p}
+    part_of = {s: i for i, p in enumerate(red.components) for s in p}
     import networkx as nx
 
     q = nx.DiGraph()
-    q.add_nodes_from(range(len(red.parts)))
+    q.add_nodes_from(range(len(red.components)))
     q.add_edges_from((part_of[a], part_of[b]) for (a, b) in sg.edges
                      if part_of[a] != part_of[b])
     assert nx.is_directed_acyclic_graph(q)
@@ -228,14 +228,14 @@ def test_build_solve_read_run_alone():
     """The phases one by one: a model per part, each solved, the assignment read back into a
     partition that Partition.validate accepts and that offloads both Convs."""
     from clusterkit.engines.cpsat.build import build_models
-    from clusterkit.engines.cpsat.read import PartsOutcome, assemble
-    from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part
+    from clusterkit.engines.cpsat.read import ComponentsOutcome, assemble
+    from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_component
 
     problem = _chain_problem()
     red = reduce_problem(problem, enable=False)
-    clock, outcome = Clock(10.0), PartsOutcome()
+    clock, outcome = Clock(10.0), ComponentsOutcome()
     for model in build_models(red, 1, 0):
-        sol, _ = solve_part(model, None, 5.0, red.fixed_offload, SolverSettings(workers=1),
+        sol, _ = solve_component(model, None, 5.0, red.fixed_offload, SolverSettings(workers=1),
                             clock)
         assert sol.status == "OPTIMAL" and sol.limit is None
         outcome.add(sol)

@@ -15,7 +15,7 @@ import clusterkit as ck
 from clusterkit.engines import cycle_repair, mxnet
 from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import Piece
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.graph.fast import graph_from_dag
 from clusterkit.graph.graphcycles import GraphCycles, OneSidedGraphCycles
 from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
@@ -64,11 +64,11 @@ def make_case(seed: int) -> tuple[nx.DiGraph, list[Piece]]:
     return dag, [Piece(d, sorted(s)) for d, s in zip(devices, sets) if s]
 
 
-def unit_graph(dag: nx.DiGraph) -> UnitGraph:
+def unit_graph(dag: nx.DiGraph) -> SuperNodeGraph:
     g = nx.DiGraph()
     g.add_nodes_from((f"v{i:02d}" for i in dag), op="Relu")
     g.add_edges_from((f"v{u:02d}", f"v{v:02d}") for u, v in dag.edges)
-    ug = UnitGraph(ck.make_problem(g, ["npu=ops:Relu", "gpu=ops:Relu"]))
+    ug = SuperNodeGraph(ck.make_problem(g, ["npu=ops:Relu", "gpu=ops:Relu"]))
     assert ug.n == dag.number_of_nodes()
     assert sorted(zip(ug.esrc.tolist(), ug.edst.tolist())) == sorted(dag.edges)
     return ug

@@ -12,10 +12,10 @@ import pytest
 import clusterkit as ck
 from clusterkit.engines import growth
 from clusterkit.engines.growth import GrowthTracker
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.super_nodes import SuperNodeGraph
 
 
-def random_unit_graph(seed: int) -> UnitGraph:
+def random_unit_graph(seed: int) -> SuperNodeGraph:
     rng = random.Random(seed)
     n = rng.randint(3, 40)
     g = nx.DiGraph()
@@ -24,7 +24,7 @@ def random_unit_graph(seed: int) -> UnitGraph:
         for i in range(max(0, j - 8), j):
             if rng.random() < 0.3:
                 g.add_edge(f"v{i}", f"v{j}", bytes=4)
-    return UnitGraph(ck.make_problem(g, ["ops:Relu"]))
+    return SuperNodeGraph(ck.make_problem(g, ["ops:Relu"]))
 
 
 def violated(dag: nx.DiGraph, members: list[int], rejected: set[int]) -> bool:
@@ -127,7 +127,7 @@ def test_mxnet_keeps_the_blocked_landmarks_up_to_date(seed):
     half = len(LONG_EDGE_SUPPORTED) // 2
     problem = ck.make_problem(graph, ["a=ops:" + ",".join(LONG_EDGE_SUPPORTED[:half]),
                                       "b=ops:" + ",".join(LONG_EDGE_SUPPORTED[half - 2:])])
-    passes = mxnet._MXNet(problem, UnitGraph(problem))
+    passes = mxnet._MXNet(problem, SuperNodeGraph(problem))
     own = passes.ug.landmarks[0]
     for d in range(len(problem.devices)):
         passes.apply(d)

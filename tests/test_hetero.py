@@ -363,9 +363,9 @@ def rerun_every_round(problem: ck.Problem) -> list[tuple[str, list[int]]]:
     """The selection with nothing reused: every round grows afresh from every uncovered root
     (the engine's own single growth, checked against the brute force above on small graphs)
     and keeps the first largest."""
-    from clusterkit.engines.units import UnitGraph
+    from clusterkit.engines.super_nodes import SuperNodeGraph
 
-    ug = UnitGraph(problem)
+    ug = SuperNodeGraph(problem)
     aff = compute_affinity(problem, [], fill=False)
     unit_aff, _ = hetero._unit_affinity(problem, ug, aff)
     sel = hetero._Selector(problem, ug, unit_aff, False)
@@ -442,6 +442,6 @@ def test_replayed_growths_under_size_and_never_limits_give_what_rerunning_gives(
     pairs = [(names[a], names[b]) for a, b in rng.integers(0, graph.n, size=(30, 2)) if a != b]
     cons = ck.Constraints.default(max_size=9, never_together=pairs)
     problem = ck.make_problem(graph, ["ops:" + ",".join(LONG_EDGE_SUPPORTED)], cons)
-    assert not hetero._Selector(problem, hetero.UnitGraph(problem), [0], False).plain
+    assert not hetero._Selector(problem, hetero.SuperNodeGraph(problem), [0], False).plain
     got = [(d, sorted(v)) for d, v in hetero.subgraphs(problem)]
     assert got == [(d, sorted(v)) for d, v in rerun_every_round(problem)]

@@ -11,7 +11,7 @@ import numpy as np
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import Piece
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.reasons import Category, Reason, placement_report
 from clusterkit.result import Partition
@@ -39,7 +39,7 @@ def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) 
     return devices
 
 
-def close_growth(problem: Problem, ug: UnitGraph, pieces: list[Piece], strategy: str,
+def close_growth(problem: Problem, ug: SuperNodeGraph, pieces: list[Piece], strategy: str,
                  reasons: dict[int, Reason], cycle_why: Mapping[int, str]
                  ) -> tuple[Partition, int]:
     """The closing steps of an engine that grows pieces of units (``hetero``, ``mxnet``).

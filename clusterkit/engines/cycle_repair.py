@@ -14,12 +14,12 @@ from itertools import chain
 import numpy as np
 
 from clusterkit.engines.growth import Piece
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 
-def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
+def break_cycles(ug: SuperNodeGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     """Make the graph of clusters acyclic. ``pieces`` are accelerator clusters in the order they
     were formed (each convex on its own); units in no piece are single-unit clusters.
 
@@ -65,7 +65,7 @@ def break_cycles(ug: UnitGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
     return out, len(replacement)
 
 
-def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, piece: Piece) -> list[Piece]:
+def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: Piece) -> list[Piece]:
     """Rebuild one suspect on the contracted graph ``gc``: each unit, breadth first, joins the
     first part whose edge to it contracts without closing a cycle, else starts a new part."""
     units = _adjacent_first(ug, piece.units)
@@ -81,7 +81,7 @@ def _rebuild(ug: UnitGraph, gc: OneSidedGraphCycles, piece: Piece) -> list[Piece
             for part in parts]
 
 
-def _adjacent_first(ug: UnitGraph, units: list[int]) -> list[int]:
+def _adjacent_first(ug: SuperNodeGraph, units: list[int]) -> list[int]:
     """The units breadth first over the cluster's own edges, from its first unit by rank (then
     from the next unvisited one), so that each unit usually joins a neighbour."""
     rank, succ, pred = ug.rank, ug.succ, ug.pred

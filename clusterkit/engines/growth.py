@@ -4,14 +4,14 @@ n×n closure (strategies ``mxnet`` and ``hetero``).
 The condition: no rejected unit may lie on a path between two members of the growing set.
 :class:`GrowthTracker` checks it after every step with early-exit searches, and rolls back last
 in, first out; :class:`GrowthState` keeps the size, never-together and constant-byte bookkeeping
-of the same growth. Both work on a :class:`~clusterkit.engines.units.UnitGraph`.
+of the same growth. Both work on a :class:`~clusterkit.engines.super_nodes.SuperNodeGraph`.
 
 Pruning, computed once per graph and never per pair: a path ``u ~> v`` only passes units that lie
-between ``u`` and ``v`` in *every* topological numbering (:attr:`UnitGraph.orders` keeps three:
+between ``u`` and ``v`` in *every* topological numbering (:attr:`SuperNodeGraph.orders` keeps three:
 rank, depth and height, so that long edges and a scrambled rank do not widen the window of a
 local growth), and only if ``v``'s GRAIL interval lies inside ``u``'s in each labelling
-(:attr:`UnitGraph.intervals`). Proof the other way round comes from landmarks
-(:attr:`UnitGraph.landmarks`): ``u`` reaches a landmark that reaches ``v``, one AND of two
+(:attr:`SuperNodeGraph.intervals`). Proof the other way round comes from landmarks
+(:attr:`SuperNodeGraph.landmarks`): ``u`` reaches a landmark that reaches ``v``, one AND of two
 integer bitsets, so most positive answers need no search.
 """
 
@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.super_nodes import SuperNodeGraph
 
 
 @dataclass
@@ -61,11 +61,11 @@ class GrowthTracker:
     "Which member reaches ``z``" is cached per growth: a found member stays valid while it
     lives, a miss stays valid for the members it saw, so only later members are tried (the
     first member a scan finds, once rolled back, leaves the members before it misses). Every
-    search stays inside the window of ``S`` in the three orders of :attr:`UnitGraph.orders`.
+    search stays inside the window of ``S`` in the three orders of :attr:`SuperNodeGraph.orders`.
     ``blocked`` units (``begin``) count as rejected from the start (MXNet's eager variant).
     """
 
-    def __init__(self, ug: UnitGraph):
+    def __init__(self, ug: SuperNodeGraph):
         n = ug.n
         self.ug = ug
         self.succ, self.pred = ug.succ, ug.pred
@@ -666,7 +666,7 @@ class GrowthState:
     """Size, never-together and constant-byte bookkeeping of one growth on device ``d``
     (undoable), and :meth:`fits`: may unit ``v`` join the tracker's current members?"""
 
-    def __init__(self, ug: UnitGraph, d: int, max_size: int | None, max_bytes: int | None):
+    def __init__(self, ug: SuperNodeGraph, d: int, max_size: int | None, max_bytes: int | None):
         self.ug = ug
         self.d = d
         self.ok = ug.ok[d]
@@ -727,7 +727,7 @@ class GrowthState:
 _NO_UNITS: list[int] = []   # shared by every unit without a refused neighbour (never changed)
 
 
-def refused_neighbours(ug: UnitGraph, d: int, joinable: np.ndarray) -> list[list[int]]:
+def refused_neighbours(ug: SuperNodeGraph, d: int, joinable: np.ndarray) -> list[list[int]]:
     """Per unit, its neighbours across an edge device ``d`` may not take inside a cluster,
     among the ``joinable`` units (a bool per unit: the only ones that ever become members, so
     no other such edge can lie between two members). Without size, constant or never-together

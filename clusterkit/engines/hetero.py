@@ -50,7 +50,7 @@ from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.reasons import Category, Reason
 from clusterkit.result import Partition
@@ -89,9 +89,9 @@ def subgraphs(problem: Problem, *, affinity: Iterable[str] | None = None,
 
 
 def _select(problem: Problem, affinity: Iterable[str] | None, fill_affinity: bool,
-            trace: bool) -> tuple[Affinity, UnitGraph, "_Selector", dict[int, Reason]]:
+            trace: bool) -> tuple[Affinity, SuperNodeGraph, "_Selector", dict[int, Reason]]:
     aff = compute_affinity(problem, list(affinity or ()), fill=fill_affinity)
-    ug = UnitGraph(problem)
+    ug = SuperNodeGraph(problem)
     unit_aff, reasons = _unit_affinity(problem, ug, aff)
     sel = _Selector(problem, ug, unit_aff, trace)
     for d in range(len(problem.devices)):
@@ -113,7 +113,7 @@ def _affinity_info(problem: Problem, aff: Affinity, placed: list[str]) -> dict:
     return {"mode": aff.mode, "manual_nodes": aff.manual_count, "differs_from_placement": diff}
 
 
-def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
+def _unit_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
                    ) -> tuple[list[int], dict[int, Reason]]:
     """Device per unit. A together group whose members ask for different devices (or for one
     that cannot take the whole group) goes to the first device a member asked for that can,
@@ -161,7 +161,7 @@ def _unit_affinity(problem: Problem, ug: UnitGraph, aff: Affinity
     return out, reasons
 
 
-def _node_affinity(problem: Problem, ug: UnitGraph, aff: Affinity,
+def _node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity,
                    reasons: dict[int, Reason]) -> list[int]:
     """:func:`_unit_affinity` without together groups (a unit is a node): its affinity,
     unless that device cannot take it alone (then the fallback, with a reason)."""
@@ -210,7 +210,7 @@ class _Growth:
 class _Selector:
     """Rounds of growth per device (see the module docstring)."""
 
-    def __init__(self, problem: Problem, ug: UnitGraph, unit_aff: list[int], trace: bool):
+    def __init__(self, problem: Problem, ug: SuperNodeGraph, unit_aff: list[int], trace: bool):
         self.problem = problem
         self.ug = ug
         self.aff = unit_aff

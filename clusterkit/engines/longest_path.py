@@ -39,7 +39,7 @@ then passed to the selector's ``filter`` when the selector overrides it. Either 
 cluster; :func:`convex_split` re-splits the parts by "re-entry level" so the result stays valid.
 
 The helpers shared with the ``cycles`` engine (device plan, convex re-split, filter, exact cut)
-live here too; both work on the :class:`~clusterkit.engines.units.UnitGraph`.
+live here too; both work on the :class:`~clusterkit.engines.super_nodes.SuperNodeGraph`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import enforce_min_size
-from clusterkit.engines.units import UnitGraph
+from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import weak_components
 from clusterkit.graph.core import HOST, Graph
@@ -89,7 +89,7 @@ class Plan:
 
     dev: np.ndarray
     inner: np.ndarray
-    units: UnitGraph
+    units: SuperNodeGraph
     codes: np.ndarray
     never_adjacent: int = 0
 
@@ -128,17 +128,17 @@ def plan(problem: Problem) -> Plan:
         hit = np.isin(keys, pk)
         never_adj = int(hit.sum())
         inner &= ~hit
-    return Plan(dev, inner, UnitGraph(problem), codes, never_adj)
+    return Plan(dev, inner, SuperNodeGraph(problem), codes, never_adj)
 
 
-def convex_split(units: UnitGraph, cluster: list[int], part: dict[int, int]
+def convex_split(units: SuperNodeGraph, cluster: list[int], part: dict[int, int]
                  ) -> dict[int, tuple[int, int]]:
     """Split a convex cluster whose units carry part labels (``-1`` = dropped) into valid
     clusters: returns ``unit -> (part, level)`` for the kept units, where level counts, along the
     paths inside the cluster, the edges that leave a dropped unit or change part. Edges inside
     the cluster never lower the level and an edge that keeps it joins two units of one part, so
     the new clusters form no cycle (paths outside the cluster cannot come back: it was convex)."""
-    uo = units.unit_of
+    uo = units.super_node_of
     inside = {int(uo[v]) for v in cluster}
     level: dict[int, int] = {}
     for u in sorted(inside, key=units.rank.__getitem__):
@@ -167,7 +167,7 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
     fresh one. Returns new labels, devices and counts."""
     g = problem.graph
     units = plan_.units
-    uo = units.unit_of
+    uo = units.super_node_of
     props = problem.properties
     probe = [p.create_subgraph_selector() for p in props]
     do_filter = [_overrides(s, "filter") for s in probe]
@@ -230,11 +230,11 @@ def _filter_pieces(g: Graph, uo: np.ndarray, cl: list[int], part: dict[int, int]
                 part[int(uo[nd.index])] = -1
 
 
-def _relabel(units: UnitGraph, cl: list[int], part: dict[int, int], labels: np.ndarray,
+def _relabel(units: SuperNodeGraph, cl: list[int], part: dict[int, int], labels: np.ndarray,
              next_label: int) -> int:
     """New labels (from ``next_label``) for the kept nodes of cluster ``cl`` split by
     :func:`convex_split`; returns the next free label."""
-    uo = units.unit_of
+    uo = units.super_node_of
     split = convex_split(units, cl, part)
     remap: dict[tuple[int, int], int] = {}
     for v in cl:
@@ -257,7 +257,7 @@ def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, 
     nodes = problem.graph.nodes
     succ_l, pred_l = problem.graph.succ_lists, problem.graph.pred_lists
     units = plan_.units
-    uo = units.unit_of
+    uo = units.super_node_of
     inside = set(cl)
     for seed in cl:
         u = int(uo[seed])
@@ -348,7 +348,7 @@ def run(problem: Problem, *, split_components: bool = True, join_siblings: bool 
     pl = plan(problem)
     dev = pl.dev
     units = pl.units
-    uo = units.unit_of
+    uo = units.super_node_of
     info: dict = {"never_adjacent_cut": pl.never_adjacent}
     if n == 0:
         return finish(problem, pl, np.zeros(0, np.int64), dev, "longest-path", info)
@@ -534,7 +534,7 @@ class _LevelProblem:
         """Pairs of accelerator units on one level and device that read one non-constant
         tensor (consecutive consumers in (tensor, level, device) order)."""
         tt = self.g.tensor_table
-        uo = self.pl.units.unit_of
+        uo = self.pl.units.super_node_of
         dev = self.dev
         c = uo[tt.inc_node]
         t = tt.inc_tensor
@@ -625,7 +625,7 @@ class _LevelProblem:
         size = np.asarray(units.size, dtype=np.int64)
         cb = np.zeros(n, dtype=np.int64)
         if lim.any_bytes:
-            cb = np.bincount(units.unit_of, weights=self.g.const_bytes, minlength=n
+            cb = np.bincount(units.super_node_of, weights=self.g.const_bytes, minlength=n
                              ).astype(np.int64)
         acc = np.flatnonzero(self.dev >= 0)
         if not len(acc):

@@ -39,7 +39,7 @@ from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
-from clusterkit.engines.units import UnitGraph, first_reentry
+from clusterkit.engines.super_nodes import SuperNodeGraph, first_reentry
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.passes.acceptable import split_cluster
@@ -94,14 +94,14 @@ def _run(problem: Problem) -> Partition:
 
 def _partition_graph(problem: Problem) -> "_MXNet":
     """Every property's ``PartitionGraph`` pass, in priority order."""
-    passes = _MXNet(problem, UnitGraph(problem))
+    passes = _MXNet(problem, SuperNodeGraph(problem))
     for d in range(len(problem.devices)):
         passes.apply(d)
     return passes
 
 
 class _MXNet:
-    def __init__(self, problem: Problem, ug: UnitGraph):
+    def __init__(self, problem: Problem, ug: SuperNodeGraph):
         self.problem = problem
         self.ug = ug
         self.graph = problem.graph
@@ -178,10 +178,10 @@ class _MXNet:
             return [kept]
         self.rejected += 1
         pieces, fallen = split_cluster(p, acceptance(p), d, sorted(node_ids))
-        unit_of = ug.unit_of
+        super_node_of = ug.super_node_of
         for v, why in fallen.items():
-            self.reasons[int(unit_of[v])] = Reason(Category.SUBGRAPH_REJECTED, why)
-        return [sorted({int(unit_of[v]) for v in piece}, key=ug.rank.__getitem__)
+            self.reasons[int(super_node_of[v])] = Reason(Category.SUBGRAPH_REJECTED, why)
+        return [sorted({int(super_node_of[v]) for v in piece}, key=ug.rank.__getitem__)
                 for piece in pieces]
 
     def _take(self, d: int, kept: list[int]) -> None:

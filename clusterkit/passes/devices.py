@@ -111,21 +111,21 @@ class _Expansion:
 
     def __init__(self, problem: Problem, start: np.ndarray):
         self.problem = problem
-        self.unit_of = group_labels(problem.group_of)
-        nu = int(self.unit_of.max()) + 1 if problem.n else 0
+        self.super_node_of = group_labels(problem.group_of)
+        nu = int(self.super_node_of.max()) + 1 if problem.n else 0
         self.options = np.ones((len(problem.devices), nu), dtype=bool)
         for d in range(len(problem.devices)):
-            np.logical_and.at(self.options[d], self.unit_of, problem.supported[d])
+            np.logical_and.at(self.options[d], self.super_node_of, problem.supported[d])
         self.label = np.full(nu, -1, dtype=np.int64)
-        self.label[self.unit_of] = start
+        self.label[self.super_node_of] = start
         self.options &= (self.label >= 0)[None, :]
-        self.tensors = _unit_tensors(problem, self.unit_of)
+        self.tensors = _unit_tensors(problem, self.super_node_of)
         self.t_prod = np.asarray([p for _, p, _ in self.tensors], dtype=np.int64)
         self.t_cons = np.asarray([c for _, _, cs in self.tensors for c in cs], dtype=np.int64)
         self.t_ptr = np.cumsum([0] + [len(cs) for _, _, cs in self.tensors])[:-1]
 
     def node_labels(self) -> np.ndarray:
-        return self.label[self.unit_of]
+        return self.label[self.super_node_of]
 
     def run(self) -> np.ndarray:
         """Expansion moves until a round over the devices lowers the device cut no more. With
@@ -179,14 +179,14 @@ class _Expansion:
         return moved if len(moved) else None
 
 
-def _unit_tensors(problem: Problem, unit_of: np.ndarray) -> list[tuple[int, int, list[int]]]:
+def _unit_tensors(problem: Problem, super_node_of: np.ndarray) -> list[tuple[int, int, list[int]]]:
     """(bytes, producer unit or -1, distinct consumer units other than the producer's) of every
     non-free tensor of non-zero size that some other unit consumes."""
     tt = problem.graph.tensor_table
     live = ~tt.free[tt.inc_tensor]
     ten = tt.inc_tensor[live]
-    cons = unit_of[tt.inc_node[live]]
-    prod = np.where(tt.producer >= 0, unit_of[np.maximum(tt.producer, 0)], -1)
+    cons = super_node_of[tt.inc_node[live]]
+    prod = np.where(tt.producer >= 0, super_node_of[np.maximum(tt.producer, 0)], -1)
     keep = cons != prod[ten]
     ten, cons = ten[keep], cons[keep]
     if not len(ten):

@@ -1,8 +1,8 @@
-"""Build: the CP-SAT model of optimal clustering, one per part of the reduced problem
+"""Build: the CP-SAT model of optimal clustering, one per component of the reduced problem
 (:mod:`clusterkit.engines.cpsat.reduce`). It builds variables, constraints and objective terms;
 it never solves, and it never judges a partition (that is :meth:`Partition.validate`'s job).
 
-Formulation (one *part* of a :class:`~clusterkit.engines.cpsat.reduce.SuperGraph` at a time):
+Formulation (one *component* of a :class:`~clusterkit.engines.cpsat.reduce.SuperGraph` at a time):
 
 - ``x[s, d]``: super-node ``s`` runs on accelerator device ``d``; ``acc[s] = sum_d x[s, d]``
   (at most 1; 0 means the fallback).
@@ -55,23 +55,23 @@ Lit = Any  # True, False, or a CP-SAT literal
 
 
 class ClusterModel:
-    """The model of one part. ``w_cut``/``w_parts`` are integer weights; minimize
+    """The model of one component. ``w_cut``/``w_parts`` are integer weights; minimize
     :meth:`offload_expr` (fallback nodes) or :meth:`objective_expr` (the objective, without the
     constant :attr:`const`). ``full``/``blocked`` come from
     :func:`~clusterkit.engines.cpsat.reduce.reachability` and ``terms``/``never`` restrict the
-    tensors and never-together pairs to this part's (all when not given). ``outside``: the
-    fixed device (-1: the fallback) of super-nodes outside the part that share a tensor with
-    it, when the rest of the graph is fixed rather than independent (a window of the
+    tensors and never-together pairs to this component's (all when not given). ``outside``:
+    the fixed device (-1: the fallback) of super-nodes outside the component that share a tensor
+    with it, when the rest of the graph is fixed rather than independent (a window of the
     large-neighbourhood search); the host unit is then charged exactly."""
 
-    def __init__(self, sg: SuperGraph, part: Sequence[int], w_cut: int, w_parts: int,
+    def __init__(self, sg: SuperGraph, component: Sequence[int], w_cut: int, w_parts: int,
                  full: list[int] | None = None, blocked: list[int] | None = None,
                  terms: Sequence[TensorTerm] | None = None,
                  never: Sequence[tuple[int, int]] | None = None,
                  outside: dict[int, int] | None = None):
         self.sg = sg
-        self.part = list(part)
-        self.inside = set(self.part)
+        self.component = list(component)
+        self.inside = set(self.component)
         self.w_cut = int(w_cut)
         self.w_parts = int(w_parts)
         p = sg.problem
@@ -82,9 +82,9 @@ class ClusterModel:
         self.full, self.blocked = full, blocked
         self.never = set(sg.never)
         self.outside = outside
-        # the tensors and never-together pairs that touch this part (all when not given)
-        self.part_terms = list(sg.terms if terms is None else terms)
-        self.part_never = [(a, b) for a, b in (sg.never if never is None else never)
+        # the tensors and never-together pairs that touch this component (all when not given)
+        self.component_terms = list(sg.terms if terms is None else terms)
+        self.component_never = [(a, b) for a, b in (sg.never if never is None else never)
                            if a in self.inside and b in self.inside]
         self.const = 0  # objective terms that no variable changes (in weighted units)
         self.terms: list[tuple[int, Lit]] = []  # (coefficient, literal) of the objective
@@ -156,7 +156,7 @@ class ClusterModel:
         self._variables()
         self._ranks()
         self._edges()
-        for a, b in self.part_never:
+        for a, b in self.component_never:
             for d in set(self.x[a]) & set(self.x[b]):
                 self._add_if(self.r[a] != self.r[b], [self.x[a][d], self.x[b][d]])
         self._costs()
@@ -172,10 +172,10 @@ class ClusterModel:
         """``x[s][d]`` (on device ``d``) and ``acc[s]`` (offloaded) per super-node, and the
         fallback terms of the offload phase."""
         sg = self.sg
-        lone = len(self.part) == 1
+        lone = len(self.component) == 1
         self.x: dict[int, dict[int, Lit]] = {}
         self.acc: dict[int, Lit] = {}
-        for s in self.part:
+        for s in self.component:
             devs = sg.devices[s] if sg.may_acc[s] else ()
             xs: dict[int, Lit] = {}
             if not devs:
@@ -202,28 +202,28 @@ class ClusterModel:
 
     def _ranks(self) -> None:
         """Which local edges must be cut (``strict``), and the rank variables with their
-        domains: at least the forced cuts on a path from the part's sources, leaving room for
+        domains: at least the forced cuts on a path from the component's sources, leaving room for
         those on a path to its sinks."""
-        sg, part, masks = self.sg, self.part, self.sg.dev_mask
-        self.local_edges = [(a, b) for a in part for b in sg.succ[a] if b in self.inside]
+        sg, component, masks = self.sg, self.component, self.sg.dev_mask
+        self.local_edges = [(a, b) for a in component for b in sg.succ[a] if b in self.inside]
         self.strict: dict[tuple[int, int], bool] = {}
         for a, b in self.local_edges:
             common = sg.edges[(a, b)] & masks[a] & masks[b]
             self.strict[(a, b)] = not (common and self.can_share(a, b))
         lo: dict[int, int] = {}
-        for s in part:
+        for s in component:
             lo[s] = max((lo[a] + self.strict[(a, s)] for a in sg.pred[s] if a in self.inside),
                         default=0)
-        top = len(part) - 1
+        top = len(component) - 1
         down: dict[int, int] = {}
-        for s in reversed(part):
+        for s in reversed(component):
             down[s] = max((down[b] + self.strict[(s, b)] for b in sg.succ[s]
                            if b in self.inside), default=0)
-        self.lo, self.hi = lo, {s: max(lo[s], top - down[s]) for s in part}
-        if len(part) == 1:
-            self.r = {part[0]: 0}
+        self.lo, self.hi = lo, {s: max(lo[s], top - down[s]) for s in component}
+        if len(component) == 1:
+            self.r = {component[0]: 0}
         else:
-            self.r = {s: self.m.NewIntVar(lo[s], self.hi[s], f"r{s}") for s in part}
+            self.r = {s: self.m.NewIntVar(lo[s], self.hi[s], f"r{s}") for s in component}
 
     def _edges(self) -> None:
         """Ranks never decrease along an edge and increase across it unless ``same``."""
@@ -296,7 +296,7 @@ class ClusterModel:
         wc = self.w_cut
         if not wc:
             return
-        for term in self.part_terms:
+        for term in self.component_terms:
             p = term.producer
             own = p >= 0 and p in self.inside
             cons = [c for c in term.consumers if c in self.inside]
@@ -345,8 +345,8 @@ class ClusterModel:
                     self._pays.append((pay, c, sem, True))
 
     def _host_outside(self, term: TensorTerm) -> bool:
-        """Does the host consume ``term`` outside the part (a fixed host node, a node out of the
-        model, or with ``outside``, a node fixed on the fallback)?"""
+        """Does the host consume ``term`` outside the component (a fixed host node, a node out of
+        the model, or with ``outside``, a node fixed on the fallback)?"""
         if term.host_consumer:
             return True
         out = self.outside
@@ -355,8 +355,8 @@ class ClusterModel:
                    for c in term.consumers)
 
     def _host_unit_of_outside(self, term: TensorTerm, coef: int) -> None:
-        """A tensor produced off the host outside the part: the host unit pays once when a
-        consumer of the part is on the fallback, unless one outside already is."""
+        """A tensor produced off the host outside the component: the host unit pays once when a
+        consumer of the component is on the fallback, unless one outside already is."""
         if self._host_outside(term):
             return
         if any(self.acc[c] is False for c in term.consumers if c in self.inside):
@@ -391,7 +391,7 @@ class ClusterModel:
     def _partitions(self) -> None:
         wp = self.w_parts
         earlier: list[int] = []
-        for s in self.part:
+        for s in self.component:
             a = self.acc[s]
             if a is False:
                 continue
@@ -410,13 +410,14 @@ class ClusterModel:
     def _sizes(self) -> None:
         p = self.problem
         sg = self.sg
-        for s in self.part:
+        for s in self.component:
             a = self.acc[s]
             if a is False:
                 continue
-            parts = [(sg.weight(t), self.pair(s, t, exact=True)) for t in self.part if t != s]
-            parts = [(w, z) for w, z in parts if z is not False]
-            expr = sum(w * z for w, z in parts) + sg.weight(s)
+            pairs = [(sg.weight(t), self.pair(s, t, exact=True)) for t in self.component
+                     if t != s]
+            pairs = [(w, z) for w, z in pairs if z is not False]
+            expr = sum(w * z for w, z in pairs) + sg.weight(s)
             if p.min_size > 1:
                 self._add_if(expr >= p.min_size, [a])
             if p.max_size is not None:
@@ -439,7 +440,7 @@ class ClusterModel:
         sg = self.sg
         g = p.graph
         reads: dict[int, dict[str, int]] = {}
-        for s in self.part:
+        for s in self.component:
             row: dict[str, int] = {}
             for v in sg.members[s]:
                 for t in g.nodes[v].all_inputs():
@@ -448,10 +449,10 @@ class ClusterModel:
                         row[t] = ten.nbytes
             reads[s] = row
         readers: dict[str, list[int]] = {}
-        for s in self.part:
+        for s in self.component:
             for t in reads[s]:
                 readers.setdefault(t, []).append(s)
-        for s in self.part:
+        for s in self.component:
             a = self.acc[s]
             if a is False:
                 continue
@@ -496,7 +497,7 @@ class ClusterModel:
         def same(a: int, b: int) -> bool:
             return device[a] >= 0 and key(a) == key(b)
 
-        for s in self.part:
+        for s in self.component:
             for d, lit in self.x[s].items():
                 if lit is not True:
                     vals[lit] = int(device[s] == d)
@@ -540,7 +541,7 @@ class ClusterModel:
         edge that may lie inside a cluster on that device? (Whether its clusters form a valid
         partition is :meth:`Partition.validate`'s question, asked of the result.)"""
         sg = self.sg
-        for s in self.part:
+        for s in self.component:
             d = device[s]
             if (d >= 0 and d not in self.x[s]) or (d < 0 and not sg.may_fb[s]):
                 return False
@@ -562,39 +563,41 @@ class ClusterModel:
 
 
 def build_models(red: Reduction, w_cut: int, w_parts: int) -> list[ClusterModel]:
-    """One model per part of ``red`` (in the order of ``red.parts``) for integer weights."""
+    """One model per component of ``red`` (in the order of ``red.components``) for integer
+    weights."""
     full, blocked = reachability(red.graph)
-    terms, never = _index_by_part(red)
-    return [ClusterModel(red.graph, part, w_cut, w_parts, full, blocked, terms[i], never[i])
-            for i, part in enumerate(red.parts)]
+    terms, never = _index_by_component(red)
+    return [ClusterModel(red.graph, component, w_cut, w_parts, full, blocked, terms[i], never[i])
+            for i, component in enumerate(red.components)]
 
 
-def _index_by_part(red: Reduction) -> tuple[list[list[TensorTerm]], list[list[tuple[int, int]]]]:
-    """The tensor terms and never-together pairs touching each part."""
+def _index_by_component(red: Reduction
+                        ) -> tuple[list[list[TensorTerm]], list[list[tuple[int, int]]]]:
+    """The tensor terms and never-together pairs touching each component."""
     sg = red.graph
-    part_of = [0] * sg.size
-    for i, part in enumerate(red.parts):
-        for s in part:
-            part_of[s] = i
-    terms: list[list[TensorTerm]] = [[] for _ in red.parts]
+    component_of = [0] * sg.size
+    for i, component in enumerate(red.components):
+        for s in component:
+            component_of[s] = i
+    terms: list[list[TensorTerm]] = [[] for _ in red.components]
     for term in sg.terms:
-        seen = {part_of[c] for c in term.consumers}
+        seen = {component_of[c] for c in term.consumers}
         if term.producer >= 0:
-            seen.add(part_of[term.producer])
+            seen.add(component_of[term.producer])
         for i in sorted(seen):
             terms[i].append(term)
-    never: list[list[tuple[int, int]]] = [[] for _ in red.parts]
+    never: list[list[tuple[int, int]]] = [[] for _ in red.components]
     for a, b in sg.never:
-        if part_of[a] == part_of[b]:
-            never[part_of[a]].append((a, b))
+        if component_of[a] == component_of[b]:
+            never[component_of[a]].append((a, b))
     return terms, never
 
 
-def read_part(model: ClusterModel, solver: cp_model.CpSolver
-              ) -> tuple[dict[int, int], dict[int, int]]:
-    """Rank and device (-1: fallback) per super-node of the part from a solved model."""
+def read_component(model: ClusterModel, solver: cp_model.CpSolver
+                   ) -> tuple[dict[int, int], dict[int, int]]:
+    """Rank and device (-1: fallback) per super-node of the component from a solved model."""
     rank, device = {}, {}
-    for s in model.part:
+    for s in model.component:
         r = model.r[s]
         rank[s] = r if isinstance(r, int) else int(solver.Value(r))
         device[s] = -1

@@ -29,9 +29,9 @@ def explain_infeasible(problem: Problem, red: Reduction) -> str:
     sg = red.graph
     relaxed = build_supergraph(problem, sg.node_super, sg.members, sg.devices, sg.may_acc,
                                [True] * sg.size, sg.detached, sg.on_host)
-    part = [s for s in range(relaxed.size)]
-    m2 = ClusterModel(relaxed, part, 0, 0)
-    assumptions = [m2.acc[s] for s in part if m2.acc[s] is not True and m2.acc[s] is not False]
+    component = [s for s in range(relaxed.size)]
+    m2 = ClusterModel(relaxed, component, 0, 0)
+    assumptions = [m2.acc[s] for s in component if m2.acc[s] is not True and m2.acc[s] is not False]
     m2.m.AddAssumptions(assumptions)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = 10.0
@@ -41,7 +41,7 @@ def explain_infeasible(problem: Problem, red: Reduction) -> str:
     tail = _active_limits(problem)
     if code == cp_model.INFEASIBLE:
         core = solver.SufficientAssumptionsForInfeasibility()
-        index = {lit.Index(): s for s, lit in ((s, m2.acc[s]) for s in part)
+        index = {lit.Index(): s for s, lit in ((s, m2.acc[s]) for s in component)
                  if lit is not True and lit is not False}
         nodes = sorted(v for i in core if i in index for v in relaxed.members[index[i]])
         names = ", ".join(f"{g.nodes[v].name!r} ({g.nodes[v].op_type})" for v in nodes[:8])

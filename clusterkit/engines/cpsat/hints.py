@@ -1,8 +1,8 @@
-"""Hints for the solver: assignments of a part built from the warm start and from longest-path
+"""Hints for the solver: assignments of a component built from the warm start and from longest-path
 ranks, the best of them by the model's own objective.
 
 A hint only has to lie within the model's variables (:meth:`ClusterModel.in_domain`): CP-SAT
-checks and repairs it. When a hint is returned as a solution (no time to solve a part), the
+checks and repairs it. When a hint is returned as a solution (no time to solve a component), the
 assembled partition is checked by :meth:`Partition.validate`.
 """
 
@@ -14,7 +14,7 @@ from clusterkit.errors import CycleError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.result import Partition
 
-#: A part's assignment: rank and device (-1: fallback) per super-node.
+#: A component's assignment: rank and device (-1: fallback) per super-node.
 Assignment = tuple[dict[int, int], dict[int, int]]
 #: Cluster position and device per super-node of the whole super-graph, from the warm start.
 WarmHint = tuple[list[int], list[int]]
@@ -35,15 +35,15 @@ def hint_assignment(sg: SuperGraph, warm: Partition | None) -> WarmHint | None:
     return cl, dv
 
 
-def part_hint(model: ClusterModel, src: WarmHint | None) -> Assignment | None:
-    """The best hint for a part among: the warm start's clusters (when they fit the
+def component_hint(model: ClusterModel, src: WarmHint | None) -> Assignment | None:
+    """The best hint for a component among: the warm start's clusters (when they fit the
     super-nodes), and longest-path ranks on the warm start's devices, on devices chosen by
     affinity with the neighbours, and on the first device of each super-node."""
-    part = model.part
+    component = model.component
     cands: list[Assignment] = []
     warm_dev = _devices_from(model, src[1] if src is not None else None)
     if src is not None:
-        cluster = {s: (src[0][s] if warm_dev[s] >= 0 else -1 - s) for s in part}
+        cluster = {s: (src[0][s] if warm_dev[s] >= 0 else -1 - s) for s in component}
         rank = topological_ranks(model, cluster)
         if rank is not None and model.in_domain(rank, warm_dev):
             cands.append((rank, warm_dev))
@@ -68,7 +68,7 @@ def _devices_from(model: ClusterModel, dev: list[int] | None) -> dict[int, int]:
     when it cannot be offloaded)."""
     sg = model.sg
     out = {}
-    for s in model.part:
+    for s in model.component:
         d = dev[s] if dev is not None else -2
         allowed = list(model.x[s])
         if d >= 0 and d not in allowed or d == -2 or d < 0 and not sg.may_fb[s]:
@@ -82,13 +82,13 @@ def _affinity_devices(model: ClusterModel) -> dict[int, int]:
     could stay inside a cluster on it)."""
     sg = model.sg
     weight: dict[tuple[int, int], int] = {}
-    for term in model.part_terms:
+    for term in model.component_terms:
         if term.producer >= 0:
             for c in term.consumers:
                 key = (term.producer, c)
                 weight[key] = weight.get(key, 0) + term.nbytes
     out = {}
-    for s in model.part:
+    for s in model.component:
         allowed = list(model.x[s])
         if not allowed:
             out[s] = -1
@@ -111,10 +111,10 @@ def _longest_path_ranks(model: ClusterModel, device: dict[int, int]) -> dict[int
     device that follows it; never-together partners are pushed apart."""
     sg = model.sg
     partners: dict[int, list[int]] = {}
-    for a, b in model.part_never:
+    for a, b in model.component_never:
         partners.setdefault(b, []).append(a)
     rank: dict[int, int] = {}
-    for t in model.part:
+    for t in model.component:
         r = model.lo[t]
         for a in sg.pred[t]:
             if a not in model.inside:
@@ -131,17 +131,17 @@ def _longest_path_ranks(model: ClusterModel, device: dict[int, int]) -> dict[int
 
 
 def topological_ranks(model: ClusterModel, cluster: dict[int, int]) -> dict[int, int] | None:
-    """Position of each super-node's cluster in a topological order of the part's clusters
+    """Position of each super-node's cluster in a topological order of the component's clusters
     (the cluster of the smallest super-node first among the ready ones); None when the clusters
     form a cycle."""
     sg = model.sg
     ids = sorted(set(cluster.values()))
     index = {c: i for i, c in enumerate(ids)}
     first = [0] * len(ids)
-    for s in reversed(model.part):
+    for s in reversed(model.component):
         first[index[cluster[s]]] = s
     src, dst = [], []
-    for s in model.part:
+    for s in model.component:
         for t in sg.succ[s]:
             if t in model.inside and cluster[t] != cluster[s]:
                 src.append(index[cluster[s]])
@@ -153,4 +153,4 @@ def topological_ranks(model: ClusterModel, cluster: dict[int, int]) -> dict[int,
     pos = [0] * len(ids)
     for p, c in enumerate(order):
         pos[c] = p
-    return {s: pos[index[cluster[s]]] for s in model.part}
+    return {s: pos[index[cluster[s]]] for s in model.component}

@@ -2,7 +2,7 @@
 large to solve whole.
 
 The pair terms of the exact model (:mod:`clusterkit.engines.cpsat.build`: partition leaders,
-size and constant-byte limits) grow with the square of the super-nodes of a part, so beyond a
+size and constant-byte limits) grow with the square of the super-nodes of a component, so beyond a
 few hundred super-nodes the search starts from the warm start and improves it window by window:
 
 - *State*: a valid partition, as a cluster label and a device (-1: fallback) per super-node.
@@ -38,7 +38,7 @@ from clusterkit import modes
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.cpsat.build import ClusterModel
 from clusterkit.engines.cpsat.hints import topological_ranks
-from clusterkit.engines.cpsat.read import PartsOutcome, assemble
+from clusterkit.engines.cpsat.read import ComponentsOutcome, assemble
 from clusterkit.engines.cpsat.reduce import (
     Reduction,
     SuperGraph,
@@ -47,7 +47,7 @@ from clusterkit.engines.cpsat.reduce import (
     reachability,
 )
 from clusterkit.engines.cpsat.relax import lower_bound
-from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part
+from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_component
 from clusterkit.errors import ClusterkitError
 from clusterkit.graph.algorithms import quotient_edges, topological_order
 from clusterkit.modes import Method
@@ -55,7 +55,7 @@ from clusterkit.result import Partition
 
 #: Methods of the ``cpsat`` strategy: the full model, LNS, or the first when it is small enough.
 METHODS = modes.METHODS
-#: ``auto`` solves the full model when its largest part has at most this many super-nodes
+#: ``auto`` solves the full model when its largest component has at most this many super-nodes
 #: (pair terms: the ``partitions`` weight, size or constant-byte limits) ...
 PAIR_LIMIT = 250
 #: ... or this many (the cut alone).
@@ -84,7 +84,7 @@ def choose_method(method: Method, problem: Problem, red: Reduction, w_parts: int
     if method != "auto":
         return method
     limit = PAIR_LIMIT if has_pair_terms(problem, w_parts) else CUT_LIMIT
-    return "full" if red.stats.get("largest_part", 0) <= limit else "lns"
+    return "full" if red.stats.get("largest_component", 0) <= limit else "lns"
 
 
 def lns_reductions(reduce: bool | tuple[str, ...]) -> tuple[str, ...]:
@@ -122,13 +122,14 @@ class Search:
 
 def solve_lns(problem: Problem, red: Reduction, w_cut: int, w_parts: int,
               warm: Partition | None, settings: SolverSettings, clock: Clock,
-              window: int | None = None) -> tuple[PartsOutcome, dict[str, Any]]:
+              window: int | None = None) -> tuple[ComponentsOutcome, dict[str, Any]]:
     """Improve the warm start (or a trivial valid start) by LNS until the clock runs out or
-    the search converges; the outcome of the single part of ``red`` and the search's figures."""
+    the search converges; the outcome of the single component of ``red`` and the search's
+    figures."""
     sg = red.graph
     state = initial_state(problem, red, warm)
     if not valid_state(problem, red, state):  # only with require_offload or min_size
-        outcome = PartsOutcome(statuses=["UNKNOWN"], limit=None)
+        outcome = ComponentsOutcome(statuses=["UNKNOWN"], limit=None)
         return outcome, {"stop": "no valid start"}
     search = Search(red, w_cut, w_parts, settings, clock, random.Random(settings.seed))
     first = window or (WINDOW_PAIRS if has_pair_terms(problem, w_parts) else WINDOW_CUT)
@@ -149,7 +150,7 @@ def solve_lns(problem: Problem, red: Reduction, w_cut: int, w_parts: int,
                 stop = "converged"
                 break
             size *= 2
-    outcome = PartsOutcome()
+    outcome = ComponentsOutcome()
     outcome.rank = {s: state.label[s] for s in range(sg.size)}
     outcome.device = {s: state.device[s] for s in range(sg.size)}
     outcome.statuses.append("FEASIBLE")
@@ -242,10 +243,10 @@ def sweep(search: Search, sg: SuperGraph, full: list[int], blocked: list[int], s
     start = search.rng.randrange(max(1, min(len(clusters), size // 2)))
     gained = 0
     while start < len(clusters) and search.clock.left() > 0:
-        part, nxt = next_window(clusters, size, start)
-        if len(part) > 1 and any(sg.may_acc[s] for s in part):
+        window, nxt = next_window(clusters, size, start)
+        if len(window) > 1 and any(sg.may_acc[s] for s in window):
             search.stats[counter] += 1
-            if solve_window(search, sg, full, blocked, touching, state, part):
+            if solve_window(search, sg, full, blocked, touching, state, window):
                 gained += 1
                 search.stats[gains] += 1
                 at = len(clusters)
@@ -256,28 +257,28 @@ def sweep(search: Search, sg: SuperGraph, full: list[int], blocked: list[int], s
 
 
 def solve_window(search: Search, sg: SuperGraph, full: list[int], blocked: list[int],
-                 touching: list[list[int]], state: State, part: list[int]) -> bool:
+                 touching: list[list[int]], state: State, window: list[int]) -> bool:
     """Re-solve one window with the rest fixed; True when its solution replaced the state's."""
     search.clock.charge_overhead(WINDOW_OVERHEAD)
-    model = window_model(sg, (full, blocked), touching, state, part,
+    model = window_model(sg, (full, blocked), touching, state, window,
                          (search.w_cut, search.w_parts))
     if model.trivial:
         return False
-    cluster = {s: state.label[s] if state.device[s] >= 0 else -1 - s for s in part}
+    cluster = {s: state.label[s] if state.device[s] >= 0 else -1 - s for s in window}
     rank = topological_ranks(model, cluster)
-    device = {s: state.device[s] for s in part}
+    device = {s: state.device[s] for s in window}
     if rank is None or not model.in_domain(rank, device):  # pragma: no cover - a valid state
         return False
     before = _key(model, rank, device)
     budget = min(WINDOW_SECONDS, search.clock.left())
-    sol, _ = solve_part(model, (state.label, state.device), budget, search.red.fixed_offload,
+    sol, _ = solve_component(model, (state.label, state.device), budget, search.red.fixed_offload,
                         search.settings, search.clock)
     if sol.status not in ("OPTIMAL", "FEASIBLE") or sol.from_hint:
         return False
     if _key(model, sol.rank, sol.device) >= before:
         return False
     labels: dict[tuple[int, int], int] = {}
-    for s in part:
+    for s in window:
         d = sol.device[s]
         state.device[s] = d
         state.label[s] = labels.setdefault((sol.rank[s], d), state.new_label()) if d >= 0 \
@@ -286,19 +287,19 @@ def solve_window(search: Search, sg: SuperGraph, full: list[int], blocked: list[
 
 
 def window_model(sg: SuperGraph, reach: tuple[list[int], list[int]],
-                 touching: list[list[int]], state: State, part: list[int],
+                 touching: list[list[int]], state: State, window: list[int],
                  weights: tuple[int, int]) -> ClusterModel:
     """The exact model of a window (a run of whole clusters) with everything outside fixed as
     in ``state``: its objective is the full objective minus terms the window cannot change."""
-    inside = set(part)
-    terms = [sg.terms[i] for i in sorted({i for s in part for i in touching[s]})]
+    inside = set(window)
+    terms = [sg.terms[i] for i in sorted({i for s in window for i in touching[s]})]
     outside = {}
     for t in terms:
         for s in ((t.producer,) if t.producer >= 0 else ()) + t.consumers:
             if s not in inside:
                 outside[s] = state.device[s]
     never = [(a, b) for a, b in sg.never if a in inside and b in inside]
-    return ClusterModel(sg, part, weights[0], weights[1], reach[0], reach[1], terms, never,
+    return ClusterModel(sg, window, weights[0], weights[1], reach[0], reach[1], terms, never,
                         outside)
 
 

@@ -1,4 +1,4 @@
-"""Read: from the solved parts to the result - ranks and devices per super-node, the
+"""Read: from the solved components to the result - ranks and devices per super-node, the
 partition of the original nodes, and the result's figures (status, objective, proven bound).
 
 The partition read back is checked by :meth:`Partition.validate`; the result is never worse
@@ -22,9 +22,9 @@ from clusterkit.passes.coalesce import coalesce as coalesce_clusters
 from clusterkit.result import Partition
 
 if TYPE_CHECKING:
-    from clusterkit.engines.cpsat.solve import PartSolution
+    from clusterkit.engines.cpsat.solve import ComponentSolution
 
-#: Statuses from best to worst: a run's status is its worst part's.
+#: Statuses from best to worst: a run's status is its worst component's.
 _RANK = {"OPTIMAL": 0, "FEASIBLE": 1, "UNKNOWN": 2, "INFEASIBLE": 3, "MODEL_INVALID": 4}
 
 
@@ -97,8 +97,8 @@ class CpsatResult:
 
 
 @dataclass
-class PartsOutcome:
-    """The solved parts together: rank and device per super-node and the solver's figures in
+class ComponentsOutcome:
+    """The solved components together: rank and device per super-node and the solver's figures in
     integer model units (``const``: objective terms no variable changes)."""
 
     rank: dict[int, int] = field(default_factory=dict)
@@ -112,8 +112,8 @@ class PartsOutcome:
     from_hint: bool = False
     failed: str = ""
 
-    def add(self, sol: PartSolution) -> None:
-        """Take one part's solution."""
+    def add(self, sol: ComponentSolution) -> None:
+        """Take one component's solution."""
         self.statuses.append(sol.status)
         self.limit = self.limit or sol.limit
         self.from_hint = self.from_hint or sol.from_hint
@@ -124,8 +124,8 @@ class PartsOutcome:
         self.objective += sol.objective or 0.0
 
     def status(self) -> str:
-        """The worst part status (OPTIMAL when there is no part), FEASIBLE when the offload
-        phase was not proven."""
+        """The worst component status (OPTIMAL when there is no component), FEASIBLE when the
+        offload phase was not proven."""
         overall = max(self.statuses, key=lambda s: _RANK.get(s, 9)) if self.statuses \
             else "OPTIMAL"
         if self.phase1 and self.phase1.get("status") != "OPTIMAL" and overall == "OPTIMAL":
@@ -135,21 +135,21 @@ class PartsOutcome:
 
 def assemble(problem: Problem, red: Reduction, rank: dict[int, int], device: dict[int, int]
              ) -> Partition:
-    """Labels and devices per node from the parts' ranks and devices (clusters never span
-    parts); detached constant nodes become singletons on their first device, host nodes taken
+    """Labels and devices per node from the components' ranks and devices (clusters never span
+    components); detached constant nodes become singletons on their first device, host nodes taken
     out of the model singletons on the fallback."""
     sg = red.graph
     n = problem.n
     labels = np.zeros(n, dtype=np.int64)
     devices = np.full(n, -1, dtype=np.int64)
-    part_of = {}
-    for i, part in enumerate(red.parts):
-        for s in part:
-            part_of[s] = i
+    component_of = {}
+    for i, component in enumerate(red.components):
+        for s in component:
+            component_of[s] = i
     keys: dict[tuple, int] = {}
     for s in range(sg.size):
         d = device[s]
-        key = (part_of[s], rank[s], d) if d >= 0 else ("fb", s)
+        key = (component_of[s], rank[s], d) if d >= 0 else ("fb", s)
         lab = keys.setdefault(key, len(keys))
         for v in sg.members[s]:
             labels[v] = lab
@@ -165,10 +165,10 @@ def assemble(problem: Problem, red: Reduction, rank: dict[int, int], device: dic
 
 
 
-def read_result(problem: Problem, red: Reduction, outcome: PartsOutcome, objective: Objective,
+def read_result(problem: Problem, red: Reduction, outcome: ComponentsOutcome, objective: Objective,
                 scale: int, warm: Partition | None, info: dict[str, Any], coalesce: bool,
                 start: float) -> CpsatResult:
-    """The result of a run from its solved parts: the solver's partition or the warm start
+    """The result of a run from its solved components: the solver's partition or the warm start
     (whichever is better), optionally coalesced, with status, objective and proven bound."""
     overall = outcome.status()
     if outcome.phase1:
@@ -203,7 +203,7 @@ def read_result(problem: Problem, red: Reduction, outcome: PartsOutcome, objecti
         bound = min(bound, value)
         offload_proven = red.fixed_offload or outcome.phase1.get("status") == "OPTIMAL"
         if overall == "FEASIBLE" and offload_proven and value - bound <= 1e-9 * max(1.0, value):
-            overall = "OPTIMAL"  # the bounds of the parts meet the objective: proven anyway
+            overall = "OPTIMAL"  # the bounds of the components meet the objective: proven anyway
     report = SolveReport(overall, value, bound, outcome.limit, fb, objective.label, reason)
     info.update(report.to_info())
     info["solver_seconds"] = time.perf_counter() - start
@@ -212,9 +212,9 @@ def read_result(problem: Problem, red: Reduction, outcome: PartsOutcome, objecti
     return CpsatResult(report, out, info)
 
 
-def _checked_partition(problem: Problem, red: Reduction, outcome: PartsOutcome
+def _checked_partition(problem: Problem, red: Reduction, outcome: ComponentsOutcome
                        ) -> Partition | None:
-    """The partition of the parts' assignment, checked by :meth:`Partition.validate`. An
+    """The partition of the components' assignment, checked by :meth:`Partition.validate`. An
     unimproved hint may be invalid (None: the caller falls back to the warm start); the
     solver's own solution never is."""
     part = assemble(problem, red, outcome.rank, outcome.device)

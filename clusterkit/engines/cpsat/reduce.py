@@ -70,21 +70,21 @@ R5 *chains are cut at most once* (``chains``): in a maximal chain v1 -> ... -> v
    costs what it did. Repeat until at most one cut is left; moving that cut along the chain to a
    cheapest edge moves inner nodes between L and R (Lemma M again) and changes only the cost of
    the two chain edges involved. Partition counts never grow.
-R6 *independent parts* (``split``; cut objective, ``min_size <= 1``, offload fixed by R1): call
-   two super-nodes *compatible* when they could share a cluster: both offloadable on a common
-   device, not a never-together pair, and no path between them through a node or an edge that
-   can never be inside a cluster (a cluster holds every path between two of its members; see
+R6 *independent components* (``split``; cut objective, ``min_size <= 1``, offload fixed by R1):
+   call two super-nodes *compatible* when they could share a cluster: both offloadable on a common
+   device, not a never-together pair, and no path between them through a node or an edge that can
+   never be inside a cluster (a cluster holds every path between two of its members; see
    :func:`reachability`). Compatible super-nodes are joined when an edge between them can lie
    inside a cluster or when they consume a common tensor; strongly connected groups of the
-   resulting quotient are joined too; each part is then solved alone. Proof: (a) any union of
-   valid partitions of the parts is valid - clusters stay inside parts, the parts' quotient is a
-   DAG so no path leaves a part and returns, never-together pairs across parts are apart, groups
-   are single super-nodes; (b) splitting every cluster of an optimum along parts keeps it valid
-   (a new cycle would either be an old cycle or run through two parts in both directions) and
-   does not raise cut_bytes: a tensor's consumers that can share a unit are in one part, its
-   producer shares a unit with a consumer only through an edge that joins their parts, and with
-   the fallback set fixed the host unit does not move. So the sum of the parts' optima is the
-   optimum.
+   resulting quotient are joined too; each component is then solved alone. Proof: (a) any union of
+   valid partitions of the components is valid - clusters stay inside components, the components'
+   quotient is a DAG so no path leaves a component and returns, never-together pairs across
+   components are apart, groups are single super-nodes; (b) splitting every cluster of an optimum
+   along components keeps it valid (a new cycle would either be an old cycle or run through two
+   components in both directions) and does not raise cut_bytes: a tensor's consumers that can share
+   a unit are in one component, its producer shares a unit with a consumer only through an edge
+   that joins their components, and with the fallback set fixed the host unit does not move. So the
+   sum of the components' optima is the optimum.
 R7 *host nodes at the edges* (``host``; any objective and constraints): a node no device takes,
    outside any together group, whose predecessors are all out of the model already (a source such
    as a weight stub or a Shape of a graph input) - or, scanning backwards, whose successors all
@@ -104,6 +104,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from clusterkit._deprecated import renamed_attribute
 from clusterkit.constraints.core import Problem
 from clusterkit.graph.algorithms import UnionFind, quotient_edges, topological_order
 from clusterkit.graph.core import Graph
@@ -166,13 +167,15 @@ class SuperGraph:
 
 @dataclass
 class Reduction:
-    """The reduced problem: the super-graph, its independent parts (lists of super-nodes, each
+    """The reduced problem: the super-graph, its independent components (lists of super-nodes, each
     topologically sorted) and what each reduction did."""
 
     graph: SuperGraph
-    parts: list[list[int]]
+    components: list[list[int]]
     stats: dict[str, Any]
     fixed_offload: bool
+
+    parts = renamed_attribute("components")  # the old name, deprecated
 
 
 REDUCTIONS = ("fix", "constants", "host", "leaves", "roots", "chains", "split")
@@ -181,7 +184,7 @@ REDUCTIONS = ("fix", "constants", "host", "leaves", "roots", "chains", "split")
 def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple = True,
                    require_offload: bool = False) -> Reduction:
     """Apply the reductions (all when ``enable`` is True, none when False, or the named ones)
-    and return the super-graph with its parts."""
+    and return the super-graph with its components."""
     on = set(REDUCTIONS) if enable is True else set(enable or ())
     p = problem
     lim = p.limits  # the devices' own limits too
@@ -210,13 +213,14 @@ def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple 
     stats.update({f"merged_{k}": v for k, v in merged.items()})
     stats["super_nodes"] = sg.size
     if "split" in on and simple and fixed and w_parts == 0:
-        parts = _split(sg)  # R6
+        components = _split(sg)  # R6
     else:
-        parts = [list(range(sg.size))]
-    stats["parts"] = len(parts)
-    stats["largest_part"] = max((len(x) for x in parts), default=0)
+        components = [list(range(sg.size))]
+    stats["components"] = len(components)
+    stats["largest_component"] = max((len(x) for x in components), default=0)
+    stats["parts"], stats["largest_part"] = stats["components"], stats["largest_component"]
     stats["offloadable_super_nodes"] = sum(1 for s in range(sg.size) if sg.may_acc[s])
-    return Reduction(sg, parts, stats, fixed)
+    return Reduction(sg, components, stats, fixed)
 
 
 def _constant_nodes(p: Problem) -> list[int]:
@@ -533,9 +537,9 @@ def _apply(sg: SuperGraph, pairs: list[tuple[int, int]]) -> SuperGraph:
                             may_acc, may_fb, sg.detached, sg.on_host)
 
 
-# ----------------------------------------------------------------------------- parts (R6)
+# ----------------------------------------------------------------------------- components (R6)
 def _split(sg: SuperGraph) -> list[list[int]]:
-    """Independent parts (R6), each a sorted list of super-nodes."""
+    """Independent components (R6), each a sorted list of super-nodes."""
     k = sg.size
     if k == 0:
         return []

@@ -1,8 +1,8 @@
-"""Solve: CP-SAT parameters, the time budget shared by the parts, hints, and the two-phase
-solve of one part with its status.
+"""Solve: CP-SAT parameters, the time budget shared by the components, hints, and the two-phase
+solve of one component with its status.
 
 Phase 1 minimizes the fallback nodes (skipped when the reductions fixed the fallback set), phase
-2 keeps that count and minimizes the objective. A part solved without a solution in time keeps
+2 keeps that count and minimizes the objective. A component solved without a solution in time keeps
 its hint when there is one (status FEASIBLE, its proven bound); the result records which limit
 stopped a search.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from clusterkit.engines.cpsat.build import ClusterModel, read_part
-from clusterkit.engines.cpsat.hints import WarmHint, part_hint
+from clusterkit.engines.cpsat.build import ClusterModel, read_component
+from clusterkit.engines.cpsat.hints import WarmHint, component_hint
 from clusterkit.errors import StrategyError
 
 STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE",
@@ -59,8 +59,8 @@ class SolverSettings:
 
 
 @dataclass
-class PartSolution:
-    """Ranks and devices (-1: fallback) per super-node of a part, with the solver's figures;
+class ComponentSolution:
+    """Ranks and devices (-1: fallback) per super-node of a component, with the solver's figures;
     ``limit`` names the limit that stopped a search (None: none did); ``from_hint`` when the
     assignment is a hint the solver did not improve in time."""
 
@@ -171,12 +171,12 @@ def _run(model: ClusterModel, budget: float, settings: SolverSettings, clock: Cl
     return solver, STATUS.get(code, "UNKNOWN")
 
 
-def solve_part(model: ClusterModel, src: WarmHint | None, budget: float, fixed: bool,
-               settings: SolverSettings, clock: Clock) -> tuple[PartSolution, dict[str, Any]]:
-    """Solve one part: phase 1 (fewest fallback nodes) unless the fallback set is ``fixed``,
+def solve_component(model: ClusterModel, src: WarmHint | None, budget: float, fixed: bool,
+               settings: SolverSettings, clock: Clock) -> tuple[ComponentSolution, dict[str, Any]]:
+    """Solve one component: phase 1 (fewest fallback nodes) unless the fallback set is ``fixed``,
     then phase 2 (the objective). Statuses combine: OPTIMAL only if both phases are."""
     mark = clock.used()
-    hint = part_hint(model, src)
+    hint = component_hint(model, src)
     phase1: dict[str, Any] = {}
     status1, limit1 = "OPTIMAL", None
     if model.fb_terms and not fixed:
@@ -186,12 +186,12 @@ def solve_part(model: ClusterModel, src: WarmHint | None, budget: float, fixed: 
         solver, status1 = _run(model, budget / 2, settings, clock)
         phase1 = {"status": status1, "seconds": solver.WallTime()}
         if status1 not in ("OPTIMAL", "FEASIBLE"):
-            return PartSolution({}, {}, status1, None, None, solver.WallTime(),
+            return ComponentSolution({}, {}, status1, None, None, solver.WallTime(),
                                 stop_limit(status1, solver, clock)), phase1
         limit1 = stop_limit(status1, solver, clock)
         best = int(round(solver.ObjectiveValue()))
         phase1.update({"fallback_nodes": best, "bound": solver.BestObjectiveBound()})
-        hint = read_part(model, solver)
+        hint = read_component(model, solver)
         model.m.Add(model.offload_expr() <= best)
     if hint is not None:
         model.hint(*hint)
@@ -200,23 +200,24 @@ def solve_part(model: ClusterModel, src: WarmHint | None, budget: float, fixed: 
     limit = limit1 or stop_limit(status, solver, clock)
     if status == "UNKNOWN" and hint is not None:
         # no solution in time, but the hint is one: keep it, with the proven bound
-        return PartSolution(hint[0], hint[1], "FEASIBLE", model.value(model.evaluate(*hint)),
+        return ComponentSolution(hint[0], hint[1], "FEASIBLE", model.value(model.evaluate(*hint)),
                             solver.BestObjectiveBound(), solver.WallTime(), limit,
                             True), phase1
     if status not in ("OPTIMAL", "FEASIBLE"):
-        return PartSolution({}, {}, status, None, None, solver.WallTime(), limit), phase1
-    rank, device = read_part(model, solver)
+        return ComponentSolution({}, {}, status, None, None, solver.WallTime(), limit), phase1
+    rank, device = read_component(model, solver)
     if status == "OPTIMAL" and status1 != "OPTIMAL":
         status = "FEASIBLE"
-    return PartSolution(rank, device, status, solver.ObjectiveValue(),
+    return ComponentSolution(rank, device, status, solver.ObjectiveValue(),
                         solver.BestObjectiveBound(), solver.WallTime(), limit), phase1
 
 
-def unsolved_part(model: ClusterModel, src: WarmHint | None, clock: Clock) -> PartSolution:
-    """A part the time limit left no time for: its best hint when there is one (with the
+def unsolved_component(model: ClusterModel, src: WarmHint | None, clock: Clock
+                       ) -> ComponentSolution:
+    """A component the time limit left no time for: its best hint when there is one (with the
     trivial bound 0, as every objective term is non-negative), else UNKNOWN."""
-    hint = part_hint(model, src)
+    hint = component_hint(model, src)
     if hint is None:
-        return PartSolution({}, {}, "UNKNOWN", None, None, 0.0, clock.kind)
-    return PartSolution(hint[0], hint[1], "FEASIBLE", model.value(model.evaluate(*hint)), 0.0,
+        return ComponentSolution({}, {}, "UNKNOWN", None, None, 0.0, clock.kind)
+    return ComponentSolution(hint[0], hint[1], "FEASIBLE", model.value(model.evaluate(*hint)), 0.0,
                         0.0, clock.kind, True)

@@ -4,8 +4,8 @@ The optimum is *lexicographic* (:mod:`clusterkit.constraints.objectives`): first
 fallback nodes, then the least ``w_cut * cut_bytes + w_partitions * partitions``. A run goes
 through fixed phases of the ``clusterkit.engines.cpsat`` package, one module each: the warm
 start (``warmstart``: the best heuristic by the same objective), the reductions (``reduce``:
-independent parts of super-nodes), the models (``build``), solving part by part (``solve``:
-phase 1 minimizes the fallback nodes unless reduction R1 proves that set, phase 2 the
+independent components of super-nodes), the models (``build``), solving component by component
+(``solve``: phase 1 minimizes the fallback nodes unless reduction R1 proves that set, phase 2 the
 objective) and reading the result (``read``). Beyond a few hundred super-nodes with pair terms
 (``method="auto"``), a large-neighbourhood search (``lns``) improves the warm start window by
 window instead, with the bound of ``relax``.
@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from clusterkit._deprecated import module_getattr
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import ObjectiveSpec, integer_weights, parse_objective
 from clusterkit.engines.cpsat.build import build_models
@@ -32,15 +33,20 @@ from clusterkit.engines.cpsat.diagnose import explain_infeasible, offload_contra
 from clusterkit.engines.cpsat.hints import WarmHint, hint_assignment
 from clusterkit.engines.cpsat.lns import METHODS, choose_method, lns_reductions, solve_lns
 from clusterkit.engines.cpsat.read import (
+    ComponentsOutcome,
     CpsatResult,
-    PartsOutcome,
     SolveReport,
     infeasible_result,
     read_result,
 )
 from clusterkit.engines.cpsat.reduce import REDUCTIONS, Reduction, reduce_problem
 from clusterkit.engines.cpsat.relax import cut_relaxation, partitions_bound
-from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_part, unsolved_part
+from clusterkit.engines.cpsat.solve import (
+    Clock,
+    SolverSettings,
+    solve_component,
+    unsolved_component,
+)
 from clusterkit.engines.cpsat.throughput import run_throughput
 from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
@@ -48,7 +54,7 @@ from clusterkit.errors import InfeasibleError, StrategyError
 from clusterkit.modes import Method, check_choice
 from clusterkit.result import Partition
 
-__all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_parts"]
+__all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_components"]
 
 
 def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float = 60.0,
@@ -67,9 +73,9 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     wall clock, sometimes faster); ``coalesce``: merge clusters of one device while valid after
     solving (never raises the objective: see :mod:`clusterkit.passes.coalesce`; it breaks
     ties of equal cut towards fewer partitions); ``method``: ``full`` (one exact model per
-    part), ``lns`` (large-neighbourhood search from the warm start, see
+    component), ``lns`` (large-neighbourhood search from the warm start, see
     :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound
-    meets the objective) or ``auto`` (the full model when its largest part is small enough to
+    meets the objective) or ``auto`` (the full model when its largest component is small enough to
     prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default).
     Raises :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
     when it finds no partition.
@@ -117,7 +123,7 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
         red, outcome, info["lns"] = _run_lns(problem, (ic, ip), warm, settings, clock, window,
                                              reduce, require_offload)
     else:
-        outcome = solve_parts(red, ic, ip, hint_assignment(red.graph, warm), settings, clock)
+        outcome = solve_components(red, ic, ip, hint_assignment(red.graph, warm), settings, clock)
     info["reductions"] = red.stats
     if outcome.failed:
         why = explain_infeasible(problem, red) if require_offload else ""
@@ -131,31 +137,31 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: 
     return res
 
 
-def solve_parts(red: Reduction, w_cut: int, w_parts: int, src: WarmHint | None,
-                settings: SolverSettings, clock: Clock) -> PartsOutcome:
-    """Build and solve every part, smallest first, sharing the clock's budget; stops at the
-    first infeasible part (``failed`` says which)."""
+def solve_components(red: Reduction, w_cut: int, w_parts: int, src: WarmHint | None,
+                settings: SolverSettings, clock: Clock) -> ComponentsOutcome:
+    """Build and solve every component, smallest first, sharing the clock's budget; stops at the
+    first infeasible component (``failed`` says which)."""
     models = build_models(red, w_cut, w_parts)
-    outcome = PartsOutcome()
-    remaining = sum(len(p) for p in red.parts if len(p) > 1) or 1
-    for i in sorted(range(len(red.parts)), key=lambda i: (len(red.parts[i]), i)):
-        model, size = models[i], len(red.parts[i])
+    outcome = ComponentsOutcome()
+    remaining = sum(len(p) for p in red.components if len(p) > 1) or 1
+    for i in sorted(range(len(red.components)), key=lambda i: (len(red.components[i]), i)):
+        model, size = models[i], len(red.components[i])
         outcome.const += model.const
-        if model.trivial:  # no part or a lone super-node with its device fixed
-            for s in model.part:
+        if model.trivial:  # no component or a lone super-node with its device fixed
+            for s in model.component:
                 outcome.rank[s] = 0
                 outcome.device[s] = next(iter(model.x[s])) if model.x[s] else -1
             outcome.statuses.append("OPTIMAL")
             continue
         left = clock.left()
-        # small parts come first and usually finish in milliseconds; a floor keeps a tiny
-        # share from starving one, and what they leave goes to the larger parts
+        # small components come first and usually finish in milliseconds; a floor keeps a tiny
+        # share from starving one, and what they leave goes to the larger components
         budget = min(left, max(min(2.0, left), left * size / remaining))
         remaining -= size
-        if budget <= 0.005:  # out of time: the part keeps its hint, bound 0
-            sol = unsolved_part(model, src, clock)
+        if budget <= 0.005:  # out of time: the component keeps its hint, bound 0
+            sol = unsolved_component(model, src, clock)
         else:
-            sol, phase1 = solve_part(model, src, budget, red.fixed_offload, settings, clock)
+            sol, phase1 = solve_component(model, src, budget, red.fixed_offload, settings, clock)
             outcome.phase1 = phase1 or outcome.phase1
         if sol.status in ("INFEASIBLE", "MODEL_INVALID"):
             outcome.failed = f"the model of {size} super-nodes is {sol.status}"
@@ -174,7 +180,7 @@ LNS_SHARE = 0.7
 def _run_lns(problem: Problem, weights: tuple[int, int], warm: Partition | None,
              settings: SolverSettings, clock: Clock, window: int | None,
              reduce: bool | tuple[str, ...], require_offload: bool
-             ) -> tuple[Reduction, PartsOutcome, dict[str, Any]]:
+             ) -> tuple[Reduction, ComponentsOutcome, dict[str, Any]]:
     """LNS from the warm start (:mod:`clusterkit.engines.cpsat.lns`), then the bound: the
     larger of the relaxation of :mod:`clusterkit.engines.cpsat.relax` and, when it applies,
     the cut relaxation solved by the full model in the time left."""
@@ -188,7 +194,7 @@ def _run_lns(problem: Problem, weights: tuple[int, int], warm: Partition | None,
     clock.charge_overhead(sub.used())
     if relaxed is not None and clock.left() > 0 and stats.get("stop") != "bound reached":
         rred = reduce_problem(relaxed, w_parts=0, enable=reduce, require_offload=require_offload)
-        cut = solve_parts(rred, 1, 0, None, settings, clock)
+        cut = solve_components(rred, 1, 0, None, settings, clock)
         if not cut.failed and (rred.fixed_offload or cut.phase1.get("status") == "OPTIMAL"):
             value = cut.const + cut.bound
             stats["cut_relaxation_bound"] = value
@@ -213,3 +219,6 @@ def _check_options(time_limit: Any, workers: Any, seed: Any, reduce: Any, determ
             raise StrategyError(f"cpsat: option reduce has unknown reduction {unknown[0]!r} "
                                 f"(known: {', '.join(REDUCTIONS)})")
     return SolverSettings.checked("cpsat", time_limit, workers, seed, log, deterministic)
+
+
+__getattr__ = module_getattr(__name__, {"solve_parts": "solve_components"}, globals())

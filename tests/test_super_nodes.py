@@ -1,4 +1,4 @@
-"""UnitGraph (together groups contracted) against an independent networkx contraction, on random
+"""SuperNodeGraph (together groups contracted) against an independent networkx contraction, on random
 DAGs with random convex groups: the units' members, the unit edges and a topological rank."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import clusterkit as ck
 from clusterkit import Constraints
-from clusterkit.engines.units import UnitGraph, _preorder
+from clusterkit.engines.super_nodes import SuperNodeGraph, _preorder
 
 
 def random_case(seed: int) -> tuple[nx.DiGraph, list[list[str]]]:
@@ -58,13 +58,13 @@ def contract(g: nx.DiGraph, groups: list[set[str]]) -> nx.DiGraph:
 def test_unit_graph_matches_a_networkx_contraction(seed):
     g, groups = random_case(seed)
     problem = ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups))
-    ug = UnitGraph(problem)
+    ug = SuperNodeGraph(problem)
     names = [nd.name for nd in problem.graph.nodes]
     unit_set = [frozenset(names[v] for v in ug.members[u]) for u in range(ug.n)]
     oracle = contract(g, [set(grp) for grp in groups])
 
     assert sorted(map(sorted, unit_set)) == sorted(map(sorted, oracle.nodes))
-    assert all(ug.unit_of[v] == u for u in range(ug.n) for v in ug.members[u])
+    assert all(ug.super_node_of[v] == u for u in range(ug.n) for v in ug.members[u])
     assert ug.size == [len(s) for s in unit_set]
     edges = {(unit_set[a], unit_set[b]) for a, b in zip(ug.esrc.tolist(), ug.edst.tolist())}
     assert len(edges) == len(ug.esrc) and edges == set(oracle.edges)
@@ -83,7 +83,7 @@ def test_unit_graph_matches_a_networkx_contraction(seed):
 
     gr = problem.graph
     for e, (u, v) in enumerate(zip(gr.edge_src.tolist(), gr.edge_dst.tolist())):
-        a, b = ug.unit_of[u], ug.unit_of[v]
+        a, b = ug.super_node_of[u], ug.super_node_of[v]
         if a == b:
             assert ug.edge_of[e] == -1
         else:
@@ -95,12 +95,12 @@ def test_landmarks_and_numberings_match_networkx_reachability(seed, monkeypatch)
     """Landmark bitsets are exact for the landmarks (so ``lout[a] & lin[b]`` only ever proves a
     real path), and every numbering of ``orders`` grows along every path; few landmarks, so
     that most units are not one."""
-    import clusterkit.engines.units as units
+    import clusterkit.engines.super_nodes as units
 
     monkeypatch.setattr(units, "LANDMARKS", 3)
     g, groups = random_case(seed)
     problem = ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups))
-    ug = UnitGraph(problem)
+    ug = SuperNodeGraph(problem)
     q = nx.DiGraph()
     q.add_nodes_from(range(ug.n))
     q.add_edges_from(zip(ug.esrc.tolist(), ug.edst.tolist()))
@@ -125,7 +125,7 @@ def test_depth_and_height_orders_are_longest_paths(seed):
     path to a sink counted down from the longest one (networkx longest paths, in edges: in
     the subgraph of a unit's ancestors every longest path ends at it)."""
     g, groups = random_case(seed)
-    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    ug = SuperNodeGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
     q = nx.DiGraph()
     q.add_nodes_from(range(ug.n))
     q.add_edges_from(zip(ug.esrc.tolist(), ug.edst.tolist()))
@@ -143,7 +143,7 @@ def test_grail_intervals_nest_along_every_path(seed):
     ``low[u] <= low[w]`` and ``post[w] <= post[u]``; ``low[u]`` is the smallest ``post`` among
     ``u`` and its descendants (networkx)."""
     g, groups = random_case(seed)
-    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    ug = SuperNodeGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
     q = nx.DiGraph()
     q.add_nodes_from(range(ug.n))
     q.add_edges_from(zip(ug.esrc.tolist(), ug.edst.tolist()))
@@ -196,7 +196,7 @@ def test_grail_post_is_a_recursive_search_with_the_seeded_orders(seed):
     """``post`` is the post-order of a recursive search that takes the roots in the seeded
     permutation and each unit's successors in the seeded random order."""
     g, groups = random_case(seed)
-    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    ug = SuperNodeGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
     src, dst = ug.esrc.tolist(), ug.edst.tolist()
     for k, (low, post) in enumerate(ug.intervals):
         rng = np.random.default_rng(k + 1)
@@ -227,7 +227,7 @@ def test_node_labels_match_one_assignment_per_piece(seed):
     from clusterkit.engines.growth import Piece
 
     g, groups = random_case(seed)
-    ug = UnitGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
+    ug = SuperNodeGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
     rng = random.Random(seed)
     pieces = [Piece(rng.randrange(3), rng.sample(range(ug.n), rng.randint(1, ug.n)))
               for _ in range(rng.randint(0, 4))]
