@@ -75,8 +75,8 @@ def _cut_model(graph, executor):
 
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
-    made = {t for u in executor.units for t in u.outputs}
-    cut = sorted({t for u in executor.units for t in u.inputs if t in made} - set(graph.outputs))
+    made = {t for u in executor.steps for t in u.outputs}
+    cut = sorted({t for u in executor.steps for t in u.inputs if t in made} - set(graph.outputs))
     model.graph.output.extend(value_info(graph.tensors[t]) for t in cut)
     return model.SerializeToString()
 
@@ -144,15 +144,15 @@ def _case(part, feeds: dict, whole: tuple, opts: tuple, timing: tuple[int, int])
         run_same()
         executor.run(feeds)
         run_cut()
-    before = sum(u.total_seconds for u in executor.units)
+    before = sum(u.total_seconds for u in executor.steps)
     ts, tf = _paired(run_same, partial(executor.run, feeds), runs)
-    inside = (sum(u.total_seconds for u in executor.units) - before) / sum(tf)
+    inside = (sum(u.total_seconds for u in executor.steps) - before) / sum(tf)
     tc, tf2 = _paired(run_cut, partial(executor.run, feeds), runs)
     single, fused = statistics.median(ts), statistics.median(tf)
     ratio = statistics.median(f / s for s, f in zip(ts, tf))
     ratio_cut = statistics.median(f / c for c, f in zip(tc, tf2))
-    compile_s = sum(u.compile_seconds for u in executor.units)
-    return [len(executor.units), round(single_default * 1e3, 2), round(single * 1e3, 2),
+    compile_s = sum(u.compile_seconds for u in executor.steps)
+    return [len(executor.steps), round(single_default * 1e3, 2), round(single * 1e3, 2),
             round(fused * 1e3, 2), round(ratio, 3), round(fused / single_default, 3),
             round(statistics.median(tc) * 1e3, 2), round(ratio_cut, 3),
             round(ratio / ratio_cut, 3), round(inside, 3), round(compile_s, 2),

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import clusterkit as ck
 from clusterkit.engines import cycle_repair, mxnet
 from clusterkit.engines.cycle_repair import break_cycles
-from clusterkit.engines.growth import Piece
+from clusterkit.engines.growth import GrowingCluster
 from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.graph.fast import graph_from_dag
 from clusterkit.graph.graphcycles import GraphCycles, OneSidedGraphCycles
@@ -35,15 +35,15 @@ def cluster_graph(dag: nx.DiGraph, label: dict[int, object]) -> nx.DiGraph:
     return q
 
 
-def labels(dag: nx.DiGraph, pieces: list[Piece]) -> dict[int, object]:
+def labels(dag: nx.DiGraph, pieces: list[GrowingCluster]) -> dict[int, object]:
     label: dict[int, object] = {v: ("unit", v) for v in dag}
     for i, p in enumerate(pieces):
-        for u in p.units:
+        for u in p.super_nodes:
             label[u] = ("piece", i)
     return label
 
 
-def make_case(seed: int) -> tuple[nx.DiGraph, list[Piece]]:
+def make_case(seed: int) -> tuple[nx.DiGraph, list[GrowingCluster]]:
     """A random DAG on units 0..n-1 (ids topological) and convex clusters grown greedily in a
     random node order, each node joining a random cluster when that keeps it convex."""
     rng = random.Random(seed)
@@ -61,7 +61,7 @@ def make_case(seed: int) -> tuple[nx.DiGraph, list[Piece]]:
         if c < k and convex(dag, sets[c] | {v}):
             sets[c].add(v)
     devices = [rng.randrange(2) for _ in range(k)]
-    return dag, [Piece(d, sorted(s)) for d, s in zip(devices, sets) if s]
+    return dag, [GrowingCluster(d, sorted(s)) for d, s in zip(devices, sets) if s]
 
 
 def unit_graph(dag: nx.DiGraph) -> SuperNodeGraph:
@@ -84,21 +84,21 @@ def test_break_cycles_leaves_an_acyclic_cluster_graph(seed):
     out, split = break_cycles(unit_graph(dag), pieces)
     assert nx.is_directed_acyclic_graph(cluster_graph(dag, labels(dag, out)))
     # the same units, each in one output piece inside one input piece with its device
-    owner = {u: i for i, p in enumerate(pieces) for u in p.units}
-    assert sorted(u for p in out for u in p.units) == sorted(owner)
-    parts: dict[int, list[Piece]] = {}
+    owner = {u: i for i, p in enumerate(pieces) for u in p.super_nodes}
+    assert sorted(u for p in out for u in p.super_nodes) == sorted(owner)
+    parts: dict[int, list[GrowingCluster]] = {}
     for p in out:
-        homes = {owner[u] for u in p.units}
+        homes = {owner[u] for u in p.super_nodes}
         assert len(homes) == 1
         home = homes.pop()
         assert p.device == pieces[home].device
         parts.setdefault(home, []).append(p)
     for i, p in enumerate(pieces):
         if i not in on_cycle:
-            assert [q.units for q in parts[i]] == [p.units]
+            assert [q.super_nodes for q in parts[i]] == [p.super_nodes]
         if len(parts[i]) > 1:   # rebuilt pieces grow along their own edges
             for q in parts[i]:
-                assert nx.is_weakly_connected(dag.subgraph(q.units)), q.units
+                assert nx.is_weakly_connected(dag.subgraph(q.super_nodes)), q.super_nodes
     assert split == sum(len(v) > 1 for v in parts.values())
     if on_cycle:
         assert split >= 1
@@ -123,7 +123,7 @@ def test_same_pieces_as_pearce_kelly_on_long_edges(monkeypatch):
     monkeypatch.setattr(cycle_repair, "OneSidedGraphCycles", GraphCycles)
     slow, split_slow = break_cycles(passes.ug, list(passes.pieces))
     assert split == split_slow
-    assert [(p.device, p.units) for p in fast] == [(p.device, p.units) for p in slow]
+    assert [(p.device, p.super_nodes) for p in fast] == [(p.device, p.super_nodes) for p in slow]
 
 
 def contract_groups_oracle(dag: nx.DiGraph, nodes: list[int]) -> tuple[list[int], nx.DiGraph]:

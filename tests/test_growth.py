@@ -179,4 +179,4 @@ def test_replay_builds_the_state_of_the_logged_steps(seed):
             acc_in = acc_out = 0
             for m in model.members:
                 acc_in, acc_out = acc_in | lin[m], acc_out | lout[m]
-            assert (tracker.s_in, tracker.s_out) == (acc_in, acc_out)
+            assert (tracker.marks_in, tracker.marks_out) == (acc_in, acc_out)

@@ -383,7 +383,7 @@ def rerun_every_round(problem: ck.Problem) -> list[tuple[str, list[int]]]:
                 break
             best = max(subs, key=lambda g: g.size)
             sel._finalize(d, best)
-            out.append((name, ug.nodes_of(sel.pieces[-1].units)))
+            out.append((name, ug.nodes_of(sel.pieces[-1].super_nodes)))
     return out
 
 

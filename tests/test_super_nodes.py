@@ -224,17 +224,17 @@ def test_grail_post_is_a_recursive_search_with_the_seeded_orders(seed):
 def test_node_labels_match_one_assignment_per_piece(seed):
     """``node_labels``: each piece's nodes get its index and device (a later piece wins a
     unit held twice), every other node a label of its own after the pieces and device -1."""
-    from clusterkit.engines.growth import Piece
+    from clusterkit.engines.growth import GrowingCluster
 
     g, groups = random_case(seed)
     ug = SuperNodeGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
     rng = random.Random(seed)
-    pieces = [Piece(rng.randrange(3), rng.sample(range(ug.n), rng.randint(1, ug.n)))
+    pieces = [GrowingCluster(rng.randrange(3), rng.sample(range(ug.n), rng.randint(1, ug.n)))
               for _ in range(rng.randint(0, 4))]
     n = ug.problem.n
     labels, devices = list(range(len(pieces), len(pieces) + n)), [-1] * n
     for k, p in enumerate(pieces):
-        for u in p.units:
+        for u in p.super_nodes:
             for v in ug.members[u]:
                 labels[v], devices[v] = k, p.device
     got_labels, got_devices = ug.node_labels(pieces)

@@ -10,7 +10,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.cycle_repair import break_cycles
-from clusterkit.engines.growth import Piece
+from clusterkit.engines.growth import GrowingCluster
 from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.reasons import Category, Reason, placement_report
@@ -39,7 +39,7 @@ def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) 
     return devices
 
 
-def close_growth(problem: Problem, ug: SuperNodeGraph, pieces: list[Piece], strategy: str,
+def close_growth(problem: Problem, ug: SuperNodeGraph, pieces: list[GrowingCluster], strategy: str,
                  reasons: dict[int, Reason], cycle_why: Mapping[int, str]
                  ) -> tuple[Partition, int]:
     """The closing steps of an engine that grows pieces of units (``hetero``, ``mxnet``).
@@ -54,7 +54,7 @@ def close_growth(problem: Problem, ug: SuperNodeGraph, pieces: list[Piece], stra
     labels, devices = ug.node_labels(pieces)
     placed = devices.copy()
     devices = enforce_min_size(problem, labels, devices)
-    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.units]))
+    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.super_nodes]))
     sizes = np.bincount(labels)
     lim = problem.limits
     for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():

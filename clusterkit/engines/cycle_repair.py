@@ -13,13 +13,14 @@ from itertools import chain
 
 import numpy as np
 
-from clusterkit.engines.growth import Piece
+from clusterkit.engines.growth import GrowingCluster
 from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 
-def break_cycles(ug: SuperNodeGraph, pieces: list[Piece]) -> tuple[list[Piece], int]:
+def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
+                 ) -> tuple[list[GrowingCluster], int]:
     """Make the graph of clusters acyclic. ``pieces`` are accelerator clusters in the order they
     were formed (each convex on its own); units in no piece are single-unit clusters.
 
@@ -37,9 +38,9 @@ def break_cycles(ug: SuperNodeGraph, pieces: list[Piece]) -> tuple[list[Piece], 
     k = len(pieces)
     if k == 0:
         return pieces, 0
-    sizes = [len(p.units) for p in pieces]
+    sizes = [len(p.super_nodes) for p in pieces]
     cl = np.full(ug.n, -1, dtype=np.int64)
-    cl[np.fromiter(chain.from_iterable(p.units for p in pieces), dtype=np.int64,
+    cl[np.fromiter(chain.from_iterable(p.super_nodes for p in pieces), dtype=np.int64,
                    count=sum(sizes))] = np.repeat(np.arange(k, dtype=np.int64), sizes)
     item = np.where(cl >= 0, cl, k + np.arange(ug.n))
     iu, iv = item[ug.esrc], item[ug.edst]
@@ -57,18 +58,19 @@ def break_cycles(ug: SuperNodeGraph, pieces: list[Piece]) -> tuple[list[Piece], 
     with gc_paused():   # the graph is one set per unit and edge direction
         gc = OneSidedGraphCycles.from_adjacency(ug.succ, ug.pred, ug.rank)
         replacement = {i: _rebuild(ug, gc, pieces[i])
-                       for i in np.flatnonzero(suspect).tolist() if len(pieces[i].units) > 1}
+                       for i in np.flatnonzero(suspect).tolist() if len(pieces[i].super_nodes) > 1}
     replacement = {i: parts for i, parts in replacement.items() if len(parts) > 1}
-    out: list[Piece] = []
+    out: list[GrowingCluster] = []
     for i, p in enumerate(pieces):
         out.extend(replacement.get(i, [p]))
     return out, len(replacement)
 
 
-def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: Piece) -> list[Piece]:
+def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: GrowingCluster
+             ) -> list[GrowingCluster]:
     """Rebuild one suspect on the contracted graph ``gc``: each unit, breadth first, joins the
     first part whose edge to it contracts without closing a cycle, else starts a new part."""
-    units = _adjacent_first(ug, piece.units)
+    units = _adjacent_first(ug, piece.super_nodes)
     group = gc.contract_groups(units)
     k = max(group) + 1
     if k == 1:
@@ -77,7 +79,8 @@ def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: Piece) -> list[
     for u, j in zip(units, group):
         parts[j].append(u)
     rank = ug.rank
-    return [Piece(piece.device, sorted(part, key=rank.__getitem__), dict(piece.tag, split=True))
+    return [GrowingCluster(piece.device, sorted(part, key=rank.__getitem__),
+                           dict(piece.tag, split=True))
             for part in parts]
 
 

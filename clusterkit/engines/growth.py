@@ -1,14 +1,14 @@
-"""Growing one cluster a unit at a time under OpenVINO HETERO's global condition, without any
+"""Growing one cluster a super-node at a time under OpenVINO HETERO's global condition, without any
 n×n closure (strategies ``mxnet`` and ``hetero``).
 
-The condition: no rejected unit may lie on a path between two members of the growing set.
+The condition: no rejected super-node may lie on a path between two members of the growing set.
 :class:`GrowthTracker` checks it after every step with early-exit searches, and rolls back last
 in, first out; :class:`GrowthState` keeps the size, never-together and constant-byte bookkeeping
 of the same growth. Both work on a :class:`~clusterkit.engines.super_nodes.SuperNodeGraph`.
 
-Pruning, computed once per graph and never per pair: a path ``u ~> v`` only passes units that lie
-between ``u`` and ``v`` in *every* topological numbering (:attr:`SuperNodeGraph.orders` keeps three:
-rank, depth and height, so that long edges and a scrambled rank do not widen the window of a
+Pruning, computed once per graph and never per pair: a path ``u ~> v`` only passes super-nodes that
+lie between ``u`` and ``v`` in *every* topological numbering (:attr:`SuperNodeGraph.orders` keeps
+three: rank, depth and height, so that long edges and a scrambled rank do not widen the window of a
 local growth), and only if ``v``'s GRAIL interval lies inside ``u``'s in each labelling
 (:attr:`SuperNodeGraph.intervals`). Proof the other way round comes from landmarks
 (:attr:`SuperNodeGraph.landmarks`): ``u`` reaches a landmark that reaches ``v``, one AND of two
@@ -22,39 +22,41 @@ from typing import Callable
 
 import numpy as np
 
+from clusterkit._deprecated import module_getattr
 from clusterkit.engines.super_nodes import SuperNodeGraph
 
 
 @dataclass
-class Piece:
-    """An accelerator cluster under construction: device index and units."""
+class GrowingCluster:
+    """A cluster under construction (on an accelerator): its device index and super-nodes.
+    (``Piece`` is its deprecated old name.)"""
 
     device: int
-    units: list[int]
+    super_nodes: list[int]
     tag: dict = field(default_factory=dict)
 
 
 _BIG = 1 << 62
 _SCAN_MEMBERS = 128   # up to this many members, test each one with GRAIL instead of searching
-_SCAN_REJECTED = 512  # up to this many rejected units, test each one when a member joins
-_EXPAND, _SKIP, _STOP = 0, 1, 2  # what a window search does at a unit
+_SCAN_REJECTED = 512  # up to this many rejected super-nodes, test each one when a member joins
+_EXPAND, _SKIP, _STOP = 0, 1, 2  # what a window search does at a super-node
 
 
 class GrowthTracker:
     """OpenVINO HETERO's global condition for one growing set ``S`` with a rejected list ``R``:
-    no rejected unit may lie on a path between two members.
+    no rejected super-node may lie on a path between two members.
 
     Checked at every step by early-exit searches, never by labelling whole regions:
 
     - adding ``x`` can only create paths through ``x``: is there a rejected ``r`` with
-      ``S ~> r ~> x`` or ``x ~> r ~> S``? With few rejected units each is tested (order and
+      ``S ~> r ~> x`` or ``x ~> r ~> S``? With few rejected super-nodes each is tested (order and
       GRAIL filters, then a depth-first search pruned toward its single target); otherwise one
-      search from ``x`` looks for a rejected unit, stopping at members (a rejected unit behind a
-      member would already have failed the condition);
+      search from ``x`` looks for a rejected super-node, stopping at members (a rejected super-node
+      behind a member would already have failed the condition);
     - rejecting ``r`` can only put ``r`` itself between two members;
-    - rolling back is last-in-first-out, and only the unit whose rejection failed the condition
-      and the units rolled back since can then lie between members; one whose two witness
-      members both live proves the condition still fails, and the others are searched again
+    - rolling back is last-in-first-out, and only the super-node whose rejection failed the
+      condition and the super-nodes rolled back since can then lie between members; one whose two
+      witness members both live proves the condition still fails, and the others are searched again
       only once none does. After a number of single steps (``settle``'s ``batch_after``) the
       stopping point is computed at once.
 
@@ -62,24 +64,28 @@ class GrowthTracker:
     lives, a miss stays valid for the members it saw, so only later members are tried (the
     first member a scan finds, once rolled back, leaves the members before it misses). Every
     search stays inside the window of ``S`` in the three orders of :attr:`SuperNodeGraph.orders`.
-    ``blocked`` units (``begin``) count as rejected from the start (MXNet's eager variant).
+    ``blocked`` super-nodes (``begin``) count as rejected from the start (MXNet's eager variant).
     """
 
     def __init__(self, ug: SuperNodeGraph):
         n = ug.n
         self.ug = ug
         self.succ, self.pred = ug.succ, ug.pred
-        self.o0, self.o1, self.o2 = ug.orders
-        self._rord = list(zip(self.o0, self.o1, self.o2, range(n)))  # orders and unit
-        # sources and sinks: never on a path between two units, so never between members
+        # the three topological numberings of SuperNodeGraph.orders
+        self.rank_order, self.depth_order, self.height_order = ug.orders
+        # per super-node its three numberings and itself
+        self._orders = list(zip(self.rank_order, self.depth_order, self.height_order, range(n)))
+        # sources and sinks: never on a path between two super-nodes, so never between members
         self._end = [not s or not p for s, p in zip(self.succ, self.pred)]
         self._grail = [lab for pair in ug.intervals for lab in pair]
-        self.own, self.lin, self.lout = ug.landmarks
-        self._marks = [u for u, b in enumerate(self.own) if b]
-        self.mem = [0] * n
-        self.mpos = [0] * n     # a member's position in ``members`` (kept while it lives)
-        self.rej = [0] * n
-        self.gid = 0
+        # SuperNodeGraph.landmarks: a landmark's own bit, the landmarks reaching / reached from
+        self.landmark_bit, self.landmarks_in, self.landmarks_out = ug.landmarks
+        self._marks = [u for u, b in enumerate(self.landmark_bit) if b]
+        # member_stamp[u] == growth_id: u is a member of this growth; rejected_stamp likewise
+        self.member_stamp = [0] * n
+        self.member_position = [0] * n  # a member's position in ``members`` (while it lives)
+        self.rejected_stamp = [0] * n
+        self.growth_id = 0  # this growth's number (begin() adds one: forgets the last in O(1))
         self._seen = [0] * n    # visit stamps of _phase_search
         self._n = n
         self._known: dict[int, bool] = {}   # searched pairs a * n + b: does a reach b
@@ -88,15 +94,15 @@ class GrowthTracker:
 
     def begin(self, blocked: list[bool] | None = None, blocked_marks: int | None = None
               ) -> None:
-        """Start a new growth (forget the previous one in O(1)). ``blocked`` marks units that
+        """Start a new growth (forget the previous one in O(1)). ``blocked`` marks super-nodes that
         count as rejected from the start (they can never join); ``blocked_marks``, when the
-        caller keeps it, is the OR of :attr:`own` over them (see :meth:`marks_of`)."""
-        self.gid += 1
+        caller keeps it, is the OR of :attr:`landmark_bit` over them (see :meth:`marks_of`)."""
+        self.growth_id += 1
         self.blocked = blocked
         self.members: list[int] = []
         self.rejected: list[int] = []
-        # (orders..., unit) per rejected unit that is neither a source nor a sink
-        self._rords: list[tuple[int, int, int, int]] = []
+        # (orders..., super-node) per rejected super-node that is neither a source nor a sink
+        self._rejected_orders: list[tuple[int, int, int, int]] = []
         self.rolled: list[int] = []
         self.hi = (-1, -1, -1)
         self.lo = (_BIG, _BIG, _BIG)
@@ -108,15 +114,16 @@ class GrowthTracker:
         self.violated = False
         # landmarks reaching / reached from some member (prefix ORs, undone by _pop) and the
         # rejected or blocked landmarks: s_in & s_out & bad proves the condition fails
-        self.s_in = self.s_out = 0
+        self.marks_in = self.marks_out = 0
         if blocked is None:
-            self.bad = 0
+            self.bad_marks = 0
         else:
-            self.bad = self.marks_of(blocked) if blocked_marks is None else blocked_marks
+            self.bad_marks = self.marks_of(blocked) if blocked_marks is None else blocked_marks
 
     def marks_of(self, blocked: list[bool]) -> int:
-        """The landmark bits of the ``blocked`` units (OR of :attr:`own`)."""
-        own = self.own
+        """The landmark bits of the ``blocked`` super-nodes (OR of :attr:`landmark_bit`)."""
+        # bound to locals for speed: the loop below reads them often
+        own = self.landmark_bit
         return sum(own[u] for u in self._marks if blocked[u])
 
     @property
@@ -125,31 +132,32 @@ class GrowthTracker:
         return 1 if self.violated else 0
 
     def is_member(self, x: int) -> bool:
-        return self.mem[x] == self.gid
+        return self.member_stamp[x] == self.growth_id
 
     def is_rejected(self, x: int) -> bool:
-        return self.rej[x] == self.gid
+        return self.rejected_stamp[x] == self.growth_id
 
     # ------------------------------------------------------------------ steps
     def add(self, x: int, check: bool = True) -> None:
         """Make ``x`` a member and check the condition (``check=False``: known to hold, as when
         a logged growth is replayed)."""
         members = self.members
-        self.mem[x] = self.gid
-        self.mpos[x] = len(members)
+        self.member_stamp[x] = self.growth_id
+        self.member_position[x] = len(members)
         members.append(x)
         hi, lo = self.hi, self.lo      # never changed in place: the history shares them
-        s_in, s_out = self.s_in, self.s_out
+        # bound to locals for speed: the loop below reads them often
+        s_in, s_out = self.marks_in, self.marks_out
         self.history.append((hi, lo, s_in, s_out))
-        a, b, c, _ = self._rord[x]
+        a, b, c, _ = self._orders[x]
         h0, h1, h2 = hi
         if a > h0 or b > h1 or c > h2:
             self.hi = (a if a > h0 else h0, b if b > h1 else h1, c if c > h2 else h2)
         l0, l1, l2 = lo
         if a < l0 or b < l1 or c < l2:
             self.lo = (a if a < l0 else l0, b if b < l1 else l1, c if c < l2 else l2)
-        self.s_in = s_in = s_in | self.lin[x]
-        self.s_out = s_out = s_out | self.lout[x]
+        self.marks_in = s_in = s_in | self.landmarks_in[x]
+        self.marks_out = s_out = s_out | self.landmarks_out[x]
         if check and len(members) > 1 and (self.rejected or self.blocked is not None) \
                 and self._through(x):
             self.violated = True
@@ -158,12 +166,12 @@ class GrowthTracker:
     def reject(self, x: int, check: bool = True) -> None:
         """Put ``x`` on the rejected list and check the condition (unless ``check`` is False:
         known to hold)."""
-        self.rej[x] = self.gid
+        self.rejected_stamp[x] = self.growth_id
         self.rejected.append(x)
-        self.bad |= self.own[x]
+        self.bad_marks |= self.landmark_bit[x]
         if self._end[x]:
             return
-        self._rords.append(self._rord[x])
+        self._rejected_orders.append(self._orders[x])
         if not check:
             return
         w = None if self.outside(x) else self._witness(x)
@@ -173,11 +181,12 @@ class GrowthTracker:
             self.violated = True
 
     def settle(self, batch_after: int = 8) -> list[int]:
-        """Roll back (last in, first out) until the condition holds; return the units removed,
+        """Roll back (last in, first out) until the condition holds; return the super-nodes removed,
         latest first. After ``batch_after`` single steps the stopping point is computed at
         once from earliest-member labels (see :meth:`_batch_rollback`)."""
         removed: list[int] = []
-        members, mpos = self.members, self.mpos
+        # bound to locals for speed: the loop below reads them often
+        members, mpos = self.members, self.member_position
         while self.violated:
             if len(removed) >= batch_after and len(members) > 2 * batch_after:
                 removed.extend(self._batch_rollback())
@@ -200,35 +209,41 @@ class GrowthTracker:
     def _pop_many(self, k: int) -> list[int]:
         """Roll back the latest ``k`` members without checks, as ``k`` calls of :meth:`_pop`
         would, each becoming a suspect without witnesses; return them, latest first."""
-        members, mem, rej, gid = self.members, self.mem, self.rej, self.gid
+        # bound to locals for speed: the loop below reads them often
+        members, mem = self.members, self.member_stamp
+        rej, gid = self.rejected_stamp, self.growth_id
         xs = members[-1:-k - 1:-1]
         del members[-k:]
-        own, rord, suspects, end = self.own, self._rord, self.suspects, self._end
-        bad = self.bad
+        own, rord, suspects, end = self.landmark_bit, self._orders, self.suspects, self._end
+        bad = self.bad_marks
         for x in xs:
             mem[x] = 0
             rej[x] = gid
             bad |= own[x]
             if not end[x]:
                 suspects[x] = None
-        self.bad = bad
-        self.hi, self.lo, self.s_in, self.s_out = self.history[-k]
+        self.bad_marks = bad
+        self.hi, self.lo, self.marks_in, self.marks_out = self.history[-k]
         del self.history[-k:]
         self.rolled.extend(xs)
         self.rejected.extend(xs)
-        self._rords.extend([rord[x] for x in xs if not end[x]])
+        self._rejected_orders.extend([rord[x] for x in xs if not end[x]])
         return xs
 
     def replay(self, steps: list[int], removed: dict[int, int], count: int) -> list[int]:
         """Apply the first ``count`` steps of a logged growth whose outcomes are known, as
-        ``add``/``reject``/``undo`` without checks would: ``steps[j]`` a unit made a member
-        (``~unit``: rejected), then ``removed[j]`` (when present) members rolled back.
-        Returns the units rolled back, in order."""
-        gid, mem, mpos, rej = self.gid, self.mem, self.mpos, self.rej
+        ``add``/``reject``/``undo`` without checks would: ``steps[j]`` a super-node made a member
+        (``~super-node``: rejected), then ``removed[j]`` (when present) members rolled back.
+        Returns the super-nodes rolled back, in order."""
+        # bound to locals for speed: the loop below reads them often
+        gid, mem = self.growth_id, self.member_stamp
+        mpos, rej = self.member_position, self.rejected_stamp
         members, history = self.members, self.history
-        rejected, rords, rolled = self.rejected, self._rords, self.rolled
-        rord, own, lin, lout, end = self._rord, self.own, self.lin, self.lout, self._end
-        hi, lo, s_in, s_out, bad = self.hi, self.lo, self.s_in, self.s_out, self.bad
+        rejected, rords, rolled = self.rejected, self._rejected_orders, self.rolled
+        rord, own, end = self._orders, self.landmark_bit, self._end
+        lin, lout = self.landmarks_in, self.landmarks_out
+        hi, lo, bad = self.hi, self.lo, self.bad_marks
+        s_in, s_out = self.marks_in, self.marks_out
         out: list[int] = []
         for j in range(count):
             x = steps[j]
@@ -266,7 +281,7 @@ class GrowthTracker:
                     rords.append(rord[y])
                 bad |= own[y]
                 out.append(y)
-        self.hi, self.lo, self.s_in, self.s_out, self.bad = hi, lo, s_in, s_out, bad
+        self.hi, self.lo, self.marks_in, self.marks_out, self.bad_marks = hi, lo, s_in, s_out, bad
         return out
 
     def undo(self) -> int:
@@ -276,21 +291,21 @@ class GrowthTracker:
 
     def _pop(self) -> int:
         x = self.members.pop()
-        self.mem[x] = 0
-        self.hi, self.lo, self.s_in, self.s_out = self.history.pop()
+        self.member_stamp[x] = 0
+        self.hi, self.lo, self.marks_in, self.marks_out = self.history.pop()
         self.rolled.append(x)
-        self.rej[x] = self.gid
+        self.rejected_stamp[x] = self.growth_id
         self.rejected.append(x)
         if not self._end[x]:
-            self._rords.append(self._rord[x])
-        self.bad |= self.own[x]
+            self._rejected_orders.append(self._orders[x])
+        self.bad_marks |= self.landmark_bit[x]
         return x
 
     def _batch_rollback(self) -> list[int]:
         """Where the step-by-step rollback would stop, from one labelling of the window: with
-        ``d[z]``/``a[z]`` the earliest member (by position) reaching / reached from ``z``, a unit
-        lies between the first ``k`` members iff ``max(d, a) < k``; the candidates are the
-        current suspects and every member rolled back on the way."""
+        ``d[z]``/``a[z]`` the earliest member (by position) reaching / reached from ``z``, a
+        super-node lies between the first ``k`` members iff ``max(d, a) < k``; the candidates are
+        the current suspects and every member rolled back on the way."""
         members = self.members
         pos = {m: i for i, m in enumerate(members)}
         down = self._earliest(True, pos)
@@ -313,10 +328,11 @@ class GrowthTracker:
         return removed
 
     def _earliest(self, forward: bool, pos: dict[int, int]) -> dict[int, int]:
-        """Per unit of the window, the earliest member (position) reaching it (``forward``)
+        """Per super-node of the window, the earliest member (position) reaching it (``forward``)
         or reached from it, through paths of length >= 1."""
         adj = self.succ if forward else self.pred
-        o0, o1, o2 = self.o0, self.o1, self.o2
+        # bound to locals for speed: the loop below reads them often
+        o0, o1, o2 = self.rank_order, self.depth_order, self.height_order
         h0, h1, h2 = self.hi
         l0, l1, l2 = self.lo
         label: dict[int, int] = {}
@@ -343,7 +359,8 @@ class GrowthTracker:
         suspects = self.suspects
         if not self._end[x]:
             suspects[x] = None
-        mem, gid = self.mem, self.gid  # a member rolled back never joins again
+        # bound to locals for speed: the loop below reads them often
+        mem, gid = self.member_stamp, self.growth_id  # a member rolled back never joins again
         w = suspects.get(self._proof)   # usually still alive: one test
         if w is not None and mem[w[0]] == gid and mem[w[1]] == gid:
             self.violated = True
@@ -353,7 +370,8 @@ class GrowthTracker:
                 self._proof = z
                 self.violated = True
                 return x
-        o0, o1, o2 = self.o0, self.o1, self.o2
+        # bound to locals for speed: the loop below reads them often
+        o0, o1, o2 = self.rank_order, self.depth_order, self.height_order
         h0, h1, h2 = self.hi
         l0, l1, l2 = self.lo
         while suspects:     # oldest first; a suspect without witnesses leaves
@@ -377,7 +395,7 @@ class GrowthTracker:
     def outside(self, x: int) -> int:
         """+1 when ``x`` lies after the window in some order (it reaches no member), -1 when
         before it (no member reaches it), 0 when inside (or both)."""
-        a, b, c = self.o0[x], self.o1[x], self.o2[x]
+        a, b, c = self.rank_order[x], self.depth_order[x], self.height_order[x]
         h0, h1, h2 = self.hi
         l0, l1, l2 = self.lo
         after = a > h0 or b > h1 or c > h2
@@ -393,14 +411,15 @@ class GrowthTracker:
         search pruned toward ``b``.
         Search answers are facts of the graph, kept for the tracker's lifetime (growths from
         nearby roots, and regrowths, ask the same pairs again)."""
-        if self.lout[a] & self.lin[b]:
+        if self.landmarks_out[a] & self.landmarks_in[b]:
             return True
         key = a * self._n + b
         known = self._known.get(key)
         if known is not None:
             return known
         succ = self.succ
-        o0, o1, o2 = self.o0, self.o1, self.o2
+        # bound to locals for speed: the loop below reads them often
+        o0, o1, o2 = self.rank_order, self.depth_order, self.height_order
         g0, g1, g2, g3, g4, g5 = self._grail
         b0, b1, b2 = o0[b], o1[b], o2[b]
         c0, c1, c2, c3, c4, c5 = g0[b], g1[b], g2[b], g3[b], g4[b], g5[b]
@@ -425,7 +444,8 @@ class GrowthTracker:
         cached per growth: a found member stays valid while it lives; a miss stays valid for
         the members it saw (rollback is last-in-first-out), so only later members are tried."""
         adj = self.succ if forward else self.pred
-        mem, gid = self.mem, self.gid
+        # bound to locals for speed: the loop below reads them often
+        mem, gid = self.member_stamp, self.growth_id
         for w in adj[z]:
             if mem[w] == gid:
                 return w
@@ -443,7 +463,8 @@ class GrowthTracker:
                 first = k
         if first or len(members) <= _SCAN_MEMBERS:
             reaches = self._reaches
-            o0, o1, o2 = self.o0, self.o1, self.o2
+            # bound to locals for speed: the loop below reads them often
+            o0, o1, o2 = self.rank_order, self.depth_order, self.height_order
             g0, g1, g2, g3, g4, g5 = self._grail
             z0, z1, z2 = o0[z], o1[z], o2[z]
             y0, y1, y2, y3, y4, y5 = g0[z], g1[z], g2[z], g3[z], g4[z], g5[z]
@@ -488,13 +509,14 @@ class GrowthTracker:
         return a, b
 
     def _through(self, x: int) -> bool:
-        """Does a new member ``x`` put a rejected unit between members (``S ~> r ~> x`` or
+        """Does a new member ``x`` put a rejected super-node between members (``S ~> r ~> x`` or
         ``x ~> r ~> S``)?"""
-        mem, gid = self.mem, self.gid
+        # bound to locals for speed: the loop below reads them often
+        mem, gid = self.member_stamp, self.growth_id
         pred, succ = self.pred[x], self.succ[x]
         back = fwd = True
         if self.violated:   # (never while a caller settles after each step)
-            if self.s_in & self.s_out & self.bad:
+            if self.marks_in & self.marks_out & self.bad_marks:
                 return True
         else:   # the condition held: with a member predecessor p, x ~> r ~> S would make
             # p ~> r ~> S fail it already; the same for a member successor and S ~> r ~> x
@@ -522,11 +544,11 @@ class GrowthTracker:
                 fwd = False
         if not (back or fwd):
             return False
-        if self.s_in & self.s_out & self.bad:
-            return True     # landmarks prove a rejected unit between members
+        if self.marks_in & self.marks_out & self.bad_marks:
+            return True     # landmarks prove a rejected super-node between members
         # an r with S ~> r ~> x lies strictly between the window's low end (with x) and x in
         # every order: none when x is lowest in one (the same for x ~> r ~> S)
-        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        x0, x1, x2 = self.rank_order[x], self.depth_order[x], self.height_order[x]
         if back:
             l0, l1, l2 = self.lo
             back = x0 - l0 > 1 and x1 - l1 > 1 and x2 - l2 > 1
@@ -535,7 +557,9 @@ class GrowthTracker:
             fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
         if not (back or fwd):
             return False
-        rej = self.rej      # the commonest witness: a rejected neighbour next to a member
+        # bound to locals for speed: the loop below reads them often
+        # the commonest witness: a rejected neighbour next to a member
+        rej = self.rejected_stamp
         if back:
             for r in pred:
                 if rej[r] == gid:
@@ -555,20 +579,21 @@ class GrowthTracker:
     def _scan(self, x: int, back: bool, fwd: bool) -> bool:
         """:meth:`_through` testing each rejected unit: the order and GRAIL filters (the most
         selective first, one direction at a time), then :meth:`_via`."""
-        mem, gid = self.mem, self.gid
-        x0, x1, x2 = self.o0[x], self.o1[x], self.o2[x]
+        # bound to locals for speed: the loop below reads them often
+        mem, gid = self.member_stamp, self.growth_id
+        x0, x1, x2 = self.rank_order[x], self.depth_order[x], self.height_order[x]
         l0, l1, l2 = self.lo
         h0, h1, h2 = self.hi
         g0, g1, g2, g3, g4, g5 = self._grail
         y0, y1, y2, y3, y4, y5 = g0[x], g1[x], g2[x], g3[x], g4[x], g5[x]
         if back:    # may r ~> x, with a member before r?
-            for r0, r1, r2, r in self._rords:
+            for r0, r1, r2, r in self._rejected_orders:
                 if l2 < r2 < x2 and l0 < r0 < x0 and l1 < r1 < x1 \
                         and mem[r] != gid and g0[r] <= y0 and y1 <= g1[r] and g2[r] <= y2 \
                         and y3 <= g3[r] and g4[r] <= y4 and y5 <= g5[r] and self._via(r, x, False):
                     return True
         if fwd:     # may x ~> r, with a member after r?
-            for r0, r1, r2, r in self._rords:
+            for r0, r1, r2, r in self._rejected_orders:
                 if x1 < r1 < h1 and x0 < r0 < h0 and x2 < r2 < h2 \
                         and mem[r] != gid and y0 <= g0[r] and g1[r] <= y1 and y2 <= g2[r] \
                         and g3[r] <= y3 and y4 <= g4[r] and g5[r] <= y5 and self._via(r, x, True):
@@ -578,22 +603,25 @@ class GrowthTracker:
     def _via(self, r: int, x: int, forward: bool) -> bool:
         """For a rejected ``r`` that the filters let through: ``S ~> r ~> x`` (``x ~> r ~> S``
         when ``forward``)? Landmarks, then a member on the far side and a search."""
-        lin, lout = self.lin, self.lout
+        # bound to locals for speed: the loop below reads them often
+        lin, lout = self.landmarks_in, self.landmarks_out
         if forward:
-            if lout[x] & lin[r] and lout[r] & self.s_in:
+            if lout[x] & lin[r] and lout[r] & self.marks_in:
                 return True     # landmarks prove x ~> r ~> S
             return self._find_member(r, True) is not None and self._reaches(x, r)
-        if self.s_out & lin[r] and lout[r] & lin[x]:
+        if self.marks_out & lin[r] and lout[r] & lin[x]:
             return True         # landmarks prove S ~> r ~> x
         return self._find_member(r, False) is not None and self._reaches(r, x)
 
     def _phase_search(self, x: int, back: bool, fwd: bool) -> bool:
-        """Is there a rejected (or blocked) unit ``r`` with ``S ~> r ~> x`` (searched when
+        """Is there a rejected (or blocked) super-node ``r`` with ``S ~> r ~> x`` (searched when
         ``back``) or ``x ~> r ~> S`` (when ``fwd``)? Searches from ``x`` inside the window,
         stopping at members (the visit of :meth:`_window_search` inlined, one setup for both
         directions: this search runs on every join)."""
-        mem, rej, gid, blocked = self.mem, self.rej, self.gid, self.blocked
-        o0, o1, o2 = self.o0, self.o1, self.o2
+        # bound to locals for speed: the loop below reads them often
+        mem, rej = self.member_stamp, self.rejected_stamp
+        gid, blocked = self.growth_id, self.blocked
+        o0, o1, o2 = self.rank_order, self.depth_order, self.height_order
         find = self._find_member
         seen = self._seen
         if back:
@@ -637,9 +665,10 @@ class GrowthTracker:
     def _window_search(self, x: int, forward: bool, visit: Callable[[int], int]) -> int | None:
         """Depth-first from ``x`` along successors (``forward``) or predecessors, inside the
         members' window in the three orders; ``visit(y)`` says whether to expand ``y``, skip it
-        or stop there. Returns the unit it stopped at, or ``None``."""
+        or stop there. Returns the super-node it stopped at, or ``None``."""
         adj = self.succ if forward else self.pred
-        o0, o1, o2 = self.o0, self.o1, self.o2
+        # bound to locals for speed: the loop below reads them often
+        o0, o1, o2 = self.rank_order, self.depth_order, self.height_order
         h0, h1, h2 = self.hi
         l0, l1, l2 = self.lo
         seen = {x}
@@ -664,7 +693,7 @@ class GrowthTracker:
 
 class GrowthState:
     """Size, never-together and constant-byte bookkeeping of one growth on device ``d``
-    (undoable), and :meth:`fits`: may unit ``v`` join the tracker's current members?"""
+    (undoable), and :meth:`fits`: may super-node ``v`` join the tracker's current members?"""
 
     def __init__(self, ug: SuperNodeGraph, d: int, max_size: int | None, max_bytes: int | None):
         self.ug = ug
@@ -683,7 +712,8 @@ class GrowthState:
             return False
         if self.forbid.get(v):
             return False
-        gid, mem, ok = T.gid, T.mem, self.ok
+        # bound to locals for speed: the loop below reads them often
+        gid, mem, ok = T.growth_id, T.member_stamp, self.ok
         for w, e in zip(ug.succ[v], ug.succ_e[v]):
             if mem[w] == gid and not ok[e]:
                 return False
@@ -724,15 +754,15 @@ class GrowthState:
                     self.bytes -= tb[t]
 
 
-_NO_UNITS: list[int] = []   # shared by every unit without a refused neighbour (never changed)
+_NO_UNITS: list[int] = []   # shared by every super-node without a refused neighbour (never changed)
 
 
 def refused_neighbours(ug: SuperNodeGraph, d: int, joinable: np.ndarray) -> list[list[int]]:
-    """Per unit, its neighbours across an edge device ``d`` may not take inside a cluster,
-    among the ``joinable`` units (a bool per unit: the only ones that ever become members, so
+    """Per super-node, its neighbours across an edge device ``d`` may not take inside a cluster,
+    among the ``joinable`` super-nodes (a bool per unit: the only ones that ever become members, so
     no other such edge can lie between two members). Without size, constant or never-together
     limits, :meth:`GrowthState.fits` fails exactly when one of them is a member (see
-    :func:`apart`); an engine then skips the state for every unit with an empty list."""
+    :func:`apart`); an engine then skips the state for every super-node with an empty list."""
     src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
     bad = ~np.asarray(ug.ok[d], dtype=bool) & joinable[src] & joinable[dst]
     near = [_NO_UNITS] * ug.n
@@ -745,9 +775,12 @@ def refused_neighbours(ug: SuperNodeGraph, d: int, joinable: np.ndarray) -> list
 
 
 def apart(near: list[int], mem: list[int], gid: int) -> bool:
-    """No unit of ``near`` (a :func:`refused_neighbours` list) is a member of the tracker's
-    growth ``gid`` (``mem``: :attr:`GrowthTracker.mem`)."""
+    """No super-node of ``near`` (a :func:`refused_neighbours` list) is a member of the tracker's
+    growth ``gid`` (``mem``: :attr:`GrowthTracker.member_stamp`)."""
     for w in near:
         if mem[w] == gid:
             return False
     return True
+
+
+__getattr__ = module_getattr(__name__, {"Piece": "GrowingCluster"}, globals())

@@ -49,7 +49,13 @@ import numpy as np
 from clusterkit.constraints.affinity import Affinity, compute_affinity, resolve_device
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
-from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
+from clusterkit.engines.growth import (
+    GrowingCluster,
+    GrowthState,
+    GrowthTracker,
+    apart,
+    refused_neighbours,
+)
 from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.reasons import Category, Reason
@@ -85,7 +91,7 @@ def subgraphs(problem: Problem, *, affinity: Iterable[str] | None = None,
     """The subgraphs HETERO selects, in selection order, as ``(device, node ids)`` — before
     clusters that depend on each other are split and before ``min_size``."""
     _, ug, sel, _ = _select(problem, affinity, fill_affinity, False)
-    return [(problem.devices[p.device], ug.nodes_of(p.units)) for p in sel.pieces]
+    return [(problem.devices[p.device], ug.nodes_of(p.super_nodes)) for p in sel.pieces]
 
 
 def _select(problem: Problem, affinity: Iterable[str] | None, fill_affinity: bool,
@@ -216,7 +222,7 @@ class _Selector:
         self.aff = unit_aff
         self.tracker = GrowthTracker(ug)
         self.taken = [False] * ug.n
-        self.pieces: list[Piece] = []
+        self.pieces: list[GrowingCluster] = []
         self.rolled_back: list[int] = []
         self.trace: list | None = [] if trace else None
         self.rounds = self.growths = self.reused = self.rollbacks = 0
@@ -268,7 +274,7 @@ class _Selector:
             self.taken[u] = True
             free[u] = False
         members = sorted(g.members, key=ug.rank.__getitem__)
-        self.pieces.append(Piece(d, members))
+        self.pieces.append(GrowingCluster(d, members))
         self.rolled_back.extend(g.rolled)
         if self.trace is not None:
             self.trace.append(("select", self.problem.devices[d], self._names(members)))
@@ -284,7 +290,8 @@ class _Selector:
         (the order pushing them all and popping meets them; a member or rejected unit stays
         one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
-        gid, mem, rej = T.gid, T.mem, T.rej
+        # bound to locals for speed: the loop below reads them often
+        gid, mem, rej = T.growth_id, T.member_stamp, T.rejected_stamp
         adj, free = self._adj, self._free
         if old is not None and self.trace is None:
             frames, lone, mattered, log = self._resume(old, st)

@@ -38,7 +38,13 @@ import numpy as np
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import close_growth
-from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
+from clusterkit.engines.growth import (
+    GrowingCluster,
+    GrowthState,
+    GrowthTracker,
+    apart,
+    refused_neighbours,
+)
 from clusterkit.engines.super_nodes import SuperNodeGraph, first_reentry
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
@@ -63,7 +69,7 @@ def subgraphs(problem: Problem) -> list[tuple[str, list[int]]]:
     """The subgraphs the passes create, in order, as ``(device, node ids)`` — before subgraphs
     that depend on each other are split and before ``min_size``."""
     passes = _partition_graph(problem)
-    return [(problem.devices[p.device], passes.ug.nodes_of(p.units)) for p in passes.pieces]
+    return [(problem.devices[p.device], passes.ug.nodes_of(p.super_nodes)) for p in passes.pieces]
 
 
 def run(problem: Problem) -> Partition:
@@ -107,7 +113,7 @@ class _MXNet:
         self.graph = problem.graph
         self.tracker = GrowthTracker(ug)
         self.taken = [False] * ug.n
-        self.pieces: list[Piece] = []
+        self.pieces: list[GrowingCluster] = []
         self.reasons: dict[int, Reason] = {}
         self.cycle_units: set[int] = set()
         self.drops: list[dict] = []
@@ -185,7 +191,7 @@ class _MXNet:
                 for piece in pieces]
 
     def _take(self, d: int, kept: list[int]) -> None:
-        own, taken, blocked = self.tracker.own, self.taken, self.blocked
+        own, taken, blocked = self.tracker.landmark_bit, self.taken, self.blocked
         marks = self.blocked_marks
         for u in kept:
             taken[u] = True
@@ -194,7 +200,7 @@ class _MXNet:
         self.blocked_marks = marks
         if len(kept) > 1:
             kept = sorted(kept, key=self.ug.rank.__getitem__)
-        self.pieces.append(Piece(d, kept))
+        self.pieces.append(GrowingCluster(d, kept))
 
     # ------------------------------------------------------------------ steps
     def _grow(self, d: int, sel, seed: int) -> list[int]:
@@ -202,7 +208,8 @@ class _MXNet:
         ug, nodes, T = self.ug, self.graph.nodes, self.tracker
         blocked, trivial, near = self.blocked, self.trivial, self.near
         T.begin(blocked, self.blocked_marks)
-        gid, mem, rej = T.gid, T.mem, T.rej
+        # bound to locals for speed: the loop below reads them often
+        gid, mem, rej = T.growth_id, T.member_stamp, T.rejected_stamp
         add, reject = T.add, T.reject
         add(seed)
         st = GrowthState(ug, d, self.max_nodes, self.max_const)  # left empty when trivial

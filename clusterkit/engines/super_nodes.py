@@ -30,9 +30,9 @@ from clusterkit.graph.algorithms import (
 LANDMARKS = 256
 
 
-class _Piece(Protocol):
+class _Cluster(Protocol):
     device: int
-    units: list[int]
+    super_nodes: list[int]
 
 
 class SuperNodeGraph:
@@ -256,14 +256,14 @@ class SuperNodeGraph:
             out.extend(self.members[u])
         return sorted(out)
 
-    def node_labels(self, clusters: Sequence[_Piece]) -> tuple[np.ndarray, np.ndarray]:
-        """Cluster label and device index per node (-1: fallback) for accelerator pieces
-        (objects with ``device`` and ``units``; a super-node in several pieces gets the last)."""
+    def node_labels(self, clusters: Sequence[_Cluster]) -> tuple[np.ndarray, np.ndarray]:
+        """Cluster label and device index per node (-1: fallback) for growing clusters
+        (objects with ``device`` and ``super_nodes``; a super-node in several gets the last)."""
         n, k = self.problem.n, len(clusters)
         piece = np.full(self.n, -1, dtype=np.int64)
         if k:
-            units = np.fromiter((u for c in clusters for u in c.units), dtype=np.int64)
-            lens = np.fromiter((len(c.units) for c in clusters), dtype=np.int64, count=k)
+            units = np.fromiter((u for c in clusters for u in c.super_nodes), dtype=np.int64)
+            lens = np.fromiter((len(c.super_nodes) for c in clusters), dtype=np.int64, count=k)
             # the last piece holding a super-node wins, as with one assignment per piece
             last = np.unique(units[::-1], return_index=True)[1]
             ids = np.repeat(np.arange(k, dtype=np.int64), lens)[::-1]
