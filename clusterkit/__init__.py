@@ -3,6 +3,7 @@ run, under constraints, with interchangeable strategies, and fuse each cluster i
 
 from typing import TYPE_CHECKING, Any
 
+from clusterkit._deprecated import module_getattr
 from clusterkit.api import make_problem, partition, run_strategy
 from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
 from clusterkit.engines import (
@@ -46,7 +47,7 @@ from clusterkit.selection.protocol import (
     SubgraphProperty,
     SubgraphSelector,
 )
-from clusterkit.selection.registry import get_property, register_property, registered_properties
+from clusterkit.selection.registry import get_selector, register_selector, registered_selectors
 from clusterkit.selection.specs import parse_selector, parse_selectors
 
 __version__ = "0.1.0"
@@ -77,8 +78,16 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 
 
+#: old public names (deprecated, with a warning): old -> new
+_RENAMED = {"get_property": "get_selector", "register_property": "register_selector",
+            "registered_properties": "registered_selectors"}
+_renamed = module_getattr(__name__, _RENAMED, globals())
+
+
 def __getattr__(name: str) -> Any:
-    """A :data:`_LAZY` name, imported on first access (PEP 562)."""
+    """A :data:`_LAZY` name, imported on first access (PEP 562), or a deprecated old name."""
+    if name in _RENAMED:
+        return _renamed(name)
     if name in _LAZY:
         import importlib
 
@@ -100,10 +109,10 @@ __all__ = [
     "Partition", "PartitionError", "Problem", "RenderError", "SelectorError", "StrategyError",
     "StrategySpec", "Subgraph", "SubgraphNode",
     "SubgraphProperty", "SubgraphSelector", "Tensor", "cut_bytes", "from_networkx",
-    "get_property", "get_strategy", "graph_from_node_link", "load_graph", "load_node_link",
+    "get_selector", "get_strategy", "graph_from_node_link", "load_graph", "load_node_link",
     "load_onnx", "make_problem",
-    "parse_selector", "parse_selectors", "partition", "register_property", "register_strategy",
-    "registered_properties", "run_strategy", "strategy_names", "strategy_spec",
+    "parse_selector", "parse_selectors", "partition", "register_selector", "register_strategy",
+    "registered_selectors", "run_strategy", "strategy_names", "strategy_spec",
     "to_networkx", "to_node_link",
     "WriteError", "UsageError",
     # the pipeline after partitioning, loaded on first use

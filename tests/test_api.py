@@ -65,9 +65,9 @@ def test_except_runtime_error_catches_an_unknown_backend():
 def _registries():
     from clusterkit.engines import STRATEGIES, register_strategy
     from clusterkit.runtime.backends import BACKENDS, register_backend
-    from clusterkit.selection.registry import PROPERTIES
+    from clusterkit.selection.registry import SELECTORS
 
-    return [(STRATEGIES, register_strategy, "cycles"), (PROPERTIES, ck.register_property, "coreml"),
+    return [(STRATEGIES, register_strategy, "cycles"), (SELECTORS, ck.register_selector, "coreml"),
             (BACKENDS, register_backend, "reference")]
 
 
@@ -102,24 +102,24 @@ def test_replace_overrides_a_shipped_strategy_and_unregister_restores_it():
 
 
 def test_a_broken_shipped_selector_module_shows_its_import_error(tmp_path, monkeypatch):
-    from clusterkit.selection.registry import PROPERTIES
+    from clusterkit.selection.registry import SELECTORS
 
     (tmp_path / "zz_broken_selector.py").write_text("import zz_missing_dependency_of_selector\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(PROPERTIES.shipped, "broken", "zz_broken_selector:make_property")
-    for call in (lambda: ck.get_property("broken"), ck.registered_properties,
+    monkeypatch.setitem(SELECTORS.shipped, "broken", "zz_broken_selector:make_property")
+    for call in (lambda: ck.get_selector("broken"), ck.registered_selectors,
                  lambda: ck.parse_selector("broken")):
         with pytest.raises(ImportError, match="zz_missing_dependency_of_selector"):
             call()
 
 
 def test_an_absent_shipped_module_is_not_available_rather_than_unknown(monkeypatch):
-    from clusterkit.selection.registry import PROPERTIES
+    from clusterkit.selection.registry import SELECTORS
 
-    monkeypatch.setitem(PROPERTIES.shipped, "gone", "clusterkit.selectors.zz_gone:make_property")
+    monkeypatch.setitem(SELECTORS.shipped, "gone", "clusterkit.selectors.zz_gone:make_property")
     with pytest.raises(ck.SelectorError, match="selector 'gone' is not available in this build"):
-        ck.get_property("gone")
-    assert "gone" not in ck.registered_properties()
+        ck.get_selector("gone")
+    assert "gone" not in ck.registered_selectors()
 
 
 def test_selection_does_not_import_the_shipped_selectors():
@@ -133,7 +133,7 @@ def test_selection_does_not_import_the_shipped_selectors():
         assert "import clusterkit.selectors" not in text and "from clusterkit.selectors" not in text
         assert "from clusterkit import selectors" not in text, path
     code = ("import sys, clusterkit as ck; assert 'clusterkit.selectors' not in sys.modules; "
-            "assert ck.get_property('coreml').device == 'coreml'; "
+            "assert ck.get_selector('coreml').device == 'coreml'; "
             "assert 'clusterkit.selectors.coreml' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -33,7 +33,7 @@ def fresh_alexnet() -> ck.Graph:
 # ====================================================================== passing subjects
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_every_shipped_selector_passes(name):
-    report = check_selector(ck.get_property(name))
+    report = check_selector(ck.get_selector(name))
     assert isinstance(report, ConformanceReport)
     assert report.graphs == [f"light_{m}" for m in DEFAULT_MODELS]
     assert report.calls > report.nodes and report.seeds > 0
@@ -43,7 +43,7 @@ def test_every_shipped_selector_passes(name):
 @pytest.mark.parametrize("name", ["xnnpack", "coreml"])
 def test_shipped_selectors_pass_on_transformer_and_mobile_graphs(name):
     graphs = [BUNDLED_MODELS / "mobilenet_v2.onnx", BUNDLED_MODELS / "whisper_tiny_encoder.onnx"]
-    check_selector(ck.get_property(name), graphs, max_seeds=16)
+    check_selector(ck.get_selector(name), graphs, max_seeds=16)
 
 
 def test_selector_in_every_form_passes():
@@ -54,7 +54,7 @@ def test_selector_in_every_form_passes():
 
 
 def test_a_table_selector_instance_is_bound_to_each_graph():
-    sel = ck.get_property("nnapi").create_subgraph_selector()
+    sel = ck.get_selector("nnapi").create_subgraph_selector()
     report = check_selector(sel, [alexnet()])
     assert "explain" in report.rules and "property" not in report.rules
 
@@ -178,7 +178,7 @@ def test_broken_selectors_fail_exactly_their_rule(subject, rule, fragment):
 
 @pytest.mark.parametrize("name, check", CHECKS, ids=[name for name, _ in CHECKS])
 def test_each_named_check_runs_alone_on_a_shipped_selector(name, check):
-    report = check(ck.get_property("xnnpack"), [alexnet()], max_seeds=8)
+    report = check(ck.get_selector("xnnpack"), [alexnet()], max_seeds=8)
     assert report.rules == (name,)
     assert check.__name__ == "check_" + name.replace("-", "_")
 

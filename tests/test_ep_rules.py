@@ -190,6 +190,6 @@ def test_coreml_and_where_follow_their_builders(op, dtypes, out, fmt, taken):
 def test_the_data_cites_each_partition_rule_the_selector_applies(name, file):
     raw = json.loads(resources.files("clusterkit.selectors").joinpath("data", file).read_text())
     rules = raw["partition_rules"]
-    assert len(rules) == len(ck.get_property(name).subgraph_rules)
+    assert len(rules) == len(ck.get_selector(name).subgraph_rules)
     for rule in rules:
         assert rule["text"] and rule["source"].startswith("onnxruntime/core/providers/")

@@ -69,13 +69,13 @@ def test_tables_ship_unchanged_with_the_package():
 
 
 def test_every_shipped_name_is_registered_with_its_docstring_line():
-    registered = ck.registered_properties()
+    registered = ck.registered_selectors()
     for name in SELECTORS:
         mod = importlib.import_module(f"clusterkit.selectors.{name}")
         assert registered[name] == mod.__doc__.strip().splitlines()[0]
         assert inspect.signature(mod.make_property).parameters["device"].default == name
-        assert ck.get_property(name).device == name
-        assert ck.get_property(name, device="npu0").device == "npu0"
+        assert ck.get_selector(name).device == name
+        assert ck.get_selector(name, device="npu0").device == "npu0"
 
 
 def test_bare_selectors_name_is_still_the_standard_library():
@@ -528,7 +528,7 @@ def test_every_strategy_gives_a_valid_partition(model, strategy, name):
     options = {k: v for k, v in OPTIONS.get(strategy, {}).items() if k in params}
     result = ck.partition(g, [name], strategy=strategy, **options)
     result.validate()
-    prop = ck.get_property(name)
+    prop = ck.get_selector(name)
     mask = prop.query(g)
     devices = result.device_of_nodes()
     for v, dev in enumerate(devices):

@@ -12,7 +12,7 @@ import clusterkit as ck
 from clusterkit.cli import main
 from clusterkit.errors import SelectorError
 from clusterkit.io.plan import plan_selectors
-from clusterkit.selection.registry import PROPERTIES, SHIPPED
+from clusterkit.selection.registry import SELECTORS, SHIPPED
 from clusterkit.selection.specs import parse_selector, parse_selectors, split_settings
 from clusterkit.testing.conformance import check_selector
 from support.models import BUNDLED_MODELS
@@ -182,7 +182,7 @@ def test_registered_selector_settings_and_listing(capsys):
     def factory(device="mine", *, ops="Conv|Relu", limit=3):
         return ck.OpsProperty(ops.split("|"), device=device)
 
-    ck.register_property("mine_test", factory, "a test selector")
+    ck.register_selector("mine_test", factory, "a test selector")
     try:
         assert parse_selector("mine_test[ops=Add]").op_types == {"Add"}
         with pytest.raises(SelectorError, match="limit takes an integer"):
@@ -191,7 +191,7 @@ def test_registered_selector_settings_and_listing(capsys):
         out = capsys.readouterr().out
         assert "mine_test" in out and "ops=Conv|Relu (str), limit=3 (int)" in out
     finally:
-        PROPERTIES.unregister("mine_test")
+        SELECTORS.unregister("mine_test")
 
 
 # ---------------------------------------------------------------------- the CLI

@@ -11,7 +11,7 @@ import argparse
 
 from clusterkit.io.ep_query import plugin_eps
 from clusterkit.selection.protocol import LIMIT_SETTINGS
-from clusterkit.selection.registry import registered_properties, selector_settings
+from clusterkit.selection.registry import registered_selectors, selector_settings
 from clusterkit.selection.specs import GENERIC_SETTINGS, format_value
 
 
@@ -31,7 +31,7 @@ def settings_line(name: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    described = registered_properties()
+    described = registered_selectors()
     width = max((len(n) for n in described), default=0)
     for name, doc in described.items():
         print(f"{name:<{width}}  {doc}")

@@ -1,4 +1,5 @@
-"""The selector registry: ``--selector`` names → property factories.
+"""The selector registry: ``--selector`` names → selector factories (each makes the device's
+:class:`~clusterkit.selection.protocol.SubgraphProperty`, MXNet's name for a selector).
 
 The selectors shipped in ``clusterkit.selectors`` are declared here by name and module path and
 imported on first use, so this layer never imports the higher one; a shipped module that fails
@@ -14,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from clusterkit._deprecated import module_getattr
 from clusterkit.errors import SelectorError
 from clusterkit.registry import Registry
 from clusterkit.selection.protocol import SubgraphProperty
@@ -38,20 +40,20 @@ def _entry(factory: Any) -> SelectorEntry:
     return SelectorEntry(factory, (doc.strip().splitlines() or [""])[0])
 
 
-PROPERTIES: Registry[SelectorEntry] = Registry("selector", SelectorError, SHIPPED, wrap=_entry,
+SELECTORS: Registry[SelectorEntry] = Registry("selector", SelectorError, SHIPPED, wrap=_entry,
                                                group="clusterkit.selectors")
 
 
-def register_property(name: str, factory: Callable[..., SubgraphProperty], doc: str = "", *,
+def register_selector(name: str, factory: Callable[..., SubgraphProperty], doc: str = "", *,
                       replace: bool = False) -> None:
-    """Register a property factory under ``name`` (called with ``device=`` when one is given);
-    a name in use needs ``replace=True``."""
-    PROPERTIES.register(name, SelectorEntry(factory, doc), replace=replace)
+    """Register a selector factory (returning a ``SubgraphProperty``; called with ``device=``
+    when one is given) under ``name``; a name in use needs ``replace=True``."""
+    SELECTORS.register(name, SelectorEntry(factory, doc), replace=replace)
 
 
-def registered_properties() -> dict[str, str]:
+def registered_selectors() -> dict[str, str]:
     """Available names (shipped selectors included) → one-line descriptions."""
-    return {name: PROPERTIES.get(name).doc for name in sorted(PROPERTIES.available())}
+    return {name: SELECTORS.get(name).doc for name in sorted(SELECTORS.available())}
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def selector_settings(name: str) -> list[SelectorSetting] | None:
     in signature order; ``None`` when the factory takes any keyword (``**kwargs``) or its
     signature cannot be read."""
     try:
-        params = inspect.signature(PROPERTIES.get(name).factory).parameters.values()
+        params = inspect.signature(SELECTORS.get(name).factory).parameters.values()
     except (TypeError, ValueError):
         return None
     out = []
@@ -88,11 +90,12 @@ def selector_settings(name: str) -> list[SelectorSetting] | None:
     return out
 
 
-def get_property(name: str, device: str | None = None,
+def get_selector(name: str, device: str | None = None,
                  settings: dict[str, Any] | None = None) -> SubgraphProperty:
-    """A property by registered or shipped name, its factory called with ``settings`` as
-    keywords (already converted: see :func:`clusterkit.selection.specs.parse_selector`)."""
-    entry = PROPERTIES.get(name)
+    """The selector (a ``SubgraphProperty``) of a registered or shipped name, its factory called
+    with ``settings`` as keywords (already converted: see
+    :func:`clusterkit.selection.specs.parse_selector`)."""
+    entry = SELECTORS.get(name)
     kwargs = dict(settings or {})
     if device:
         kwargs["device"] = device
@@ -108,3 +111,9 @@ def get_property(name: str, device: str | None = None,
     if not isinstance(prop, SubgraphProperty):
         raise SelectorError(f"selector {name!r} did not build a SubgraphProperty")
     return prop
+
+
+#: the old names (deprecated): "property" was the library's word for a selector
+_RENAMED = {"register_property": "register_selector", "get_property": "get_selector",
+            "registered_properties": "registered_selectors", "PROPERTIES": "SELECTORS"}
+__getattr__ = module_getattr(__name__, _RENAMED, globals())

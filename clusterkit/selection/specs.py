@@ -37,7 +37,7 @@ from clusterkit.selection.protocol import (
     SubgraphProperty,
     set_device_limits,
 )
-from clusterkit.selection.registry import SelectorSetting, get_property, selector_settings
+from clusterkit.selection.registry import SelectorSetting, get_selector, selector_settings
 from clusterkit.selection.restrict import OpFilter, OpFilterProperty
 
 _DEVICE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -71,7 +71,7 @@ def parse_selector(spec: str) -> SubgraphProperty:
     ops = _op_filter(name, raw, known)
     settings = {k: convert_setting(name, k, v, known) for k, v in raw
                 if k not in _EVERY_SELECTOR}
-    prop = _restricted(get_property(name, device=device, settings=settings), ops)
+    prop = _restricted(get_selector(name, device=device, settings=settings), ops)
     return _with_limits(prop, name, raw)
 
 
