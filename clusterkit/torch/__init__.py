@@ -27,9 +27,13 @@ except ImportError as _err:
         "(pip install torch --index-url https://download.pytorch.org/whl/cpu) and then "
         f"pip install 'clusterkit[torch]' ({_err})") from _err
 
-from clusterkit.torch.partitioner import CapabilityBasedPartitioner, Partition  # noqa: E402
+from clusterkit._deprecated import module_getattr  # noqa: E402
+from clusterkit.torch.partitioner import CapabilityBasedPartitioner, Cluster  # noqa: E402
 from clusterkit.torch.reader import op_name, read_fx  # noqa: E402
 from clusterkit.torch.support import FxSupportProperty, OpsSupport, SelectorSupport  # noqa: E402
 
-__all__ = ["CapabilityBasedPartitioner", "FxSupportProperty", "OpsSupport", "Partition",
+__all__ = ["CapabilityBasedPartitioner", "Cluster", "FxSupportProperty", "OpsSupport",
            "SelectorSupport", "TorchMissingError", "op_name", "read_fx"]
+
+#: ``Partition`` (torch.fx's word for one cluster) is the deprecated old name of ``Cluster``
+__getattr__ = module_getattr(__name__, {"Partition": "Cluster"}, globals())

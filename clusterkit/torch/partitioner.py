@@ -1,7 +1,7 @@
 """A drop-in for torch.fx's ``CapabilityBasedPartitioner`` that clusters with clusterkit.
 
-Same constructor, same ``propose_partitions()`` (a list of torch's own
-``torch.fx.passes.infra.partitioner.Partition``), ``fuse_partitions()`` and
+Same constructor, same ``propose_partitions()`` (a list of :class:`Cluster`, a subclass of
+torch's own ``torch.fx.passes.infra.partitioner.Partition``), ``fuse_partitions()`` and
 ``partition_and_fuse()``; changing the import switches a project over. The fx rules are kept
 where they decide the result: unsupported nodes stay outside; ``getitem`` users of a node whose
 users are all ``getitem`` follow their producer (one together group); without
@@ -25,10 +25,11 @@ from torch.fx import GraphModule
 from torch.fx import Node as FxNode
 from torch.fx.node import _get_qualified_name
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as _TorchPartitioner
-from torch.fx.passes.infra.partitioner import Partition
+from torch.fx.passes.infra.partitioner import Partition as _FxPartition
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
+from clusterkit._deprecated import module_getattr
 from clusterkit.api import run_strategy
 from clusterkit.constraints.acceptance import overrides
 from clusterkit.constraints.core import Constraints
@@ -51,7 +52,14 @@ from clusterkit.selection.protocol import (
 from clusterkit.torch.reader import read_fx
 from clusterkit.torch.support import FxSupportProperty
 
-__all__ = ["CapabilityBasedPartitioner", "Partition", "DEFAULT_NON_COMPUTE_OPS"]
+__all__ = ["CapabilityBasedPartitioner", "Cluster", "DEFAULT_NON_COMPUTE_OPS"]
+
+class Cluster(_FxPartition):
+    """One cluster of :meth:`CapabilityBasedPartitioner.propose_partitions`: its fx nodes in
+    graph order. torch.fx calls it a partition (this is its
+    ``torch.fx.passes.infra.partitioner.Partition``, which every torch.fx consumer takes);
+    ``clusterkit.torch.Partition`` is the deprecated old name of this class."""
+
 
 #: torch's own default non-compute ops of the single-node rule
 DEFAULT_NON_COMPUTE_OPS = frozenset({"torch.ops.aten.view", "_operator.getitem"})
@@ -188,9 +196,9 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         #: the clusterkit partition behind the last :meth:`propose_partitions`
         self.last_partition: ClusterkitPartition | None = None
 
-    def propose_partitions(self) -> list[Partition]:
-        """Partitions of the supported nodes, each a torch ``Partition`` whose nodes are in
-        graph order (ids in order of their first node)."""
+    def propose_partitions(self) -> list[Cluster]:
+        """Clusters of the supported nodes (torch.fx's partitions: each a :class:`Cluster`, a
+        torch ``Partition``), their nodes in graph order (ids in order of their first node)."""
         graph = read_fx(self.graph_module)
         fx_nodes = {nd.name: nd for nd in self.graph_module.graph.nodes}
         prop = FxSupportProperty(self.operator_support, self.graph_module, device="fx")
@@ -203,14 +211,14 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         part = run_strategy(problem, self.strategy, **self.options)
         self.last_partition = part
         order = {nd: k for k, nd in enumerate(reversed(self.graph_module.graph.nodes))}
-        out: list[Partition] = []
+        out: list[Cluster] = []
         for cluster in part.accelerator_clusters():
             members = [fx_nodes[graph.nodes[v].name] for v in cluster.nodes]
             if not self.allows_single_node_partition and self._compute_count(members) <= 1:
                 continue
             members.sort(key=order.__getitem__, reverse=True)
-            out.append(Partition(id=len(out), nodes=members,
-                                 node_orders=[order[nd] for nd in members]))
+            out.append(Cluster(id=len(out), nodes=members,
+                               node_orders=[order[nd] for nd in members]))
         return out
 
     def _compute_count(self, members: list[FxNode]) -> int:
@@ -225,7 +233,7 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
             count += (qualified not in non_compute) + (qualified in allowed)
         return count
 
-    def fuse_partitions(self, partitions: list[Partition], prefix: str = "fused_"
+    def fuse_partitions(self, partitions: Sequence[_FxPartition], prefix: str = "fused_"
                         ) -> GraphModule:
         """Replace each partition by a call to a submodule ``<prefix><k>`` (torch's fuser)."""
         return fuse_by_partitions(self.graph_module, [p.nodes for p in partitions],
@@ -276,3 +284,6 @@ def _getitem_rule(graph: Graph, fx_nodes: dict[str, FxNode], supported: np.ndarr
 
 def _is_getitem(node: FxNode) -> bool:
     return node.op == "call_function" and node.target is operator.getitem
+
+
+__getattr__ = module_getattr(__name__, {"Partition": "Cluster"}, globals())
