@@ -188,13 +188,13 @@ def test_a_fallback_reason_names_the_device_limit_that_sent_it_there(strategy):
 
 
 def test_assigning_a_global_limit_after_compiling_reaches_every_device():
-    """``problem.max_size = 4`` after compiling: the limits every engine reads follow, and a
-    device's own tighter limit stays."""
+    """``problem.with_limits(max_size=4)`` after compiling: the limits every engine reads
+    follow, and a device's own tighter limit stays."""
     a = ck.OpsProperty(["Conv", "Relu"], device="a")
     a.max_nodes = 2
     b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
     problem = ck.make_problem(RESNET18, [a, b])
-    problem.max_size = 4
+    problem = problem.with_limits(max_size=4)
     assert problem.limits.max_nodes == (2, 4) and problem.max_size == 4
     for strategy in ("cycles", "longest-path", "mxnet"):
         sizes = [(c.device, len(c.nodes)) for c in run(problem, strategy).accelerator_clusters()]
@@ -325,3 +325,22 @@ def test_explain_names_the_device_verdict_that_kept_two_clusters_apart():
     u, v = next((u, v) for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist())
                 if a[u] != a[v] and dev[a[u]] == dev[a[v]] == "npu")
     assert "above npu's max_nodes 3" in explain_edge(part, g.nodes[u].name, g.nodes[v].name)
+
+
+def test_the_problem_limits_are_read_from_limits_alone():
+    """``min_size`` / ``max_size`` / ``max_const_bytes`` are derived from ``limits`` (the loosest
+    of the devices' effective limits) and cannot be assigned: ``with_limits`` makes a copy."""
+    a = ck.OpsProperty(["Conv", "Relu"], device="a")
+    a.max_nodes = 2
+    b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
+    problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=5,
+                                                                       max_const_bytes=10**6))
+    assert (problem.min_size, problem.max_size, problem.max_const_bytes) == (1, 5, 10**6)
+    assert problem.limits.max_nodes == (2, 5)
+    with pytest.raises(AttributeError):
+        problem.max_size = 3  # type: ignore[misc]
+    tighter = problem.with_limits(max_size=3, min_size=2)
+    assert (tighter.min_size, tighter.max_size) == (2, 3) and tighter.limits.max_nodes == (2, 3)
+    assert problem.max_size == 5 and problem.limits.max_nodes == (2, 5)  # the original stays
+    with pytest.raises(TypeError, match="with_limits"):
+        problem.with_limits(max_nodes=3)

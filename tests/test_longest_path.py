@@ -143,8 +143,7 @@ def test_max_size_is_never_exceeded(problem, cap):
     """Tighten max_size to ``cap`` (when the groups allow): still valid, no cluster above it."""
     if any(len(grp) > cap for grp in problem.groups):
         return
-    problem.max_size = cap
-    problem.min_size = 1
+    problem = problem.with_limits(max_size=cap, min_size=1)
     for engine in ENGINES:
         part = run_checked(problem, engine)
         if part is not None:

@@ -8,6 +8,7 @@ pairs, together groups, size limits). Selectors are compiled into it too.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence, Union
 
@@ -78,7 +79,7 @@ class Constraints:
         return compile_problem(graph, self, list(properties), fallback)
 
 
-#: the fields of :class:`Problem` that :attr:`Problem.limits` is built from
+#: the global limits of :attr:`Problem.limits` (:meth:`Problem.with_limits` sets them)
 LIMIT_FIELDS = ("min_size", "max_size", "max_const_bytes")
 
 
@@ -92,11 +93,12 @@ class Problem:
 
     ``limits`` (:class:`~clusterkit.constraints.limits.Limits`) holds the active size and
     constant limits, global and per device (a property's ``max_nodes`` / ``min_nodes`` /
-    ``max_const_bytes``). ``min_size`` / ``max_size`` / ``max_const_bytes`` are the loosest of
-    the devices' effective limits (with one device, or devices without limits of their own, the
-    limits themselves): what every cluster must meet whatever its device, which the engines
-    read; the tighter limit of a device is kept by the final pass
-    (:func:`clusterkit.passes.acceptable.make_acceptable`).
+    ``max_const_bytes``): the one source of every limit. ``min_size`` / ``max_size`` /
+    ``max_const_bytes`` are read-only, derived from it: the loosest of the devices' effective
+    limits (with one device, or devices without limits of their own, the limits themselves),
+    what every cluster must meet whatever its device, which the engines read; the tighter limit
+    of a device is kept by the final pass (:func:`clusterkit.passes.acceptable.make_acceptable`).
+    :meth:`with_limits` gives a copy with other global limits.
     """
 
     graph: Graph
@@ -110,32 +112,37 @@ class Problem:
     never_pairs: np.ndarray
     groups: list[np.ndarray]
     group_of: np.ndarray
-    min_size: int
-    max_size: int | None
-    max_const_bytes: int | None
     constraints: Constraints
-    limits: Limits = None  # type: ignore[assignment]  # built from the fields when not given
+    limits: Limits
 
-    def __post_init__(self) -> None:
-        if self.limits is None:
-            self.limits = Limits.build(self.graph, self.min_size, self.max_size,
-                                       self.max_const_bytes, self.properties)
+    @property
+    def min_size(self) -> int:
+        """The smallest cluster every device allows (from :attr:`limits`)."""
+        return self.limits.loosest()[0]
 
-    def __setattr__(self, name: str, value: object) -> None:
-        """Assigning ``min_size`` / ``max_size`` / ``max_const_bytes`` after compiling sets that
-        global limit: :attr:`limits` is rebuilt with it, so every reader of :attr:`limits` sees
-        it (the three fields then hold the new loosest limits)."""
-        lim = self.__dict__.get("limits")
-        if name not in LIMIT_FIELDS or lim is None:
-            object.__setattr__(self, name, value)
-            return
+    @property
+    def max_size(self) -> int | None:
+        """The largest cluster some device allows, None for no limit (from :attr:`limits`)."""
+        return self.limits.loosest()[1]
+
+    @property
+    def max_const_bytes(self) -> int | None:
+        """The largest constant budget some device allows, None for no limit (from
+        :attr:`limits`)."""
+        return self.limits.loosest()[2]
+
+    def with_limits(self, **limits: int | None) -> Problem:
+        """A copy of the problem with some global limits (keywords among :data:`LIMIT_FIELDS`)
+        set anew and the others kept; each device's own tighter limit stays."""
+        unknown = sorted(set(limits) - set(LIMIT_FIELDS))
+        if unknown:
+            raise TypeError(f"with_limits() takes {', '.join(LIMIT_FIELDS)}, not {unknown[0]}")
+        lim = self.limits
         glob = {"min_size": lim.min_size, "max_size": lim.max_size,
-                "max_const_bytes": lim.max_const_bytes, name: value}
-        new = Limits.build(self.graph, glob["min_size"], glob["max_size"],
+                "max_const_bytes": lim.max_const_bytes, **limits}
+        new = Limits.build(self.graph, glob["min_size"], glob["max_size"],  # type: ignore[arg-type]
                            glob["max_const_bytes"], self.properties)
-        object.__setattr__(self, "limits", new)
-        for field_name, loose in zip(LIMIT_FIELDS, new.loosest()):
-            object.__setattr__(self, field_name, loose)
+        return dataclasses.replace(self, limits=new)
 
     @property
     def n(self) -> int:
@@ -350,10 +357,8 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     group_of[:] = -1
     for gi, group in enumerate(groups):
         group_of[group] = gi
-    min_size, max_size, max_const_bytes = limits.loosest()
     problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
-                      never, groups, group_of, min_size, max_size, max_const_bytes, cons,
-                      limits)
+                      never, groups, group_of, cons, limits)
     _check_groups(problem)
     _check_group_cycles(problem)
     return problem

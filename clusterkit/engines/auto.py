@@ -142,7 +142,7 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         best, best_key, winner = _polish_steps(problem, (best, best_key, winner),
                                                (bound, ranking), (polish, polish_limit),
                                                verdicts, figures)
-    if problem.min_size > 1:  # never worse than dropping the small clusters afterwards
+    if problem.limits.min_size > 1:  # never worse than dropping small clusters (global min)
         options = {"members": members, "growth_limit": growth_limit, "devices": devices,
                    "prefer": prefer, "polish": polish, "polish_limit": polish_limit}
         start = time.perf_counter()
@@ -191,8 +191,9 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
 def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
     """``auto`` on ``problem`` without its ``min_size``, then every accelerator cluster below
     it sent to the fallback: what dropping the small clusters afterwards gives."""
-    free = dataclasses.replace(  # limits=None: rebuilt (__post_init__) without min_size
-        problem, min_size=1, limits=None,  # type: ignore[arg-type]
+    free = dataclasses.replace(  # the limits rebuilt from the loosest ones, without min_size
+        problem.with_limits(min_size=1, max_size=problem.max_size,
+                            max_const_bytes=problem.max_const_bytes),
         constraints=dataclasses.replace(problem.constraints, min_size=1))
     part = run(free, **options)
     labels = part.assignment()

@@ -28,7 +28,6 @@ limits: every other node can be offloaded alone).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from clusterkit.constraints.core import Problem
@@ -53,8 +52,8 @@ def cut_relaxation(problem: Problem) -> Problem | None:
     (see the module docstring; None otherwise)."""
     if problem.min_size > 1 or len(problem.groups):
         return None
-    return dataclasses.replace(  # limits=None: rebuilt (__post_init__) without the global ones
-        problem, max_size=None, max_const_bytes=None, limits=None)  # type: ignore[arg-type]
+    # the global limits rebuilt without the maxima, from the problem's loosest minimum
+    return problem.with_limits(min_size=problem.min_size, max_size=None, max_const_bytes=None)
 
 
 def _always_acc(sg: SuperGraph, s: int) -> bool:
