@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
 #: old public names (deprecated, with a warning): old -> new
 _RENAMED = {"get_property": "get_selector", "register_property": "register_selector",
             "registered_properties": "registered_selectors"}
-_renamed = module_getattr(__name__, _RENAMED, globals())
+_renamed = module_getattr(__name__, _RENAMED, globals(), stacklevel=4)
 
 
 def __getattr__(name: str) -> Any:

@@ -26,17 +26,19 @@ def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
 
 def module_getattr(module: str, renames: Mapping[str, str], namespace: Mapping[str, Any],
                    new_module: str | None = None,
-                   fallback: Callable[[str], Any] | None = None) -> Callable[[str], Any]:
+                   fallback: Callable[[str], Any] | None = None,
+                   stacklevel: int = 3) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``module``: an old name of ``renames`` (old -> new) gives
     ``namespace[new]`` with a warning. With ``new_module`` (a module moved there, ``namespace``
     its names), every other name of ``namespace`` is given too, with a warning naming its new
-    home. Any other name goes to ``fallback`` (else ``AttributeError``)."""
+    home. Any other name goes to ``fallback`` (else ``AttributeError``). ``stacklevel`` points
+    the warning at the caller (one more when another ``__getattr__`` calls this one)."""
     home = new_module or module
 
     def __getattr__(name: str) -> Any:
         new = renames.get(name, name if new_module is not None else None)
         if new is not None and new in namespace:
-            warn_renamed(f"{module}.{name}", f"{home}.{new}")
+            warn_renamed(f"{module}.{name}", f"{home}.{new}", stacklevel)
             return namespace[new]
         if fallback is not None:
             return fallback(name)
@@ -46,8 +48,8 @@ def module_getattr(module: str, renames: Mapping[str, str], namespace: Mapping[s
 
 
 class renamed_attribute:  # noqa: N801 - used like ``property``
-    """A class attribute kept under its old name: reading, writing or calling the old name
-    works on the new one, with a warning."""
+    """A class attribute kept under its old name: reading, writing or calling the old name on
+    an instance works on the new one, with a warning."""
 
     def __init__(self, new: str):
         self.new = new
@@ -61,8 +63,10 @@ class renamed_attribute:  # noqa: N801 - used like ``property``
         warn_renamed(f"{self.owner}.{self.old}", f"{self.owner}.{self.new}", stacklevel=4)
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:  # on the class (help(), introspection): the new attribute, no warning
+            return getattr(objtype, self.new, self)
         self._warn()
-        return getattr(objtype if obj is None else obj, self.new)
+        return getattr(obj, self.new)
 
     def __set__(self, obj: Any, value: Any) -> None:
         self._warn()

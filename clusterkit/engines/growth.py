@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from clusterkit._deprecated import module_getattr
+from clusterkit._deprecated import module_getattr, renamed_attribute
 from clusterkit.engines.super_nodes import SuperNodeGraph
 
 
@@ -34,6 +34,8 @@ class GrowingCluster:
     device: int
     super_nodes: list[int]
     tag: dict = field(default_factory=dict)
+
+    units = renamed_attribute("super_nodes")  # the old name, deprecated
 
 
 _BIG = 1 << 62
