@@ -367,7 +367,7 @@ def rerun_every_round(problem: ck.Problem) -> list[tuple[str, list[int]]]:
 
     ug = SuperNodeGraph(problem)
     aff = compute_affinity(problem, [], fill=False)
-    unit_aff, _ = hetero._unit_affinity(problem, ug, aff)
+    unit_aff, _ = hetero._super_node_affinity(problem, ug, aff)
     sel = hetero._Selector(problem, ug, unit_aff, False)
     out = []
     for d, name in enumerate(problem.devices):

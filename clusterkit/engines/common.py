@@ -42,7 +42,7 @@ def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) 
 def close_growth(problem: Problem, ug: SuperNodeGraph, pieces: list[GrowingCluster], strategy: str,
                  reasons: dict[int, Reason], cycle_why: Mapping[int, str]
                  ) -> tuple[Partition, int]:
-    """The closing steps of an engine that grows pieces of units (``hetero``, ``mxnet``).
+    """The closing steps of an engine that grows pieces of super-nodes (``hetero``, ``mxnet``).
 
     Pieces that depend on each other through other pieces are split (``break_cycles``), clusters
     below ``min_size`` go to the fallback, and each node that falls back there gets its reason in

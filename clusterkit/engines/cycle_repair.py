@@ -2,9 +2,9 @@
 
 Clusters grown one at a time are each convex, but two of them may still depend on each other
 (a path leaves one, enters the other and comes back). :func:`break_cycles` finds the clusters on
-a cycle of the cluster graph and rebuilds only those, unit by unit, on a dynamic topological
-order (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`), refusing every step that
-would close a cycle.
+a cycle of the cluster graph and rebuilds only those, super-node by super-node, on a dynamic
+topological order (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`), refusing every step
+that would close a cycle.
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from clusterkit.graph.graphcycles import OneSidedGraphCycles
 def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
                  ) -> tuple[list[GrowingCluster], int]:
     """Make the graph of clusters acyclic. ``pieces`` are accelerator clusters in the order they
-    were formed (each convex on its own); units in no piece are single-unit clusters.
+    were formed (each convex on its own); super-nodes in no piece are single-super-node clusters.
 
     Clusters in no cycle of the cluster graph (strongly connected components, computed once) are
     kept. The others (*suspects*) are rebuilt in formation order on a dynamic topological order
-    of the unit graph (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`: XLA's
+    of the super-node graph (:class:`~clusterkit.graph.graphcycles.OneSidedGraphCycles`: XLA's
     GraphCycles, repairing the order after a contraction by moving only the smaller side):
-    each unit, taken breadth first over the cluster's own edges, joins the first adjacent piece
-    of its cluster whose edge to it can be contracted without closing a cycle, else starts a new
-    piece. Every contraction keeps the contracted graph acyclic, so each piece is convex (and
-    connected) and the pieces never depend on each other in a cycle. A path between two units of
-    one strongly connected component stays inside it, so the units of the other components
+    each super-node, taken breadth first over the cluster's own edges, joins the first adjacent
+    piece of its cluster whose edge to it can be contracted without closing a cycle, else starts a
+    new piece. Every contraction keeps the contracted graph acyclic, so each piece is convex (and
+    connected) and the pieces never depend on each other in a cycle. A path between two super-nodes
+    of one strongly connected component stays inside it, so the super-nodes of the other components
     (left uncontracted) change no answer. Returns the new list and how many clusters were
     split."""
     k = len(pieces)
@@ -55,7 +55,7 @@ def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
     suspect = csize[comp[:k]] > 1
     if not suspect.any():
         return pieces, 0
-    with gc_paused():   # the graph is one set per unit and edge direction
+    with gc_paused():   # the graph is one set per super-node and edge direction
         gc = OneSidedGraphCycles.from_adjacency(ug.succ, ug.pred, ug.rank)
         replacement = {i: _rebuild(ug, gc, pieces[i])
                        for i in np.flatnonzero(suspect).tolist() if len(pieces[i].super_nodes) > 1}
@@ -68,15 +68,15 @@ def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
 
 def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: GrowingCluster
              ) -> list[GrowingCluster]:
-    """Rebuild one suspect on the contracted graph ``gc``: each unit, breadth first, joins the
+    """Rebuild one suspect on the contracted graph ``gc``: each super-node, breadth first, joins the
     first part whose edge to it contracts without closing a cycle, else starts a new part."""
-    units = _adjacent_first(ug, piece.super_nodes)
-    group = gc.contract_groups(units)
+    super_nodes = _adjacent_first(ug, piece.super_nodes)
+    group = gc.contract_groups(super_nodes)
     k = max(group) + 1
     if k == 1:
         return [piece]
     parts: list[list[int]] = [[] for _ in range(k)]
-    for u, j in zip(units, group):
+    for u, j in zip(super_nodes, group):
         parts[j].append(u)
     rank = ug.rank
     return [GrowingCluster(piece.device, sorted(part, key=rank.__getitem__),
@@ -84,13 +84,13 @@ def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: GrowingCluster
             for part in parts]
 
 
-def _adjacent_first(ug: SuperNodeGraph, units: list[int]) -> list[int]:
-    """The units breadth first over the cluster's own edges, from its first unit by rank (then
-    from the next unvisited one), so that each unit usually joins a neighbour."""
+def _adjacent_first(ug: SuperNodeGraph, super_nodes: list[int]) -> list[int]:
+    """The super-nodes breadth first over the cluster's own edges, from its first super-node by
+    rank (then from the next unvisited one), so that each super-node usually joins a neighbour."""
     rank, succ, pred = ug.rank, ug.succ, ug.pred
-    todo = set(units)                # units not reached yet
+    todo = set(super_nodes)                # super-nodes not reached yet
     out: list[int] = []
-    _reach(min(units, key=rank.__getitem__), todo, out, succ, pred)
+    _reach(min(super_nodes, key=rank.__getitem__), todo, out, succ, pred)
     if todo:                         # more than one component
         for s in sorted(todo, key=rank.__getitem__):
             if s in todo:
@@ -100,12 +100,13 @@ def _adjacent_first(ug: SuperNodeGraph, units: list[int]) -> list[int]:
 
 def _reach(s: int, todo: set[int], out: list[int], succ: list[list[int]],
            pred: list[list[int]]) -> None:
-    """Append ``s`` and the units of ``todo`` it reaches over edges either way to ``out``,
-    breadth first (each unit's successors, then its predecessors), taking them from ``todo``."""
+    """Append ``s`` and the super-nodes of ``todo`` it reaches over edges either way to ``out``,
+    breadth first (each super-node's successors, then its predecessors), taking them from
+    ``todo``."""
     todo.discard(s)
     queue = [s]
     append, discard = queue.append, todo.discard
-    for x in queue:                  # the loop also visits the units appended meanwhile
+    for x in queue:                  # the loop also visits the super-nodes appended meanwhile
         for w in succ[x]:
             if w in todo:
                 discard(w)

@@ -328,7 +328,7 @@ class _Contraction:
         src, dst = g.edge_src, g.edge_dst
         cand = self.plan.inner.copy()
         if self.in_group.any():
-            uo = self.plan.units.super_node_of
+            uo = self.plan.units.unit_of
             cand &= uo[src] != uo[dst]
         e = np.flatnonzero(cand)
         far = np.zeros(len(e), dtype=bool)

@@ -579,7 +579,7 @@ class GrowthTracker:
         return self._phase_search(x, back, fwd)
 
     def _scan(self, x: int, back: bool, fwd: bool) -> bool:
-        """:meth:`_through` testing each rejected unit: the order and GRAIL filters (the most
+        """:meth:`_through` testing each rejected super-node: the order and GRAIL filters (the most
         selective first, one direction at a time), then :meth:`_via`."""
         # bound to locals for speed: the loop below reads them often
         mem, gid = self.member_stamp, self.growth_id
@@ -756,21 +756,22 @@ class GrowthState:
                     self.bytes -= tb[t]
 
 
-_NO_UNITS: list[int] = []   # shared by every super-node without a refused neighbour (never changed)
+# shared by every super-node without a refused neighbour (never changed)
+_NO_SUPER_NODES: list[int] = []
 
 
 def refused_neighbours(ug: SuperNodeGraph, d: int, joinable: np.ndarray) -> list[list[int]]:
     """Per super-node, its neighbours across an edge device ``d`` may not take inside a cluster,
-    among the ``joinable`` super-nodes (a bool per unit: the only ones that ever become members, so
-    no other such edge can lie between two members). Without size, constant or never-together
-    limits, :meth:`GrowthState.fits` fails exactly when one of them is a member (see
-    :func:`apart`); an engine then skips the state for every super-node with an empty list."""
+    among the ``joinable`` super-nodes (a bool per super-node: the only ones that ever become
+    members, so no other such edge can lie between two members). Without size, constant or
+    never-together limits, :meth:`GrowthState.fits` fails exactly when one of them is a member
+    (see :func:`apart`); an engine then skips the state for every super-node with an empty list."""
     src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
     bad = ~np.asarray(ug.ok[d], dtype=bool) & joinable[src] & joinable[dst]
-    near = [_NO_UNITS] * ug.n
+    near = [_NO_SUPER_NODES] * ug.n
     for a, b in zip(src[bad].tolist(), dst[bad].tolist()):
         for x, y in ((a, b), (b, a)):
-            if near[x] is _NO_UNITS:
+            if near[x] is _NO_SUPER_NODES:
                 near[x] = []
             near[x].append(y)
     return near

@@ -17,17 +17,17 @@
      taken, and rounds repeat until the device has no nodes left.
 
    A growth reads nothing outside its members and its rejected list, so a subgraph grown in
-   one round is reused in the next unless the kept subgraph took a unit the growth accepted
-   (a unit it rejected at first sight, or added and at once rolled back alone with no effect
+   one round is reused in the next unless the kept subgraph took a super-node the growth accepted
+   (a super-node it rejected at first sight, or added and at once rolled back alone with no effect
    from its pushes, would leave the same steps once taken), and only the roots such a change
    reaches are visited again (:meth:`_Selector.run_device`): the result is the same as
    re-running every round. A growth that must run again repeats the old one's logged steps
-   without checks up to the first that accepted a unit taken since (:meth:`_Selector._grow`).
+   without checks up to the first that accepted a super-node taken since (:meth:`_Selector._grow`).
 3. Constraints act during growth: must-cut edges and edges a selector refuses are never taken
    inside, never-together nodes, ``max_size`` and ``max_const_bytes`` reject the node; together
-   groups are grown as one unit. Clusters that depend on each other through other clusters (the
-   design notes only check one subgraph at a time) are split, and clusters below ``min_size`` go
-   back to the fallback (:func:`~clusterkit.engines.common.close_growth`).
+   groups are grown as one super-node. Clusters that depend on each other through other clusters
+   (the design notes only check one subgraph at a time) are split, and clusters below ``min_size``
+   go back to the fallback (:func:`~clusterkit.engines.common.close_growth`).
 
 Every fallback node's reason is on ``Partition.fallback_reasons`` (manual affinity, a together
 group no device takes, a rollback or split for a cycle, ``min_size``);
@@ -98,7 +98,7 @@ def _select(problem: Problem, affinity: Iterable[str] | None, fill_affinity: boo
             trace: bool) -> tuple[Affinity, SuperNodeGraph, "_Selector", dict[int, Reason]]:
     aff = compute_affinity(problem, list(affinity or ()), fill=fill_affinity)
     ug = SuperNodeGraph(problem)
-    unit_aff, reasons = _unit_affinity(problem, ug, aff)
+    unit_aff, reasons = _super_node_affinity(problem, ug, aff)
     sel = _Selector(problem, ug, unit_aff, trace)
     for d in range(len(problem.devices)):
         sel.run_device(d)
@@ -119,9 +119,9 @@ def _affinity_info(problem: Problem, aff: Affinity, placed: list[str]) -> dict:
     return {"mode": aff.mode, "manual_nodes": aff.manual_count, "differs_from_placement": diff}
 
 
-def _unit_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
+def _super_node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
                    ) -> tuple[list[int], dict[int, Reason]]:
-    """Device per unit. A together group whose members ask for different devices (or for one
+    """Device per super-node. A together group whose members ask for different devices (or for one
     that cannot take the whole group) goes to the first device a member asked for that can,
     else (without manual-only mode) the first device in priority order that can, else the
     fallback."""
@@ -169,7 +169,7 @@ def _unit_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
 
 def _node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity,
                    reasons: dict[int, Reason]) -> list[int]:
-    """:func:`_unit_affinity` without together groups (a unit is a node): its affinity,
+    """:func:`_super_node_affinity` without together groups (a super-node is a node): its affinity,
     unless that device cannot take it alone (then the fallback, with a reason)."""
     dev = np.asarray(aff.device, dtype=np.int64)
     out = dev.copy()
@@ -183,7 +183,7 @@ def _node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity,
     return out.tolist()
 
 
-_NONE: list[int] = []   # no unit rolled back (never changed)
+_NONE: list[int] = []   # no super-node rolled back (never changed)
 # single rollback steps before GrowthTracker.settle labels the whole window at once: on wide
 # windows (long edges) the labelling costs more than re-checking the few suspects per step
 _BATCH_AFTER = 256
@@ -191,10 +191,10 @@ _BATCH_AFTER = 256
 
 @dataclass(eq=False)
 class _Log:
-    """The steps of one growth: the unit each step met (``~unit`` when it was rejected), how
-    many units the rollback after a step removed (steps without a rollback are absent), the
-    depth of the stack frame each accepting step came from (``(step, depth)``, in order), and
-    the steps whose pusher had been rolled back (``(step, pusher)``)."""
+    """The steps of one growth: the super-node each step met (``~super-node`` when it was
+    rejected), how many super-nodes the rollback after a step removed (steps without a rollback are
+    absent), the depth of the stack frame each accepting step came from (``(step, depth)``, in
+    order), and the steps whose pusher had been rolled back (``(step, pusher)``)."""
 
     seen: list[int]
     removed: dict[int, int]
@@ -226,11 +226,11 @@ class _Selector:
         self.rolled_back: list[int] = []
         self.trace: list | None = [] if trace else None
         self.rounds = self.growths = self.reused = self.rollbacks = 0
-        self._free: list[bool] = []     # per unit: of the affinity of device _dev, not taken
+        self._free: list[bool] = []     # per super-node: of the affinity of device _dev, not taken
         self._dev = -1
         self._serial = 0
         # GrowthState needs no bookkeeping without size, constant or never-together limits;
-        # then only a unit with an edge the device may not take inside can fail ``fits``
+        # then only a super-node with an edge the device may not take inside can fail ``fits``
         lim = problem.limits  # per device: the global limits, or its own when tighter
         self.plain = not ug.never and all(hi is None and cb is None
                                           for hi, cb in zip(lim.max_nodes, lim.max_const))
@@ -261,9 +261,9 @@ class _Selector:
             state.settle()
 
     def _watched(self, g: _Growth) -> list[int]:
-        """Units whose being taken later would change the growth: members and the units rolled
-        back that mattered (see :meth:`_grow`). A unit it rejected at first sight would be
-        rejected at the same step once taken, so the growth would run the same."""
+        """Super-nodes whose being taken later would change the growth: members and the super-nodes
+        rolled back that mattered (see :meth:`_grow`). A super-node it rejected at first sight
+        would be rejected at the same step once taken, so the growth would run the same."""
         return g.members + (g.watched or [])
 
     def _finalize(self, d: int, g: _Growth) -> None:
@@ -279,15 +279,15 @@ class _Selector:
         if self.trace is not None:
             self.trace.append(("select", self.problem.devices[d], self._names(members)))
 
-    def _names(self, units: list[int]) -> list[str]:
-        return [self._label(u) for u in sorted(units, key=self.ug.rank.__getitem__)]
+    def _names(self, super_nodes: list[int]) -> list[str]:
+        return [self._label(u) for u in sorted(super_nodes, key=self.ug.rank.__getitem__)]
 
     # ------------------------------------------------------------------ one growth
     def _grow(self, d: int, root: int, old: _Growth | None = None) -> _Growth:
-        """Grow from ``root``, or resume ``old``, a growth from it that a taken unit
-        invalidated, at its first step that accepted a unit taken since (:meth:`_resume`).
-        The stack holds per accepted unit an iterator over its successors, then predecessors
-        (the order pushing them all and popping meets them; a member or rejected unit stays
+        """Grow from ``root``, or resume ``old``, a growth from it that a taken super-node
+        invalidated, at its first step that accepted a super-node taken since (:meth:`_resume`).
+        The stack holds per accepted super-node an iterator over its successors, then predecessors
+        (the order pushing them all and popping meets them; a member or rejected super-node stays
         one of the two, so the pop-time test alone skips the same entries)."""
         T, st = self.tracker, self._start(d, root)
         # bound to locals for speed: the loop below reads them often
@@ -347,7 +347,7 @@ class _Selector:
     def _resume(self, old: _Growth, st: GrowthState
                 ) -> tuple[list, set[int], set[int], _Log]:
         """The state of a new growth from ``old``'s root just before its first step ``i`` that
-        accepted a unit taken since (:meth:`_replayable`): every earlier step reads the same
+        accepted a super-node taken since (:meth:`_replayable`): every earlier step reads the same
         state, so it has the same outcome, applied here without checks and without walking
         the stack. Step ``i`` accepted, so the pushes log its frame depth ``D``; the frame at
         depth ``L <= D`` was pushed by the latest accepting step at depth ``L - 1`` before
@@ -362,7 +362,7 @@ class _Selector:
         else:
             for j in range(i):
                 self._replay_state(seen[j], removed.get(j, 0), st)
-        # a rollback of one unit right after it joined removes that unit
+        # a rollback of one super-node right after it joined removes that super-node
         lone = {seen[j] for j, k in removed.items() if k == 1 and j < i and seen[j] >= 0}
         at = bisect_left(ol.pushed, (i, -1))    # the pushes are in step order
         frames = self._frames(old, at) if i < len(seen) else []
@@ -371,7 +371,7 @@ class _Selector:
         return frames, lone, {by for _, by in log.dead}, log
 
     def _replay_state(self, v: int, k: int, st: GrowthState) -> None:
-        """One logged step (``v``, ``~unit`` when rejected, then ``k`` rollbacks) on the
+        """One logged step (``v``, ``~super-node`` when rejected, then ``k`` rollbacks) on the
         tracker and the size/constant bookkeeping, without checks."""
         T = self.tracker
         if v >= 0:
@@ -384,33 +384,33 @@ class _Selector:
         self.rollbacks += k
 
     def _frames(self, old: _Growth, at: int) -> list:
-        """The stack of ``old``'s growth when it met the unit of its accepting step number
+        """The stack of ``old``'s growth when it met the super-node of its accepting step number
         ``at`` (see :meth:`_resume`)."""
         assert old.log is not None  # as in _resume
         seen, pushed = old.log.seen, old.log.pushed
         i, need = pushed[at]
         chain = [seen[i]]       # the entry each frame stands at, top first
-        units = []              # the unit of each frame, top first
+        super_nodes = []              # the super-node of each frame, top first
         if need:
             for j, depth in reversed(pushed[:at]):
                 if depth == need - 1:
-                    units.append(seen[j])
+                    super_nodes.append(seen[j])
                     chain.append(seen[j])
                     need -= 1
                     if not need:
                         break
-        units.append(old.root)
+        super_nodes.append(old.root)
         adj = self._adj
         frames = []
-        for n in range(len(units) - 1, -1, -1):
-            a = adj[units[n]]
-            p = a.index(chain[n]) + (n > 0)   # the top frame stands at step i's unit itself
-            frames.append((units[n], iter(a[p:])))
+        for n in range(len(super_nodes) - 1, -1, -1):
+            a = adj[super_nodes[n]]
+            p = a.index(chain[n]) + (n > 0)   # the top frame stands at step i's super-node itself
+            frames.append((super_nodes[n], iter(a[p:])))
         return frames
 
     def _risky_of(self, d: int) -> list[list[int]]:
-        """Per unit: its neighbours across an edge that device ``d`` may not take inside a
-        cluster, among units of affinity ``d`` (only they ever join; see
+        """Per super-node: its neighbours across an edge that device ``d`` may not take inside a
+        cluster, among super-nodes of affinity ``d`` (only they ever join; see
         :func:`~clusterkit.engines.growth.refused_neighbours`)."""
         risky = self._risky.get(d)
         if risky is None:
@@ -439,7 +439,7 @@ class _Selector:
 
     def _replayable(self, old: _Growth) -> int:
         """Steps of ``old`` that a new growth from its root repeats: those before the first
-        that accepted a unit taken since."""
+        that accepted a super-node taken since."""
         taken, log = self.taken, old.log
         assert log is not None  # as in _resume
         for i, v in enumerate(log.seen):
@@ -466,7 +466,7 @@ class _Selector:
     def _done(self, root: int, lone: set[int], mattered: set[int], log: "_Log") -> _Growth:
         T = self.tracker
         members = list(T.members)
-        # a unit added and at once rolled back alone, whose pushes were all skipped, left the
+        # a super-node added and at once rolled back alone, whose pushes were all skipped, left the
         # same state as rejecting it: taking it later changes nothing
         watched = [u for u in T.rolled if u not in lone or u in mattered]
         if self.trace is not None:
@@ -477,7 +477,7 @@ class _Selector:
                        self._serial, watched, log)
 
     def _settle(self, st: GrowthState) -> list[int]:
-        """Roll back until the condition holds; return the units removed."""
+        """Roll back until the condition holds; return the super-nodes removed."""
         removed = self.tracker.settle(_BATCH_AFTER)
         self.rollbacks += len(removed)
         if not self.plain:
@@ -491,9 +491,10 @@ class _Selector:
 
 class _Rounds:
     """The rounds of one device (see :meth:`_Selector.run_device`): the roots in use with their
-    growths, the growths kept for reuse or replay, who watches which unit, how many growths of
-    earlier roots cover each unit, the heap of sizes and the units to look at again, in rank
-    order. A unit is a root iff it is free (:attr:`_Selector._free`) and covered by none."""
+    growths, the growths kept for reuse or replay, who watches which super-node, how many growths of
+    earlier roots cover each super-node, the heap of sizes and the super-nodes to look at again, in
+    rank order. A super-node is a root iff it is free (:attr:`_Selector._free`) and covered by
+    none."""
 
     def __init__(self, sel: _Selector, d: int):
         self.sel, self.d = sel, d
@@ -503,12 +504,12 @@ class _Rounds:
         self.used: dict[int, _Growth] = {}
         self.cache: dict[int, _Growth] = {}
         self.stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
-        self.watch: list[list[_Growth]] = [[] for _ in range(sel.ug.n)]  # unit -> watchers
+        self.watch: list[list[_Growth]] = [[] for _ in range(sel.ug.n)]  # super-node -> watchers
         self.best: list[tuple[int, int, int, int]] = []
         self.dirty: list[tuple[int, int]] = []
 
     def first_pass(self) -> None:
-        """Every root in rank order. It marks nothing: a change only reaches later units, all
+        """Every root in rank order. It marks nothing: a change only reaches later super-nodes, all
         still to come and none yet a root."""
         free, cover = self.sel._free, self.cover
         for u in self.sel.ug.order:
@@ -526,12 +527,12 @@ class _Rounds:
             heapq.heappop(best)
 
     def take(self, g: _Growth) -> None:
-        """After ``g`` is taken: its units that were roots, and the roots whose growth
+        """After ``g`` is taken: its super-nodes that were roots, and the roots whose growth
         watched one of them (now stale), are looked at again."""
         used, cache, stale, watch, mark = self.used, self.cache, self.stale, self.watch, \
             self.mark
         for u in g.members:
-            if u in used:   # a taken unit matters only as a root
+            if u in used:   # a taken super-node matters only as a root
                 mark(u)
             gs = watch[u]
             if not gs:
@@ -570,26 +571,26 @@ class _Rounds:
         used[v] = g
         heapq.heappush(self.best, (-g.size, rank[v], v, g.serial))
         rv = rank[v]
-        for m in g.members:     # a covered unit matters only as a root
+        for m in g.members:     # a covered super-node matters only as a root
             if rank[m] > rv:
                 cover[m] += 1
                 if cover[m] == 1 and m in used:
                     self.mark(m)
-        if cur is not None:     # after the new cover: units in both never reach 0
+        if cur is not None:     # after the new cover: super-nodes in both never reach 0
             self.drop(cur, rv)
 
     def drop(self, g: _Growth, rv: int) -> None:
         """Take back the cover of ``g``, the growth of the root of rank ``rv``."""
         rank, cover, taken = self.rank, self.cover, self.sel.taken
         for m in g.members:
-            # a taken unit freed of cover is no root; one still a root is marked already
+            # a taken super-node freed of cover is no root; one still a root is marked already
             if rank[m] > rv:
                 cover[m] -= 1
                 if cover[m] == 0 and not taken[m]:
                     self.mark(m)
 
     def settle(self) -> None:
-        """Look at the marked units again, in rank order."""
+        """Look at the marked super-nodes again, in rank order."""
         dirty, used, cache = self.dirty, self.used, self.cache
         free, cover, flagged = self.sel._free, self.cover, self.flagged
         while dirty:

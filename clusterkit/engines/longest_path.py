@@ -19,8 +19,8 @@ Constraints:
 - a never-together pair that is not adjacent and ends up in one cluster gets a virtual weight-1
   edge (oriented along a topological order) and the levels are computed again, until no pair
   collides (a dummy node between the two, in TVM's description);
-- together groups are contracted to one unit first (compiling the constraints checked that they
-  are convex and that no two depend on each other, so the contracted graph is a DAG);
+- together groups are contracted to one super-node first (compiling the constraints checked that
+  they are convex and that no two depend on each other, so the contracted graph is a DAG);
 - ``max_size`` / ``max_const_bytes``: an oversized piece is cut into chunks that are contiguous in
   a topological order (never formed above the limit); ``min_size``: smaller clusters go back to
   the fallback (:func:`~clusterkit.engines.common.enforce_min_size`).
@@ -50,6 +50,7 @@ from typing import Callable
 
 import numpy as np
 
+from clusterkit._deprecated import renamed_attribute
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.super_nodes import SuperNodeGraph
@@ -85,13 +86,15 @@ FB_REASONS = {FB_GROUP: GROUP_FITS_NO_DEVICE, FB_FILTER: FILTER_DROPPED,
 class Plan:
     """Per node device (``dev``, -1 = fallback) and per edge whether it may lie inside a cluster
     (``inner``: same device, contractible for it, not an adjacent never-together pair), with the
-    together groups as units."""
+    together groups as super-nodes."""
 
     dev: np.ndarray
     inner: np.ndarray
-    units: SuperNodeGraph
+    super_nodes: SuperNodeGraph
     codes: np.ndarray
     never_adjacent: int = 0
+
+    units = renamed_attribute("super_nodes")  # the old name, deprecated
 
 
 def plan(problem: Problem) -> Plan:
@@ -131,20 +134,21 @@ def plan(problem: Problem) -> Plan:
     return Plan(dev, inner, SuperNodeGraph(problem), codes, never_adj)
 
 
-def convex_split(units: SuperNodeGraph, cluster: list[int], part: dict[int, int]
+def convex_split(super_nodes: SuperNodeGraph, cluster: list[int], part: dict[int, int]
                  ) -> dict[int, tuple[int, int]]:
-    """Split a convex cluster whose units carry part labels (``-1`` = dropped) into valid
-    clusters: returns ``unit -> (part, level)`` for the kept units, where level counts, along the
-    paths inside the cluster, the edges that leave a dropped unit or change part. Edges inside
-    the cluster never lower the level and an edge that keeps it joins two units of one part, so
-    the new clusters form no cycle (paths outside the cluster cannot come back: it was convex)."""
-    uo = units.super_node_of
+    """Split a convex cluster whose super-nodes carry part labels (``-1`` = dropped) into valid
+    clusters: returns ``super-node -> (part, level)`` for the kept super-nodes, where level
+    counts, along the paths inside the cluster, the edges that leave a dropped super-node or
+    change part. Edges inside the cluster never lower the level and an edge that keeps it joins
+    two super-nodes of one part, so the new clusters form no cycle (paths outside the cluster
+    cannot come back: it was convex)."""
+    uo = super_nodes.super_node_of
     inside = {int(uo[v]) for v in cluster}
     level: dict[int, int] = {}
-    for u in sorted(inside, key=units.rank.__getitem__):
+    for u in sorted(inside, key=super_nodes.rank.__getitem__):
         best = 0
         pu = part[u]
-        for p in units.pred[u]:
+        for p in super_nodes.pred[u]:
             if p in level:
                 x = level[p] + (1 if part[p] < 0 or part[p] != pu else 0)
                 if x > best:
@@ -161,13 +165,13 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
                   selectors: Callable[[int], SubgraphSelector | None] | None = None,
                   regrow: bool = False) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """Re-grow (``regrow``, edge-sensitive selectors) and ``filter`` every accelerator cluster;
-    dropped units go to the fallback and the rest is re-split with :func:`convex_split`.
+    dropped super-nodes go to the fallback and the rest is re-split with :func:`convex_split`.
 
     ``selectors(label)`` gives the grown selector of a cluster (``cycles``) or ``None`` for a
     fresh one. Returns new labels, devices and counts."""
     g = problem.graph
-    units = plan_.units
-    uo = units.super_node_of
+    super_nodes = plan_.super_nodes
+    uo = super_nodes.super_node_of
     props = problem.properties
     probe = [p.create_subgraph_selector() for p in props]
     do_filter = [_overrides(s, "filter") for s in probe]
@@ -211,14 +215,14 @@ def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.nda
             stats["filtered_nodes"] += len(filt)
             plan_.codes[filt] = FB_FILTER
         dev[dropped] = -1
-        next_label = _relabel(units, cl, part, labels, next_label)
+        next_label = _relabel(super_nodes, cl, part, labels, next_label)
     return labels, dev, stats
 
 
 def _filter_pieces(g: Graph, uo: np.ndarray, cl: list[int], part: dict[int, int],
                    sels: list[SubgraphSelector]) -> None:
-    """Each piece's selector ``filter`` on its nodes; a dropped node's unit (its whole together
-    group) gets part ``-1``."""
+    """Each piece's selector ``filter`` on its nodes; a dropped node's super-node (its whole
+    together group) gets part ``-1``."""
     nodes = g.nodes
     for pid, sel in enumerate(sels):
         cands = [nodes[v] for v in cl if part[int(uo[v])] == pid]
@@ -230,12 +234,12 @@ def _filter_pieces(g: Graph, uo: np.ndarray, cl: list[int], part: dict[int, int]
                 part[int(uo[nd.index])] = -1
 
 
-def _relabel(units: SuperNodeGraph, cl: list[int], part: dict[int, int], labels: np.ndarray,
+def _relabel(super_nodes: SuperNodeGraph, cl: list[int], part: dict[int, int], labels: np.ndarray,
              next_label: int) -> int:
     """New labels (from ``next_label``) for the kept nodes of cluster ``cl`` split by
     :func:`convex_split`; returns the next free label."""
-    uo = units.super_node_of
-    split = convex_split(units, cl, part)
+    uo = super_nodes.super_node_of
+    split = convex_split(super_nodes, cl, part)
     remap: dict[tuple[int, int], int] = {}
     for v in cl:
         u = int(uo[v])
@@ -252,12 +256,12 @@ def _relabel(units: SuperNodeGraph, cl: list[int], part: dict[int, int], labels:
 def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, int],
             sels: list[SubgraphSelector], stats: dict[str, int]) -> None:
     """Re-grow the cluster ``cl`` with one fresh selector per piece (``select`` on the seed,
-    ``select_output``/``select_input`` along inner edges): fills ``part`` (unit → piece, -1 for
-    a unit whose seed the selector refused) and ``sels`` (the selector of each piece)."""
+    ``select_output``/``select_input`` along inner edges): fills ``part`` (super-node → piece, -1
+    for a super-node whose seed the selector refused) and ``sels`` (the selector of each piece)."""
     nodes = problem.graph.nodes
     succ_l, pred_l = problem.graph.succ_lists, problem.graph.pred_lists
-    units = plan_.units
-    uo = units.super_node_of
+    super_nodes = plan_.super_nodes
+    uo = super_nodes.super_node_of
     inside = set(cl)
     for seed in cl:
         u = int(uo[seed])
@@ -266,25 +270,25 @@ def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, 
         sel = prop.create_subgraph_selector()
         if not call_select(sel, nodes[seed]):
             part[u] = -1
-            stats["regrow_refused_nodes"] += len(units.members[u])
-            plan_.codes[units.members[u]] = FB_SELECT
+            stats["regrow_refused_nodes"] += len(super_nodes.members[u])
+            plan_.codes[super_nodes.members[u]] = FB_SELECT
             continue
         pid = len(sels)
         sels.append(sel)
         part[u] = pid
-        queue = deque(units.members[u])
+        queue = deque(super_nodes.members[u])
         while queue:
             x = queue.popleft()
             for y in succ_l[x]:
                 if y in inside and int(uo[y]) not in part and \
                         call_select_output(sel, nodes[x], nodes[y]):
                     part[int(uo[y])] = pid
-                    queue.extend(units.members[int(uo[y])])
+                    queue.extend(super_nodes.members[int(uo[y])])
             for y in pred_l[x]:
                 if y in inside and int(uo[y]) not in part and \
                         call_select_input(sel, nodes[x], nodes[y]):
                     part[int(uo[y])] = pid
-                    queue.extend(units.members[int(uo[y])])
+                    queue.extend(super_nodes.members[int(uo[y])])
 
 
 def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, strategy: str,
@@ -347,8 +351,8 @@ def run(problem: Problem, *, split_components: bool = True, join_siblings: bool 
     n = g.n
     pl = plan(problem)
     dev = pl.dev
-    units = pl.units
-    uo = units.super_node_of
+    super_nodes = pl.super_nodes
+    uo = super_nodes.super_node_of
     info: dict = {"never_adjacent_cut": pl.never_adjacent}
     if n == 0:
         return finish(problem, pl, np.zeros(0, np.int64), dev, "longest-path", info)
@@ -388,9 +392,9 @@ def run(problem: Problem, *, split_components: bool = True, join_siblings: bool 
 
 
 def _bytes_at(level_of: np.ndarray, edges: tuple[np.ndarray, ...]) -> np.ndarray:
-    """Per unit ``v``, the bytes of the weight-0 edges ``(ls, ld, s0, d0, b0)`` (current levels
-    of both ends, the ends, the bytes) joining ``v`` at level ``level_of[v]`` to a neighbour on
-    that level."""
+    """Per super-node ``v``, the bytes of the weight-0 edges ``(ls, ld, s0, d0, b0)`` (current
+    levels of both ends, the ends, the bytes) joining ``v`` at level ``level_of[v]`` to a
+    neighbour on that level."""
     ls, ld, s0, d0, b0 = edges
     n = len(level_of)
     into = ls == level_of[d0]
@@ -427,7 +431,7 @@ def _check_options(split_components: object, join_siblings: object, refine: obje
 
 
 def _unit_pairs(problem: Problem, uo: np.ndarray) -> list[tuple[int, int]]:
-    """Never-together pairs as unit pairs (adjacent ones are already weight-1 edges)."""
+    """Never-together pairs as super-node pairs (adjacent ones are already weight-1 edges)."""
     out = set()
     for a, b in problem.never_pairs.tolist():
         ua, ub = int(uo[a]), int(uo[b])
@@ -437,33 +441,34 @@ def _unit_pairs(problem: Problem, uo: np.ndarray) -> list[tuple[int, int]]:
 
 
 class _LevelProblem:
-    """The unit graph with 0/1 weights, in plain lists ordered for the level sweeps."""
+    """The super-node graph with 0/1 weights, in plain lists ordered for the level sweeps."""
 
     def __init__(self, g: Graph, pl: Plan):
         self.g = g
         self.pl = pl
-        units = pl.units
-        self.n = units.n
+        super_nodes = pl.super_nodes
+        self.n = super_nodes.n
         w = (~pl.inner).astype(np.int64)
         b = g.edge_bytes
-        if units.has_groups:  # a unit edge weighs 1 if one of its edges does; bytes add up
-            outer = np.flatnonzero(units.edge_of >= 0)
-            eo = units.edge_of[outer]
-            uw = np.zeros(len(units.esrc), dtype=np.int64)
+        # a super-node edge weighs 1 if one of its edges does; bytes add up
+        if super_nodes.has_groups:
+            outer = np.flatnonzero(super_nodes.edge_of >= 0)
+            eo = super_nodes.edge_of[outer]
+            uw = np.zeros(len(super_nodes.esrc), dtype=np.int64)
             np.maximum.at(uw, eo, w[outer])
-            ub = np.zeros(len(units.esrc), dtype=b.dtype)
+            ub = np.zeros(len(super_nodes.esrc), dtype=b.dtype)
             np.add.at(ub, eo, b[outer])
             w, b = uw, ub
-        self.us, self.ud, self.w, self.b = units.esrc, units.edst, w, b
-        self.pos = np.asarray(units.rank, dtype=np.int64)
+        self.us, self.ud, self.w, self.b = super_nodes.esrc, super_nodes.edst, w, b
+        self.pos = np.asarray(super_nodes.rank, dtype=np.int64)
         self.by_dst = np.lexsort((self.pos[self.us], self.pos[self.ud]))  # targets in order
-        self.dev = pl.dev[units.first]  # device per unit
+        self.dev = pl.dev[super_nodes.first]  # device per super-node
         self.w = self._class_weights(self.w)
         self.virtual: list[tuple[int, int]] = []
 
     def _class_weights(self, w: np.ndarray) -> np.ndarray:
         """An edge that leaves a device for a later class (a later device, the fallback) or
-        joins two fallback units weighs 0: ordering clusters by (level, device, fallback last)
+        joins two fallback super-nodes weighs 0: ordering clusters by (level, device, fallback last)
         keeps it forward, and the levels need not climb for it."""
         ndev = int(self.dev.max()) + 1 if self.n else 0
         cls = np.where(self.dev >= 0, self.dev, ndev)
@@ -483,7 +488,7 @@ class _LevelProblem:
         return s, d, w
 
     def longest(self) -> list[int]:
-        """Earliest level of every unit (non-unit ids copy nothing: they are never read)."""
+        """Earliest level of every super-node (other ids copy nothing: they are never read)."""
         level = [0] * self.n
         if self.virtual:
             return self._longest_with_virtual(level)
@@ -509,10 +514,10 @@ class _LevelProblem:
         return level
 
     def clusters(self, level: list[int], split: bool, siblings: bool = True) -> np.ndarray:
-        """Cluster label per unit id: connected pieces of weight-0 same-level edges, where
-        ``siblings`` also joins accelerator units of one level and device that read the same
+        """Cluster label per super-node id: connected pieces of weight-0 same-level edges, where
+        ``siblings`` also joins accelerator super-nodes of one level and device that read the same
         tensor (it is then sent once); or one class per level and device (``split`` False).
-        Fallback units alone. Any union inside one (level, device) class stays valid."""
+        Fallback super-nodes alone. Any union inside one (level, device) class stays valid."""
         n = self.n
         lv = np.asarray(level, dtype=np.int64)
         dev = self.dev
@@ -527,14 +532,14 @@ class _LevelProblem:
         else:
             ndev = int(dev.max()) + 2 if n else 1
             lab = lv * ndev + (dev + 1)
-        lab = np.where(dev >= 0, lab, -1 - np.arange(n))  # fallback units alone
+        lab = np.where(dev >= 0, lab, -1 - np.arange(n))  # fallback super-nodes alone
         return lab
 
     def _siblings(self, lv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs of accelerator units on one level and device that read one non-constant
+        """Pairs of accelerator super-nodes on one level and device that read one non-constant
         tensor (consecutive consumers in (tensor, level, device) order)."""
         tt = self.g.tensor_table
-        uo = self.pl.units.super_node_of
+        uo = self.pl.super_nodes.super_node_of
         dev = self.dev
         c = uo[tt.inc_node]
         t = tt.inc_tensor
@@ -556,13 +561,13 @@ class _LevelProblem:
         """Moves within the slack, in vectorized rounds; returns the new levels and the number
         of moves.
 
-        A unit ``v`` may sit anywhere in ``[lo, hi]``: ``lo`` = max over in-edges of
+        A super-node ``v`` may sit anywhere in ``[lo, hi]``: ``lo`` = max over in-edges of
         ``level[u] + w``, ``hi`` = min over out-edges of ``level[s] - w`` (the top level for a
         sink). A weight-0 in-neighbour sits at most at ``lo`` and an out-neighbour at least at
         ``hi``, so the only levels where ``v`` can join neighbours are ``lo`` and ``hi``: ``v``
         wants to move there when the bytes it exchanges with the neighbours on that level beat
         the bytes it exchanges with the neighbours on its own level. Each round moves an
-        independent set of such units (no edge and no never-together pair between two of them,
+        independent set of such super-nodes (no edge and no never-together pair between two of them,
         the larger gain wins), so every move sees fixed neighbours, keeps all bounds and lowers
         the bytes cut on weight-0 edges."""
         n = self.n
@@ -616,16 +621,16 @@ class _LevelProblem:
     def enforce_max(self, ulab: np.ndarray, problem: Problem) -> tuple[np.ndarray, int]:
         """Cut clusters above their device's node or byte limit (``max_size`` /
         ``max_const_bytes`` or the device's own) into chunks contiguous in a topological order
-        (each unit whole)."""
+        (each super-node whole)."""
         lim = problem.limits
         if not lim.any_maximum and not lim.any_bytes:
             return ulab, 0
-        units = self.pl.units
+        super_nodes = self.pl.super_nodes
         n = self.n
-        size = np.asarray(units.size, dtype=np.int64)
+        size = np.asarray(super_nodes.size, dtype=np.int64)
         cb = np.zeros(n, dtype=np.int64)
         if lim.any_bytes:
-            cb = np.bincount(units.super_node_of, weights=self.g.const_bytes, minlength=n
+            cb = np.bincount(super_nodes.super_node_of, weights=self.g.const_bytes, minlength=n
                              ).astype(np.int64)
         acc = np.flatnonzero(self.dev >= 0)
         if not len(acc):

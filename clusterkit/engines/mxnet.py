@@ -87,7 +87,7 @@ def _run(problem: Problem) -> Partition:
         if not passes.taken[u]:
             for v in ug.members[u]:
                 reasons[v] = why
-    moved = dict.fromkeys(ug.nodes_of(sorted(passes.cycle_units)),
+    moved = dict.fromkeys(ug.nodes_of(sorted(passes.cycle_super_nodes)),
                           "dropped from a subgraph to avoid a cycle")
     result, split = close_growth(problem, ug, passes.pieces, "mxnet", reasons, moved)
     result.info["mxnet"] = {"seeds": passes.seeds, "rejected_subgraphs": passes.rejected,
@@ -115,12 +115,12 @@ class _MXNet:
         self.taken = [False] * ug.n
         self.pieces: list[GrowingCluster] = []
         self.reasons: dict[int, Reason] = {}
-        self.cycle_units: set[int] = set()
+        self.cycle_super_nodes: set[int] = set()
         self.drops: list[dict] = []
         self.drop_events = self.dropped_total = 0
         self.seeds = self.rejected = 0
         self.blocked: list[bool] = []
-        self.blocked_marks = 0   # landmark bits of the blocked units (GrowthTracker.marks_of)
+        self.blocked_marks = 0   # landmark bits of the blocked super-nodes (GrowthTracker.marks_of)
         self.max_nodes: int | None = None   # the limits of the device being applied
         self.max_const: int | None = None
 
@@ -135,7 +135,7 @@ class _MXNet:
         dev = p.devices[d]
         ug, nodes = self.ug, self.graph.nodes
         feas = ug.feasible[d]
-        # units that can never join a subgraph of this device: checked eagerly
+        # super-nodes that can never join a subgraph of this device: checked eagerly
         self.blocked = blocked = [not f or t for f, t in zip(feas, self.taken)]
         self.blocked_marks = self.tracker.marks_of(blocked)
         self._device_setup(d)
@@ -162,8 +162,8 @@ class _MXNet:
 
     def _device_setup(self, d: int) -> None:
         """Per-device shortcut of ``GrowthState.fits``: whether the state is trivial (no size,
-        never-together or constant limit) and each unit's neighbours across an edge the device
-        may not contract, among the units it may take (members are such units)."""
+        never-together or constant limit) and each super-node's neighbours across an edge the device
+        may not contract, among the super-nodes it may take (members are such super-nodes)."""
         p, ug = self.problem, self.ug
         lim = p.limits  # the device's own limits when tighter than the global ones
         self.max_nodes, self.max_const = lim.max_nodes[d], lim.max_const[d]
@@ -171,9 +171,10 @@ class _MXNet:
         self.near = refused_neighbours(ug, d, np.asarray(ug.feasible[d], dtype=bool))
 
     def _accepted(self, d: int, kept: list[int], seed: int) -> list[list[int]]:
-        """The units of ``kept`` as subgraphs ``create_subgraph_node`` accepts: ``kept`` itself,
-        or when rejected its acceptable pieces (:func:`~clusterkit.passes.acceptable.
-        split_cluster`); a unit in none keeps the device's reason and may join a later seed."""
+        """The super-nodes of ``kept`` as subgraphs ``create_subgraph_node`` accepts: ``kept``
+        itself, or when rejected its acceptable pieces (:func:`~clusterkit.passes.acceptable.
+        split_cluster`); a super-node in none keeps the device's reason and may join a later
+        seed."""
         p, ug = self.problem, self.ug
         prop, dev = p.properties[d], p.devices[d]
         node_ids = ug.nodes_of(kept)
@@ -260,7 +261,7 @@ class _MXNet:
                "once fused)")
         reason = Reason(Category.CYCLE, f"dropped from {dev}'s subgraph seeded at "
                         f"{self._name(seed)!r}: {why}")
-        self.cycle_units.update(dropped)
+        self.cycle_super_nodes.update(dropped)
         reasons = self.reasons
         for u in dropped:
             reasons[u] = reason
@@ -270,7 +271,7 @@ class _MXNet:
                                "dropped": names, "why": why})
 
     def _filter(self, sel, cand: list[int], dev: str) -> list[int]:
-        """``filter`` at node level, then whole units only, then convex again."""
+        """``filter`` at node level, then whole super-nodes only, then convex again."""
         if _is_stock(sel, "filter", SubgraphSelector):
             return cand              # the stock filter keeps every candidate
         ug, nodes = self.ug, self.graph.nodes
@@ -291,7 +292,7 @@ class _MXNet:
                 rank = ug.rank
                 gone = [u for u in kept if rank[u] >= rank[y]]
                 for u in gone:
-                    self.cycle_units.add(u)
+                    self.cycle_super_nodes.add(u)
                     self.reasons[u] = Reason(Category.CYCLE, f"{dev}'s filter removed nodes it "
                                              "depended on; keeping it would close a cycle")
                 kept = [u for u in kept if rank[u] < rank[y]]
@@ -305,8 +306,8 @@ def _is_stock(obj, method: str, base: type) -> bool:
     return getattr(getattr(obj, method, None), "__func__", None) is getattr(base, method)
 
 
-def _all_blocked(units: list[int], blocked: list[bool]) -> bool:
-    for w in units:
+def _all_blocked(super_nodes: list[int], blocked: list[bool]) -> bool:
+    for w in super_nodes:
         if not blocked[w]:
             return False
     return True

@@ -1,10 +1,10 @@
 """The problem's graph with every together group contracted to one *super-node*.
 
 A together group is convex and no two groups depend on each other (both checked when the
-constraints are compiled), so the contracted graph is again a DAG and a partition of the units is
-a partition of the nodes that keeps every group whole. The contraction itself is
+constraints are compiled), so the contracted graph is again a DAG and a partition of the
+super-nodes is a partition of the nodes that keeps every group whole. The contraction itself is
 :func:`~clusterkit.graph.algorithms.group_labels` and :func:`~clusterkit.graph.algorithms.quotient`
-on integer arrays; :class:`SuperNodeGraph` adds what the engines ask of a unit (devices, size,
+on integer arrays; :class:`SuperNodeGraph` adds what the engines ask of a super-node (devices, size,
 constants, never-together partners, topological orders), each part computed on first use.
 """
 
@@ -118,7 +118,7 @@ class SuperNodeGraph:
 
     @cached_property
     def _by_dst(self) -> np.ndarray:
-        """Unit edges by (target, source)."""
+        """Super-node edges by (target, source)."""
         return np.lexsort((self.esrc, self.edst)).astype(np.int64)
 
     @cached_property
@@ -236,7 +236,7 @@ class SuperNodeGraph:
     def landmarks(self) -> tuple[list[int], list[int], list[int]]:
         """Positive reachability labels ``(own, lin, lout)`` as integer bitsets over up to
         :data:`LANDMARKS` super-nodes spread evenly over the topological order: ``own[u]`` is the
-        bit of landmark ``u`` (0 for other units), bit ``k`` of ``lout[u]`` says ``u`` reaches
+        bit of landmark ``u`` (0 for other super-nodes), bit ``k`` of ``lout[u]`` says ``u`` reaches
         landmark ``k``, of ``lin[u]`` that landmark ``k`` reaches ``u`` (paths of length
         >= 0). ``lout[a] & lin[b]`` proves ``a ~> b``."""
         n, order = self.n, self.order
@@ -247,12 +247,12 @@ class SuperNodeGraph:
         return own, _closure(order, self.pred, own), _closure(order[::-1], self.succ, own)
 
     # ------------------------------------------------------------------ helpers
-    def nodes_of(self, units: Iterable[int]) -> list[int]:
+    def nodes_of(self, super_nodes: Iterable[int]) -> list[int]:
         """Sorted node ids of some super-nodes."""
         if not self.has_groups:
-            return sorted(int(u) for u in units)
+            return sorted(int(u) for u in super_nodes)
         out = []
-        for u in units:
+        for u in super_nodes:
             out.extend(self.members[u])
         return sorted(out)
 
@@ -262,12 +262,12 @@ class SuperNodeGraph:
         n, k = self.problem.n, len(clusters)
         piece = np.full(self.n, -1, dtype=np.int64)
         if k:
-            units = np.fromiter((u for c in clusters for u in c.super_nodes), dtype=np.int64)
+            super_nodes = np.fromiter((u for c in clusters for u in c.super_nodes), dtype=np.int64)
             lens = np.fromiter((len(c.super_nodes) for c in clusters), dtype=np.int64, count=k)
             # the last piece holding a super-node wins, as with one assignment per piece
-            last = np.unique(units[::-1], return_index=True)[1]
+            last = np.unique(super_nodes[::-1], return_index=True)[1]
             ids = np.repeat(np.arange(k, dtype=np.int64), lens)[::-1]
-            piece[units[::-1][last]] = ids[last]
+            piece[super_nodes[::-1][last]] = ids[last]
         of_node = piece[self.super_node_of]
         placed = of_node >= 0
         labels = np.where(placed, of_node, np.arange(n, dtype=np.int64) + k)

@@ -9,13 +9,13 @@ bound on the cut of any partition with that placement, and what separates neighb
 different devices.
 
 The cost mode is alpha-expansion (Boykov, Veksler and Zabih) started from the priority choice:
-for one device ``a`` at a time, every unit that may move to ``a`` either stays or moves, and the
-best such move is one s-t minimum cut (OR-tools' ``SimpleMaxFlow``, 64-bit capacities). The
+for one device ``a`` at a time, every super-node that may move to ``a`` either stays or moves, and
+the best such move is one s-t minimum cut (OR-tools' ``SimpleMaxFlow``, 64-bit capacities). The
 per-tensor term "once per distinct consuming device" is represented exactly with one auxiliary
 node per (tensor, device) that has several consumers, so every move is optimal and a move is
 kept only when it lowers the device cut. With two devices the first move to the second device
 already ranges over every choice, so the result is the exact minimum; with more it is a local
-optimum of the expansion moves. Together groups are one unit and move together, on a device
+optimum of the expansion moves. Together groups are one super-node and move together, on a device
 that takes every member. Constraints (cut edges, value inputs, never-together pairs, refused
 selector edges) are untouched: the engine that clusters the narrowed problem keeps them.
 
@@ -107,7 +107,7 @@ def device_labels(problem: Problem, mode: DeviceMode = "cost") -> np.ndarray:
 
 
 class _Expansion:
-    """Alpha-expansion over units (together groups contracted) for the device cut."""
+    """Alpha-expansion over super-nodes (together groups contracted) for the device cut."""
 
     def __init__(self, problem: Problem, start: np.ndarray):
         self.problem = problem
@@ -129,8 +129,8 @@ class _Expansion:
 
     def run(self) -> np.ndarray:
         """Expansion moves until a round over the devices lowers the device cut no more. With
-        two devices, priority leaves every unit the second takes free to move to it, so that one
-        move ranges over every choice and is the whole search."""
+        two devices, priority leaves every super-node the second takes free to move to it, so that
+        one move ranges over every choice and is the whole search."""
         best = device_cut(self.problem, self.node_labels())
         nd = len(self.problem.devices)
         alphas = [1] if nd == 2 else list(range(nd))
@@ -165,7 +165,7 @@ class _Expansion:
         return np.flatnonzero(hit)
 
     def _move(self, alpha: int) -> np.ndarray | None:
-        """Units that move to ``alpha`` in the best expansion move, or ``None`` when none may
+        """Super-nodes that move to ``alpha`` in the best expansion move, or ``None`` when none may
         move or the best move moves none."""
         free = self.options[alpha] & (self.label != alpha)
         if not free.any():
@@ -180,8 +180,8 @@ class _Expansion:
 
 
 def _unit_tensors(problem: Problem, super_node_of: np.ndarray) -> list[tuple[int, int, list[int]]]:
-    """(bytes, producer unit or -1, distinct consumer units other than the producer's) of every
-    non-free tensor of non-zero size that some other unit consumes."""
+    """(bytes, producer super-node or -1, distinct consumer super-nodes other than the producer's)
+    of every non-free tensor of non-zero size that some other super-node consumes."""
     tt = problem.graph.tensor_table
     live = ~tt.free[tt.inc_tensor]
     ten = tt.inc_tensor[live]
@@ -208,7 +208,7 @@ def _unit_tensors(problem: Problem, super_node_of: np.ndarray) -> list[tuple[int
 class _MoveNetwork:
     """The s-t network of one expansion move to device ``alpha``.
 
-    ``x_u = 1`` (sink side) moves free unit ``u`` to ``alpha``. An arc ``i -> j`` of capacity
+    ``x_u = 1`` (sink side) moves free super-node ``u`` to ``alpha``. An arc ``i -> j`` of capacity
     ``c`` is paid when ``i`` is on the source side and ``j`` on the sink side. The cost of a
     tensor of ``w`` bytes is ``w`` per device ``b`` that some consumer is on and the producer is
     not; for ``b = alpha`` that is ``w * OR(x_c) * (1 - x_p)``, for another ``b`` it is
@@ -233,7 +233,7 @@ class _MoveNetwork:
         self.caps.append(cap)
 
     def add_tensor(self, w: int, p: int, consumers: list[int]) -> None:
-        """The terms of one tensor of ``w`` bytes from unit ``p`` (-1: a graph input)."""
+        """The terms of one tensor of ``w`` bytes from super-node ``p`` (-1: a graph input)."""
         alpha, label, free = self.alpha, self.label, self.free
         on_alpha = [c for c in consumers if free[c] or label[c] == alpha]
         if on_alpha:
@@ -246,7 +246,7 @@ class _MoveNetwork:
             self._stay_on(w, p, b, cs)
 
     def _to_alpha(self, w: int, p: int, cs: list[int]) -> None:
-        """``w * OR(units of cs on alpha) * (producer not on alpha)``."""
+        """``w * OR(super-nodes of cs on alpha) * (producer not on alpha)``."""
         p_free = p >= 0 and self.free[p]
         if p >= 0 and not p_free and self.label[p] == self.alpha:
             return
@@ -264,7 +264,7 @@ class _MoveNetwork:
         self.arc(tail, z, w)
 
     def _stay_on(self, w: int, p: int, b: int, cs: list[int]) -> None:
-        """``w * OR(units of cs stay on b) * (producer not on b)`` for ``b != alpha``."""
+        """``w * OR(super-nodes of cs stay on b) * (producer not on b)`` for ``b != alpha``."""
         p_on_b = p >= 0 and self.label[p] == b
         if p_on_b and not self.free[p]:
             return
@@ -287,7 +287,7 @@ class _MoveNetwork:
         return self.next - 1
 
     def solve(self) -> np.ndarray:
-        """Units on the sink side of a minimum cut (the units that move)."""
+        """Super-nodes on the sink side of a minimum cut (the super-nodes that move)."""
         if not self.tails:
             return np.zeros(0, dtype=np.int64)
         caps = np.asarray(self.caps, dtype=np.int64)
@@ -302,6 +302,6 @@ class _MoveNetwork:
             raise StrategyError(f"device choice: the max-flow solver returned {status}")
         source_side = np.zeros(self.next, dtype=bool)
         source_side[np.asarray(flow.get_source_side_min_cut(), dtype=np.int64)] = True
-        units = np.asarray(list(self.node_of), dtype=np.int64)
+        super_nodes = np.asarray(list(self.node_of), dtype=np.int64)
         nodes = np.asarray(list(self.node_of.values()), dtype=np.int64)
-        return units[~source_side[nodes]]
+        return super_nodes[~source_side[nodes]]
