@@ -9,12 +9,12 @@ first alternating from round to round, after warm-up runs; ``ratio`` is the medi
 rounds of fused / single (target <= 1.05). ``ratio_vs_default`` compares the fused median with a
 whole-model session on onnxruntime's default options (spinning thread pools), timed alone.
 ``ratio_vs_cut`` compares the fused run (paired the same way) with one session of the whole model
-in which every tensor passed between units is also a graph output: onnxruntime cannot fuse nodes
+in which every tensor passed between steps is also a graph output: onnxruntime cannot fuse nodes
 across a device boundary there either, so it runs the fused run's kernels without the executor
 (what is left is the executor's and the sessions' own cost). ``cut_cost`` = ratio /
 ratio_vs_cut estimates the cut model / the whole model: what onnxruntime loses by not fusing
 across the boundaries, which no executor can win back. ``in_sessions`` is the share of the fused
-run's time spent inside the units' sessions (the rest is the executor's own work).
+run's time spent inside the steps' sessions (the rest is the executor's own work).
 
 Run: ``python benchmarks/bench_fusion.py [--quick] [--threads=N]`` (or through
 ``benchmarks/run.py``); ``--threads=1`` gives steadier figures on a busy machine.
@@ -66,7 +66,7 @@ def _paired(single, fused, runs: int) -> tuple[list[float], list[float]]:
 
 
 def _cut_model(graph, executor):
-    """The whole model with every tensor the executor passes between units made a graph output
+    """The whole model with every tensor the executor passes between steps made a graph output
     too: onnxruntime cannot fuse nodes across those tensors any more, so one session of it runs
     the kernels the fused run runs, without the executor."""
     import onnx
@@ -177,7 +177,7 @@ def _notes(rows: list[list], runs: int, warmup: int, threads: int) -> list[str]:
         "median fused / its median); fused = clusterkit Executor (every unit an "
         "onnxruntime session, consecutive fused nodes of one device in one unit, tensors "
         "passed as OrtValues, values fixed by static shapes "
-        "folded); in_sessions = share of the fused time inside the units' sessions",
+        "folded); in_sessions = share of the fused time inside the steps' sessions",
         "'every op' selector: acc=ops:<every op type of the model>; 'partial': the same minus "
         f"{', '.join(HOST_ONLY)} (those run on the host); default constraints (value inputs "
         "such as a Reshape's computed shape force cuts)",
@@ -185,7 +185,7 @@ def _notes(rows: list[list], runs: int, warmup: int, threads: int) -> list[str]:
         f"{worst['partial']:.3f} with the partial selector (a whole-model session fuses "
         "patterns across the device boundary, such as Gelu = Div, Erf, Add, Mul, that a "
         f"heterogeneous run cannot); worst ratio_vs_cut {worst_cut:.3f} (single_cut = the "
-        "whole model with every tensor passed between units also a graph output, run with "
+        "whole model with every tensor passed between steps also a graph output, run with "
         "OrtValues, paired with the fused run the same way)",
     ]
 

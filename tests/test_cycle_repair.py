@@ -118,10 +118,10 @@ def test_same_pieces_as_pearce_kelly_on_long_edges(monkeypatch):
     graph = graph_from_dag(long_edge_dag(3000, seed=1))
     problem = ck.make_problem(graph, ["ops:" + ",".join(LONG_EDGE_SUPPORTED)])
     passes = mxnet._partition_graph(problem)
-    fast, split = break_cycles(passes.ug, list(passes.pieces))
+    fast, split = break_cycles(passes.contracted, list(passes.pieces))
     assert split > 0
     monkeypatch.setattr(cycle_repair, "OneSidedGraphCycles", GraphCycles)
-    slow, split_slow = break_cycles(passes.ug, list(passes.pieces))
+    slow, split_slow = break_cycles(passes.contracted, list(passes.pieces))
     assert split == split_slow
     assert [(p.device, p.super_nodes) for p in fast] == [(p.device, p.super_nodes) for p in slow]
 

@@ -128,11 +128,11 @@ def test_mxnet_keeps_the_blocked_landmarks_up_to_date(seed):
     problem = ck.make_problem(graph, ["a=ops:" + ",".join(LONG_EDGE_SUPPORTED[:half]),
                                       "b=ops:" + ",".join(LONG_EDGE_SUPPORTED[half - 2:])])
     passes = mxnet._MXNet(problem, SuperNodeGraph(problem))
-    own = passes.ug.landmarks[0]
+    own = passes.contracted.landmarks[0]
     for d in range(len(problem.devices)):
         passes.apply(d)
         assert any(passes.taken)
-        assert passes.blocked_marks == sum(own[u] for u in range(passes.ug.n)
+        assert passes.blocked_marks == sum(own[u] for u in range(passes.contracted.n)
                                            if passes.blocked[u])
 
 

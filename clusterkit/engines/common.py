@@ -39,8 +39,8 @@ def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) 
     return devices
 
 
-def close_growth(problem: Problem, ug: SuperNodeGraph, pieces: list[GrowingCluster], strategy: str,
-                 reasons: dict[int, Reason], cycle_why: Mapping[int, str]
+def close_growth(problem: Problem, contracted: SuperNodeGraph, pieces: list[GrowingCluster],
+                 strategy: str, reasons: dict[int, Reason], cycle_why: Mapping[int, str]
                  ) -> tuple[Partition, int]:
     """The closing steps of an engine that grows pieces of super-nodes (``hetero``, ``mxnet``).
 
@@ -50,11 +50,12 @@ def close_growth(problem: Problem, ug: SuperNodeGraph, pieces: list[GrowingClust
     (``cycle_why[v]`` says how) or its cluster was split for one, else ``"constraint"``. Returns
     the partition — with ``fallback_reasons`` and ``info["placement"]`` — and the number of
     clusters split."""
-    pieces, split = break_cycles(ug, pieces)
-    labels, devices = ug.node_labels(pieces)
+    pieces, split = break_cycles(contracted, pieces)
+    labels, devices = contracted.node_labels(pieces)
     placed = devices.copy()
     devices = enforce_min_size(problem, labels, devices)
-    split_nodes = set(ug.nodes_of([u for p in pieces if p.tag.get("split") for u in p.super_nodes]))
+    split_nodes = set(contracted.nodes_of([u for p in pieces if p.tag.get("split")
+                                           for u in p.super_nodes]))
     sizes = np.bincount(labels)
     lim = problem.limits
     for v in np.flatnonzero((placed >= 0) & (devices < 0)).tolist():

@@ -19,7 +19,7 @@ from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 
-def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
+def break_cycles(contracted: SuperNodeGraph, pieces: list[GrowingCluster]
                  ) -> tuple[list[GrowingCluster], int]:
     """Make the graph of clusters acyclic. ``pieces`` are accelerator clusters in the order they
     were formed (each convex on its own); super-nodes in no piece are single-super-node clusters.
@@ -39,13 +39,13 @@ def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
     if k == 0:
         return pieces, 0
     sizes = [len(p.super_nodes) for p in pieces]
-    cl = np.full(ug.n, -1, dtype=np.int64)
+    cl = np.full(contracted.n, -1, dtype=np.int64)
     cl[np.fromiter(chain.from_iterable(p.super_nodes for p in pieces), dtype=np.int64,
                    count=sum(sizes))] = np.repeat(np.arange(k, dtype=np.int64), sizes)
-    item = np.where(cl >= 0, cl, k + np.arange(ug.n))
-    iu, iv = item[ug.esrc], item[ug.edst]
+    item = np.where(cl >= 0, cl, k + np.arange(contracted.n))
+    iu, iv = item[contracted.esrc], item[contracted.edst]
     keep = iu != iv
-    size = k + ug.n
+    size = k + contracted.n
     from scipy.sparse import coo_matrix  # heavy imports, paid on use
     from scipy.sparse.csgraph import connected_components
 
@@ -56,8 +56,8 @@ def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
     if not suspect.any():
         return pieces, 0
     with gc_paused():   # the graph is one set per super-node and edge direction
-        gc = OneSidedGraphCycles.from_adjacency(ug.succ, ug.pred, ug.rank)
-        replacement = {i: _rebuild(ug, gc, pieces[i])
+        gc = OneSidedGraphCycles.from_adjacency(contracted.succ, contracted.pred, contracted.rank)
+        replacement = {i: _rebuild(contracted, gc, pieces[i])
                        for i in np.flatnonzero(suspect).tolist() if len(pieces[i].super_nodes) > 1}
     replacement = {i: parts for i, parts in replacement.items() if len(parts) > 1}
     out: list[GrowingCluster] = []
@@ -66,11 +66,11 @@ def break_cycles(ug: SuperNodeGraph, pieces: list[GrowingCluster]
     return out, len(replacement)
 
 
-def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: GrowingCluster
+def _rebuild(contracted: SuperNodeGraph, gc: OneSidedGraphCycles, piece: GrowingCluster
              ) -> list[GrowingCluster]:
     """Rebuild one suspect on the contracted graph ``gc``: each super-node, breadth first, joins the
     first part whose edge to it contracts without closing a cycle, else starts a new part."""
-    super_nodes = _adjacent_first(ug, piece.super_nodes)
+    super_nodes = _adjacent_first(contracted, piece.super_nodes)
     group = gc.contract_groups(super_nodes)
     k = max(group) + 1
     if k == 1:
@@ -78,16 +78,16 @@ def _rebuild(ug: SuperNodeGraph, gc: OneSidedGraphCycles, piece: GrowingCluster
     parts: list[list[int]] = [[] for _ in range(k)]
     for u, j in zip(super_nodes, group):
         parts[j].append(u)
-    rank = ug.rank
+    rank = contracted.rank
     return [GrowingCluster(piece.device, sorted(part, key=rank.__getitem__),
                            dict(piece.tag, split=True))
             for part in parts]
 
 
-def _adjacent_first(ug: SuperNodeGraph, super_nodes: list[int]) -> list[int]:
+def _adjacent_first(contracted: SuperNodeGraph, super_nodes: list[int]) -> list[int]:
     """The super-nodes breadth first over the cluster's own edges, from its first super-node by
     rank (then from the next unvisited one), so that each super-node usually joins a neighbour."""
-    rank, succ, pred = ug.rank, ug.succ, ug.pred
+    rank, succ, pred = contracted.rank, contracted.succ, contracted.pred
     todo = set(super_nodes)                # super-nodes not reached yet
     out: list[int] = []
     _reach(min(super_nodes, key=rank.__getitem__), todo, out, succ, pred)

@@ -69,19 +69,19 @@ class GrowthTracker:
     ``blocked`` super-nodes (``begin``) count as rejected from the start (MXNet's eager variant).
     """
 
-    def __init__(self, ug: SuperNodeGraph):
-        n = ug.n
-        self.ug = ug
-        self.succ, self.pred = ug.succ, ug.pred
+    def __init__(self, contracted: SuperNodeGraph):
+        n = contracted.n
+        self.contracted = contracted
+        self.succ, self.pred = contracted.succ, contracted.pred
         # the three topological numberings of SuperNodeGraph.orders
-        self.rank_order, self.depth_order, self.height_order = ug.orders
+        self.rank_order, self.depth_order, self.height_order = contracted.orders
         # per super-node its three numberings and itself
         self._orders = list(zip(self.rank_order, self.depth_order, self.height_order, range(n)))
         # sources and sinks: never on a path between two super-nodes, so never between members
         self._end = [not s or not p for s, p in zip(self.succ, self.pred)]
-        self._grail = [lab for pair in ug.intervals for lab in pair]
+        self._grail = [lab for pair in contracted.intervals for lab in pair]
         # SuperNodeGraph.landmarks: a landmark's own bit, the landmarks reaching / reached from
-        self.landmark_bit, self.landmarks_in, self.landmarks_out = ug.landmarks
+        self.landmark_bit, self.landmarks_in, self.landmarks_out = contracted.landmarks
         self._marks = [u for u, b in enumerate(self.landmark_bit) if b]
         # member_stamp[u] == growth_id: u is a member of this growth; rejected_stamp likewise
         self.member_stamp = [0] * n
@@ -697,10 +697,11 @@ class GrowthState:
     """Size, never-together and constant-byte bookkeeping of one growth on device ``d``
     (undoable), and :meth:`fits`: may super-node ``v`` join the tracker's current members?"""
 
-    def __init__(self, ug: SuperNodeGraph, d: int, max_size: int | None, max_bytes: int | None):
-        self.ug = ug
+    def __init__(self, contracted: SuperNodeGraph, d: int, max_size: int | None,
+                 max_bytes: int | None):
+        self.contracted = contracted
         self.d = d
-        self.ok = ug.ok[d]
+        self.ok = contracted.ok[d]
         self.max_size = max_size
         self.max_bytes = max_bytes
         self.size = 0
@@ -709,48 +710,48 @@ class GrowthState:
         self.bytes = 0
 
     def fits(self, v: int, T: GrowthTracker) -> bool:
-        ug = self.ug
-        if self.max_size is not None and self.size + ug.size[v] > self.max_size:
+        contracted = self.contracted
+        if self.max_size is not None and self.size + contracted.size[v] > self.max_size:
             return False
         if self.forbid.get(v):
             return False
         # bound to locals for speed: the loop below reads them often
         gid, mem, ok = T.growth_id, T.member_stamp, self.ok
-        for w, e in zip(ug.succ[v], ug.succ_e[v]):
+        for w, e in zip(contracted.succ[v], contracted.succ_e[v]):
             if mem[w] == gid and not ok[e]:
                 return False
-        for w, e in zip(ug.pred[v], ug.pred_e[v]):
+        for w, e in zip(contracted.pred[v], contracted.pred_e[v]):
             if mem[w] == gid and not ok[e]:
                 return False
         if self.max_bytes is not None:
-            tb, tc = ug.tensor_bytes, self.tcount
+            tb, tc = contracted.tensor_bytes, self.tcount
             # (ug.const is set whenever max_bytes is: here and below)
-            extra = sum(tb[t] for t in ug.const[v] if not tc.get(t))  # type: ignore[index, misc]
+            extra = sum(tb[t] for t in contracted.const[v] if not tc.get(t))  # type: ignore[index, misc]
             if self.bytes + extra > self.max_bytes:
                 return False
         return True
 
     def add(self, v: int) -> None:
-        ug = self.ug
-        self.size += ug.size[v]
-        for w in ug.never.get(v, ()):
+        contracted = self.contracted
+        self.size += contracted.size[v]
+        for w in contracted.never.get(v, ()):
             self.forbid[w] = self.forbid.get(w, 0) + 1
         if self.max_bytes is not None:
-            tc, tb = self.tcount, ug.tensor_bytes
-            for t in ug.const[v]:  # type: ignore[index]
+            tc, tb = self.tcount, contracted.tensor_bytes
+            for t in contracted.const[v]:  # type: ignore[index]
                 k = tc.get(t, 0)
                 if not k:
                     self.bytes += tb[t]
                 tc[t] = k + 1
 
     def remove(self, v: int) -> None:
-        ug = self.ug
-        self.size -= ug.size[v]
-        for w in ug.never.get(v, ()):
+        contracted = self.contracted
+        self.size -= contracted.size[v]
+        for w in contracted.never.get(v, ()):
             self.forbid[w] -= 1
         if self.max_bytes is not None:
-            tc, tb = self.tcount, ug.tensor_bytes
-            for t in ug.const[v]:  # type: ignore[index]
+            tc, tb = self.tcount, contracted.tensor_bytes
+            for t in contracted.const[v]:  # type: ignore[index]
                 tc[t] -= 1
                 if not tc[t]:
                     self.bytes -= tb[t]
@@ -760,15 +761,15 @@ class GrowthState:
 _NO_SUPER_NODES: list[int] = []
 
 
-def refused_neighbours(ug: SuperNodeGraph, d: int, joinable: np.ndarray) -> list[list[int]]:
+def refused_neighbours(contracted: SuperNodeGraph, d: int, joinable: np.ndarray) -> list[list[int]]:
     """Per super-node, its neighbours across an edge device ``d`` may not take inside a cluster,
     among the ``joinable`` super-nodes (a bool per super-node: the only ones that ever become
     members, so no other such edge can lie between two members). Without size, constant or
     never-together limits, :meth:`GrowthState.fits` fails exactly when one of them is a member
     (see :func:`apart`); an engine then skips the state for every super-node with an empty list."""
-    src, dst = np.asarray(ug.esrc), np.asarray(ug.edst)
-    bad = ~np.asarray(ug.ok[d], dtype=bool) & joinable[src] & joinable[dst]
-    near = [_NO_SUPER_NODES] * ug.n
+    src, dst = np.asarray(contracted.esrc), np.asarray(contracted.edst)
+    bad = ~np.asarray(contracted.ok[d], dtype=bool) & joinable[src] & joinable[dst]
+    near = [_NO_SUPER_NODES] * contracted.n
     for a, b in zip(src[bad].tolist(), dst[bad].tolist()):
         for x, y in ((a, b), (b, a)):
             if near[x] is _NO_SUPER_NODES:

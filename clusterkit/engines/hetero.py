@@ -74,9 +74,9 @@ def run(problem: Problem, *, affinity: Iterable[str] | None = None, fill_affinit
 
 def _run(problem: Problem, affinity: Iterable[str] | None, fill_affinity: bool,
          trace: bool) -> Partition:
-    aff, ug, sel, reasons = _select(problem, affinity, fill_affinity, trace)
-    rolled = dict.fromkeys(ug.nodes_of(sel.rolled_back), "rolled back for a self-reference")
-    part, split = close_growth(problem, ug, sel.pieces, "hetero", reasons, rolled)
+    aff, contracted, sel, reasons = _select(problem, affinity, fill_affinity, trace)
+    rolled = dict.fromkeys(contracted.nodes_of(sel.rolled_back), "rolled back for a self-reference")
+    part, split = close_growth(problem, contracted, sel.pieces, "hetero", reasons, rolled)
     part.info["hetero"] = {"rounds": sel.rounds, "growths": sel.growths,
                            "reused_growths": sel.reused, "rollbacks": sel.rollbacks,
                            "clusters_split_for_cycles": split}
@@ -90,19 +90,19 @@ def subgraphs(problem: Problem, *, affinity: Iterable[str] | None = None,
               fill_affinity: bool = False) -> list[tuple[str, list[int]]]:
     """The subgraphs HETERO selects, in selection order, as ``(device, node ids)`` — before
     clusters that depend on each other are split and before ``min_size``."""
-    _, ug, sel, _ = _select(problem, affinity, fill_affinity, False)
-    return [(problem.devices[p.device], ug.nodes_of(p.super_nodes)) for p in sel.pieces]
+    _, contracted, sel, _ = _select(problem, affinity, fill_affinity, False)
+    return [(problem.devices[p.device], contracted.nodes_of(p.super_nodes)) for p in sel.pieces]
 
 
 def _select(problem: Problem, affinity: Iterable[str] | None, fill_affinity: bool,
             trace: bool) -> tuple[Affinity, SuperNodeGraph, "_Selector", dict[int, Reason]]:
     aff = compute_affinity(problem, list(affinity or ()), fill=fill_affinity)
-    ug = SuperNodeGraph(problem)
-    unit_aff, reasons = _super_node_affinity(problem, ug, aff)
-    sel = _Selector(problem, ug, unit_aff, trace)
+    contracted = SuperNodeGraph(problem)
+    device_of, reasons = _super_node_affinity(problem, contracted, aff)
+    sel = _Selector(problem, contracted, device_of, trace)
     for d in range(len(problem.devices)):
         sel.run_device(d)
-    return aff, ug, sel, reasons
+    return aff, contracted, sel, reasons
 
 
 def _affinity_info(problem: Problem, aff: Affinity, placed: list[str]) -> dict:
@@ -119,23 +119,23 @@ def _affinity_info(problem: Problem, aff: Affinity, placed: list[str]) -> dict:
     return {"mode": aff.mode, "manual_nodes": aff.manual_count, "differs_from_placement": diff}
 
 
-def _super_node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
-                   ) -> tuple[list[int], dict[int, Reason]]:
-    """Device per super-node. A together group whose members ask for different devices (or for one
-    that cannot take the whole group) goes to the first device a member asked for that can,
+def _super_node_affinity(problem: Problem, contracted: SuperNodeGraph, aff: Affinity
+                         ) -> tuple[list[int], dict[int, Reason]]:
+    """Device per super-node. A together group whose members ask for different devices (or for
+    one that cannot take the whole group) goes to the first device a member asked for that can,
     else (without manual-only mode) the first device in priority order that can, else the
     fallback."""
     reasons = dict(aff.fallback_reasons)
     ndev = len(problem.devices)
-    if not ug.has_groups:
-        return _node_affinity(problem, ug, aff, reasons), reasons
+    if not contracted.has_groups:
+        return _node_affinity(problem, contracted, aff, reasons), reasons
     dev = aff.device.tolist()
-    out = [-1] * ug.n
-    for u in range(ug.n):
-        mem = ug.members[u]
+    out = [-1] * contracted.n
+    for u in range(contracted.n):
+        mem = contracted.members[u]
         if len(mem) == 1:
             d = dev[mem[0]]
-            if d >= 0 and not ug.feasible[d][u]:
+            if d >= 0 and not contracted.feasible[d][u]:
                 reasons[mem[0]] = Reason(Category.CONSTRAINT,
                                          f"{problem.devices[d]} cannot take it alone")
                 d = -1
@@ -144,7 +144,7 @@ def _super_node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
         wanted = {dev[v] for v in mem}
         if len(wanted) == 1:
             d = next(iter(wanted))
-            if d < 0 or ug.feasible[d][u]:
+            if d < 0 or contracted.feasible[d][u]:
                 out[u] = d
                 continue
         cands = []
@@ -153,10 +153,10 @@ def _super_node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
             if req is not None:
                 name = problem.graph.nodes[v].name
                 d = resolve_device(problem, req, f"affinity of node {name!r}")
-                if d >= 0 and ug.feasible[d][u] and d not in cands:
+                if d >= 0 and contracted.feasible[d][u] and d not in cands:
                     cands.append(d)
         if not cands and aff.mode != "manual":
-            cands = [d for d in range(ndev) if ug.feasible[d][u]]
+            cands = [d for d in range(ndev) if contracted.feasible[d][u]]
         pick = cands[0] if cands else -1
         out[u] = pick
         gi = int(problem.group_of[mem[0]])
@@ -167,7 +167,7 @@ def _super_node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity
     return out, reasons
 
 
-def _node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity,
+def _node_affinity(problem: Problem, contracted: SuperNodeGraph, aff: Affinity,
                    reasons: dict[int, Reason]) -> list[int]:
     """:func:`_super_node_affinity` without together groups (a super-node is a node): its affinity,
     unless that device cannot take it alone (then the fallback, with a reason)."""
@@ -175,7 +175,7 @@ def _node_affinity(problem: Problem, ug: SuperNodeGraph, aff: Affinity,
     out = dev.copy()
     refused: list[tuple[int, int]] = []
     for d in range(len(problem.devices)):
-        bad = np.flatnonzero((dev == d) & ~np.asarray(ug.feasible[d], dtype=bool))
+        bad = np.flatnonzero((dev == d) & ~np.asarray(contracted.feasible[d], dtype=bool))
         out[bad] = -1
         refused.extend((v, d) for v in bad.tolist())
     for v, d in sorted(refused):
@@ -216,28 +216,31 @@ class _Growth:
 class _Selector:
     """Rounds of growth per device (see the module docstring)."""
 
-    def __init__(self, problem: Problem, ug: SuperNodeGraph, unit_aff: list[int], trace: bool):
+    def __init__(self, problem: Problem, contracted: SuperNodeGraph, device_of: list[int],
+                 trace: bool):
         self.problem = problem
-        self.ug = ug
-        self.aff = unit_aff
-        self.tracker = GrowthTracker(ug)
-        self.taken = [False] * ug.n
+        self.contracted = contracted
+        self.affinity = device_of  # per super-node the device index it has affinity for
+        self.tracker = GrowthTracker(contracted)
+        self.taken = [False] * contracted.n
         self.pieces: list[GrowingCluster] = []
         self.rolled_back: list[int] = []
         self.trace: list | None = [] if trace else None
         self.rounds = self.growths = self.reused = self.rollbacks = 0
-        self._free: list[bool] = []     # per super-node: of the affinity of device _dev, not taken
-        self._dev = -1
+        # per super-node: of the affinity of device _current_device, not taken
+        self._free: list[bool] = []
+        self._current_device = -1
         self._serial = 0
         # GrowthState needs no bookkeeping without size, constant or never-together limits;
         # then only a super-node with an edge the device may not take inside can fail ``fits``
         lim = problem.limits  # per device: the global limits, or its own when tighter
-        self.plain = not ug.never and all(hi is None and cb is None
+        self.plain = not contracted.never and all(hi is None and cb is None
                                           for hi, cb in zip(lim.max_nodes, lim.max_const))
         self._risky: dict[int, list[list[int]]] = {}
-        self._adj = [s + p for s, p in zip(ug.succ, ug.pred)]   # successors, then predecessors
+        # successors, then predecessors
+        self._adj = [s + p for s, p in zip(contracted.succ, contracted.pred)]
         nodes = problem.graph.nodes
-        self._label = (lambda u: "+".join(nodes[v].name for v in ug.members[u]))
+        self._label = (lambda u: "+".join(nodes[v].name for v in contracted.members[u]))
 
     # ------------------------------------------------------------------ rounds
     def run_device(self, d: int) -> None:
@@ -267,20 +270,20 @@ class _Selector:
         return g.members + (g.watched or [])
 
     def _finalize(self, d: int, g: _Growth) -> None:
-        ug = self.ug
+        contracted = self.contracted
         self._device(d)
         free = self._free
         for u in g.members:
             self.taken[u] = True
             free[u] = False
-        members = sorted(g.members, key=ug.rank.__getitem__)
+        members = sorted(g.members, key=contracted.rank.__getitem__)
         self.pieces.append(GrowingCluster(d, members))
         self.rolled_back.extend(g.rolled)
         if self.trace is not None:
             self.trace.append(("select", self.problem.devices[d], self._names(members)))
 
     def _names(self, super_nodes: list[int]) -> list[str]:
-        return [self._label(u) for u in sorted(super_nodes, key=self.ug.rank.__getitem__)]
+        return [self._label(u) for u in sorted(super_nodes, key=self.contracted.rank.__getitem__)]
 
     # ------------------------------------------------------------------ one growth
     def _grow(self, d: int, root: int, old: _Growth | None = None) -> _Growth:
@@ -414,15 +417,15 @@ class _Selector:
         :func:`~clusterkit.engines.growth.refused_neighbours`)."""
         risky = self._risky.get(d)
         if risky is None:
-            risky = refused_neighbours(self.ug, d, np.asarray(self.aff) == d)
+            risky = refused_neighbours(self.contracted, d, np.asarray(self.affinity) == d)
             self._risky[d] = risky
         return risky
 
     def _device(self, d: int) -> None:
         """Select device ``d`` for the ``free`` flags (kept by :meth:`_finalize`)."""
-        if self._dev != d:
-            self._dev = d
-            self._free = [a == d and not t for a, t in zip(self.aff, self.taken)]
+        if self._current_device != d:
+            self._current_device = d
+            self._free = [a == d and not t for a, t in zip(self.affinity, self.taken)]
 
     def _start(self, d: int, root: int) -> GrowthState:
         """A new growth holding ``root`` alone."""
@@ -430,7 +433,7 @@ class _Selector:
         self.growths += 1
         self.tracker.begin()
         lim = self.problem.limits
-        st = GrowthState(self.ug, d, lim.max_nodes[d], lim.max_const[d])
+        st = GrowthState(self.contracted, d, lim.max_nodes[d], lim.max_const[d])
         if self.trace is not None:
             self.trace.append(("root", self.problem.devices[d], self._label(root)))
         st.add(root)
@@ -472,7 +475,7 @@ class _Selector:
         if self.trace is not None:
             self.trace.append(("subgraph", self._names(members)))
         self._serial += 1
-        usize = self.ug.size
+        usize = self.contracted.size
         return _Growth(root, members, sum(map(usize.__getitem__, members)), list(T.rolled),
                        self._serial, watched, log)
 
@@ -497,22 +500,23 @@ class _Rounds:
     none."""
 
     def __init__(self, sel: _Selector, d: int):
-        self.sel, self.d = sel, d
-        self.rank = sel.ug.rank
-        self.cover = [0] * sel.ug.n
-        self.flagged = [False] * sel.ug.n   # in ``dirty``
+        self.selector, self.device = sel, d
+        self.rank = sel.contracted.rank
+        self.cover = [0] * sel.contracted.n
+        self.flagged = [False] * sel.contracted.n   # in ``dirty``
         self.used: dict[int, _Growth] = {}
         self.cache: dict[int, _Growth] = {}
         self.stale: dict[int, _Growth] = {}   # invalidated growths, replayed in part (_grow)
-        self.watch: list[list[_Growth]] = [[] for _ in range(sel.ug.n)]  # super-node -> watchers
+        # super-node -> watchers
+        self.watch: list[list[_Growth]] = [[] for _ in range(sel.contracted.n)]
         self.best: list[tuple[int, int, int, int]] = []
         self.dirty: list[tuple[int, int]] = []
 
     def first_pass(self) -> None:
         """Every root in rank order. It marks nothing: a change only reaches later super-nodes, all
         still to come and none yet a root."""
-        free, cover = self.sel._free, self.cover
-        for u in self.sel.ug.order:
+        free, cover = self.selector._free, self.cover
+        for u in self.selector.contracted.order:
             if free[u] and cover[u] == 0:
                 self.use(u)
 
@@ -555,11 +559,11 @@ class _Rounds:
 
     def use(self, v: int) -> None:
         """Make ``v`` a root: its growth (cached or grown) covers its later members."""
-        sel, rank, cover, used = self.sel, self.rank, self.cover, self.used
+        sel, rank, cover, used = self.selector, self.rank, self.cover, self.used
         cur = used.pop(v, None)     # an invalidated growth of ``v`` (cache has a new one)
         g = self.cache.get(v)
         if g is None:
-            g = sel._grow(self.d, v, self.stale.pop(v, None))
+            g = sel._grow(self.device, v, self.stale.pop(v, None))
             self.cache[v] = g
             watch = self.watch
             for u in sel._watched(g):
@@ -581,7 +585,7 @@ class _Rounds:
 
     def drop(self, g: _Growth, rv: int) -> None:
         """Take back the cover of ``g``, the growth of the root of rank ``rv``."""
-        rank, cover, taken = self.rank, self.cover, self.sel.taken
+        rank, cover, taken = self.rank, self.cover, self.selector.taken
         for m in g.members:
             # a taken super-node freed of cover is no root; one still a root is marked already
             if rank[m] > rv:
@@ -592,7 +596,7 @@ class _Rounds:
     def settle(self) -> None:
         """Look at the marked super-nodes again, in rank order."""
         dirty, used, cache = self.dirty, self.used, self.cache
-        free, cover, flagged = self.sel._free, self.cover, self.flagged
+        free, cover, flagged = self.selector._free, self.cover, self.flagged
         while dirty:
             _, v = heapq.heappop(dirty)
             flagged[v] = False

@@ -69,7 +69,8 @@ def subgraphs(problem: Problem) -> list[tuple[str, list[int]]]:
     """The subgraphs the passes create, in order, as ``(device, node ids)`` — before subgraphs
     that depend on each other are split and before ``min_size``."""
     passes = _partition_graph(problem)
-    return [(problem.devices[p.device], passes.ug.nodes_of(p.super_nodes)) for p in passes.pieces]
+    return [(problem.devices[p.device], passes.contracted.nodes_of(p.super_nodes))
+            for p in passes.pieces]
 
 
 def run(problem: Problem) -> Partition:
@@ -81,15 +82,15 @@ def run(problem: Problem) -> Partition:
 
 def _run(problem: Problem) -> Partition:
     passes = _partition_graph(problem)
-    ug = passes.ug
+    contracted = passes.contracted
     reasons: dict[int, Reason] = {}
     for u, why in passes.reasons.items():
         if not passes.taken[u]:
-            for v in ug.members[u]:
+            for v in contracted.members[u]:
                 reasons[v] = why
-    moved = dict.fromkeys(ug.nodes_of(sorted(passes.cycle_super_nodes)),
+    moved = dict.fromkeys(contracted.nodes_of(sorted(passes.cycle_super_nodes)),
                           "dropped from a subgraph to avoid a cycle")
-    result, split = close_growth(problem, ug, passes.pieces, "mxnet", reasons, moved)
+    result, split = close_growth(problem, contracted, passes.pieces, "mxnet", reasons, moved)
     result.info["mxnet"] = {"seeds": passes.seeds, "rejected_subgraphs": passes.rejected,
                             "cycle_drops": passes.drops,
                             "cycle_drop_events": passes.drop_events,
@@ -107,12 +108,12 @@ def _partition_graph(problem: Problem) -> "_MXNet":
 
 
 class _MXNet:
-    def __init__(self, problem: Problem, ug: SuperNodeGraph):
+    def __init__(self, problem: Problem, contracted: SuperNodeGraph):
         self.problem = problem
-        self.ug = ug
+        self.contracted = contracted
         self.graph = problem.graph
-        self.tracker = GrowthTracker(ug)
-        self.taken = [False] * ug.n
+        self.tracker = GrowthTracker(contracted)
+        self.taken = [False] * contracted.n
         self.pieces: list[GrowingCluster] = []
         self.reasons: dict[int, Reason] = {}
         self.cycle_super_nodes: set[int] = set()
@@ -126,22 +127,23 @@ class _MXNet:
 
     def _name(self, u: int) -> str:
         nodes = self.graph.nodes
-        return "+".join(nodes[v].name for v in self.ug.members[u])
+        return "+".join(nodes[v].name for v in self.contracted.members[u])
 
     def apply(self, d: int) -> None:
         """One PartitionGraph pass with property ``d``."""
         p = self.problem
         prop = p.properties[d]
         dev = p.devices[d]
-        ug, nodes = self.ug, self.graph.nodes
-        feas = ug.feasible[d]
+        contracted, nodes = self.contracted, self.graph.nodes
+        feas = contracted.feasible[d]
         # super-nodes that can never join a subgraph of this device: checked eagerly
         self.blocked = blocked = [not f or t for f, t in zip(feas, self.taken)]
         self.blocked_marks = self.tracker.marks_of(blocked)
         self._device_setup(d)
         stock_node = _is_stock(prop, "create_subgraph_node", SubgraphProperty)
-        taken, succ, pred, members = self.taken, ug.succ, ug.pred, ug.members
-        for seed in ug.order:
+        taken, members = self.taken, contracted.members
+        succ, pred = contracted.succ, contracted.pred
+        for seed in contracted.order:
             if taken[seed] or not feas[seed]:
                 continue
             sel = prop.create_subgraph_selector()
@@ -164,20 +166,21 @@ class _MXNet:
         """Per-device shortcut of ``GrowthState.fits``: whether the state is trivial (no size,
         never-together or constant limit) and each super-node's neighbours across an edge the device
         may not contract, among the super-nodes it may take (members are such super-nodes)."""
-        p, ug = self.problem, self.ug
+        p, contracted = self.problem, self.contracted
         lim = p.limits  # the device's own limits when tighter than the global ones
         self.max_nodes, self.max_const = lim.max_nodes[d], lim.max_const[d]
-        self.trivial = self.max_nodes is None and self.max_const is None and not ug.never
-        self.near = refused_neighbours(ug, d, np.asarray(ug.feasible[d], dtype=bool))
+        self.trivial = self.max_nodes is None and self.max_const is None and not contracted.never
+        feasible = np.asarray(contracted.feasible[d], dtype=bool)
+        self.near = refused_neighbours(contracted, d, feasible)
 
     def _accepted(self, d: int, kept: list[int], seed: int) -> list[list[int]]:
         """The super-nodes of ``kept`` as subgraphs ``create_subgraph_node`` accepts: ``kept``
         itself, or when rejected its acceptable pieces (:func:`~clusterkit.passes.acceptable.
         split_cluster`); a super-node in none keeps the device's reason and may join a later
         seed."""
-        p, ug = self.problem, self.ug
+        p, contracted = self.problem, self.contracted
         prop, dev = p.properties[d], p.devices[d]
-        node_ids = ug.nodes_of(kept)
+        node_ids = contracted.nodes_of(kept)
         sub = Subgraph.from_nodes(self.graph, node_ids, dev, len(self.pieces))
         fused = call_create_subgraph_node(
             prop, sub, f"the subgraph seeded at node {self._name(seed)!r}")
@@ -185,10 +188,10 @@ class _MXNet:
             return [kept]
         self.rejected += 1
         pieces, fallen = split_cluster(p, acceptance(p), d, sorted(node_ids))
-        super_node_of = ug.super_node_of
+        super_node_of = contracted.super_node_of
         for v, why in fallen.items():
             self.reasons[int(super_node_of[v])] = Reason(Category.SUBGRAPH_REJECTED, why)
-        return [sorted({int(super_node_of[v]) for v in piece}, key=ug.rank.__getitem__)
+        return [sorted({int(super_node_of[v]) for v in piece}, key=contracted.rank.__getitem__)
                 for piece in pieces]
 
     def _take(self, d: int, kept: list[int]) -> None:
@@ -200,29 +203,29 @@ class _MXNet:
             marks |= own[u]
         self.blocked_marks = marks
         if len(kept) > 1:
-            kept = sorted(kept, key=self.ug.rank.__getitem__)
+            kept = sorted(kept, key=self.contracted.rank.__getitem__)
         self.pieces.append(GrowingCluster(d, kept))
 
     # ------------------------------------------------------------------ steps
     def _grow(self, d: int, sel, seed: int) -> list[int]:
         """Breadth-first candidate selection from ``seed`` with cycle shrinking."""
-        ug, nodes, T = self.ug, self.graph.nodes, self.tracker
+        contracted, nodes, T = self.contracted, self.graph.nodes, self.tracker
         blocked, trivial, near = self.blocked, self.trivial, self.near
         T.begin(blocked, self.blocked_marks)
         # bound to locals for speed: the loop below reads them often
         gid, mem, rej = T.growth_id, T.member_stamp, T.rejected_stamp
         add, reject = T.add, T.reject
         add(seed)
-        st = GrowthState(ug, d, self.max_nodes, self.max_const)  # left empty when trivial
+        st = GrowthState(contracted, d, self.max_nodes, self.max_const)  # left empty when trivial
         if not trivial:
             st.add(seed)
         dropped: list[int] = []
         queue = deque([seed])
-        edge_nodes = ug.edge_nodes
+        edge_nodes = contracted.edge_nodes
         # inputs first (select_input(consumer, producer)), then outputs
         # (select_output(producer, consumer)); u may be dropped while its neighbours are offered
-        sides = ((ug.pred, ug.pred_e, call_select_input, 1), (ug.succ, ug.succ_e,
-                                                               call_select_output, 0))
+        sides = ((contracted.pred, contracted.pred_e, call_select_input, 1),
+                 (contracted.succ, contracted.succ_e, call_select_output, 0))
         while queue:
             u = queue.popleft()
             for nbrs, edges, call, inner in sides:
@@ -274,22 +277,22 @@ class _MXNet:
         """``filter`` at node level, then whole super-nodes only, then convex again."""
         if _is_stock(sel, "filter", SubgraphSelector):
             return cand              # the stock filter keeps every candidate
-        ug, nodes = self.ug, self.graph.nodes
-        cand_nodes = [nodes[v] for v in ug.nodes_of(cand)]
+        contracted, nodes = self.contracted, self.graph.nodes
+        cand_nodes = [nodes[v] for v in contracted.nodes_of(cand)]
         kept_nodes = call_filter(sel, cand_nodes)
         if len(kept_nodes) == len(cand_nodes):
             return cand
         kept_ids = {nd.index for nd in kept_nodes}
-        kept = [u for u in cand if all(v in kept_ids for v in ug.members[u])]
+        kept = [u for u in cand if all(v in kept_ids for v in contracted.members[u])]
         keep_set = set(kept)
         for u in cand:
             if u not in keep_set:
                 self.reasons[u] = Reason(Category.SELECTOR_CONDITION,
                                          f"{dev}'s selector filter dropped it")
         if len(kept) > 1:
-            y = first_reentry(ug, kept)
+            y = first_reentry(contracted, kept)
             if y is not None:        # everything from the first re-entered node on is convex
-                rank = ug.rank
+                rank = contracted.rank
                 gone = [u for u in kept if rank[u] >= rank[y]]
                 for u in gone:
                     self.cycle_super_nodes.add(u)

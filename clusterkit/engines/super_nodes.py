@@ -277,12 +277,13 @@ class SuperNodeGraph:
         return labels, devices
 
 
-def first_reentry(ug: SuperNodeGraph, members: list[int], forward: bool = True) -> int | None:
+def first_reentry(contracted: SuperNodeGraph, members: list[int], forward: bool = True
+                  ) -> int | None:
     """The lowest-ranked member a path leaving the super-nodes ``members`` re-enters (``forward``),
     or the highest-ranked member such a path starts from; ``None`` when the set is convex
     (:func:`clusterkit.graph.convexity.first_reentry` pruned by the three orders)."""
-    hit = convexity.first_reentry(ug.succ if forward else ug.pred, members, ug.rank,
-                                  ug.orders[1:], forward)
+    hit = convexity.first_reentry(contracted.succ if forward else contracted.pred, members,
+                                  contracted.rank, contracted.orders[1:], forward)
     return None if hit is None else hit[0]
 
 
@@ -310,15 +311,16 @@ def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
     return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
-def _grail_post(ug: SuperNodeGraph, seed: int) -> list[int]:
+def _grail_post(contracted: SuperNodeGraph, seed: int) -> list[int]:
     """The post-order ranks of one GRAIL labelling (Yildirim et al.): a random depth-first
     search. The random orders of the roots and of every super-node's successors are drawn at once
     with numpy (seeded); the search runs in scipy (:func:`_preorder`): the post-order is the
     reversed preorder of the search tree with every super-node's children (and the roots) in
     reverse order."""
     rng = np.random.default_rng(seed)
-    n = ug.n
-    src, dst = np.asarray(ug.esrc, dtype=np.int64), np.asarray(ug.edst, dtype=np.int64)
+    n = contracted.n
+    src = np.asarray(contracted.esrc, dtype=np.int64)
+    dst = np.asarray(contracted.edst, dtype=np.int64)
     # by source, then by a random key (two integer-keyed sorts: lexsort on floats is slow)
     shuffled = np.argsort(rng.random(len(src)))
     shuffled = shuffled[np.argsort(src[shuffled], kind="stable")]
