@@ -2,7 +2,7 @@
 
 For resnet50, bert_base and swin_t, with a selector that takes every op of the model and with one
 that leaves a few ops to the host: partition (best multi-node strategy available), fuse, compile
-every unit as an onnxruntime session, and time the fused run against one onnxruntime session of
+every step as an onnxruntime session, and time the fused run against one onnxruntime session of
 the unpartitioned model built with the same session options (threads, optimization level,
 spinning), in the same process, on the same random inputs. The two run in turn, which one goes
 first alternating from round to round, after warm-up runs; ``ratio`` is the median over the
