@@ -107,6 +107,7 @@ def _check_attribute(obj, old: str, new: str, owner: str) -> None:
 def test_old_attributes_read_the_new_ones():
     from clusterkit.engines.cpsat.reduce import reduce_problem
     from clusterkit.engines.growth import GrowingCluster
+    from clusterkit.engines.longest_path import plan
     from clusterkit.engines.super_nodes import SuperNodeGraph
 
     problem = _problem()
@@ -120,6 +121,9 @@ def test_old_attributes_read_the_new_ones():
     _check_attribute(cluster, "units", "super_nodes", "GrowingCluster")
     red = reduce_problem(problem)
     _check_attribute(red, "parts", "components", "Reduction")
+    longest = plan(problem)
+    _check_attribute(longest, "units", "super_nodes", "Plan")
+    assert isinstance(longest.super_nodes, SuperNodeGraph)
     assert red.stats["parts"] == red.stats["components"] == len(red.components)
 
 
