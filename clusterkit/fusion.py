@@ -313,7 +313,7 @@ def runtime_inputs(sub: Subgraph, static: StaticInfo | None = None) -> list[str]
 
 
 def runtime_outputs(sub: Subgraph, static: StaticInfo | None = None) -> list[str]:
-    """Outputs another unit must receive at run time: graph outputs, and the boundary outputs
+    """Outputs another step must receive at run time: graph outputs, and the boundary outputs
     that are neither constant nor known to ``static`` (whoever reads those has them already)."""
     g = sub.graph
     known = static.values if static is not None else {}

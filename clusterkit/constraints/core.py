@@ -434,17 +434,17 @@ def _check_group_cycles(p: Problem) -> None:
     if len(p.groups) < 2:
         return
     g = p.graph
-    units = group_labels(p.group_of)
-    qsrc, qdst, _ = quotient(units, g.edge_src, g.edge_dst)
+    super_node_of = group_labels(p.group_of)
+    qsrc, qdst, _ = quotient(super_node_of, g.edge_src, g.edge_dst)
     try:
-        topological_order(int(units.max()) + 1, qsrc, qdst)
+        topological_order(int(super_node_of.max()) + 1, qsrc, qdst)
     except CycleError as err:
         cycle = [int(u) for u in err.cycle]
     else:
         return
-    group_of_unit = np.full(int(units.max()) + 1, -1, dtype=np.int64)
-    group_of_unit[units] = p.group_of
-    on_cycle = [int(group_of_unit[u]) for u in cycle if group_of_unit[u] >= 0]
+    group_of_super_node = np.full(int(super_node_of.max()) + 1, -1, dtype=np.int64)
+    group_of_super_node[super_node_of] = p.group_of
+    on_cycle = [int(group_of_super_node[u]) for u in cycle if group_of_super_node[u] >= 0]
     first = min(range(len(on_cycle)), key=lambda i: int(p.groups[on_cycle[i]][0]))
     a, b = on_cycle[first], on_cycle[(first + 1) % len(on_cycle)]
     names = [nd.name for nd in g.nodes]

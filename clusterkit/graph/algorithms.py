@@ -10,8 +10,9 @@ function here is deterministic: ties are broken by a key, never by hash or inser
 - :func:`adjacency` — successor / predecessor lists.
 - :class:`UnionFind` — disjoint sets with path halving and union by size, on plain lists;
   :func:`roots` — the root of every element of such a forest, in numpy.
-- :func:`group_labels` / :func:`quotient` — contract groups of nodes to units: the unit of each
-  node, the distinct edges between units and the unit edge each original edge stands in
+- :func:`group_labels` / :func:`quotient` — contract groups of nodes to super-nodes: the
+  super-node of each node, the distinct edges between super-nodes and the super-node edge each
+  original edge stands in
   (:func:`quotient_edges` keeps only the edges).
 - :func:`weak_components` — connected components of the undirected view, numbered as
   scipy's ``connected_components`` numbers them; :func:`is_acyclic` — whether edges form a DAG.
@@ -293,9 +294,9 @@ def roots(parent: Sequence[int] | np.ndarray) -> np.ndarray:
 
 
 def group_labels(group_of: np.ndarray) -> np.ndarray:
-    """Unit per node for a contraction: one unit per group (``group_of[v] >= 0``) and one per
-    ungrouped node (``-1``), numbered in order of their smallest node (so on topologically
-    numbered nodes the unit numbers follow the nodes)."""
+    """Super-node per node for a contraction: one super-node per group (``group_of[v] >= 0``)
+    and one per ungrouped node (``-1``), numbered in order of their smallest node (so on
+    topologically numbered nodes the super-node numbers follow the nodes)."""
     group_of = np.asarray(group_of, dtype=np.int64)
     n = len(group_of)
     if not n or int(group_of.max()) < 0:

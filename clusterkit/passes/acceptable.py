@@ -103,14 +103,14 @@ def _carve(problem: Problem, acc: Acceptance, d: int, nodes: list[int], closed: 
             pieces.append(piece)
             rest.difference_update(piece)
             continue
-        unit = _unit(problem, seed, rest)
-        for v in unit:
+        super_node = _super_node(problem, seed, rest)
+        for v in super_node:
             fallen[v] = why or ""
-        rest.difference_update(unit)
+        rest.difference_update(super_node)
     return pieces, fallen
 
 
-def _unit(problem: Problem, v: int, rest: set[int]) -> list[int]:
+def _super_node(problem: Problem, v: int, rest: set[int]) -> list[int]:
     """``v``'s together group (its members in ``rest``), or ``v`` alone."""
     g = int(problem.group_of[v])
     if g < 0:
@@ -122,10 +122,10 @@ def _largest_piece(problem: Problem, acc: Acceptance, d: int, rest: set[int], se
                    closed: bool) -> tuple[list[int], str | None]:
     """The largest acceptable piece grown from ``seed`` inside ``rest`` (sorted), or ``[]``
     and why the device takes no piece starting there."""
-    unit = _unit(problem, seed, rest)
-    if len(unit) > 1:           # a together group is carved whole or not at all
-        why = acc.verdict(sorted(unit), d)
-        return (sorted(unit), None) if why is None else ([], why)
+    super_node = _super_node(problem, seed, rest)
+    if len(super_node) > 1:           # a together group is carved whole or not at all
+        why = acc.verdict(sorted(super_node), d)
+        return (sorted(super_node), None) if why is None else ([], why)
     taken, _ = grow(problem, d, rest, seed, _Room(problem, d, rest, closed))
     if not taken:
         return [], acc.verdict([seed], d)

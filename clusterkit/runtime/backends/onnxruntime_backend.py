@@ -132,8 +132,8 @@ class OnnxRuntimeBackend(Backend):
     sessions steal the cores of the running one, 20x slower on resnet18 singleton clusters),
     ``declare_shapes`` (declare the parent's shapes on the subgraph inputs),
     ``shared_allocator`` (on by default: CPU sessions take their memory from one arena
-    registered with the onnxruntime environment, so a buffer one unit frees is reused, still in
-    cache, by the next unit instead of each session keeping its own arena)."""
+    registered with the onnxruntime environment, so a buffer one step frees is reused, still in
+    cache, by the next step instead of each session keeping its own arena)."""
 
     name = "onnxruntime"
     CONFIG_DEFAULTS = {"perf_counts": False, "intra_op_num_threads": 0,
@@ -305,7 +305,7 @@ def static_info(graph: Graph) -> StaticInfo | None:
     if all(s is not None and all(isinstance(d, int) and d >= 0 for d in s) for s in shapes):
         try:
             result = _probe(root)
-        except Exception:  # an optimization only: without it every unit computes its values
+        except Exception:  # an optimization only: without it every step computes its values
             result = None
     _STATIC[root] = result
     return result
