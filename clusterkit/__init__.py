@@ -39,7 +39,7 @@ from clusterkit.io.networkx import (
     to_networkx,
     to_node_link,
 )
-from clusterkit.result import Cluster, Partition, cut_bytes
+from clusterkit.partition.model import Cluster, Partition, cut_bytes
 from clusterkit.selection.protocol import (
     ContainOpSelector,
     OpsProperty,

@@ -29,7 +29,7 @@ from clusterkit.io.dot import dot_to_svg, partition_dot
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import OptimizeLevel
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 
 #: what :func:`compare` and :func:`compare_many` accept as selectors, as :func:`partition` does

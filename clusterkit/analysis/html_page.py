@@ -31,7 +31,7 @@ from clusterkit.analysis.report import (
 )
 from clusterkit.errors import RenderError
 from clusterkit.io.dot import device_colors, dot_to_svg, partition_dot
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
 
 #: the ``id`` of every section the page always has, in page order
 SECTIONS = ("summary", "compare", "partition", "fallback")

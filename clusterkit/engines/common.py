@@ -12,9 +12,9 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
+from clusterkit.partition.model import Partition
+from clusterkit.partition.reasons import Category, Reason, placement_report
 from clusterkit.passes.reject import reject_subgraphs
-from clusterkit.reasons import Category, Reason, placement_report
-from clusterkit.result import Partition
 
 SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"
 

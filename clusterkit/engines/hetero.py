@@ -52,8 +52,8 @@ from clusterkit.engines.common import close_growth
 from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, refused_neighbours
 from clusterkit.engines.units import UnitGraph
 from clusterkit.graph.algorithms import gc_paused
-from clusterkit.reasons import Category, Reason
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
+from clusterkit.partition.reasons import Category, Reason
 
 
 def run(problem: Problem, *, affinity: Iterable[str] | None = None, fill_affinity: bool = False,

@@ -42,9 +42,9 @@ from clusterkit.engines.growth import GrowthState, GrowthTracker, Piece, apart, 
 from clusterkit.engines.units import UnitGraph, first_reentry
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
+from clusterkit.partition.model import Partition
+from clusterkit.partition.reasons import Category, Reason
 from clusterkit.passes.acceptable import split_cluster
-from clusterkit.reasons import Category, Reason
-from clusterkit.result import Partition
 from clusterkit.selection.protocol import (
     SubgraphProperty,
     SubgraphSelector,

@@ -22,8 +22,8 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import CycleError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.convexity import first_reentry
-from clusterkit.reasons import Category, Reason, placement_report
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
+from clusterkit.partition.reasons import Category, Reason, placement_report
 
 Carving = tuple[list[list[int]], dict[int, str]]  # acceptable pieces, fallen node -> why
 

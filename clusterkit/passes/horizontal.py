@@ -29,9 +29,10 @@ from typing import Callable
 import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
+from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
-from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
+from clusterkit.partition.model import Partition, cut_bytes
 
 
 def merge_levels(partition: Partition) -> Partition:

@@ -46,7 +46,7 @@ import numpy as np
 if TYPE_CHECKING:  # annotations only: the partition sits one layer above the vocabulary
     from clusterkit.constraints.core import Problem
     from clusterkit.constraints.limits import Limits
-    from clusterkit.result import Partition
+    from clusterkit.partition.model import Partition
 
 __all__ = ["BELOW_MIN_SIZE", "Category", "FILTER_DROPPED", "GROUP_FITS_NO_DEVICE", "Reason",
            "SELECT_REFUSED", "current_placement", "devices_taking_op", "infer_reason",

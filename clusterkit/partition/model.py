@@ -16,8 +16,8 @@ from clusterkit.constraints.limits import cluster_const_bytes  # noqa: F401 (als
 from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import fifo_order, gc_paused, is_acyclic, quotient_edges
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.io.partition_json import cluster_nodes, partition_json, read_partition_json
-from clusterkit.reasons import Reason, current_placement
+from clusterkit.partition.json_format import cluster_nodes, partition_json, read_partition_json
+from clusterkit.partition.reasons import Reason, current_placement
 
 
 @dataclass
@@ -41,7 +41,8 @@ class Partition:
     solve_report: Any = field(default=None, kw_only=True)  # an exact engine's typed figures
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
-    #: why each fallback node the engine can explain is there (see :mod:`clusterkit.reasons`)
+    #: why each fallback node the engine can explain is there
+    #: (see :mod:`clusterkit.partition.reasons`)
     fallback_reasons: dict[int, Reason] = field(default_factory=dict)
     #: views derived from ``clusters`` (assignment, device per cluster, metrics), valid while
     #: ``clusters`` is the same list of the same length (see :meth:`_memo`)
@@ -445,13 +446,13 @@ class Partition:
         }
 
     def placement(self) -> dict[str, Any]:
-        """The placement report (:func:`clusterkit.reasons.current_placement`), kept in
+        """The placement report (:func:`clusterkit.partition.reasons.current_placement`), kept in
         ``info["placement"]``: what the partition JSON carries for every strategy."""
         return current_placement(self)
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
         """The partition JSON of docs/design.md (``nodes`` are source indices); see
-        :func:`clusterkit.io.partition_json.partition_json`."""
+        :func:`clusterkit.partition.json_format.partition_json`."""
         return partition_json(self, model)
 
     def summary(self) -> str:

@@ -8,7 +8,7 @@ the model's ``fingerprint`` (:func:`model_fingerprint`) and each cluster's node 
 for. A partition of the graph onnxruntime optimized also says so: ``optimize`` (the level) and
 ``model_file`` (that model, written beside the JSON: :func:`optimized_model_path`). The
 reader checks the document's shape and hands back plain data, so this module needs no partition
-class and sits with the readers: :class:`~clusterkit.result.Partition`, plans and
+class and sits with the readers: :class:`~clusterkit.partition.model.Partition`, plans and
 exported models all read through it.
 """
 
@@ -27,7 +27,7 @@ from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
-    from clusterkit.result import Partition
+    from clusterkit.partition.model import Partition
 
 
 def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
