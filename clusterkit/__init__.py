@@ -39,7 +39,9 @@ from clusterkit.io.networkx import (
     to_networkx,
     to_node_link,
 )
-from clusterkit.partition.model import Cluster, Partition, cut_bytes
+from clusterkit.partition.cluster import Cluster
+from clusterkit.partition.metrics import cut_bytes
+from clusterkit.partition.model import Partition
 from clusterkit.selection.protocol import (
     ContainOpSelector,
     OpsProperty,

@@ -155,7 +155,7 @@ def test_validate_names_the_device_minimum():
 
 def _fallback_details(part: ck.Partition) -> dict[str, str]:
     """Fallback compute node name -> its reason's text, as the report gives it."""
-    from clusterkit.partition.reasons import fallback_reasons_of
+    from clusterkit.partition.report import fallback_reasons_of
 
     g = part.graph
     nodes = [v for c in part.clusters if c.device == part.fallback for v in c.nodes

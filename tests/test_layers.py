@@ -8,7 +8,7 @@ run, with readers low and writers and reports high. ``selectors/`` is scanned to
 
 No two modules import each other, directly or around a loop: for cycles *every* import counts,
 those under ``if TYPE_CHECKING:`` included (an annotation is still a dependency a reader follows).
-The only cycle allowed is listed in :data:`KNOWN_CYCLES`.
+There are none (:data:`KNOWN_CYCLES` is empty).
 """
 
 from __future__ import annotations
@@ -110,11 +110,7 @@ MODULES = sorted(PACKAGE.rglob("*.py")) + sorted(SELECTORS.rglob("*.py"))
 
 #: Import cycles known today, each as its set of modules; any other cycle fails the test, and so
 #: does an entry here that is no longer a cycle.
-KNOWN_CYCLES: list[frozenset[str]] = [
-    # to be removed by the partition package (issue 25, point 1)
-    frozenset({"clusterkit.partition.model", "clusterkit.partition.json_format",
-               "clusterkit.partition.reasons"}),
-]
+KNOWN_CYCLES: list[frozenset[str]] = []
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
@@ -222,3 +218,4 @@ def test_the_cycle_checker_sees_annotations_and_lazy_imports():
         "clusterkit.result", "clusterkit.api"]
     graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}, "e": {"e": 5}}
     assert cycles_of(graph) == [frozenset("abc")]
+

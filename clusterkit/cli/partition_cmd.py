@@ -43,7 +43,8 @@ from clusterkit.io.dot import dump_files, partition_dot, partition_svg
 from clusterkit.io.export import model_bytes, save_model
 from clusterkit.io.files import write_all
 from clusterkit.partition.json_format import optimized_model_path, partition_json_chunks
-from clusterkit.partition.model import Partition, plural
+from clusterkit.partition.model import Partition
+from clusterkit.partition.report import plural
 
 log = logging.getLogger(__name__)
 

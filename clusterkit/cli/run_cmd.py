@@ -29,7 +29,7 @@ from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
 from clusterkit.io.files import write_atomic
 from clusterkit.io.optimize import optimize_model
-from clusterkit.partition.model import Partition, plural
+from clusterkit.partition.model import Partition
 from clusterkit.partition.plan import (
     apply_plan,
     by_name_summary,
@@ -37,6 +37,7 @@ from clusterkit.partition.plan import (
     plan_label,
     plan_selectors,
 )
+from clusterkit.partition.report import plural
 from clusterkit.runtime.executor import (
     DEFAULT_DIM,
     Executor,

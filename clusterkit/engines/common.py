@@ -13,7 +13,8 @@ from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import Piece
 from clusterkit.engines.units import UnitGraph
 from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import Category, Reason, placement_report
+from clusterkit.partition.reasons import Category, Reason
+from clusterkit.partition.report import placement_report
 from clusterkit.passes.reject import reject_subgraphs
 
 SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"

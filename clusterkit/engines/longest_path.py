@@ -56,7 +56,8 @@ from clusterkit.engines.units import UnitGraph
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import weak_components
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.partition.model import Partition, cut_bytes
+from clusterkit.partition.metrics import cut_bytes
+from clusterkit.partition.model import Partition
 from clusterkit.partition.reasons import (
     BELOW_MIN_SIZE,
     FILTER_DROPPED,
@@ -323,7 +324,7 @@ def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndar
 
 
 def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
-    """``cut_bytes`` for a labelling (:func:`clusterkit.partition.model.cut_bytes`)."""
+    """``cut_bytes`` for a labelling (:func:`clusterkit.partition.metrics.cut_bytes`)."""
     labels = np.asarray(labels, dtype=np.int64)
     low = int(labels.min()) if len(labels) else 0
     units = np.where(dev >= 0, labels - low, HOST).astype(np.int64)

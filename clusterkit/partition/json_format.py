@@ -8,8 +8,8 @@ the model's ``fingerprint`` (:func:`model_fingerprint`) and each cluster's node 
 for. A partition of the graph onnxruntime optimized also says so: ``optimize`` (the level) and
 ``model_file`` (that model, written beside the JSON: :func:`optimized_model_path`). The
 reader checks the document's shape and hands back plain data, so this module needs no partition
-class and sits with the readers: :class:`~clusterkit.partition.model.Partition`, plans and
-exported models all read through it.
+class (the writer reads a :class:`~clusterkit.partition.cluster.PartitionLike`):
+:class:`~clusterkit.partition.model.Partition`, plans and exported models all read through it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
-    from clusterkit.partition.model import Partition
+    from clusterkit.partition.cluster import PartitionLike
 
 
 def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
@@ -41,7 +41,7 @@ def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
     return out
 
 
-def partition_json(partition: "Partition", model: str | None = None) -> dict[str, Any]:
+def partition_json(partition: "PartitionLike", model: str | None = None) -> dict[str, Any]:
     """The partition JSON of ``partition`` (``model`` defaults to the graph's name), with
     ``folded``: the sorted source indices of the folded nodes (constants and static shape
     values, which stay in their clusters but are never fallbacks), ``placement``: the placement
@@ -61,7 +61,7 @@ def partition_json(partition: "Partition", model: str | None = None) -> dict[str
                                clusters, partition.metrics(), partition.seconds, extra)
 
 
-def _cluster_columns(partition: "Partition", nodes: list[tuple[str, str]]
+def _cluster_columns(partition: "PartitionLike", nodes: list[tuple[str, str]]
                      ) -> tuple[list[list[int]], list[list[str]], list[list[str]]]:
     """Per cluster its source indices, sorted, and their names and op types (``nodes``:
     :func:`source_nodes`), computed over all clusters at once."""
@@ -113,12 +113,13 @@ def optimized_model_path(json_path: str | os.PathLike) -> str:
     return stem + ".optimized.onnx"
 
 
-def partition_json_text(partition: "Partition", model: str | None = None) -> str:
+def partition_json_text(partition: "PartitionLike", model: str | None = None) -> str:
     """:func:`partition_json` as the text the command line writes."""
     return "".join(partition_json_chunks(partition, model))
 
 
-def partition_json_chunks(partition: "Partition", model: str | None = None) -> Iterator[str]:
+def partition_json_chunks(partition: "PartitionLike", model: str | None = None
+                          ) -> Iterator[str]:
     """:func:`partition_json_text` in pieces, for a writer that streams them: the document is
     made in full first (any error comes before the first piece), only its text is lazy."""
     doc = partition_json(partition, model)

@@ -23,7 +23,8 @@ from clusterkit.errors import CycleError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.convexity import first_reentry
 from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import Category, Reason, placement_report
+from clusterkit.partition.reasons import Category, Reason
+from clusterkit.partition.report import placement_report
 
 Carving = tuple[list[list[int]], dict[int, str]]  # acceptable pieces, fallen node -> why
 

@@ -19,7 +19,8 @@ from clusterkit.constraints.objectives import objective_weights
 from clusterkit.errors import CycleError, StrategyError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import HOST
-from clusterkit.partition.model import Partition, cut_bytes
+from clusterkit.partition.metrics import cut_bytes
+from clusterkit.partition.model import Partition
 
 MAX_NODES = 10
 
