@@ -9,6 +9,9 @@ run, with readers low and writers and reports high. ``selectors/`` is scanned to
 No two modules import each other, directly or around a loop: for cycles *every* import counts,
 those under ``if TYPE_CHECKING:`` included (an annotation is still a dependency a reader follows).
 There are none (:data:`KNOWN_CYCLES` is empty).
+
+The deprecated alias modules (:data:`ALIASES`) have no layer: each only re-exports names of the
+module that replaced it, and no module of the package imports one.
 """
 
 from __future__ import annotations
@@ -112,8 +115,20 @@ MODULES = sorted(PACKAGE.rglob("*.py")) + sorted(SELECTORS.rglob("*.py"))
 #: does an entry here that is no longer a cycle.
 KNOWN_CYCLES: list[frozenset[str]] = []
 
+#: deprecated alias modules (kept for one release) → where their names live now
+ALIASES: dict[str, str] = {
+    "clusterkit.result": "clusterkit.partition",
+    "clusterkit.reasons": "clusterkit.partition",
+    "clusterkit.io.partition_json": "clusterkit.partition.json_format",
+    "clusterkit.io.plan": "clusterkit.partition.plan",
+}
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+
+#: the modules that have a layer: all but the aliases
+LAYERED = [p for p in MODULES if module_name(p) not in ALIASES]
+
+
+@pytest.mark.parametrize("path", LAYERED, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_module_imports_a_higher_layer(path):
     mod = module_name(path)
     own = layer_of(mod)
@@ -219,3 +234,34 @@ def test_the_cycle_checker_sees_annotations_and_lazy_imports():
     graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}, "e": {"e": 5}}
     assert cycles_of(graph) == [frozenset("abc")]
 
+
+def _alias_path(mod: str) -> Path:
+    return (REPO / Path(*mod.split("."))).with_suffix(".py")
+
+
+@pytest.mark.parametrize("mod", sorted(ALIASES))
+def test_aliases_only_re_export(mod):
+    """An alias module holds its docstring, ``import warnings``, imports from the package that
+    replaced it, ``__all__`` naming exactly what it imports, and the warning: nothing else."""
+    tree = ast.parse(_alias_path(mod).read_text())
+    imported: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            assert node.module and node.module.startswith("clusterkit."), ast.unparse(node)
+            assert node.module not in ALIASES, ast.unparse(node)
+            imported.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Assign):
+            assert [ast.unparse(t) for t in node.targets] == ["__all__"], ast.unparse(node)
+            exported = set(ast.literal_eval(node.value))
+        else:
+            assert ast.unparse(node).startswith(("import warnings", "warnings.warn(", "\'", '"')), \
+                ast.unparse(node)
+    assert imported and exported == imported
+
+
+def test_nothing_imports_an_alias():
+    """Neither the package nor its tests import an alias (so the aliases may warn)."""
+    scanned = MODULES + sorted((REPO / "tests").rglob("*.py"))
+    users = sorted(f"{module_name(p)} -> {target}" for p in scanned
+                   for _, target in imports_of(p, annotations=True) if target in ALIASES)
+    assert not users

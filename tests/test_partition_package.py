@@ -1,7 +1,11 @@
-"""The partition package (issue 25, point 1): ``Partition.units()`` is a deprecated alias of
-``transfer_units()``."""
+"""The partition package (issue 25, point 1): the old module paths still work for one release,
+with a DeprecationWarning, and give the very objects of the new ones; ``Partition.units()``
+is a deprecated alias of ``transfer_units()``."""
 
 from __future__ import annotations
+
+import importlib
+import sys
 
 import networkx as nx
 import numpy as np
@@ -10,6 +14,26 @@ import pytest
 from clusterkit import OpsProperty, Partition, from_networkx
 from clusterkit.constraints.core import Constraints
 from clusterkit.graph.core import HOST
+
+#: old path → where each of its names lives now
+MOVED = {
+    "clusterkit.result": ["clusterkit.partition", "clusterkit.constraints.limits"],
+    "clusterkit.reasons": ["clusterkit.partition.reasons", "clusterkit.partition.report"],
+    "clusterkit.io.partition_json": ["clusterkit.partition.json_format"],
+    "clusterkit.io.plan": ["clusterkit.partition.plan"],
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_path_warns_and_gives_the_new_objects(old):
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=old.replace(".", r"\.")):
+        module = importlib.import_module(old)
+    homes = [importlib.import_module(new) for new in MOVED[old]]
+    assert module.__all__
+    for name in module.__all__:
+        found = [getattr(home, name) for home in homes if hasattr(home, name)]
+        assert found and getattr(module, name) is found[0], name
 
 
 def _partition() -> Partition:

@@ -1,0 +1,28 @@
+"""Deprecated alias (kept for one release): ``clusterkit.reasons`` moved to
+``clusterkit.partition.reasons`` (the vocabulary) and ``clusterkit.partition.report``."""
+
+import warnings
+
+from clusterkit.partition.reasons import (
+    BELOW_MIN_SIZE,
+    FILTER_DROPPED,
+    GROUP_FITS_NO_DEVICE,
+    SELECT_REFUSED,
+    Category,
+    Reason,
+    devices_taking_op,
+    infer_reason,
+    op_in_table,
+    refusal_reason,
+    selector_explanation,
+)
+from clusterkit.partition.report import current_placement, fallback_reasons_of, placement_report
+
+__all__ = ["BELOW_MIN_SIZE", "Category", "FILTER_DROPPED", "GROUP_FITS_NO_DEVICE", "Reason",
+           "SELECT_REFUSED", "current_placement", "devices_taking_op", "fallback_reasons_of",
+           "infer_reason", "op_in_table", "placement_report", "refusal_reason",
+           "selector_explanation"]
+
+warnings.warn("clusterkit.reasons is deprecated; import from clusterkit.partition.reasons and"
+              " clusterkit.partition.report",
+              DeprecationWarning, stacklevel=2)
