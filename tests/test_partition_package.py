@@ -61,3 +61,10 @@ def test_units_is_a_deprecated_alias_of_transfer_units():
     with pytest.warns(DeprecationWarning, match="transfer_units"):
         old = part.units()
     assert np.array_equal(old, part.transfer_units())
+
+
+def test_clusters_given_as_any_iterable_are_kept_as_a_tuple():
+    made = _partition()
+    part = Partition(made.problem, (c for c in made.clusters))
+    assert isinstance(part.clusters, tuple) and part.clusters == made.clusters
+    assert part.validate().metrics() == made.metrics()

@@ -125,7 +125,7 @@ def _fill_row(row: Row, part: Partition, flops: np.ndarray) -> Row:
     m = part.metrics()
     on_acc = np.zeros(len(flops), dtype=bool)
     for c in part.accelerator_clusters():
-        on_acc[c.nodes] = True
+        on_acc[list(c.nodes)] = True
     total = float(flops.sum())
     row.partitions = m["partitions"]
     row.largest_cluster = m["largest_cluster"]

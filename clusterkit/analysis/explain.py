@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from typing import Sequence
 
 import numpy as np
 
@@ -210,7 +211,7 @@ class _Context:
         return (f"nothing forbids merging clusters {self.cid(cu)} and {self.cid(cv)}; the "
                 f"strategy {self.part.strategy!r} left them apart")
 
-    def _forbidden_between(self, A: list[int], B: list[int], d: int):
+    def _forbidden_between(self, A: Sequence[int], B: Sequence[int], d: int):
         p, g = self.p, self.g
         inA, inB = set(A), set(B)
         succ = g.succ_lists

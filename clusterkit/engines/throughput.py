@@ -602,7 +602,7 @@ def partition_devices(part: Partition, inst: PlacementInstance) -> np.ndarray:
     device = np.full(inst.n, HOST, dtype=np.int64)
     for c in part.clusters:
         if c.device in by_name:
-            device[pos[c.nodes]] = by_name[c.device]
+            device[pos[list(c.nodes)]] = by_name[c.device]
     return device
 
 

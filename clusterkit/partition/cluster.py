@@ -16,13 +16,14 @@ if TYPE_CHECKING:
     from clusterkit.partition.reasons import Reason
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cluster:
-    """One cluster: ``nodes`` are topological indices, sorted."""
+    """One cluster: ``nodes`` are topological indices, sorted. Frozen: a partition's clusters
+    never change once it is made (its views are computed once)."""
 
     id: int
     device: str
-    nodes: list[int]
+    nodes: tuple[int, ...]
 
 
 class PartitionLike(Protocol):

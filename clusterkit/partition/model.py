@@ -1,6 +1,10 @@
 """The partition: a cluster and a device for every node, its constructors and derived views.
 
-Clusters are kept as lists of node ids so that a hand-made (possibly invalid) partition can be
+A partition's clusters cannot be edited: :class:`Cluster` is frozen, its ``nodes`` and
+``Partition.clusters`` are tuples, and ``clusters`` (like ``problem``) cannot be reassigned, so
+every view derived from them (assignment, devices, edges, order, metrics) is made once and never
+goes stale. A partition that changes is a new one (:func:`dataclasses.replace` or a
+constructor). Any node ids can be given, so a hand-made (possibly invalid) partition can be
 represented and :meth:`Partition.validate` can say exactly what is wrong with it.
 """
 
@@ -23,6 +27,9 @@ from clusterkit.partition.reasons import Reason
 from clusterkit.partition.report import current_placement, summary_line
 from clusterkit.partition.validate import assignment_of, check_partition
 
+#: the fields the derived views depend on: set once, when the partition is made
+_FIXED = frozenset({"problem", "clusters"})
+
 
 @dataclass
 class Partition:
@@ -30,7 +37,7 @@ class Partition:
     :meth:`from_clusters` (anything hand-made); check it with :meth:`validate`."""
 
     problem: Problem
-    clusters: list[Cluster]
+    clusters: tuple[Cluster, ...]
     strategy: str = "manual"
     selector: str = ""
     solve_report: Any = field(default=None, kw_only=True)  # an exact engine's typed figures
@@ -39,9 +46,19 @@ class Partition:
     #: why each fallback node the engine can explain is there
     #: (see :mod:`clusterkit.partition.reasons`)
     fallback_reasons: dict[int, Reason] = field(default_factory=dict)
-    #: views derived from ``clusters`` (assignment, device per cluster, metrics), valid while
-    #: ``clusters`` is the same list of the same length (see :meth:`_memo`)
+    #: views derived from ``clusters`` (assignment, device per cluster, metrics), each made
+    #: once: the clusters never change
     _views: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.clusters, tuple):  # any iterable of clusters is taken
+            self.__dict__["clusters"] = tuple(self.clusters)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FIXED and name in self.__dict__:
+            raise AttributeError(f"Partition.{name} cannot be changed: make a new Partition "
+                                 "(dataclasses.replace or a constructor)")
+        super().__setattr__(name, value)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -57,7 +74,7 @@ class Partition:
             raise PartitionError(f"expected {n} labels and devices, got {labels.shape}, "
                                  f"{devices.shape}")
         if n == 0:
-            return cls(problem, [], **kwargs)
+            return cls(problem, (), **kwargs)
         key = labels.copy()
         fb = devices < 0
         # fallback nodes: a key of their own, unless in a together group
@@ -79,26 +96,25 @@ class Partition:
         rank = np.argsort(first, kind="stable")  # cluster ids in order of their first node
         names = list(problem.devices) + [problem.fallback]  # index -1 = fallback
         dev_of = devices[first][rank]
-        flat = order.tolist()
+        flat = tuple(order.tolist())  # a slice of a tuple is a tuple: the clusters' nodes
         st, en = starts[rank].tolist(), ends[rank].tolist()
         with gc_paused():  # millions of small lists; map() builds them at C speed
-            clusters = list(map(Cluster, range(len(st)), map(names.__getitem__, dev_of.tolist()),
-                                map(flat.__getitem__, map(slice, st, en))))
+            clusters = tuple(map(Cluster, range(len(st)), map(names.__getitem__, dev_of.tolist()),
+                                 map(flat.__getitem__, map(slice, st, en))))
         out = cls(problem, clusters, **kwargs)
         pos = np.empty(len(rank), dtype=np.int64)
         pos[rank] = np.arange(len(rank), dtype=np.int64)
         assignment = np.empty(n, dtype=np.int64)
         assignment[order] = np.repeat(pos, ends - starts)
-        views = out._memo()
-        views["assignment"], views["devices"] = assignment, dev_of
+        out._views["assignment"], out._views["devices"] = assignment, dev_of
         return out
 
     @classmethod
     def from_clusters(cls, problem: Problem, clusters: Iterable[tuple[str, Iterable[int]]],
                       **kwargs) -> "Partition":
         """Build from ``(device, node ids)`` pairs, as given (not checked: see validate)."""
-        out = [Cluster(k, dev, sorted(int(v) for v in nodes))
-               for k, (dev, nodes) in enumerate(clusters)]
+        out = tuple(Cluster(k, dev, tuple(sorted(int(v) for v in nodes)))
+                    for k, (dev, nodes) in enumerate(clusters))
         return cls(problem, out, **kwargs)
 
     @classmethod
@@ -121,26 +137,17 @@ class Partition:
     def fallback(self) -> str:
         return self.problem.fallback
 
-    def _memo(self) -> dict[str, Any]:
-        """The derived views, emptied first when ``clusters`` is another list or changed length
-        since they were made (clusters are not to be edited in place once read)."""
-        views = self._views
-        if views.get("of") is not self.clusters or views.get("k") != len(self.clusters):
-            views.clear()
-            views["of"], views["k"] = self.clusters, len(self.clusters)
-        return views
-
     def assignment(self) -> np.ndarray:
         """Cluster position per node (a new array); raises if a node is in no cluster or in
         two."""
-        views = self._memo()
+        views = self._views
         if "assignment" not in views:
             views["assignment"] = assignment_of(self.graph, self.clusters)
         return views["assignment"].copy()
 
     def device_indices(self) -> np.ndarray:
         """Device index per cluster position (a new array; -1 for the fallback)."""
-        views = self._memo()
+        views = self._views
         if "devices" not in views:
             p = self.problem
             views["devices"] = np.asarray([p.device_index(c.device) for c in self.clusters],
@@ -149,7 +156,7 @@ class Partition:
 
     def cluster_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The distinct edges between clusters, as arrays of cluster positions (sorted)."""
-        views = self._memo()
+        views = self._views
         if "edges" not in views:
             g = self.graph
             views["edges"] = quotient_edges(self.assignment(), g.edge_src, g.edge_dst)
@@ -160,7 +167,7 @@ class Partition:
         """A topological order of the cluster positions (a new list): the one recorded with
         :meth:`record_order`, else Kahn's, first in first out; raises
         :class:`~clusterkit.errors.CycleError` when the clusters form a cycle."""
-        views = self._memo()
+        views = self._views
         if "order" not in views:
             views["order"] = fifo_order(len(self.clusters), *self.cluster_edges())
         return list(views["order"])
@@ -178,7 +185,7 @@ class Partition:
         src, dst = self.cluster_edges()
         if (pos < 0).any() or not bool(np.all(pos[src] < pos[dst])):
             return False
-        self._memo()["order"] = order.tolist()
+        self._views["order"] = order.tolist()
         return True
 
     def device_of_nodes(self) -> list[str]:
@@ -203,7 +210,7 @@ class Partition:
 
     def _on_device(self) -> np.ndarray:
         """Whether each cluster (by position) is on an accelerator rather than the fallback."""
-        views = self._memo()
+        views = self._views
         if "devices" in views:
             return views["devices"] >= 0
         return np.asarray([c.device != self.fallback for c in self.clusters], dtype=bool)
@@ -250,7 +257,7 @@ class Partition:
         """docs/design.md metrics: partitions, cut_bytes, largest_cluster, nodes_offloaded, ...;
         ``folded_nodes`` (see :attr:`Graph.folded`) are left out of ``compute_nodes`` and of the
         ``offloaded_share`` (``compute_offloaded / compute_nodes``)."""
-        views = self._memo()
+        views = self._views
         if "metrics" not in views:
             a = self.assignment()
             views["metrics"] = partition_metrics(self.graph, a, self._on_device(),

@@ -46,7 +46,7 @@ def make_acceptable(partition: Partition, cache: dict | None = None) -> Partitio
         d = dev_index.get(c.device, -1)
         if d < 0 or acc.plain(d) or acc.verdict(c.nodes, d) is None:
             continue
-        carved[pos] = split_cluster(p, acc, d, c.nodes)
+        carved[pos] = split_cluster(p, acc, d, list(c.nodes))
     if not carved:
         return partition
     return _rebuilt(partition, carved)
