@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from clusterkit.cli import main
 from clusterkit.errors import GraphError, ModelLoadError, WriteError
-from clusterkit.io import export as export_mod
+from clusterkit.export import onnx_model as export_mod
 from clusterkit.io.files import write_all, write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.io.networkx import graph_from_node_link

@@ -10,7 +10,7 @@ import pytest
 
 from clusterkit import (ConstraintError, Constraints, OpsProperty, Partition, PartitionError,
                         from_networkx, make_problem)
-from clusterkit.io.dot import partition_dot
+from clusterkit.partition.dot import partition_dot
 from support.models import BUNDLED_MODELS
 
 

@@ -25,10 +25,10 @@ from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
 from clusterkit.engines import strategy_specs
 from clusterkit.errors import ClusterkitError, RenderError, SweepInterrupted
-from clusterkit.io.dot import dot_to_svg, partition_dot
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import OptimizeLevel
+from clusterkit.partition.dot import dot_to_svg, partition_dot
 from clusterkit.partition.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 

@@ -12,6 +12,7 @@ reader), :mod:`~clusterkit.partition.plan` (re-applying a saved partition) and
 """
 
 from clusterkit.partition.cluster import Cluster, PartitionLike
+from clusterkit.partition.dot import partition_dot
 from clusterkit.partition.json_format import (
     partition_json,
     partition_json_text,
@@ -30,5 +31,6 @@ from clusterkit.partition.report import (
 )
 
 __all__ = ["Category", "Cluster", "Partition", "PartitionLike", "Reason", "apply_plan",
-           "cut_bytes", "cut_note", "folded_note", "partition_json", "partition_json_text",
-           "placement_report", "plural", "read_partition_json", "summary_line"]
+           "cut_bytes", "cut_note", "folded_note", "partition_dot", "partition_json",
+           "partition_json_text", "placement_report", "plural", "read_partition_json",
+           "summary_line"]
