@@ -117,6 +117,8 @@ ALIASES: dict[str, str] = {
     "clusterkit.reasons": "clusterkit.partition",
     "clusterkit.io.partition_json": "clusterkit.partition.json_format",
     "clusterkit.io.plan": "clusterkit.partition.plan",
+    "clusterkit.io.dot": "clusterkit.partition.dot",
+    "clusterkit.io.export": "clusterkit.export",
 }
 
 

@@ -21,6 +21,8 @@ MOVED = {
     "clusterkit.reasons": ["clusterkit.partition.reasons", "clusterkit.partition.report"],
     "clusterkit.io.partition_json": ["clusterkit.partition.json_format"],
     "clusterkit.io.plan": ["clusterkit.partition.plan"],
+    "clusterkit.io.dot": ["clusterkit.partition.dot"],
+    "clusterkit.io.export": ["clusterkit.export.onnx_model"],
 }
 
 
