@@ -40,7 +40,9 @@ from clusterkit.io.networkx import (
     to_networkx,
     to_node_link,
 )
-from clusterkit.result import Cluster, Partition, cut_bytes
+from clusterkit.partition.cluster import Cluster
+from clusterkit.partition.metrics import cut_bytes
+from clusterkit.partition.model import Partition
 from clusterkit.selection.protocol import (
     ContainOpSelector,
     OpsProperty,
@@ -65,14 +67,14 @@ _LAZY = {
     "OnnxRuntimeBackend": "clusterkit.runtime.backends",
     "get_backend": "clusterkit.runtime.backends",
     "register_backend": "clusterkit.runtime.backends",
-    "export_fused": "clusterkit.io.export", "export_partition": "clusterkit.io.export",
+    "export_fused": "clusterkit.export", "export_partition": "clusterkit.export",
     "compare": "clusterkit.analysis.compare", "format_table": "clusterkit.analysis.compare",
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from clusterkit.analysis.compare import compare, format_table
+    from clusterkit.export.onnx_model import export_fused, export_partition
     from clusterkit.fusion import FusedGraph, flatten, fuse
-    from clusterkit.io.export import export_fused, export_partition
     from clusterkit.io.onnx import load_onnx
     from clusterkit.runtime.backends import OnnxRuntimeBackend, get_backend, register_backend
     from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model

@@ -456,7 +456,7 @@ def test_gap_of_heuristics():
 
 def test_gap_when_more_nodes_stay_on_the_host():
     problem = _chain_problem()
-    from clusterkit.result import Partition
+    from clusterkit.partition.model import Partition
 
     host_only = Partition.from_assignment(problem, np.arange(3), np.full(3, -1))
     row = optimality_gap(host_only, "cut", time_limit=10)

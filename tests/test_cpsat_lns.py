@@ -19,7 +19,7 @@ from clusterkit.engines.cpsat.reduce import reachability, reduce_problem
 from clusterkit.engines.cpsat.relax import lower_bound
 from clusterkit.engines.cpsat.strategy import optimize as solve
 from clusterkit.graph.fast import graph_from_dag
-from clusterkit.result import cluster_const_bytes
+from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.testing.exhaustive import enumerate_valid, exhaustive_optimum, partition_objective
 from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
 from support.problems import problems

@@ -16,7 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 import clusterkit as ck
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.passes.reject import reject_subgraphs
-from clusterkit.reasons import Category, placement_report
+from clusterkit.partition.reasons import Category
+from clusterkit.partition.report import placement_report
 from clusterkit.selectors import coreml, nnapi
 
 FLOAT = TensorProto.FLOAT
@@ -70,7 +71,7 @@ def test_a_lone_reshape_on_nnapi_falls_back_for_every_strategy(strategy):
     # after the post-pass, and mxnet's growth never forms the lone cluster)
     if strategy not in ("mxnet", "auto"):
         raw = ck.get_strategy(strategy)(problem, **opts)
-        assert ("nnapi", [by_name["reshape"]]) in [(c.device, c.nodes) for c in raw.clusters]
+        assert ("nnapi", (by_name["reshape"],)) in [(c.device, c.nodes) for c in raw.clusters]
     part = ck.run_strategy(problem, strategy, **opts)
     dev = device_of(part)
     assert dev["reshape"] == "cpu" and dev["erf"] == "cpu"

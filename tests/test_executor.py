@@ -19,7 +19,7 @@ import clusterkit as ck
 from clusterkit import BackendError, ExecutionError, OpsProperty
 from clusterkit.cli import main as cli_main
 from clusterkit.fusion import fuse
-from clusterkit.io.export import export_fused
+from clusterkit.export.onnx_model import export_fused
 from clusterkit.runtime.backends import (OnnxRuntimeBackend, backend_names, get_backend,
                                          register_backend)
 from clusterkit.runtime.executor import (DEFAULT_DIM, INT_HIGH, Executor, compare_outputs,

@@ -12,13 +12,13 @@ import onnxruntime as ort
 import pytest
 
 import clusterkit as ck
-import clusterkit.io.export as export_mod
+import clusterkit.export.onnx_model as export_mod
 from clusterkit import PartitionError
 from clusterkit.cli import main as cli_main
 from clusterkit.fusion import fuse
-from clusterkit.io.export import (PARTITION_KEY, device_domain, export_fused, export_partition,
+from clusterkit.export.onnx_model import (PARTITION_KEY, device_domain, export_fused, export_partition,
                                   partition_json_of)
-from clusterkit.io.plan import apply_plan, load_plan, plan_selectors
+from clusterkit.partition.plan import apply_plan, load_plan, plan_selectors
 from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 from support.models import BUNDLED_MODELS, LIGHT_DIR
 from support.onnx_models import FAST_ORT, MULTI, level_partition, load, partition_with

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from clusterkit import (CycleError, GraphError, ModelLoadError, from_networkx, load_graph,
                         load_onnx, to_networkx)
-from clusterkit.io.dot import graph_dot
+from clusterkit.partition.dot import graph_dot
 from clusterkit.io.networkx import graph_from_node_link, to_node_link
 from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
 

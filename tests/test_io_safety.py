@@ -15,12 +15,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from clusterkit.cli import main
 from clusterkit.errors import GraphError, ModelLoadError, WriteError
-from clusterkit.io import export as export_mod
+from clusterkit.export import onnx_model as export_mod
 from clusterkit.io.files import write_all, write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.io.networkx import graph_from_node_link
 from clusterkit.io.onnx import load_onnx
-from clusterkit.io.plan import plan_selectors
+from clusterkit.partition.plan import plan_selectors
 from support.models import BUNDLED_MODELS
 
 MODEL = str(BUNDLED_MODELS / "resnet18.onnx")

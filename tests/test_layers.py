@@ -8,7 +8,10 @@ run, with readers low and writers and reports high. ``selectors/`` is scanned to
 
 No two modules import each other, directly or around a loop: for cycles *every* import counts,
 those under ``if TYPE_CHECKING:`` included (an annotation is still a dependency a reader follows).
-The only cycle allowed is listed in :data:`KNOWN_CYCLES`.
+There are none (:data:`KNOWN_CYCLES` is empty).
+
+The deprecated alias modules (:data:`ALIASES`) have no layer: each only re-exports names of the
+module that replaced it, and no module of the package imports one.
 """
 
 from __future__ import annotations
@@ -24,23 +27,20 @@ SELECTORS = REPO / "selectors"
 
 #: (module prefix, layer); the longest matching prefix decides
 LAYERS: list[tuple[str, float]] = [
-    ("clusterkit.errors", 0), ("clusterkit._deprecated", 0), ("clusterkit.modes", 0), ("clusterkit.registry", 0), ("clusterkit.io.files", 0),
-    ("clusterkit.io.partition_json", 0), ("clusterkit.io.json_text", 0),
+    ("clusterkit.errors", 0), ("clusterkit._deprecated", 0), ("clusterkit.modes", 0),
+    ("clusterkit.registry", 0),
     ("clusterkit.graph", 1),
-    ("clusterkit.io.onnx", 2), ("clusterkit.io.networkx", 2), ("clusterkit.io.loader", 2),
-    ("clusterkit.io.optimize", 2), ("clusterkit.io.ep_query", 2), ("clusterkit.io.ep_recorder", 2),
-    ("clusterkit.io.node_link", 2),
-    ("clusterkit.io.placement_instance", 2),
+    ("clusterkit.io", 2),  # readers (ONNX, node-link, instances, EP queries), atomic files
     ("clusterkit.selection", 3),
     ("clusterkit.constraints", 4), ("clusterkit.selectors", 4),
-    ("clusterkit.reasons", 4),
-    ("clusterkit.result", 5),
+    ("clusterkit.partition.reasons", 4),  # the fallback vocabulary the affinity step records
+    ("clusterkit.partition", 5),  # the partition, its checks, figures, reports and formats
     ("clusterkit.passes", 5.5),
     ("clusterkit.engines", 6),
     ("clusterkit.api", 6.5),
     ("clusterkit.fusion", 7),
+    ("clusterkit.export", 7.5),  # the fused model as ONNX
     ("clusterkit.runtime", 8),
-    ("clusterkit.io", 9),
     ("clusterkit.analysis", 10),
     ("clusterkit.testing", 11),
     ("clusterkit.torch", 12),
@@ -110,19 +110,38 @@ MODULES = sorted(PACKAGE.rglob("*.py")) + sorted(SELECTORS.rglob("*.py"))
 
 #: Import cycles known today, each as its set of modules; any other cycle fails the test, and so
 #: does an entry here that is no longer a cycle.
-KNOWN_CYCLES: list[frozenset[str]] = [
-    # to be removed by the partition package (issue 25, point 1)
-    frozenset({"clusterkit.result", "clusterkit.io.partition_json", "clusterkit.reasons"}),
-]
+KNOWN_CYCLES: list[frozenset[str]] = []
+
+#: deprecated alias modules (kept for one release) → where their names live now
+ALIASES: dict[str, str] = {
+    "clusterkit.result": "clusterkit.partition",
+    "clusterkit.reasons": "clusterkit.partition",
+    "clusterkit.io.partition_json": "clusterkit.partition.json_format",
+    "clusterkit.io.plan": "clusterkit.partition.plan",
+    "clusterkit.io.dot": "clusterkit.partition.dot",
+    "clusterkit.io.export": "clusterkit.export",
+}
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+#: the modules that have a layer: all but the aliases
+LAYERED = [p for p in MODULES if module_name(p) not in ALIASES]
+
+
+@pytest.mark.parametrize("path", LAYERED, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_module_imports_a_higher_layer(path):
     mod = module_name(path)
     own = layer_of(mod)
     upward = sorted({f"line {line}: {target} (layer {layer_of(target)})"
                      for line, target in imports_of(path) if layer_of(target) > own})
     assert not upward, f"{mod} (layer {own}) imports higher layers: " + "; ".join(upward)
+
+
+def test_io_is_one_floor():
+    """Every module of ``clusterkit.io`` has the same layer: readers and files, no writer that
+    needs a higher layer."""
+    io = [module_name(p) for p in LAYERED if module_name(p).startswith("clusterkit.io.")]
+    assert len(io) > 5 and {layer_of(m) for m in io} == {layer_of("clusterkit.io")}
+    assert not [p for p, _ in LAYERS if p.startswith("clusterkit.io.")]
 
 
 def test_at_most_eight_modules_at_the_top_of_the_package():
@@ -221,3 +240,35 @@ def test_the_cycle_checker_sees_annotations_and_lazy_imports():
         "clusterkit.result", "clusterkit.api"]
     graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}, "e": {"e": 5}}
     assert cycles_of(graph) == [frozenset("abc")]
+
+
+def _alias_path(mod: str) -> Path:
+    return (REPO / Path(*mod.split("."))).with_suffix(".py")
+
+
+@pytest.mark.parametrize("mod", sorted(ALIASES))
+def test_aliases_only_re_export(mod):
+    """An alias module holds its docstring, ``import warnings``, imports from the package that
+    replaced it, ``__all__`` naming exactly what it imports, and the warning: nothing else."""
+    tree = ast.parse(_alias_path(mod).read_text())
+    imported: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            assert node.module and node.module.startswith("clusterkit."), ast.unparse(node)
+            assert node.module not in ALIASES, ast.unparse(node)
+            imported.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Assign):
+            assert [ast.unparse(t) for t in node.targets] == ["__all__"], ast.unparse(node)
+            exported = set(ast.literal_eval(node.value))
+        else:
+            assert ast.unparse(node).startswith(("import warnings", "warnings.warn(", "\'", '"')), \
+                ast.unparse(node)
+    assert imported and exported == imported
+
+
+def test_nothing_imports_an_alias():
+    """Neither the package nor its tests import an alias (so the aliases may warn)."""
+    scanned = MODULES + sorted((REPO / "tests").rglob("*.py"))
+    users = sorted(f"{module_name(p)} -> {target}" for p in scanned
+                   for _, target in imports_of(p, annotations=True) if target in ALIASES)
+    assert not users

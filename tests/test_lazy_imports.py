@@ -48,7 +48,7 @@ PIPELINE = {"fuse": "clusterkit.fusion", "flatten": "clusterkit.fusion",
             "OnnxRuntimeBackend": "clusterkit.runtime.backends",
             "get_backend": "clusterkit.runtime.backends",
             "register_backend": "clusterkit.runtime.backends",
-            "export_fused": "clusterkit.io.export", "export_partition": "clusterkit.io.export",
+            "export_fused": "clusterkit.export", "export_partition": "clusterkit.export",
             "compare": "clusterkit.analysis.compare", "format_table": "clusterkit.analysis.compare"}
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import clusterkit as ck
 from clusterkit.engines import mxnet
 from clusterkit.errors import ConstraintError, SelectorError
-from clusterkit.reasons import Category
+from clusterkit.partition.reasons import Category
 from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
                                            SubgraphSelector)
 from support.partitions import named_clusters as names

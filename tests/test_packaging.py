@@ -99,3 +99,15 @@ def _check_typed_licensed_versioned(wheel: Path, names: list[str]) -> None:
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA")))
     assert f"\nVersion: {clusterkit.__version__}\n" in meta.decode()
     assert wheel.name.startswith(f"clusterkit-{clusterkit.__version__}-")
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """``[tool.setuptools] packages`` names every folder of ``clusterkit/`` with an
+    ``__init__.py`` (a package left out would be missing from the wheel)."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    folders = {".".join(p.parent.relative_to(REPO).parts)
+               for p in (REPO / "clusterkit").rglob("__init__.py")}
+    assert folders and folders <= listed, sorted(folders - listed)

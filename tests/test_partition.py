@@ -10,7 +10,7 @@ import pytest
 
 from clusterkit import (ConstraintError, Constraints, OpsProperty, Partition, PartitionError,
                         from_networkx, make_problem)
-from clusterkit.io.dot import partition_dot
+from clusterkit.partition.dot import partition_dot
 from support.models import BUNDLED_MODELS
 
 
@@ -190,4 +190,4 @@ def test_from_assignment_refuses_a_label_spanning_two_devices():
     with pytest.raises(PartitionError, match="'b' has label 0 but another device"):
         Partition.from_assignment(p, [0, 0], [0, 1])
     part = Partition.from_assignment(p, [5, 5], [0, 0])
-    assert [(c.id, c.device, c.nodes) for c in part.clusters] == [(0, "acc", [0, 1])]
+    assert [(c.id, c.device, c.nodes) for c in part.clusters] == [(0, "acc", (0, 1))]

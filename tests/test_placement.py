@@ -157,7 +157,7 @@ def test_placement_strategy_on_a_real_model(tmp_path):
     assert info["objective"] <= info["baselines"]["priority"] + 1e-9
     dev = np.full(problem.n, -1)
     for c in part.clusters:
-        dev[c.nodes] = problem.device_index(c.device)
+        dev[list(c.nodes)] = problem.device_index(c.device)
     assert info["partition_seconds"] == pytest.approx(estimate(problem, dev, str(costs))["total"])
     assert info["partition_seconds"] == pytest.approx(info["objective"])  # min_size 1: kept
     adds = [v for v in range(problem.n) if problem.graph.op_types[v] == "Add"]

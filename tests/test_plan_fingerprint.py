@@ -13,7 +13,7 @@ import pytest
 import clusterkit as ck
 from clusterkit.cli import main
 from clusterkit.errors import PartitionError
-from clusterkit.io.plan import apply_plan
+from clusterkit.partition.plan import apply_plan
 from support.models import BUNDLED_MODELS
 
 RESNET18 = BUNDLED_MODELS / "resnet18.onnx"
@@ -133,7 +133,7 @@ def test_a_plan_without_a_fingerprint_applies_by_index(plan, tmp_path):
     problem = ck.make_problem(ck.load_graph(str(other)), [SPEC])
     part = apply_plan(problem, data)
     src = part.graph.index_to_source
-    got = sorted(sorted(src[c.nodes].tolist()) for c in part.clusters)
+    got = sorted(sorted(src[list(c.nodes)].tolist()) for c in part.clusters)
     assert got == sorted(c["nodes"] for c in data["clusters"])
     with pytest.raises(PartitionError, match="records no node names"):
         apply_plan(problem, dict(data, fingerprint="sha256:0"), force=True)

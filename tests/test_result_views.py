@@ -3,6 +3,8 @@ order) against counts made from the clusters themselves."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import networkx as nx
 import pytest
 
@@ -54,7 +56,7 @@ def test_views_match_the_clusters(problem, strategy):
     assert fresh.assignment().tolist() == where and fresh.device_indices().tolist() == devices
 
 
-def test_views_are_copies_and_follow_a_new_cluster_list():
+def test_views_are_copies_and_a_changed_partition_is_a_new_one():
     problem = PROBLEMS[0]
     part = ck.run_strategy(problem, "cycles", validate=False)
     a = part.assignment()
@@ -64,16 +66,24 @@ def test_views_are_copies_and_follow_a_new_cluster_list():
     before = part.metrics()
     before["cut_bytes"] = -1
     assert part.metrics()["cut_bytes"] >= 0
-    # another list of clusters (reversed, and then one fewer by a merge): views made again
-    part.clusters = part.clusters[::-1]
-    where, devices, _ = _by_hand(part)
-    assert part.assignment().tolist() == where and part.device_indices().tolist() == devices
-    acc = [i for i, c in enumerate(part.clusters) if c.device != problem.fallback]
+    # the clusters cannot be edited in place, so the views made above cannot go stale
+    assert isinstance(part.clusters, tuple)
+    assert all(isinstance(c.nodes, tuple) for c in part.clusters)
+    with pytest.raises(AttributeError, match="cannot be changed"):
+        part.clusters = part.clusters[::-1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        part.clusters[0].nodes = ()
+    # another list of clusters (reversed, and then one fewer by a merge): a new partition
+    flipped = dataclasses.replace(part, clusters=part.clusters[::-1])
+    where, devices, _ = _by_hand(flipped)
+    assert flipped.assignment().tolist() == where and flipped.device_indices().tolist() == devices
+    assert part.assignment().tolist() != where or len(part.clusters) == 1
+    acc = [i for i, c in enumerate(flipped.clusters) if c.device != problem.fallback]
     if len(acc) >= 2:
         i, j = acc[:2]
-        merged = ck.Partition.from_clusters(problem, [(c.device, c.nodes) for c in part.clusters])
-        merged.clusters[i].nodes = sorted(merged.clusters[i].nodes + merged.clusters[j].nodes)
-        del merged.clusters[j]
+        pairs = [(c.device, c.nodes + flipped.clusters[j].nodes if k == i else c.nodes)
+                 for k, c in enumerate(flipped.clusters) if k != j]
+        merged = ck.Partition.from_clusters(problem, iter(pairs))  # any iterable
         where, devices, _ = _by_hand(merged)
         assert merged.assignment().tolist() == where
         assert merged.metrics()["partitions"] == len(acc) - 1

@@ -25,11 +25,11 @@ from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
 from clusterkit.engines import strategy_specs
 from clusterkit.errors import ClusterkitError, RenderError, SweepInterrupted
-from clusterkit.io.dot import dot_to_svg, partition_dot
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import OptimizeLevel
-from clusterkit.result import Partition
+from clusterkit.partition.dot import dot_to_svg, partition_dot
+from clusterkit.partition.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 
 #: what :func:`compare` and :func:`compare_many` accept as selectors, as :func:`partition` does
@@ -125,7 +125,7 @@ def _fill_row(row: Row, part: Partition, flops: np.ndarray) -> Row:
     m = part.metrics()
     on_acc = np.zeros(len(flops), dtype=bool)
     for c in part.accelerator_clusters():
-        on_acc[c.nodes] = True
+        on_acc[list(c.nodes)] = True
     total = float(flops.sum())
     row.partitions = m["partitions"]
     row.largest_cluster = m["largest_cluster"]

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from typing import Sequence
 
 import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, DEFAULT_VALUE_INPUTS
 from clusterkit.graph.algorithms import quotient_edges, topological_order
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
 
 __all__ = ["explain", "explain_by_reason", "explain_edge", "reason_kind"]
 
@@ -210,7 +211,7 @@ class _Context:
         return (f"nothing forbids merging clusters {self.cid(cu)} and {self.cid(cv)}; the "
                 f"strategy {self.part.strategy!r} left them apart")
 
-    def _forbidden_between(self, A: list[int], B: list[int], d: int):
+    def _forbidden_between(self, A: Sequence[int], B: Sequence[int], d: int):
         p, g = self.p, self.g
         inA, inB = set(A), set(B)
         succ = g.succ_lists

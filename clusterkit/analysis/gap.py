@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from clusterkit.constraints.objectives import parse_objective, partition_key
 from clusterkit.errors import StrategyError
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
 
 
 def objective_value(partition: Partition, objective: str | Mapping[str, float] = "cut"

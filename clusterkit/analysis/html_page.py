@@ -30,8 +30,8 @@ from clusterkit.analysis.report import (
     reasons_line,
 )
 from clusterkit.errors import RenderError
-from clusterkit.io.dot import device_colors, dot_to_svg, partition_dot
-from clusterkit.result import Partition
+from clusterkit.partition.dot import device_colors, dot_to_svg, partition_dot
+from clusterkit.partition.model import Partition
 
 #: the ``id`` of every section the page always has, in page order
 SECTIONS = ("summary", "compare", "partition", "fallback")
@@ -62,9 +62,9 @@ class Picture:
 
 
 def draw_partition(partition: Partition, max_nodes: int | None = 2000) -> Picture:
-    """The picture of ``partition`` (:func:`~clusterkit.io.dot.partition_dot`) drawn as SVG by
-    Graphviz; not drawn (a note says why) when Graphviz is missing or fails, or when the graph
-    has more than ``max_nodes`` nodes (None: no limit), as ``dot`` lays out large graphs
+    """The picture of ``partition`` (:func:`~clusterkit.partition.dot.partition_dot`) drawn as
+    SVG by Graphviz; not drawn (a note says why) when Graphviz is missing or fails, or when the
+    graph has more than ``max_nodes`` nodes (None: no limit), as ``dot`` lays out large graphs
     slowly."""
     dot = partition_dot(partition)
     n = partition.graph.n

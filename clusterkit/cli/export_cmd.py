@@ -10,10 +10,10 @@ import argparse
 
 from clusterkit.cli.common import add_problem_args, model_label
 from clusterkit.cli.run_cmd import add_plan_arg, original_model, partition_from_args
+from clusterkit.export.onnx_model import export_fused, model_bytes, save_model, wants_external_data
 from clusterkit.fusion import fuse
-from clusterkit.io.export import export_fused, model_bytes, save_model, wants_external_data
 from clusterkit.io.files import write_all
-from clusterkit.io.partition_json import partition_json_text
+from clusterkit.partition.json_format import partition_json_text
 from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
 
 

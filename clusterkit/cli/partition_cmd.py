@@ -38,12 +38,13 @@ from clusterkit.cli.common import (
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.engines.throughput import partition_split_text
+from clusterkit.export.onnx_model import model_bytes, save_model
 from clusterkit.fusion import source_model
-from clusterkit.io.dot import dump_files, partition_dot, partition_svg
-from clusterkit.io.export import model_bytes, save_model
 from clusterkit.io.files import write_all
-from clusterkit.io.partition_json import optimized_model_path, partition_json_chunks
-from clusterkit.result import Partition, plural
+from clusterkit.partition.dot import dump_files, partition_dot, partition_svg
+from clusterkit.partition.json_format import optimized_model_path, partition_json_chunks
+from clusterkit.partition.model import Partition
+from clusterkit.partition.report import plural
 
 log = logging.getLogger(__name__)
 

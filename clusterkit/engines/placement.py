@@ -37,8 +37,8 @@ from clusterkit.constraints.costs import CostModel
 from clusterkit.constraints.objectives import ObjectiveSpec, parse_objective
 from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
 from clusterkit.errors import StrategyError
+from clusterkit.partition.model import Partition
 from clusterkit.passes.devices import priority_placement
-from clusterkit.result import Partition
 
 SCALE = 1e9  # model time unit: nanoseconds
 
@@ -321,7 +321,7 @@ def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
         raise StrategyError(f"placement: clustering failed: {clustered.reason}")
     final_dev = np.full(problem.n, -1, dtype=np.int64)
     for c in clustered.partition.clusters:
-        final_dev[c.nodes] = problem.device_index(c.device)
+        final_dev[list(c.nodes)] = problem.device_index(c.device)
     report = SolveReport(res.status, res.objective, res.bound,
                          None if res.status == "OPTIMAL" else "deterministic_time", None,
                          "time", res.reason)

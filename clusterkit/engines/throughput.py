@@ -33,8 +33,8 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import Graph
 from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_text
-from clusterkit.reasons import Category, Reason
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
+from clusterkit.partition.reasons import Category, Reason
 from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
 
 #: bisection steps of the heuristic (the load interval shrinks 2**-STEPS)
@@ -602,7 +602,7 @@ def partition_devices(part: Partition, inst: PlacementInstance) -> np.ndarray:
     device = np.full(inst.n, HOST, dtype=np.int64)
     for c in part.clusters:
         if c.device in by_name:
-            device[pos[c.nodes]] = by_name[c.device]
+            device[pos[list(c.nodes)]] = by_name[c.device]
     return device
 
 

@@ -1,5 +1,8 @@
-"""Reading and writing: ONNX, networkx / node-link JSON, DOT, plans and partition JSON, ONNX export.
+"""Reading models and graphs (ONNX, networkx / node-link JSON, placement instances, the EPs'
+own answers) and writing files atomically; one layer, just above the graph.
 
 Every file clusterkit writes goes through :mod:`clusterkit.io.files` (complete or not at all).
-Reading a model, a graph or a plan never executes code.
+Reading a model or a graph never executes code. The writers that need the partition or the
+fused graph live with them: :mod:`clusterkit.partition.json_format`,
+:mod:`clusterkit.partition.plan`, :mod:`clusterkit.partition.dot` and :mod:`clusterkit.export`.
 """

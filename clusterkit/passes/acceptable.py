@@ -22,8 +22,9 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import CycleError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.convexity import first_reentry
-from clusterkit.reasons import Category, Reason, placement_report
-from clusterkit.result import Partition
+from clusterkit.partition.model import Partition
+from clusterkit.partition.reasons import Category, Reason
+from clusterkit.partition.report import placement_report
 
 Carving = tuple[list[list[int]], dict[int, str]]  # acceptable pieces, fallen node -> why
 
@@ -45,7 +46,7 @@ def make_acceptable(partition: Partition, cache: dict | None = None) -> Partitio
         d = dev_index.get(c.device, -1)
         if d < 0 or acc.plain(d) or acc.verdict(c.nodes, d) is None:
             continue
-        carved[pos] = split_cluster(p, acc, d, c.nodes)
+        carved[pos] = split_cluster(p, acc, d, list(c.nodes))
     if not carved:
         return partition
     return _rebuilt(partition, carved)

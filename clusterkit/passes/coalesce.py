@@ -31,10 +31,11 @@ import dataclasses
 import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
+from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.graph.algorithms import UnionFind, roots
 from clusterkit.graph.graphcycles import GraphCycles
+from clusterkit.partition.model import Partition
 from clusterkit.passes.horizontal import merge_levels, refits
-from clusterkit.result import Partition, cluster_const_bytes
 
 #: above this many clusters only the linear steps run (level merging and the refits)
 PAIR_LIMIT = 20000

@@ -24,14 +24,16 @@ those whose nodes share no level, and keeps the result when it is better.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
+from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
-from clusterkit.result import Partition, cluster_const_bytes, cut_bytes
+from clusterkit.partition.metrics import cut_bytes
+from clusterkit.partition.model import Partition
 
 
 def merge_levels(partition: Partition) -> Partition:
@@ -387,7 +389,7 @@ class _NodeLevels:
             self._fold = (rep, extra, order[rep[order] == order].tolist())
         return self._fold
 
-    def _split(self, nodes: list[int], target: int, forward: bool, lev: list[int],
+    def _split(self, nodes: Sequence[int], target: int, forward: bool, lev: list[int],
                cap: list[int]) -> None:
         """Place a cluster's nodes each at ``target`` or as near as its window allows."""
         ins = self.pred if forward else self.succ

@@ -25,7 +25,8 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
-from clusterkit.result import Partition, cluster_const_bytes
+from clusterkit.constraints.limits import cluster_const_bytes
+from clusterkit.partition.model import Partition
 
 #: passes over all candidate moves at most
 PASSES = 8

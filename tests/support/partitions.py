@@ -16,7 +16,7 @@ def run_checked(problem, strategy: str, **opts) -> Partition | None:
         return None
 
 
-def clusters_of(part: Partition) -> list[tuple[str, list[int]]]:
+def clusters_of(part: Partition) -> list[tuple[str, tuple[int, ...]]]:
     """Clusters as (device, node indices), in cluster order."""
     return [(c.device, c.nodes) for c in part.clusters]
 

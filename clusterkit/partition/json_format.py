@@ -1,0 +1,181 @@
+"""Partition JSON (the docs/design.md format): its one writer and its one reader.
+
+``{"model", "strategy", "selector", "fallback", "clusters": [{"id", "device", "nodes"}],
+"metrics", "seconds", "folded", "placement"}`` plus any extra keys a strategy recorded; ``nodes``
+are source indices (for an ONNX model, indices into its ``graph.node``). The writer also records
+the model's ``fingerprint`` (:func:`model_fingerprint`) and each cluster's node ``names`` and
+``op_types`` (in ``nodes`` order), so a plan can tell a different model from the one it was made
+for. A partition of the graph onnxruntime optimized also says so: ``optimize`` (the level) and
+``model_file`` (that model, written beside the JSON: :func:`optimized_model_path`). The
+reader checks the document's shape and hands back plain data, so this module needs no partition
+class (the writer reads a :class:`~clusterkit.partition.cluster.PartitionLike`):
+:class:`~clusterkit.partition.model.Partition`, plans and exported models all read through it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+import numpy as np
+
+from clusterkit.errors import PartitionError
+from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
+
+if TYPE_CHECKING:
+    from clusterkit.graph.core import Graph
+    from clusterkit.partition.cluster import PartitionLike
+
+
+def make_partition_json(model: str, strategy: str, selector: str, fallback: str,
+                        clusters: list[dict[str, Any]], metrics: dict[str, Any],
+                        seconds: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A partition JSON document from its fields; ``extra`` keys never replace a field."""
+    out = {"model": model, "strategy": strategy, "selector": selector, "fallback": fallback,
+           "clusters": clusters, "metrics": metrics, "seconds": float(seconds)}
+    for key, value in (extra or {}).items():
+        out.setdefault(key, value)
+    return out
+
+
+def partition_json(partition: "PartitionLike", model: str | None = None) -> dict[str, Any]:
+    """The partition JSON of ``partition`` (``model`` defaults to the graph's name), with
+    ``folded``: the sorted source indices of the folded nodes (constants and static shape
+    values, which stay in their clusters but are never fallbacks), ``placement``: the placement
+    report (``partition.placement()``, the same block for every strategy), the model's
+    ``fingerprint`` and each cluster's node ``names`` and ``op_types``."""
+    graph = partition.graph
+    src = graph.index_to_source
+    nodes = source_nodes(graph)
+    clusters = [{"id": c.id, "device": c.device, "nodes": idx, "names": names, "op_types": ops}
+                for c, idx, names, ops in zip(partition.clusters, *_cluster_columns(partition,
+                                                                                    nodes))]
+    partition.placement()  # stores the placement report in info["placement"]
+    extra = {"fingerprint": model_fingerprint(nodes), **partition.info}
+    extra.setdefault("folded", sorted(src[graph.folded].tolist()))
+    return make_partition_json(model if model is not None else graph.name,
+                               partition.strategy, partition.selector, partition.fallback,
+                               clusters, partition.metrics(), partition.seconds, extra)
+
+
+def _cluster_columns(partition: "PartitionLike", nodes: list[tuple[str, str]]
+                     ) -> tuple[list[list[int]], list[list[str]], list[list[str]]]:
+    """Per cluster its source indices, sorted, and their names and op types (``nodes``:
+    :func:`source_nodes`), computed over all clusters at once."""
+    sizes = [len(c.nodes) for c in partition.clusters]
+    flat = np.fromiter(chain.from_iterable(c.nodes for c in partition.clusters), np.int64,
+                       sum(sizes))
+    member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    idx = partition.graph.index_to_source[flat]
+    idx = idx[np.lexsort((idx, member))].tolist()
+    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
+    names = [nodes[v][0] for v in idx]
+    ops = [nodes[v][1] for v in idx]
+    cut = list(zip(bounds[:-1], bounds[1:]))
+    return ([idx[a:b] for a, b in cut], [names[a:b] for a, b in cut],
+            [ops[a:b] for a, b in cut])
+
+
+def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
+    """``(name, op type)`` of every node of ``graph`` in source order (for an ONNX model, its
+    ``graph.node`` order); the op type is ``domain:type`` outside the default domain."""
+    out = []
+    for v in graph.source_to_index.tolist():
+        nd = graph.nodes[v]
+        out.append((nd.name, f"{nd.domain}:{nd.op_type}" if nd.domain else nd.op_type))
+    return out
+
+
+def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
+    """``"sha256:<hex>"`` of the ``(name, op type)`` pairs in order (see :func:`source_nodes`):
+    two models share it exactly when their node lists name the same nodes and ops."""
+    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
+    pairs = list(nodes)
+    digest = hashlib.sha256()
+    for start in range(0, len(pairs), BLOCK):
+        block = pairs[start:start + BLOCK]
+        text = ",".join(map("[{},{}]".format, *(map(encode_str, map(str, col))
+                                                for col in zip(*block))))
+        digest.update(("[" if not start else ",").encode() + text.encode("utf-8"))
+    digest.update(b"]" if pairs else b"[]")
+    return "sha256:" + digest.hexdigest()
+
+
+def optimized_model_path(json_path: str | os.PathLike) -> str:
+    """Where the optimized model a partition JSON's indices refer to is written: beside it,
+    ``.json`` replaced by ``.optimized.onnx`` (appended when the name has no ``.json``); the
+    JSON names it in its ``model_file`` key, with ``optimize`` the level that made it."""
+    path = os.fspath(json_path)
+    stem = path[:-len(".json")] if path.lower().endswith(".json") else path
+    return stem + ".optimized.onnx"
+
+
+def partition_json_text(partition: "PartitionLike", model: str | None = None) -> str:
+    """:func:`partition_json` as the text the command line writes."""
+    return "".join(partition_json_chunks(partition, model))
+
+
+def partition_json_chunks(partition: "PartitionLike", model: str | None = None
+                          ) -> Iterator[str]:
+    """:func:`partition_json_text` in pieces, for a writer that streams them: the document is
+    made in full first (any error comes before the first piece), only its text is lazy."""
+    doc = partition_json(partition, model)
+    yield from indented_json_chunks(doc)
+    yield "\n"
+
+
+def read_partition_json(source: str | os.PathLike | dict, label: str | None = None
+                        ) -> dict[str, Any]:
+    """Read a partition JSON file (or take its loaded dict) and check its shape; ``label`` names
+    it in messages (default: ``partition JSON 'PATH'``, or ``partition JSON`` for a dict)."""
+    if isinstance(source, dict):
+        return check_partition_json(source, label or "partition JSON")
+    path = os.fspath(source)
+    label = label or f"partition JSON {path!r}"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise PartitionError(f"{label}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PartitionError(f"{label} is not a readable JSON file: {exc}") from exc
+    return parse_partition_json(text, label)
+
+
+def parse_partition_json(text: str | bytes, label: str = "partition JSON") -> dict[str, Any]:
+    """Parse partition JSON text and check its shape."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PartitionError(f"{label} is not a readable JSON file: {exc}") from exc
+    return check_partition_json(data, label)
+
+
+def check_partition_json(data: Any, label: str = "partition JSON") -> dict[str, Any]:
+    """``data`` when it has a ``clusters`` list of ``{"device", "nodes": [int, ...]}``;
+    otherwise a :class:`PartitionError` saying what is wrong."""
+    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
+        raise PartitionError(f"{label} is not a partition JSON (no 'clusters' list)")
+    for c in data["clusters"]:
+        if not isinstance(c, dict) or "device" not in c or not isinstance(c.get("nodes"), list):
+            raise PartitionError(f"{label}: every cluster needs a 'device' and a 'nodes' list, got"
+                                 f" {str(c)[:80]}")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in c["nodes"]):
+            raise PartitionError(f"{label}: cluster {c.get('id')} has non-integer node indices")
+    return data
+
+
+def cluster_nodes(data: dict[str, Any], n: int, where: str) -> list[tuple[str, list[int]]]:
+    """``(device, source node indices)`` per cluster of a checked document, every index below
+    ``n``; ``where`` prefixes the message naming an index out of range."""
+    out = []
+    for c in data["clusters"]:
+        for v in c["nodes"]:
+            if not 0 <= v < n:
+                raise PartitionError(f"{where}: cluster {c.get('id')} names node index {v}, but "
+                                     f"the model has {n} nodes")
+        out.append((str(c["device"]), list(c["nodes"])))
+    return out

@@ -1,0 +1,238 @@
+"""What a partition says to people: the placement report (per device its nodes and op types,
+every fallback node with its reason, kept in the partition JSON) and the one-line summary.
+
+The report reads the partition through :class:`~clusterkit.partition.cluster.PartitionLike`
+only; reasons the engine recorded win over those inferred from the problem
+(:func:`~clusterkit.partition.reasons.infer_reason`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from clusterkit.partition.cluster import PartitionLike
+from clusterkit.partition.reasons import Category, Reason, devices_taking_op, infer_reason
+
+
+def placement_report(partition: PartitionLike) -> dict[str, Any]:
+    """The placement report as a JSON-ready dict: per device its node, folded-node and cluster
+    counts and op types; every fallback node that is not folded (:attr:`Graph.folded`: onnxruntime
+    computes it before placement) with its reason, the most specific known (the engine's
+    ``partition.fallback_reasons``, else :func:`infer_reason`, which quotes the selectors'
+    ``explain``); counts per category and per category and op type; ``folded`` (count) and
+    ``assignment``: per device, in onnxruntime's graph-assignment form, its non-folded nodes.
+    Node ``index`` values are source indices (ONNX ``graph.node`` / node-link ``nodes``)."""
+    g = partition.graph
+    ops, nodes = g.op_types, g.nodes
+    src = g.index_to_source
+    order = _device_order(partition)
+    index = {d: k for k, d in enumerate(order)}
+    flat, dev = _cluster_nodes(partition, index)
+    compute = flat[(dev == index[partition.fallback]) & ~g.folded[flat]].tolist()
+    reasons = fallback_reasons_of(partition, compute)
+    fallen = []
+    by_reason: Counter = Counter()
+    by_op: dict[str, Counter] = {}
+    ids = np.asarray(compute, dtype=np.int64)
+    ids = ids[np.argsort(src[ids], kind="stable")]     # by source index
+    for v, i in zip(ids.tolist(), src[ids].tolist()):
+        why = reasons[v]
+        cat = why.category.value
+        by_reason[cat] += 1
+        if cat not in by_op:
+            by_op[cat] = Counter()
+        by_op[cat][ops[v]] += 1
+        fallen.append({"node": nodes[v].name, "index": i, "op": ops[v],
+                       "reason": cat, "detail": why.detail})
+    cats = [c.value for c in Category]
+    return {
+        "fallback": partition.fallback,
+        "devices": _device_counts(partition, order, index, flat, dev),
+        "reasons": {k: by_reason[k] for k in cats if by_reason[k]},
+        "reasons_by_op": {k: dict(sorted(by_op[k].items(), key=lambda kv: (-kv[1], kv[0])))
+                          for k in cats if k in by_op},
+        "fallen_back": fallen,
+        "folded": int(g.folded.sum()),
+        "assignment": _assignment(partition, index, flat, dev),
+    }
+
+
+def fallback_reasons_of(partition: PartitionLike, nodes: list[int]) -> dict[int, Reason]:
+    """The most specific known reason for each of the fallback ``nodes``: the engine's recorded
+    one, unless no device takes the node and the engine only said a selector refused it (then,
+    as for unrecorded nodes, :func:`infer_reason`, which quotes the selectors' ``explain``).
+    Inferred refusals depend on the op type alone when no selector explains and no
+    ``max_const_bytes`` applies, and are then worked out once per op type."""
+    problem = partition.problem
+    recorded = partition.fallback_reasons
+    ops = problem.graph.op_types
+    any_sup = problem.any_supported.tolist()
+    ops_taken = devices_taking_op(problem)
+    per_op = not problem.limits.any_bytes and not any(
+        callable(getattr(prop, "explain", None)) for prop in problem.properties)
+    cache: dict[str, Reason] = {}
+    out: dict[int, Reason] = {}
+    for v in nodes:
+        why = recorded.get(v)
+        if why is not None and not (why.category is Category.SELECTOR_CONDITION
+                                    and not any_sup[v]):
+            out[v] = why
+        elif per_op and not any_sup[v]:
+            if ops[v] not in cache:
+                cache[ops[v]] = infer_reason(problem, v, ops_taken)
+            out[v] = cache[ops[v]]
+        else:
+            out[v] = infer_reason(problem, v, ops_taken)
+    return out
+
+
+def _assignment(partition: PartitionLike, index: dict[str, int], flat: np.ndarray,
+                dev: np.ndarray) -> list[dict[str, Any]]:
+    """Per device (as :func:`_device_counts` orders them), its non-folded nodes as
+    ``{"name", "op_type", "domain", "index"}`` (source index), sorted by index: the form of
+    onnxruntime's graph-assignment info. ``index``, ``flat``, ``dev``: the devices' positions
+    and :func:`_cluster_nodes`."""
+    g = partition.graph
+    keep = ~g.folded[flat]
+    flat, dev = flat[keep], dev[keep]
+    src = g.index_to_source[flat]
+    by = np.lexsort((src, dev))           # per device by source index, ties in cluster order
+    flat, dev, src = flat[by], dev[by], src[by]
+    bounds = np.searchsorted(dev, np.arange(len(index) + 1)).tolist()
+    ids, idx, nodes, ops = flat.tolist(), src.tolist(), g.nodes, g.op_types
+    out = []
+    for dev_name, k in index.items():
+        a, b = bounds[k], bounds[k + 1]
+        out.append({"device": dev_name, "nodes": [
+            {"name": nodes[v].name, "op_type": ops[v], "domain": nodes[v].domain, "index": i}
+            for v, i in zip(ids[a:b], idx[a:b])]})
+    return out
+
+
+def _cluster_nodes(partition: PartitionLike, index: dict[str, int]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Every cluster's nodes, in cluster order, and parallel to them ``index`` of the cluster's
+    device."""
+    clusters = partition.clusters
+    sizes = [len(c.nodes) for c in clusters]
+    flat = np.fromiter(chain.from_iterable(c.nodes for c in clusters), dtype=np.int64,
+                       count=sum(sizes))
+    dev = np.repeat(np.asarray([index[c.device] for c in clusters], dtype=np.int64), sizes)
+    return flat, dev
+
+
+def current_placement(partition: PartitionLike) -> dict[str, Any]:
+    """The placement report of a partition: the strategy's ``info["placement"]`` when it set
+    one, recomputed (keeping the strategy's reasons) if the clusters changed since (a pass such
+    as coalescing ran after the strategy) or it predates the folded count; else the generic
+    report (:func:`placement_report`). The result is stored in ``info["placement"]``; what a
+    strategy stored there that is not a placement report (the ``placement`` strategy's solver
+    figures) moves to ``info["solver_placement"]``."""
+    info = partition.info.get("placement")
+    if info is not None and not (isinstance(info, dict) and "fallen_back" in info):
+        partition.info.setdefault("solver_placement", info)
+    elif isinstance(info, dict) and "devices" in info:
+        if not _stale(partition, info):
+            return info
+        s2i = partition.graph.source_to_index
+        known = {c.value: c for c in Category}
+        kept = {int(s2i[e["index"]]): Reason(known[e["reason"]], e["detail"])
+                for e in info["fallen_back"] if e["reason"] in known}
+        partition.fallback_reasons = kept | partition.fallback_reasons
+    fresh = placement_report(partition)
+    partition.info["placement"] = fresh
+    return fresh
+
+
+def _stale(partition: PartitionLike, info: dict[str, Any]) -> bool:
+    """Whether a stored report no longer matches the partition's clusters."""
+    if "folded" not in info or "assignment" not in info:
+        return True
+    counts: dict[str, int] = {}
+    fb_nodes = 0
+    folded = partition.graph.folded.tolist()
+    for c in partition.clusters:
+        counts[c.device] = counts.get(c.device, 0) + 1
+        if c.device == partition.fallback:
+            fb_nodes += sum(1 for v in c.nodes if not folded[v])
+    return (fb_nodes != len(info["fallen_back"])
+            or any(e.get("clusters") != counts.get(d, 0) for d, e in info["devices"].items()))
+
+
+def _device_order(partition: PartitionLike) -> list[str]:
+    """Devices in priority order, then the fallback, then any other a cluster names."""
+    order = list(partition.problem.devices) + [partition.fallback]
+    for c in partition.clusters:
+        if c.device not in order:
+            order.append(c.device)
+    return order
+
+
+def _device_counts(partition: PartitionLike, order: list[str], index: dict[str, int],
+                   flat: np.ndarray, dev_k: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Per device (``order``, :func:`_device_order`): nodes, folded nodes among them, clusters
+    and the op types it took, most frequent first (counted with numpy: one pass for a million
+    nodes). ``index``, ``flat``, ``dev_k``: the devices' positions and :func:`_cluster_nodes`."""
+    g = partition.graph
+    clusters = Counter(c.device for c in partition.clusters)
+    dev = np.zeros(g.n, dtype=np.int64)
+    dev[flat] = dev_k
+    names, op_code = np.unique(np.asarray(g.op_types, dtype=object).astype(str),
+                               return_inverse=True)
+    pairs = np.bincount(dev * len(names) + op_code.ravel(),
+                        minlength=len(order) * len(names)).reshape(len(order), len(names))
+    n_folded = np.bincount(dev, weights=g.folded, minlength=len(order))
+    devs: dict[str, dict[str, Any]] = {}
+    for k, d in enumerate(order):
+        taken = {str(names[j]): int(pairs[k, j]) for j in np.flatnonzero(pairs[k]).tolist()}
+        entry = {"nodes": int(pairs[k].sum()), "folded": int(n_folded[k]),
+                 "clusters": clusters[d],
+                 "op_types": dict(sorted(taken.items(), key=lambda kv: (-kv[1], kv[0])))}
+        if d == partition.fallback:
+            entry["fallback"] = True
+        devs[d] = entry
+    return devs
+
+
+def summary_line(partition: PartitionLike) -> str:
+    """One line for people. Its figures count compute nodes only (folded nodes, see
+    :attr:`Graph.folded`, are neither offloaded nor fallen back, wherever a strategy put
+    them), so they mean the same for every selector and with ``--optimize``."""
+    m = partition.metrics()
+    folded = partition.graph.folded
+    per_dev: dict[str, int] = {}
+    for c in partition.clusters:
+        own = len(c.nodes) - int(folded[np.asarray(c.nodes, dtype=np.int64)].sum())
+        per_dev[c.device] = per_dev.get(c.device, 0) + own
+    devs = ", ".join(f"{d} {k}" for d, k in sorted(  # the fallback last
+        per_dev.items(), key=lambda item: item[0] == partition.fallback))
+    return (f"{partition.graph.name}: strategy {partition.strategy}, "
+            f"{plural(m['partitions'], 'partition')}, largest {m['largest_cluster']} nodes, "
+            f"{m['compute_offloaded']}/{m['compute_nodes']} compute nodes offloaded"
+            f"{folded_note(m)}, {cut_note(m)} (compute nodes: {devs}), "
+            f"{partition.seconds:.3f}s")
+
+
+def plural(count: int, word: str) -> str:
+    """``1 partition``, ``2 partitions``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def folded_note(metrics: dict[str, Any]) -> str:
+    """``, 93 folded`` when some nodes are folded, else ``""`` (``metrics`` as
+    :meth:`Partition.metrics` gives them)."""
+    return f", {metrics['folded_nodes']} folded" if metrics.get("folded_nodes") else ""
+
+
+def cut_note(metrics: dict[str, Any]) -> str:
+    """``cut_bytes 1,024``, or ``cut_bytes ≥ 1,024, 12 cut tensors of unknown size`` when some
+    cut tensors have no known size (counted as 0 bytes)."""
+    unknown = int(metrics.get("cut_tensors_unknown_size") or 0)
+    if not unknown:
+        return f"cut_bytes {metrics['cut_bytes']:,}"
+    return (f"cut_bytes ≥ {metrics['cut_bytes']:,}, "
+            f"{plural(unknown, 'cut tensor')} of unknown size")
