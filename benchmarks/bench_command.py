@@ -116,7 +116,7 @@ def child(argv: list[str]) -> None:
     from clusterkit.cli.partition_cmd import print_placement
     from clusterkit.io.files import write_all
     from clusterkit.io.loader import load_graph
-    from clusterkit.partition.json_format import partition_json_chunks
+    from clusterkit.result.json_format import partition_json_chunks
 
     args = build_parser().parse_args(["partition", *argv])
     times: dict[str, float] = {}

@@ -135,8 +135,12 @@ def _lns_graph(kind: str, n: int):
     """The graph and the selector of an LNS row."""
     from clusterkit import load_graph
     from clusterkit.graph.fast import graph_from_dag
-    from clusterkit.testing.synthetic import (DEFAULT_OP_TYPES, LONG_EDGE_SUPPORTED, long_edge_dag,
-                                              random_dag)
+    from clusterkit.testing.synthetic import (
+        DEFAULT_OP_TYPES,
+        LONG_EDGE_SUPPORTED,
+        long_edge_dag,
+        random_dag,
+    )
 
     if kind == "long":
         return graph_from_dag(long_edge_dag(n, seed=0)), "npu=ops:" + ",".join(

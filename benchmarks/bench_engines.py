@@ -73,7 +73,7 @@ def _baseline(problem):
     import networkx as nx
 
     from clusterkit.engines.longest_path import plan
-    from clusterkit.partition.model import Partition
+    from clusterkit.result.model import Partition
 
     g = problem.graph
     n = g.n

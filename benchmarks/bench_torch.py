@@ -43,8 +43,11 @@ def _graph(kind: str, arg: str):
     """The fx GraphModule and its OpsSupport for a bench graph."""
     from clusterkit.io.loader import load_graph
     from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
-    from clusterkit.torch.synthetic import (graph_module_from_dag, graph_module_from_graph,
-                                            synthetic_support)
+    from clusterkit.torch.synthetic import (
+        graph_module_from_dag,
+        graph_module_from_graph,
+        synthetic_support,
+    )
 
     if kind == "long_edge":
         return (graph_module_from_dag(long_edge_dag(int(arg), 0)),

@@ -40,9 +40,9 @@ from clusterkit.io.networkx import (
     to_networkx,
     to_node_link,
 )
-from clusterkit.partition.cluster import Cluster
-from clusterkit.partition.metrics import cut_bytes
-from clusterkit.partition.model import Partition
+from clusterkit.result.cluster import Cluster
+from clusterkit.result.metrics import cut_bytes
+from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import (
     ContainOpSelector,
     OpsProperty,

@@ -23,9 +23,9 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import DeviceMode
-from clusterkit.partition.model import Partition
 from clusterkit.passes.devices import check_mode, choose_devices, widen
 from clusterkit.passes.reject import reject_subgraphs
+from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
 

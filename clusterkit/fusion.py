@@ -27,7 +27,7 @@ import numpy as np
 from clusterkit.errors import ExecutionError, GraphError, SelectorError
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.graph.subgraph import Subgraph, SubgraphNode
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty, call_create_subgraph_node
 
 

@@ -1,9 +1,9 @@
 """Deprecated alias (kept for one release): ``clusterkit.reasons`` moved to
-``clusterkit.partition.reasons`` (the vocabulary) and ``clusterkit.partition.report``."""
+``clusterkit.result.reasons`` (the vocabulary) and ``clusterkit.result.report``."""
 
 import warnings
 
-from clusterkit.partition.reasons import (
+from clusterkit.result.reasons import (
     BELOW_MIN_SIZE,
     FILTER_DROPPED,
     GROUP_FITS_NO_DEVICE,
@@ -16,13 +16,13 @@ from clusterkit.partition.reasons import (
     refusal_reason,
     selector_explanation,
 )
-from clusterkit.partition.report import current_placement, fallback_reasons_of, placement_report
+from clusterkit.result.report import current_placement, fallback_reasons_of, placement_report
 
 __all__ = ["BELOW_MIN_SIZE", "Category", "FILTER_DROPPED", "GROUP_FITS_NO_DEVICE", "Reason",
            "SELECT_REFUSED", "current_placement", "devices_taking_op", "fallback_reasons_of",
            "infer_reason", "op_in_table", "placement_report", "refusal_reason",
            "selector_explanation"]
 
-warnings.warn("clusterkit.reasons is deprecated; import from clusterkit.partition.reasons and"
-              " clusterkit.partition.report",
+warnings.warn("clusterkit.reasons is deprecated; import from clusterkit.result.reasons and"
+              " clusterkit.result.report",
               DeprecationWarning, stacklevel=2)

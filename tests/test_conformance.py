@@ -14,8 +14,15 @@ from hypothesis import strategies as st
 import clusterkit as ck
 from clusterkit.errors import SelectorError
 from clusterkit.selectors._registry import SHIPPED
-from clusterkit.testing.conformance import (CHECKS, DEFAULT_MODELS, RULES, ConformanceError,
-                                            ConformanceReport, check_selector, default_graphs)
+from clusterkit.testing.conformance import (
+    CHECKS,
+    DEFAULT_MODELS,
+    RULES,
+    ConformanceError,
+    ConformanceReport,
+    check_selector,
+    default_graphs,
+)
 from support.examples import TinyNpu, TinyNpuSelector
 from support.models import BUNDLED_MODELS, LIGHT_DIR
 

@@ -14,7 +14,7 @@ import pytest
 
 import clusterkit as ck
 from clusterkit.errors import SelectorError
-from clusterkit.partition.reasons import Category
+from clusterkit.result.reasons import Category
 from support.models import BUNDLED_MODELS, LIGHT_DIR
 
 RESNET18 = BUNDLED_MODELS / "resnet18.onnx"
@@ -123,7 +123,7 @@ def test_validate_checks_each_device_its_own_limits_on_a_plan():
     """A plan made without limits, read where device ``a`` holds at most 3 nodes: its largest
     cluster on ``a`` is an error naming the cluster, the device and the limit; the same plan
     stays valid where only the other device has a limit."""
-    from clusterkit.partition.plan import apply_plan
+    from clusterkit.result.plan import apply_plan
 
     made = run(_two_devices(None), "mxnet").to_json()
     sizes = {c["id"]: (c["device"], len(c["nodes"])) for c in made["clusters"]}
@@ -155,7 +155,7 @@ def test_validate_names_the_device_minimum():
 
 def _fallback_details(part: ck.Partition) -> dict[str, str]:
     """Fallback compute node name -> its reason's text, as the report gives it."""
-    from clusterkit.partition.report import fallback_reasons_of
+    from clusterkit.result.report import fallback_reasons_of
 
     g = part.graph
     nodes = [v for c in part.clusters if c.device == part.fallback for v in c.nodes

@@ -12,8 +12,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterkit import (Constraints, InfeasibleError, OpsProperty, StrategyError, from_networkx,
-                        load_graph, make_problem, run_strategy, strategy_names)
+from clusterkit import (
+    Constraints,
+    InfeasibleError,
+    OpsProperty,
+    StrategyError,
+    from_networkx,
+    load_graph,
+    make_problem,
+    run_strategy,
+    strategy_names,
+)
 from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum
 from clusterkit.constraints.objectives import parse_objective
 from clusterkit.engines.cpsat.reduce import reachability, reduce_problem
@@ -456,7 +465,7 @@ def test_gap_of_heuristics():
 
 def test_gap_when_more_nodes_stay_on_the_host():
     problem = _chain_problem()
-    from clusterkit.partition.model import Partition
+    from clusterkit.result.model import Partition
 
     host_only = Partition.from_assignment(problem, np.arange(3), np.full(3, -1))
     row = optimality_gap(host_only, "cut", time_limit=10)

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterkit import Constraints, StrategyError, make_problem
+from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.constraints.objectives import integer_weights, objective_weights
 from clusterkit.engines.cpsat import lns
 from clusterkit.engines.cpsat.hints import topological_ranks
@@ -19,7 +20,6 @@ from clusterkit.engines.cpsat.reduce import reachability, reduce_problem
 from clusterkit.engines.cpsat.relax import lower_bound
 from clusterkit.engines.cpsat.strategy import optimize as solve
 from clusterkit.graph.fast import graph_from_dag
-from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.testing.exhaustive import enumerate_valid, exhaustive_optimum, partition_objective
 from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
 from support.problems import problems

@@ -8,8 +8,15 @@ import networkx as nx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterkit import (Constraints, ContainOpSelector, OpsProperty, Partition, SubgraphProperty,
-                        from_networkx, run_strategy)
+from clusterkit import (
+    Constraints,
+    ContainOpSelector,
+    OpsProperty,
+    Partition,
+    SubgraphProperty,
+    from_networkx,
+    run_strategy,
+)
 from clusterkit.analysis.explain import explain, explain_edge
 from support.partitions import clusters_of, names_of, run_checked
 from support.problems import fast, problems, rich_problems

@@ -1,4 +1,4 @@
-"""DOT output (clusterkit.partition.dot), read back by a small DOT reader written here: every node once,
+"""DOT output (clusterkit.result.dot), read back by a small DOT reader written here: every node once,
 every edge once, each accelerator cluster a box holding exactly its nodes, one colour per device
 in every picture, names with quotes and backslashes intact; the SVG Graphviz draws from it, read
 back as XML."""
@@ -18,8 +18,16 @@ import pytest
 import clusterkit as ck
 from clusterkit.cli import main as cli_main
 from clusterkit.errors import RenderError
-from clusterkit.partition.dot import (affinity_dot, dot_quote, dot_to_svg, dump_dot, graph_dot,
-                               partition_dot, partition_svg, subgraphs_dot)
+from clusterkit.result.dot import (
+    affinity_dot,
+    dot_quote,
+    dot_to_svg,
+    dump_dot,
+    graph_dot,
+    partition_dot,
+    partition_svg,
+    subgraphs_dot,
+)
 
 NODE = re.compile(r'n(\d+) \[label="((?:[^"\\]|\\.)*)"(?:, fillcolor="([^"]*)")?', re.S)
 EDGE = re.compile(r"n(\d+) -> n(\d+)( \[style=bold\])?")

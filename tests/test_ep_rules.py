@@ -16,8 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 import clusterkit as ck
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.passes.reject import reject_subgraphs
-from clusterkit.partition.reasons import Category
-from clusterkit.partition.report import placement_report
+from clusterkit.result.reasons import Category
+from clusterkit.result.report import placement_report
 from clusterkit.selectors import coreml, nnapi
 
 FLOAT = TensorProto.FLOAT

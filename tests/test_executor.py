@@ -18,15 +18,33 @@ from hypothesis import strategies as st
 import clusterkit as ck
 from clusterkit import BackendError, ExecutionError, OpsProperty
 from clusterkit.cli import main as cli_main
-from clusterkit.fusion import fuse
 from clusterkit.export.onnx_model import export_fused
-from clusterkit.runtime.backends import (OnnxRuntimeBackend, backend_names, get_backend,
-                                         register_backend)
-from clusterkit.runtime.executor import (DEFAULT_DIM, INT_HIGH, Executor, compare_outputs,
-                                         random_inputs, run_model)
+from clusterkit.fusion import fuse
+from clusterkit.runtime.backends import (
+    OnnxRuntimeBackend,
+    backend_names,
+    get_backend,
+    register_backend,
+)
+from clusterkit.runtime.executor import (
+    DEFAULT_DIM,
+    INT_HIGH,
+    Executor,
+    compare_outputs,
+    random_inputs,
+    run_model,
+)
 from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
-from support.onnx_models import (FAST_ORT, MULTI, intermediate_values, level_partition, load,
-                                 onnx_models, partition_with, random_problems)
+from support.onnx_models import (
+    FAST_ORT,
+    MULTI,
+    intermediate_values,
+    level_partition,
+    load,
+    onnx_models,
+    partition_with,
+    random_problems,
+)
 
 CONFIG = {"onnxruntime": FAST_ORT}
 RTOL, ATOL = 1e-4, 1e-5

@@ -17,8 +17,14 @@ import clusterkit as ck
 from clusterkit.fusion import fuse
 from clusterkit.runtime.backends.base import NUMPY_VALUES
 from clusterkit.runtime.backends.onnxruntime_backend import ORT_VALUES
-from clusterkit.runtime.executor import (Executor, compare_outputs, host_runs, phase_order,
-                                         random_inputs, run_model)
+from clusterkit.runtime.executor import (
+    Executor,
+    compare_outputs,
+    host_runs,
+    phase_order,
+    random_inputs,
+    run_model,
+)
 from support.models import BUNDLED_MODELS
 from support.onnx_models import FAST_ORT, float_model, load
 

@@ -15,10 +15,15 @@ import clusterkit as ck
 import clusterkit.export.onnx_model as export_mod
 from clusterkit import PartitionError
 from clusterkit.cli import main as cli_main
+from clusterkit.export.onnx_model import (
+    PARTITION_KEY,
+    device_domain,
+    export_fused,
+    export_partition,
+    partition_json_of,
+)
 from clusterkit.fusion import fuse
-from clusterkit.export.onnx_model import (PARTITION_KEY, device_domain, export_fused, export_partition,
-                                  partition_json_of)
-from clusterkit.partition.plan import apply_plan, load_plan, plan_selectors
+from clusterkit.result.plan import apply_plan, load_plan, plan_selectors
 from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
 from support.models import BUNDLED_MODELS, LIGHT_DIR
 from support.onnx_models import FAST_ORT, MULTI, level_partition, load, partition_with

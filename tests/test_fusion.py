@@ -15,8 +15,14 @@ from clusterkit import OpsProperty, Partition, SelectorError, SubgraphNode, Subg
 from clusterkit.fusion import FusedGraph, flatten, fuse, runtime_outputs, subgraph_model
 from clusterkit.selection.protocol import ContainOpSelector
 from support.models import BUNDLED_MODELS, LIGHT_DIR
-from support.onnx_models import (MULTI, intermediate_values, level_partition, load, partition_with,
-                                 random_problems)
+from support.onnx_models import (
+    MULTI,
+    intermediate_values,
+    level_partition,
+    load,
+    partition_with,
+    random_problems,
+)
 
 
 def oracle_boundary(model: onnx.ModelProto, graph: ck.Graph, members) -> tuple[set, set]:

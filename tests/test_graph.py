@@ -10,10 +10,17 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from clusterkit import (CycleError, GraphError, ModelLoadError, from_networkx, load_graph,
-                        load_onnx, to_networkx)
-from clusterkit.partition.dot import graph_dot
+from clusterkit import (
+    CycleError,
+    GraphError,
+    ModelLoadError,
+    from_networkx,
+    load_graph,
+    load_onnx,
+    to_networkx,
+)
 from clusterkit.io.networkx import graph_from_node_link, to_node_link
+from clusterkit.result.dot import graph_dot
 from support.models import ALL_MODELS, BUNDLED_MODELS, model_id
 
 

@@ -20,8 +20,9 @@ from clusterkit.cli import main as cli_main
 from clusterkit.constraints.affinity import compute_affinity, parse_rule
 from clusterkit.engines import hetero
 from clusterkit.errors import ConstraintError
-from clusterkit.partition.reasons import Category
+from clusterkit.result.reasons import Category
 from support.partitions import named_clusters
+
 # ---------------------------------------------------------------------- the seed's example
 from support.problems import draw_letter_constraints, letter_dags
 from support.seeds import descendants, seed_graph

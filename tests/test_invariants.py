@@ -36,8 +36,17 @@ import pytest
 
 from clusterkit import Partition, Problem, get_strategy, run_strategy, strategy_names
 from clusterkit.testing.exhaustive import exhaustive_optimum
-from support.fuzz import (FALLBACK, HOST, DeviceSpec, Spec, build_problem, constants,
-                          contract_spec, random_spec, spec_cut)
+from support.fuzz import (
+    FALLBACK,
+    HOST,
+    DeviceSpec,
+    Spec,
+    build_problem,
+    constants,
+    contract_spec,
+    random_spec,
+    spec_cut,
+)
 
 EXACT = ("cpsat", "placement")
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}

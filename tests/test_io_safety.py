@@ -20,7 +20,7 @@ from clusterkit.io.files import write_all, write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.io.networkx import graph_from_node_link
 from clusterkit.io.onnx import load_onnx
-from clusterkit.partition.plan import plan_selectors
+from clusterkit.result.plan import plan_selectors
 from support.models import BUNDLED_MODELS
 
 MODEL = str(BUNDLED_MODELS / "resnet18.onnx")

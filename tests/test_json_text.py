@@ -66,7 +66,7 @@ def test_rows_sharing_their_keys_same_text(seed):
 def test_fingerprint_hashes_the_compact_json_of_the_pairs(pairs):
     import hashlib
 
-    from clusterkit.partition.json_format import model_fingerprint
+    from clusterkit.result.json_format import model_fingerprint
 
     text = json.dumps([list(p) for p in pairs], separators=(",", ":"))
     assert model_fingerprint(iter(pairs)) == \

@@ -33,8 +33,8 @@ LAYERS: list[tuple[str, float]] = [
     ("clusterkit.io", 2),  # readers (ONNX, node-link, instances, EP queries), atomic files
     ("clusterkit.selection", 3),
     ("clusterkit.constraints", 4), ("clusterkit.selectors", 4),
-    ("clusterkit.partition.reasons", 4),  # the fallback vocabulary the affinity step records
-    ("clusterkit.partition", 5),  # the partition, its checks, figures, reports and formats
+    ("clusterkit.result.reasons", 4),  # the fallback vocabulary the affinity step records
+    ("clusterkit.result", 5),  # the partition, its checks, figures, reports and formats
     ("clusterkit.passes", 5.5),
     ("clusterkit.engines", 6),
     ("clusterkit.api", 6.5),
@@ -114,11 +114,10 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 
 #: deprecated alias modules (kept for one release) → where their names live now
 ALIASES: dict[str, str] = {
-    "clusterkit.result": "clusterkit.partition",
-    "clusterkit.reasons": "clusterkit.partition",
-    "clusterkit.io.partition_json": "clusterkit.partition.json_format",
-    "clusterkit.io.plan": "clusterkit.partition.plan",
-    "clusterkit.io.dot": "clusterkit.partition.dot",
+    "clusterkit.reasons": "clusterkit.result",
+    "clusterkit.io.partition_json": "clusterkit.result.json_format",
+    "clusterkit.io.plan": "clusterkit.result.plan",
+    "clusterkit.io.dot": "clusterkit.result.dot",
     "clusterkit.io.export": "clusterkit.export",
 }
 

@@ -9,8 +9,15 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from clusterkit import (ConstraintError, Constraints, OpsProperty, SubgraphProperty,
-                        SubgraphSelector, from_networkx, run_strategy)
+from clusterkit import (
+    ConstraintError,
+    Constraints,
+    OpsProperty,
+    SubgraphProperty,
+    SubgraphSelector,
+    from_networkx,
+    run_strategy,
+)
 from clusterkit.testing.exhaustive import exhaustive_optimum
 from support.partitions import clusters_of, names_of, run_checked
 from support.problems import dags, fast, problems, rich_problems

@@ -16,9 +16,13 @@ from hypothesis import strategies as st
 import clusterkit as ck
 from clusterkit.engines import mxnet
 from clusterkit.errors import ConstraintError, SelectorError
-from clusterkit.partition.reasons import Category
-from clusterkit.selection.protocol import (ContainOpSelector, OpsProperty, SubgraphProperty,
-                                           SubgraphSelector)
+from clusterkit.result.reasons import Category
+from clusterkit.selection.protocol import (
+    ContainOpSelector,
+    OpsProperty,
+    SubgraphProperty,
+    SubgraphSelector,
+)
 from support.partitions import named_clusters as names
 from support.problems import draw_letter_constraints, letter_dags
 from support.seeds import descendants, seed_graph

@@ -8,9 +8,16 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from clusterkit import (ConstraintError, Constraints, OpsProperty, Partition, PartitionError,
-                        from_networkx, make_problem)
-from clusterkit.partition.dot import partition_dot
+from clusterkit import (
+    ConstraintError,
+    Constraints,
+    OpsProperty,
+    Partition,
+    PartitionError,
+    from_networkx,
+    make_problem,
+)
+from clusterkit.result.dot import partition_dot
 from support.models import BUNDLED_MODELS
 
 

@@ -17,11 +17,10 @@ from clusterkit.graph.core import HOST
 
 #: old path → where each of its names lives now
 MOVED = {
-    "clusterkit.result": ["clusterkit.partition", "clusterkit.constraints.limits"],
-    "clusterkit.reasons": ["clusterkit.partition.reasons", "clusterkit.partition.report"],
-    "clusterkit.io.partition_json": ["clusterkit.partition.json_format"],
-    "clusterkit.io.plan": ["clusterkit.partition.plan"],
-    "clusterkit.io.dot": ["clusterkit.partition.dot"],
+    "clusterkit.reasons": ["clusterkit.result.reasons", "clusterkit.result.report"],
+    "clusterkit.io.partition_json": ["clusterkit.result.json_format"],
+    "clusterkit.io.plan": ["clusterkit.result.plan"],
+    "clusterkit.io.dot": ["clusterkit.result.dot"],
     "clusterkit.io.export": ["clusterkit.export.onnx_model"],
 }
 

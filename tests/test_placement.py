@@ -14,8 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from clusterkit import (ConstraintError, Constraints, OpsProperty, from_networkx, load_graph,
-                        load_onnx, make_problem, run_strategy)
+from clusterkit import (
+    ConstraintError,
+    Constraints,
+    OpsProperty,
+    from_networkx,
+    load_graph,
+    load_onnx,
+    make_problem,
+    run_strategy,
+)
 from clusterkit.constraints.costs import CostModel, graph_flops, node_flops
 from clusterkit.engines.placement import _options, estimate, place, priority_placement
 from clusterkit.graph.core import Graph, Node, Tensor

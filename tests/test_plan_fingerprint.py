@@ -13,7 +13,7 @@ import pytest
 import clusterkit as ck
 from clusterkit.cli import main
 from clusterkit.errors import PartitionError
-from clusterkit.partition.plan import apply_plan
+from clusterkit.result.plan import apply_plan
 from support.models import BUNDLED_MODELS
 
 RESNET18 = BUNDLED_MODELS / "resnet18.onnx"

@@ -14,10 +14,10 @@ import clusterkit as ck
 from clusterkit.analysis.explain import explain_edge
 from clusterkit.analysis.report import format_placement, get_placement
 from clusterkit.cli import main as cli_main
-from clusterkit.partition.dot import affinity_dot, dump_dot, subgraphs_dot
 from clusterkit.io.loader import load_graph
-from clusterkit.partition.reasons import Category
-from clusterkit.partition.report import placement_report
+from clusterkit.result.dot import affinity_dot, dump_dot, subgraphs_dot
+from clusterkit.result.reasons import Category
+from clusterkit.result.report import placement_report
 from clusterkit.selection.protocol import ContainOpSelector, SubgraphProperty
 from support.models import ALL_MODELS, model_id
 

@@ -7,9 +7,18 @@ import textwrap
 import networkx as nx
 import pytest
 
-from clusterkit import (Constraints, ContainOpSelector, OpsProperty, SelectorError,
-                        SubgraphProperty, SubgraphSelector, from_networkx, parse_selector,
-                        parse_selectors, partition)
+from clusterkit import (
+    Constraints,
+    ContainOpSelector,
+    OpsProperty,
+    SelectorError,
+    SubgraphProperty,
+    SubgraphSelector,
+    from_networkx,
+    parse_selector,
+    parse_selectors,
+    partition,
+)
 from clusterkit.selection.protocol import call_filter
 
 

@@ -11,7 +11,7 @@ import pytest
 import clusterkit as ck
 from clusterkit.cli import main
 from clusterkit.errors import SelectorError
-from clusterkit.partition.plan import plan_selectors
+from clusterkit.result.plan import plan_selectors
 from clusterkit.selection.registry import SELECTORS, SHIPPED
 from clusterkit.selection.specs import parse_selector, parse_selectors, split_settings
 from clusterkit.testing.conformance import check_selector

@@ -8,9 +8,16 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from clusterkit.testing.synthetic import (LONG_EDGE_SUPPORTED, LONG_EDGE_UNSUPPORTED, SyntheticDAG,
-                                          SyntheticGraphError, long_edge_dag, random_dag,
-                                          save_node_link, to_node_link)
+from clusterkit.testing.synthetic import (
+    LONG_EDGE_SUPPORTED,
+    LONG_EDGE_UNSUPPORTED,
+    SyntheticDAG,
+    SyntheticGraphError,
+    long_edge_dag,
+    random_dag,
+    save_node_link,
+    to_node_link,
+)
 
 
 def test_same_seed_same_graph_other_seed_other_graph():

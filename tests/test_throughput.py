@@ -18,8 +18,13 @@ import numpy as np
 import pytest
 
 from clusterkit.engines.cpsat.throughput import solve_throughput
-from clusterkit.engines.throughput import (build_units, chain_heuristic, device_loads,
-                                           latency_bound, placement_problems)
+from clusterkit.engines.throughput import (
+    build_units,
+    chain_heuristic,
+    device_loads,
+    latency_bound,
+    placement_problems,
+)
 from clusterkit.errors import ModelLoadError
 from clusterkit.io.placement_instance import HOST, instance_from_dict, read_instance, write_split
 

@@ -11,14 +11,19 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
-from torch.fx.passes.infra.partitioner import \
-    CapabilityBasedPartitioner as TorchPartitioner  # noqa: E402
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner  # noqa: E402
 from torch.fx.passes.operator_support import OperatorSupportBase  # noqa: E402
 
 import clusterkit as ck  # noqa: E402
 from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag  # noqa: E402
-from clusterkit.torch import (CapabilityBasedPartitioner, FxSupportProperty,  # noqa: E402
-                              OpsSupport, SelectorSupport, op_name, read_fx)
+from clusterkit.torch import (  # noqa: E402
+    CapabilityBasedPartitioner,
+    FxSupportProperty,
+    OpsSupport,
+    SelectorSupport,
+    op_name,
+    read_fx,
+)
 from clusterkit.torch.synthetic import graph_module_from_dag, synthetic_support  # noqa: E402
 
 CALLS = ("call_function", "call_module", "call_method")

@@ -28,8 +28,8 @@ from clusterkit.errors import ClusterkitError, RenderError, SweepInterrupted
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import OptimizeLevel
-from clusterkit.partition.dot import dot_to_svg, partition_dot
-from clusterkit.partition.model import Partition
+from clusterkit.result.dot import dot_to_svg, partition_dot
+from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 
 #: what :func:`compare` and :func:`compare_many` accept as selectors, as :func:`partition` does

@@ -28,7 +28,7 @@ import numpy as np
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import CUT_EXPLICIT, CUT_VALUE, DEFAULT_VALUE_INPUTS
 from clusterkit.graph.algorithms import quotient_edges, topological_order
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 __all__ = ["explain", "explain_by_reason", "explain_edge", "reason_kind"]
 

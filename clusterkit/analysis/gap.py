@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from clusterkit.constraints.objectives import parse_objective, partition_key
 from clusterkit.errors import StrategyError
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 
 def objective_value(partition: Partition, objective: str | Mapping[str, float] = "cut"

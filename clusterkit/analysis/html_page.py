@@ -30,8 +30,8 @@ from clusterkit.analysis.report import (
     reasons_line,
 )
 from clusterkit.errors import RenderError
-from clusterkit.partition.dot import device_colors, dot_to_svg, partition_dot
-from clusterkit.partition.model import Partition
+from clusterkit.result.dot import device_colors, dot_to_svg, partition_dot
+from clusterkit.result.model import Partition
 
 #: the ``id`` of every section the page always has, in page order
 SECTIONS = ("summary", "compare", "partition", "fallback")
@@ -62,7 +62,7 @@ class Picture:
 
 
 def draw_partition(partition: Partition, max_nodes: int | None = 2000) -> Picture:
-    """The picture of ``partition`` (:func:`~clusterkit.partition.dot.partition_dot`) drawn as
+    """The picture of ``partition`` (:func:`~clusterkit.result.dot.partition_dot`) drawn as
     SVG by Graphviz; not drawn (a note says why) when Graphviz is missing or fails, or when the
     graph has more than ``max_nodes`` nodes (None: no limit), as ``dot`` lays out large graphs
     slowly."""

@@ -1,7 +1,7 @@
 """Placement report: per device, how many nodes and which op types it took; which nodes fell back
-to the fallback device and why, in the categories of :mod:`clusterkit.partition.reasons`.
+to the fallback device and why, in the categories of :mod:`clusterkit.result.reasons`.
 
-The report itself is :func:`clusterkit.partition.report.placement_report`: engines that record their
+The report itself is :func:`clusterkit.result.report.placement_report`: engines that record their
 fallback reasons (``Partition.fallback_reasons``) store it in ``info["placement"]``, and for any
 other partition it infers the reasons from the compiled
 :class:`~clusterkit.constraints.core.Problem`. :func:`get_placement` returns the stored report,
@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from clusterkit.partition.model import Partition
-from clusterkit.partition.report import current_placement, plural
+from clusterkit.result.model import Partition
+from clusterkit.result.report import current_placement, plural
 
 
 def get_placement(partition: Partition) -> dict[str, Any]:
     """The placement report of a partition: the strategy's ``info["placement"]`` when it set
     one, recomputed (keeping the strategy's reasons) if the clusters changed since (a pass such
     as coalescing ran after the strategy) and stored back; else the generic report
-    (:func:`~clusterkit.partition.report.current_placement`)."""
+    (:func:`~clusterkit.result.report.current_placement`)."""
     return current_placement(partition)
 
 

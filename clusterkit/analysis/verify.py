@@ -29,7 +29,7 @@ from clusterkit.graph.core import Graph
 from clusterkit.io.ep_query import EpAnswer, graph_node_name, query_ep
 from clusterkit.io.onnx import load_onnx
 from clusterkit.io.optimize import optimize_model
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 from clusterkit.selection.specs import parse_selector
 
 

@@ -20,7 +20,7 @@ from clusterkit.analysis.explain import explain
 from clusterkit.analysis.html_page import draw_partition, report_page
 from clusterkit.cli.compare_cmd import print_comparison
 from clusterkit.io.files import write_all
-from clusterkit.partition.json_format import partition_json_text
+from clusterkit.result.json_format import partition_json_text
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 

@@ -13,7 +13,7 @@ from clusterkit.cli.run_cmd import add_plan_arg, original_model, partition_from_
 from clusterkit.export.onnx_model import export_fused, model_bytes, save_model, wants_external_data
 from clusterkit.fusion import fuse
 from clusterkit.io.files import write_all
-from clusterkit.partition.json_format import partition_json_text
+from clusterkit.result.json_format import partition_json_text
 from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
 
 

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any, Iterable, Mapping
 
-from clusterkit.partition.report import plural
+from clusterkit.result.report import plural
 
 #: exit status of a command whose outputs are written but a gate failed
 GATE_FAILED = 3

@@ -41,10 +41,10 @@ from clusterkit.engines.throughput import partition_split_text
 from clusterkit.export.onnx_model import model_bytes, save_model
 from clusterkit.fusion import source_model
 from clusterkit.io.files import write_all
-from clusterkit.partition.dot import dump_files, partition_dot, partition_svg
-from clusterkit.partition.json_format import optimized_model_path, partition_json_chunks
-from clusterkit.partition.model import Partition
-from clusterkit.partition.report import plural
+from clusterkit.result.dot import dump_files, partition_dot, partition_svg
+from clusterkit.result.json_format import optimized_model_path, partition_json_chunks
+from clusterkit.result.model import Partition
+from clusterkit.result.report import plural
 
 log = logging.getLogger(__name__)
 

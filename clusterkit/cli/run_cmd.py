@@ -29,15 +29,15 @@ from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
 from clusterkit.io.files import write_atomic
 from clusterkit.io.optimize import optimize_model
-from clusterkit.partition.model import Partition
-from clusterkit.partition.plan import (
+from clusterkit.result.model import Partition
+from clusterkit.result.plan import (
     apply_plan,
     by_name_summary,
     load_plan,
     plan_label,
     plan_selectors,
 )
-from clusterkit.partition.report import plural
+from clusterkit.result.report import plural
 from clusterkit.runtime.executor import (
     DEFAULT_DIM,
     Executor,

@@ -13,7 +13,7 @@ from clusterkit.analysis.verify import Verification, verify
 from clusterkit.cli.common import add_dim_arg, dims_from_args
 from clusterkit.errors import ConstraintError
 from clusterkit.io.files import write_all
-from clusterkit.partition.report import plural
+from clusterkit.result.report import plural
 
 #: at most this many differing nodes are printed per side (the JSON has them all)
 SHOWN = 20

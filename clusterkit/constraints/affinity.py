@@ -15,7 +15,7 @@ As in OpenVINO, the fallback policy is skipped as soon as one node has a manual 
 nodes without one then go to the fallback, unless ``fill`` asks the policy to place them.
 
 A manual affinity to a device that does not support the node sends the node to the fallback with
-the reason recorded (a ``"manual affinity"`` :class:`~clusterkit.partition.reasons.Reason`)
+the reason recorded (a ``"manual affinity"`` :class:`~clusterkit.result.reasons.Reason`)
 instead of failing: the placement report then lists every such node at once, where an error
 would stop at the first. An affinity naming a device that does not exist, a malformed rule or a
 rule matching no node is an error.
@@ -31,7 +31,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import ConstraintError
-from clusterkit.partition.reasons import Category, Reason
+from clusterkit.result.reasons import Category, Reason
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 

@@ -64,12 +64,12 @@ from clusterkit.engines.throughput import instance_of, run_heuristic
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.modes import PREFERENCES, DeviceMode, Prefer, check_choice
-from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import BELOW_MIN_SIZE
 from clusterkit.passes.coalesce import coalesce
 from clusterkit.passes.devices import check_mode, choose_devices, widen
 from clusterkit.passes.refine import refine
 from clusterkit.passes.reject import reject_subgraphs
+from clusterkit.result.model import Partition
+from clusterkit.result.reasons import BELOW_MIN_SIZE
 
 
 def portfolio_members() -> dict[str, tuple[str, dict[str, Any]]]:

@@ -12,10 +12,10 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import GrowingCluster
 from clusterkit.engines.super_nodes import SuperNodeGraph
-from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import Category, Reason
-from clusterkit.partition.report import placement_report
 from clusterkit.passes.reject import reject_subgraphs
+from clusterkit.result.model import Partition
+from clusterkit.result.reasons import Category, Reason
+from clusterkit.result.report import placement_report
 
 SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"
 

@@ -52,7 +52,7 @@ from clusterkit.engines.longest_path import finish, plan, selector_pass
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import UnionFind, gc_paused, roots
 from clusterkit.graph.graphcycles import GraphCycles
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import (
     SubgraphSelector,
     call_select,

@@ -58,8 +58,8 @@ from clusterkit.engines.growth import (
 )
 from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.graph.algorithms import gc_paused
-from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import Category, Reason
+from clusterkit.result.model import Partition
+from clusterkit.result.reasons import Category, Reason
 
 
 def run(problem: Problem, *, affinity: Iterable[str] | None = None, fill_affinity: bool = False,

@@ -57,9 +57,9 @@ from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import weak_components
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.partition.metrics import cut_bytes
-from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import (
+from clusterkit.result.metrics import cut_bytes
+from clusterkit.result.model import Partition
+from clusterkit.result.reasons import (
     BELOW_MIN_SIZE,
     FILTER_DROPPED,
     GROUP_FITS_NO_DEVICE,
@@ -328,7 +328,7 @@ def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndar
 
 
 def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
-    """``cut_bytes`` for a labelling (:func:`clusterkit.partition.metrics.cut_bytes`)."""
+    """``cut_bytes`` for a labelling (:func:`clusterkit.result.metrics.cut_bytes`)."""
     labels = np.asarray(labels, dtype=np.int64)
     low = int(labels.min()) if len(labels) else 0
     units = np.where(dev >= 0, labels - low, HOST).astype(np.int64)

@@ -48,9 +48,9 @@ from clusterkit.engines.growth import (
 from clusterkit.engines.super_nodes import SuperNodeGraph, first_reentry
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import Category, Reason
 from clusterkit.passes.acceptable import split_cluster
+from clusterkit.result.model import Partition
+from clusterkit.result.reasons import Category, Reason
 from clusterkit.selection.protocol import (
     SubgraphProperty,
     SubgraphSelector,

@@ -37,8 +37,8 @@ from clusterkit.constraints.costs import CostModel
 from clusterkit.constraints.objectives import ObjectiveSpec, parse_objective
 from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
 from clusterkit.errors import StrategyError
-from clusterkit.partition.model import Partition
 from clusterkit.passes.devices import priority_placement
+from clusterkit.result.model import Partition
 
 SCALE = 1e9  # model time unit: nanoseconds
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import enforce_min_size
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 
 def run(problem: Problem) -> Partition:

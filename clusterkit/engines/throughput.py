@@ -33,8 +33,8 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import Graph
 from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_text
-from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import Category, Reason
+from clusterkit.result.model import Partition
+from clusterkit.result.reasons import Category, Reason
 from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
 
 #: bisection steps of the heuristic (the load interval shrinks 2**-STEPS)

@@ -28,8 +28,8 @@ from clusterkit.fusion import FusedGraph, fuse, initializer_map, source_model, v
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.io.files import replace_file, sync_file, write_atomic, write_error
 from clusterkit.io.onnx import had_external_data
-from clusterkit.partition.json_format import make_partition_json, parse_partition_json
-from clusterkit.partition.model import Partition
+from clusterkit.result.json_format import make_partition_json, parse_partition_json
+from clusterkit.result.model import Partition
 
 #: the first IR version that allows model-local functions
 FUNCTION_IR_VERSION = 8

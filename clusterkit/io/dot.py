@@ -1,9 +1,9 @@
 """Deprecated alias (kept for one release): ``clusterkit.io.dot`` moved to
-``clusterkit.partition.dot``."""
+``clusterkit.result.dot``."""
 
 import warnings
 
-from clusterkit.partition.dot import (
+from clusterkit.result.dot import (
     FALLBACK_COLOR,
     PALETTE,
     UNKNOWN_COLOR,
@@ -24,5 +24,5 @@ __all__ = ["FALLBACK_COLOR", "PALETTE", "UNKNOWN_COLOR", "affinities", "affinity
            "device_colors", "dot_quote", "dot_to_svg", "dump_dot", "dump_files", "graph_dot",
            "partition_dot", "partition_svg", "subgraphs_dot"]
 
-warnings.warn("clusterkit.io.dot is deprecated; import from clusterkit.partition.dot",
+warnings.warn("clusterkit.io.dot is deprecated; import from clusterkit.result.dot",
               DeprecationWarning, stacklevel=2)

@@ -1,9 +1,9 @@
 """Deprecated alias (kept for one release): ``clusterkit.io.partition_json`` moved to
-``clusterkit.partition.json_format``."""
+``clusterkit.result.json_format``."""
 
 import warnings
 
-from clusterkit.partition.json_format import (
+from clusterkit.result.json_format import (
     check_partition_json,
     cluster_nodes,
     make_partition_json,
@@ -22,5 +22,5 @@ __all__ = ["check_partition_json", "cluster_nodes", "make_partition_json", "mode
            "partition_json_chunks", "partition_json_text", "read_partition_json", "source_nodes"]
 
 warnings.warn("clusterkit.io.partition_json is deprecated; import from"
-              " clusterkit.partition.json_format",
+              " clusterkit.result.json_format",
               DeprecationWarning, stacklevel=2)

@@ -1,9 +1,9 @@
 """Deprecated alias (kept for one release): ``clusterkit.io.plan`` moved to
-``clusterkit.partition.plan``."""
+``clusterkit.result.plan``."""
 
 import warnings
 
-from clusterkit.partition.plan import (
+from clusterkit.result.plan import (
     apply_plan,
     by_name_summary,
     first_mismatch,
@@ -17,5 +17,5 @@ from clusterkit.partition.plan import (
 __all__ = ["apply_plan", "by_name_summary", "first_mismatch", "load_plan", "plan_by_name",
            "plan_label", "plan_nodes", "plan_selectors"]
 
-warnings.warn("clusterkit.io.plan is deprecated; import from clusterkit.partition.plan",
+warnings.warn("clusterkit.io.plan is deprecated; import from clusterkit.result.plan",
               DeprecationWarning, stacklevel=2)

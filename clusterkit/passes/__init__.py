@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import Callable
 
 from clusterkit.constraints.core import Problem
-from clusterkit.partition.model import Partition
 from clusterkit.passes.acceptable import make_acceptable
 from clusterkit.passes.coalesce import coalesce
 from clusterkit.passes.devices import choose_devices
 from clusterkit.passes.horizontal import merge_levels
 from clusterkit.passes.refine import refine
 from clusterkit.passes.reject import reject_subgraphs
+from clusterkit.result.model import Partition
 
 #: ``pre(problem, **options) -> Problem``
 ProblemPass = Callable[..., Problem]

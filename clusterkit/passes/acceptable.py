@@ -22,9 +22,9 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import CycleError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.convexity import first_reentry
-from clusterkit.partition.model import Partition
-from clusterkit.partition.reasons import Category, Reason
-from clusterkit.partition.report import placement_report
+from clusterkit.result.model import Partition
+from clusterkit.result.reasons import Category, Reason
+from clusterkit.result.report import placement_report
 
 Carving = tuple[list[list[int]], dict[int, str]]  # acceptable pieces, fallen node -> why
 

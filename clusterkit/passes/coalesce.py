@@ -34,8 +34,8 @@ from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.graph.algorithms import UnionFind, roots
 from clusterkit.graph.graphcycles import GraphCycles
-from clusterkit.partition.model import Partition
 from clusterkit.passes.horizontal import merge_levels, refits
+from clusterkit.result.model import Partition
 
 #: above this many clusters only the linear steps run (level merging and the refits)
 PAIR_LIMIT = 20000

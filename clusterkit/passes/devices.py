@@ -34,8 +34,8 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused, group_labels
 from clusterkit.modes import DEVICE_MODES, DeviceMode, check_choice
-from clusterkit.partition.metrics import cut_bytes
-from clusterkit.partition.model import Partition
+from clusterkit.result.metrics import cut_bytes
+from clusterkit.result.model import Partition
 
 #: the device-choice modes (:data:`clusterkit.modes.DeviceMode`)
 MODES = DEVICE_MODES

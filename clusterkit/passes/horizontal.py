@@ -32,8 +32,8 @@ from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
-from clusterkit.partition.metrics import cut_bytes
-from clusterkit.partition.model import Partition
+from clusterkit.result.metrics import cut_bytes
+from clusterkit.result.model import Partition
 
 
 def merge_levels(partition: Partition) -> Partition:

@@ -26,7 +26,7 @@ import numpy as np
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.limits import cluster_const_bytes
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 #: passes over all candidate moves at most
 PASSES = 8

@@ -6,8 +6,8 @@ does not accept is split into acceptable pieces (:mod:`clusterkit.passes.accepta
 
 from __future__ import annotations
 
-from clusterkit.partition.model import Partition
 from clusterkit.passes.acceptable import make_acceptable
+from clusterkit.result.model import Partition
 
 
 def reject_subgraphs(partition: Partition,

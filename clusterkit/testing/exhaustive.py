@@ -3,7 +3,7 @@ the optimality benchmark). Exponential: meant for graphs of at most ~9 nodes.
 
 A candidate is a set of fallback nodes plus a set partition of the others into blocks, each on a
 device that takes all of its nodes. Validity is checked here directly (fast, pure Python) with
-the same rules as :meth:`clusterkit.partition.model.Partition.validate`.
+the same rules as :meth:`clusterkit.result.model.Partition.validate`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from clusterkit.constraints.objectives import objective_weights
 from clusterkit.errors import CycleError, StrategyError
 from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.core import HOST
-from clusterkit.partition.metrics import cut_bytes
-from clusterkit.partition.model import Partition
+from clusterkit.result.metrics import cut_bytes
+from clusterkit.result.model import Partition
 
 MAX_NODES = 10
 

@@ -35,7 +35,7 @@ from clusterkit.constraints.acceptance import overrides
 from clusterkit.constraints.core import Constraints
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.core import Graph, Node
-from clusterkit.partition.model import Partition as ClusterkitPartition
+from clusterkit.result.model import Partition as ClusterkitPartition
 from clusterkit.selection.protocol import (
     LIMIT_SETTINGS,
     SubgraphProperty,

@@ -16,8 +16,14 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from clusterkit import (ConstraintError, Constraints, OpsProperty, Problem, SubgraphProperty,
-                        SubgraphSelector)
+from clusterkit import (
+    ConstraintError,
+    Constraints,
+    OpsProperty,
+    Problem,
+    SubgraphProperty,
+    SubgraphSelector,
+)
 from clusterkit.graph.core import Graph, Node, Tensor
 
 OPS = ("Conv", "Relu", "Add", "Reshape", "MatMul", "Mul", "Constant", "Unsupported")

@@ -12,7 +12,7 @@ from clusterkit.engines.cpsat.build import ClusterModel
 from clusterkit.engines.cpsat.reduce import SuperGraph
 from clusterkit.errors import CycleError
 from clusterkit.graph.algorithms import topological_order
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 #: A component's assignment: rank and device (-1: fallback) per super-node.
 Assignment = tuple[dict[int, int], dict[int, int]]

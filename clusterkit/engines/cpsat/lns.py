@@ -51,7 +51,7 @@ from clusterkit.engines.cpsat.solve import Clock, SolverSettings, solve_componen
 from clusterkit.errors import ClusterkitError
 from clusterkit.graph.algorithms import quotient_edges, topological_order
 from clusterkit.modes import Method
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 #: Methods of the ``cpsat`` strategy: the full model, LNS, or the first when it is small enough.
 METHODS = modes.METHODS

@@ -18,8 +18,8 @@ from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import Objective
 from clusterkit.engines.cpsat.reduce import Reduction
 from clusterkit.errors import ClusterkitError, StrategyError
-from clusterkit.partition.model import Partition
 from clusterkit.passes.coalesce import coalesce as coalesce_clusters
+from clusterkit.result.model import Partition
 
 if TYPE_CHECKING:
     from clusterkit.engines.cpsat.solve import ComponentSolution

@@ -52,7 +52,7 @@ from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
 from clusterkit.errors import InfeasibleError, StrategyError
 from clusterkit.modes import Method, check_choice
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 __all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_components"]
 

@@ -46,7 +46,7 @@ from clusterkit.engines.throughput import (
 )
 from clusterkit.errors import InfeasibleError, StrategyError
 from clusterkit.io.placement_instance import HOST, PlacementInstance
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 #: the largest scaled load: coefficients are times * SCALE_TOP / (sum of all times)
 SCALE_TOP = 1e9

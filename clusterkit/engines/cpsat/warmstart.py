@@ -13,7 +13,7 @@ from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import Objective
 from clusterkit.engines import get_strategy, strategy_specs
 from clusterkit.errors import StrategyError
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 
 def skipped() -> tuple[str, ...]:

@@ -23,13 +23,13 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import PartitionError, SelectorError
 from clusterkit.graph.algorithms import UnionFind
 from clusterkit.graph.core import Graph
-from clusterkit.partition.json_format import (
+from clusterkit.result.json_format import (
     cluster_nodes,
     model_fingerprint,
     read_partition_json,
     source_nodes,
 )
-from clusterkit.partition.model import Partition
+from clusterkit.result.model import Partition
 
 #: the selector specs a plan may record: ``[DEVICE=]ops:OP,...`` or ``[DEVICE=]NAME[...]``
 _PLAN_SPEC = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_.\-]*=)?"

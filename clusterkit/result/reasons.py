@@ -4,7 +4,7 @@ A :class:`Reason` is a :class:`Category` — one of six, the strings the placeme
 partition JSON carry — and a sentence of detail. Engines record the reasons they know on
 ``Partition.fallback_reasons`` (topological node index → :class:`Reason`); any other fallback
 node is explained from the compiled problem alone by :func:`infer_reason`, so the placement
-report (:mod:`clusterkit.partition.report`) works for every strategy's partition. The
+report (:mod:`clusterkit.result.report`) works for every strategy's partition. The
 vocabulary reads only the compiled problem, so it sits beside the constraints, below the
 partition that carries it (the affinity step records its reasons in the same form).
 

@@ -25,7 +25,7 @@ from clusterkit.io.files import write_all
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
-    from clusterkit.partition.model import Partition
+    from clusterkit.result.model import Partition
 
 PALETTE = ["#8dd3c7", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#bebada",
            "#ffffb3", "#ccebc5", "#bc80bd"]

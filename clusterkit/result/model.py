@@ -20,12 +20,12 @@ from clusterkit.constraints.core import Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import fifo_order, gc_paused, quotient_edges
 from clusterkit.graph.core import HOST, Graph
-from clusterkit.partition.cluster import Cluster
-from clusterkit.partition.json_format import cluster_nodes, partition_json, read_partition_json
-from clusterkit.partition.metrics import figures_of, partition_metrics
-from clusterkit.partition.reasons import Reason
-from clusterkit.partition.report import current_placement, summary_line
-from clusterkit.partition.validate import assignment_of, check_partition
+from clusterkit.result.cluster import Cluster
+from clusterkit.result.json_format import cluster_nodes, partition_json, read_partition_json
+from clusterkit.result.metrics import figures_of, partition_metrics
+from clusterkit.result.reasons import Reason
+from clusterkit.result.report import current_placement, summary_line
+from clusterkit.result.validate import assignment_of, check_partition
 
 #: the fields the derived views depend on: set once, when the partition is made
 _FIXED = frozenset({"problem", "clusters"})
@@ -44,7 +44,7 @@ class Partition:
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
     #: why each fallback node the engine can explain is there
-    #: (see :mod:`clusterkit.partition.reasons`)
+    #: (see :mod:`clusterkit.result.reasons`)
     fallback_reasons: dict[int, Reason] = field(default_factory=dict)
     #: views derived from ``clusters`` (assignment, device per cluster, metrics), each made
     #: once: the clusters never change
@@ -235,7 +235,7 @@ class Partition:
     # ------------------------------------------------------------------ validation
     def validate(self) -> "Partition":
         """Raise :class:`PartitionError` with the precise reason if invalid; return self
-        (the checks: :func:`clusterkit.partition.validate.check_partition`)."""
+        (the checks: :func:`clusterkit.result.validate.check_partition`)."""
         check_partition(self.problem, self.clusters, self.assignment())
         return self
 
@@ -265,17 +265,17 @@ class Partition:
         return dict(views["metrics"])
 
     def placement(self) -> dict[str, Any]:
-        """The placement report (:func:`clusterkit.partition.report.current_placement`), kept in
+        """The placement report (:func:`clusterkit.result.report.current_placement`), kept in
         ``info["placement"]``: what the partition JSON carries for every strategy."""
         return current_placement(self)
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
         """The partition JSON of docs/design.md (``nodes`` are source indices); see
-        :func:`clusterkit.partition.json_format.partition_json`."""
+        :func:`clusterkit.result.json_format.partition_json`."""
         return partition_json(self, model)
 
     def summary(self) -> str:
-        """One line for people (:func:`clusterkit.partition.report.summary_line`): its figures
+        """One line for people (:func:`clusterkit.result.report.summary_line`): its figures
         count compute nodes only, so they mean the same for every selector and with
         ``--optimize``."""
         return summary_line(self)

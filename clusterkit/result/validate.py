@@ -14,7 +14,7 @@ from clusterkit.constraints.limits import cluster_const_bytes
 from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import is_acyclic, quotient_edges
 from clusterkit.graph.core import Graph
-from clusterkit.partition.cluster import Cluster
+from clusterkit.result.cluster import Cluster
 
 
 def assignment_of(graph: Graph, clusters: Sequence[Cluster]) -> np.ndarray:

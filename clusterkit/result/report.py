@@ -1,9 +1,9 @@
 """What a partition says to people: the placement report (per device its nodes and op types,
 every fallback node with its reason, kept in the partition JSON) and the one-line summary.
 
-The report reads the partition through :class:`~clusterkit.partition.cluster.PartitionLike`
+The report reads the partition through :class:`~clusterkit.result.cluster.PartitionLike`
 only; reasons the engine recorded win over those inferred from the problem
-(:func:`~clusterkit.partition.reasons.infer_reason`).
+(:func:`~clusterkit.result.reasons.infer_reason`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from clusterkit.partition.cluster import PartitionLike
-from clusterkit.partition.reasons import Category, Reason, devices_taking_op, infer_reason
+from clusterkit.result.cluster import PartitionLike
+from clusterkit.result.reasons import Category, Reason, devices_taking_op, infer_reason
 
 
 def placement_report(partition: PartitionLike) -> dict[str, Any]:

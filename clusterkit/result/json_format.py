@@ -8,8 +8,8 @@ the model's ``fingerprint`` (:func:`model_fingerprint`) and each cluster's node 
 for. A partition of the graph onnxruntime optimized also says so: ``optimize`` (the level) and
 ``model_file`` (that model, written beside the JSON: :func:`optimized_model_path`). The
 reader checks the document's shape and hands back plain data, so this module needs no partition
-class (the writer reads a :class:`~clusterkit.partition.cluster.PartitionLike`):
-:class:`~clusterkit.partition.model.Partition`, plans and exported models all read through it.
+class (the writer reads a :class:`~clusterkit.result.cluster.PartitionLike`):
+:class:`~clusterkit.result.model.Partition`, plans and exported models all read through it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
-    from clusterkit.partition.cluster import PartitionLike
+    from clusterkit.result.cluster import PartitionLike
 
 
 def make_partition_json(model: str, strategy: str, selector: str, fallback: str,

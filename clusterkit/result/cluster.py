@@ -1,6 +1,6 @@
 """A cluster, and what the partition's helpers read of a partition.
 
-:class:`PartitionLike` is the part of :class:`~clusterkit.partition.model.Partition` that the
+:class:`PartitionLike` is the part of :class:`~clusterkit.result.model.Partition` that the
 placement report, the summary line and the JSON writer read, so that those modules sit below
 the class that calls them and no module of the package imports another in a loop.
 """
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 if TYPE_CHECKING:
     from clusterkit.constraints.core import Problem
     from clusterkit.graph.core import Graph
-    from clusterkit.partition.reasons import Reason
+    from clusterkit.result.reasons import Reason
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Cluster:
 
 class PartitionLike(Protocol):
     """What the report and JSON writer read of a partition (see
-    :class:`~clusterkit.partition.model.Partition`)."""
+    :class:`~clusterkit.result.model.Partition`)."""
 
     strategy: str
     selector: str
