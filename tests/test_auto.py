@@ -84,6 +84,27 @@ def test_growth_members_only_on_small_graphs_and_unknown_members_refused():
         ck.run_strategy(problem, "auto", members=["nosuch"])
 
 
+def test_scale_limit_leaves_out_the_non_adjacent_member_and_says_so():
+    from clusterkit.engines.auto import SCALE_SKIPPED
+
+    problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", "ops:Conv,Relu,Add")
+    full = ck.run_strategy(problem, "auto", polish=0)
+    assert "skipped_for_size" not in full.info["auto"]  # under the default limit
+    small = ck.run_strategy(problem, "auto", polish=0, scale_limit=10)
+    record = small.info["auto"]
+    names = [m["name"] for m in record["members"]]
+    assert record["skipped_for_size"] == list(SCALE_SKIPPED) == ["cycles+merge_non_adjacent"]
+    assert not set(names) & set(SCALE_SKIPPED) and "cycles" in names
+    ran = member_keys(problem, names)
+    assert key(small) == min(ran.values())  # the best of the members that ran
+    for m in record["members"]:  # cycles and cycles+levels from one graph, as run alone
+        assert (m["fallback_nodes"], m["cut_bytes"], m["partitions"]) == ran[m["name"]]
+    named = ck.run_strategy(problem, "auto", polish=0, scale_limit=10,
+                            members=["cycles+merge_non_adjacent"])
+    assert "skipped_for_size" not in named.info["auto"]
+    assert named.info["auto"]["winner"] == "cycles+merge_non_adjacent"
+
+
 def test_auto_is_the_default_strategy(tmp_path):
     from clusterkit.cli import main
     out = tmp_path / "p.json"

@@ -60,6 +60,18 @@ def test_levels_from_a_copied_start_equal_a_fresh_run(selector):
         assert got.info == want.info
 
 
+@pytest.mark.parametrize("selector", ["coreml", "tensorrt"])
+def test_then_levels_without_the_pair_equal_fresh_runs(selector):
+    from clusterkit.engines.cycles import run, run_then_levels
+
+    problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", selector)
+    plain, later = run_then_levels(problem)
+    for got, want in ((plain, run(problem)), (later(), run(problem, levels=True))):
+        assert got.assignment().tolist() == want.assignment().tolist()
+        assert got.device_indices().tolist() == want.device_indices().tolist()
+        assert got.info == want.info
+
+
 def test_graphcycles_copy_is_independent():
     from clusterkit.graph.graphcycles import GraphCycles, OneSidedGraphCycles
 

@@ -105,29 +105,56 @@ def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | Non
     it again."""
     opts: dict[str, Any] = dict(window=window, far_span=far_span, far_budget=far_budget,
                                 passes=passes, levels=levels)
-    _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
+    found = _shared(problem, opts, True, then_levels)
+    return tuple(found)
+
+
+def run_then_levels(problem: Problem, *, window: int | None = 1024,
+                    far_span: int | None = 1024, far_budget: int = 16, passes: int = 1,
+                    levels: bool = False) -> tuple[Partition, Callable[[], Partition]]:
+    """:func:`run` and a function returning :func:`run` with ``levels``, which starts from a
+    copy of the same graph instead of building it again (:func:`run_both` without the
+    non-adjacent merges)."""
+    opts: dict[str, Any] = dict(window=window, far_span=far_span, far_budget=far_budget,
+                                passes=passes, levels=levels)
+    plain, later = _shared(problem, opts, False, True)
+    return plain, later
+
+
+def _shared(problem: Problem, opts: dict[str, Any], non_adjacent: bool,
+            then_levels: bool) -> list[Any]:
+    """:func:`run` with ``opts``, then (``non_adjacent``) with ``merge_non_adjacent`` from
+    the same contraction, then (``then_levels``) a function returning :func:`run` with
+    ``levels`` from a copy of the graph before the contraction."""
+    _check_options(**{k: v for k, v in opts.items() if k != "levels"})
+    passes = opts["passes"]
     with gc_paused():
-        engine = _Contraction(problem, window, far_span, far_budget)
-        if any(engine.edge_sensitive):
-            later = (lambda: run(problem, **dict(opts, levels=True)),) if then_levels else ()
-            return (run(problem, **opts), run(problem, merge_non_adjacent=True, **opts),
-                    *later)
+        engine = _Contraction(problem, opts["window"], opts["far_span"], opts["far_budget"])
+        if any(engine.edge_sensitive):  # the selectors hold state: separate runs
+            found: list[Any] = [run(problem, **opts)]
+            if non_adjacent:
+                found.append(run(problem, merge_non_adjacent=True, **opts))
+            if then_levels:
+                found.append(lambda: run(problem, **dict(opts, levels=True)))
+            return found
         start = engine.copy() if then_levels else None
         engine.merge_groups()
-        if levels:
+        if opts["levels"]:
             engine.bound_levels()
         engine.contract(passes)
         labels = engine.labels()
         plain, plain_info = (labels, engine.ranks(labels)), dict(engine.info)
-        engine.merge_independent()
-        labels = engine.labels()
-        ranks = engine.ranks(labels)
+        if non_adjacent:
+            engine.merge_independent()
+            labels = engine.labels()
+            merged = (labels, engine.ranks(labels))
         engine.gc = None  # type: ignore[assignment]  # freed, as in _run
-    both = (_partition(engine, plain, plain_info),
-            _partition(engine, (labels, ranks), dict(engine.info)))
-    if start is None:
-        return both
-    return (*both, lambda: _run(start, True, False, passes))
+    found = [_partition(engine, plain, plain_info)]
+    if non_adjacent:
+        found.append(_partition(engine, merged, dict(engine.info)))
+    if start is not None:
+        found.append(lambda: _run(start, True, False, passes))
+    return found
 
 
 def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],

@@ -102,20 +102,35 @@ class _Mover:
         self.touch_ptr = np.searchsorted(node[order], np.arange(g.n + 1)).tolist()
         self.touch = ten[order].tolist()
 
-    def unit(self, v: int) -> int:
-        c = self.a[v]
-        return c if self.dev[c] >= 0 else -1
-
-    def cost(self, tensors: list[int]) -> int:
-        """The cut bytes of ``tensors`` under the current assignment."""
-        total = 0
+    def costs(self, tensors, moved: set[int], dst: int) -> tuple[int, int]:
+        """The cut bytes of ``tensors`` under the current assignment and after the nodes
+        ``moved`` (of one accelerator cluster) went to the accelerator cluster ``dst``, in one
+        pass over the tensors' readers."""
+        a, dev = self.a, self.dev  # bound locally: the hot loop of the refinement
+        producer, readers, read_ptr = self.producer, self.readers, self.read_ptr
+        nbytes, is_output = self.nbytes, self.is_output
+        before = after = 0
         for t in tensors:
-            u = self.producer[t]
-            pu = self.unit(u) if u >= 0 else -1
-            units = {self.unit(v) for v in self.readers[self.read_ptr[t]:self.read_ptr[t + 1]]}
-            units.discard(pu)
-            total += self.nbytes[t] * (len(units) + (self.is_output[t] and pu != -1))
-        return total
+            u = producer[t]
+            if u >= 0:
+                c = a[u]
+                unit_now = c if dev[c] >= 0 else -1
+            else:
+                unit_now = -1
+            unit_then = dst if u in moved else unit_now
+            now: set[int] = set()
+            then: set[int] = set()
+            for v in readers[read_ptr[t]:read_ptr[t + 1]]:
+                c = a[v]
+                c = c if dev[c] >= 0 else -1
+                now.add(c)
+                then.add(dst if v in moved else c)
+            now.discard(unit_now)
+            then.discard(unit_then)
+            size, out = nbytes[t], is_output[t]
+            before += size * (len(now) + (out and unit_now != -1))
+            after += size * (len(then) + (out and unit_then != -1))
+        return before, after
 
     def run_pass(self) -> int:
         """One pass: every candidate set (whole, then by pieces) between clusters not changed
@@ -242,17 +257,14 @@ class _Mover:
         if not self._allowed(nodes, src, dst):
             return False
         ptr, touch = self.touch_ptr, self.touch
-        tensors = sorted({t for v in nodes for t in touch[ptr[v]:ptr[v + 1]]})
-        before = self.cost(tensors)
-        for v in nodes:
-            self.a[v] = dst
-        after = self.cost(tensors)
+        tensors = {t for v in nodes for t in touch[ptr[v]:ptr[v + 1]]}
+        before, after = self.costs(tensors, set(nodes), dst)
         emptied = self.size[src] == len(nodes)
         if after < before or (after == before and emptied):
+            for v in nodes:
+                self.a[v] = dst
             self._moved(nodes, src, dst)
             return True
-        for v in nodes:
-            self.a[v] = src
         return False
 
     def _moved(self, nodes: list[int], src: int, dst: int) -> None:
