@@ -13,8 +13,11 @@ receiving cluster, never-together pair, together group, size and constant-byte l
 both clusters acceptable to their device (:mod:`clusterkit.constraints.acceptance`) and it
 lowers ``cut_bytes`` (or keeps it and empties a cluster); its effect on the cut is counted on the
 tensors the moved nodes produce or read only. Passes repeat while a move is made, at most
-:data:`PASSES` times; every order is by node or cluster id, so the result is deterministic. The
-partition's fallback nodes never change and its partitions never grow.
+:data:`PASSES` times; every order is by node or cluster id, so the result is deterministic. A
+candidate refused in an earlier pass is tried again only once a move has changed one of its two
+clusters or the cluster of a node that makes or reads a tensor of its nodes (all that its limits,
+acceptance and cut read), so a pass tries only where the cut can now drop. The partition's
+fallback nodes never change and its partitions never grow.
 """
 
 from __future__ import annotations
@@ -69,6 +72,12 @@ class _Mover:
         self.up = [NONE] * g.n
         self.sets: dict[int, dict[tuple[int, int], list[int]]] = {}  # per cluster
         self.dirty = set(self.members)  # clusters whose sets are out of date
+        self.moves = 0  # moves made so far
+        # per cluster the move that last changed what a move between it and another reads
+        # (its members, or the cluster of a node sharing a tensor with them), and per
+        # candidate (from, to) the move count when its set and pieces were all refused
+        self.changed_at: dict[int, int] = {}
+        self.refused_at: dict[tuple[int, int], int] = {}
         self.succ_ptr, self.succ = g.succ_ptr.tolist(), g.succ_idx.tolist()
         self.pred_ptr, self.pred = g.pred_ptr.tolist(), g.pred_idx.tolist()
         inner = ~np.asarray(p.must_cut, dtype=bool)
@@ -137,16 +146,24 @@ class _Mover:
         yet in this pass; the number of moves made."""
         touched: set[int] = set()
         made = 0
+        changed_at, refused_at = self.changed_at, self.refused_at
         for (src, dst), nodes in self._candidates():
             if src in touched or dst in touched:
                 continue
+            when = refused_at.get((src, dst))
+            if when is not None and changed_at.get(src, -1) <= when \
+                    and changed_at.get(dst, -1) <= when:
+                continue  # refused, and nothing it reads has changed since: refused again
             pieces = [nodes] + (self._pieces(nodes) if len(nodes) > 1 else [])
+            before = made
             for piece in pieces:
                 if self._try(piece, src, dst):
                     touched.update((src, dst))
                     made += 1
                     if piece is nodes:
                         break
+            if made == before:
+                refused_at[(src, dst)] = self.moves
         return made
 
     def _candidates(self) -> list[tuple[tuple[int, int], list[int]]]:
@@ -283,3 +300,23 @@ class _Mover:
         for v in nodes:
             for ptr, nbr in ((self.succ_ptr, self.succ), (self.pred_ptr, self.pred)):
                 dirty.update(a[w] for w in nbr[ptr[v]:ptr[v + 1]])
+        self._changed(nodes, dirty)
+
+    def _changed(self, nodes: list[int], dirty: set[int]) -> None:
+        """Stamp with this move the clusters whose candidate moves may now end otherwise: the
+        ``dirty`` ones (both ends and the neighbours' clusters) and the clusters of every node
+        making or reading a tensor the moved ``nodes`` make or read (a move's cut counts
+        exactly those tensors, its limits and acceptance only its two clusters)."""
+        self.moves += 1
+        a, producer, readers, read_ptr = self.a, self.producer, self.readers, self.read_ptr
+        ptr, touch = self.touch_ptr, self.touch
+        hit = set(dirty)
+        for v in nodes:
+            for t in touch[ptr[v]:ptr[v + 1]]:
+                u = producer[t]
+                if u >= 0:
+                    hit.add(a[u])
+                hit.update(a[r] for r in readers[read_ptr[t]:read_ptr[t + 1]])
+        stamp, changed_at = self.moves, self.changed_at
+        for c in hit:
+            changed_at[c] = stamp
