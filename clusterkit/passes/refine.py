@@ -50,24 +50,25 @@ def refine(partition: Partition) -> Partition:
             break
     if not moved:
         return partition
-    devices = np.asarray(mover.dev, dtype=np.int64)[mover.a]
-    out = Partition.from_assignment(partition.problem, mover.a, devices)
+    devices = np.asarray(mover.cluster_device, dtype=np.int64)[mover.cluster_of]
+    out = Partition.from_assignment(partition.problem, mover.cluster_of, devices)
     info = dict(partition.info, refine_moves=moved)
     return dataclasses.replace(partition, clusters=out.clusters, info=info)
 
 
 class _Mover:
-    """Cluster per node, the members of each cluster, and the tensor lists for the cut."""
+    """Cluster per node (``cluster_of``), device per cluster (``cluster_device``), the members
+    of each cluster, and the tensor lists for the cut."""
 
     def __init__(self, partition: Partition):
         p: Problem = partition.problem
         g = p.graph
-        self.p = p
-        self.a: list[int] = partition.assignment().tolist()
-        self.dev = partition.device_indices().tolist()
+        self.problem = p
+        self.cluster_of: list[int] = partition.assignment().tolist()
+        self.cluster_device = partition.device_indices().tolist()
         self.size = [len(c.nodes) for c in partition.clusters]
         self.members = {k: list(c.nodes) for k, c in enumerate(partition.clusters)
-                        if self.dev[k] >= 0}
+                        if self.cluster_device[k] >= 0}
         self.down = [NONE] * g.n  # per node its down set's cluster (NONE: none)
         self.up = [NONE] * g.n
         self.sets: dict[int, dict[tuple[int, int], list[int]]] = {}  # per cluster
@@ -115,7 +116,8 @@ class _Mover:
         """The cut bytes of ``tensors`` under the current assignment and after the nodes
         ``moved`` (of one accelerator cluster) went to the accelerator cluster ``dst``, in one
         pass over the tensors' readers."""
-        a, dev = self.a, self.dev  # bound locally: the hot loop of the refinement
+        # bound locally: the hot loop of the refinement
+        a, dev = self.cluster_of, self.cluster_device
         producer, readers, read_ptr = self.producer, self.readers, self.read_ptr
         nbytes, is_output = self.nbytes, self.is_output
         before = after = 0
@@ -192,7 +194,8 @@ class _Mover:
         one other cluster of its device that every neighbour lies in or leads to through
         ``mark`` (NONE when there is none, then left out of the list), stored in ``mark``
         (``ok_by_dev``: per device, whether each ``nbr`` slot's edge may lie inside it)."""
-        a, dev, movable = self.a, self.dev, self.movable
+        # bound locally for the loop below
+        a, dev, movable = self.cluster_of, self.cluster_device, self.movable
         d = dev[x]
         ok = ok_by_dev[d]
         out = []
@@ -242,14 +245,14 @@ class _Mover:
 
     def _allowed(self, nodes: list[int], src: int, dst: int) -> bool:
         """Whether moving ``nodes`` from cluster ``src`` to ``dst`` breaks no constraint."""
-        p, d = self.p, self.dev[dst]
+        p, d = self.problem, self.cluster_device[dst]
         lim = p.limits  # the device's limits (the global ones, or its own when tighter)
         left = self.size[src] - len(nodes)
         if 0 < left < lim.min_nodes[d]:
             return False
         if lim.max_nodes[d] is not None and self.size[dst] + len(nodes) > lim.max_nodes[d]:
             return False
-        a = self.a
+        a = self.cluster_of
         if any(a[w] == dst for v in nodes for w in self.never.get(v, ())):
             return False
         if lim.max_const[d] is not None:
@@ -261,7 +264,7 @@ class _Mover:
     def _acceptable(self, nodes: list[int], src: int, dst: int) -> bool:
         """Whether both clusters stay acceptable to their device after the move (see
         :mod:`clusterkit.constraints.acceptance`; free for a device it vouches for)."""
-        acc, d = acceptance(self.p), self.dev[dst]
+        acc, d = acceptance(self.problem), self.cluster_device[dst]
         if acc.plain(d):
             return True
         moved = set(nodes)
@@ -279,7 +282,7 @@ class _Mover:
         emptied = self.size[src] == len(nodes)
         if after < before or (after == before and emptied):
             for v in nodes:
-                self.a[v] = dst
+                self.cluster_of[v] = dst
             self._moved(nodes, src, dst)
             return True
         return False
@@ -287,7 +290,7 @@ class _Mover:
     def _moved(self, nodes: list[int], src: int, dst: int) -> None:
         """Book-keeping after ``nodes`` went from ``src`` to ``dst``: sizes, members, and the
         clusters whose sets may have changed (both, and those of the nodes' neighbours)."""
-        a = self.a
+        a = self.cluster_of
         self.size[src] -= len(nodes)
         self.size[dst] += len(nodes)
         self.members[dst] = sorted(self.members[dst] + nodes)
@@ -308,7 +311,8 @@ class _Mover:
         making or reading a tensor the moved ``nodes`` make or read (a move's cut counts
         exactly those tensors, its limits and acceptance only its two clusters)."""
         self.moves += 1
-        a, producer, readers, read_ptr = self.a, self.producer, self.readers, self.read_ptr
+        a, producer = self.cluster_of, self.producer  # bound locally for the loop below
+        readers, read_ptr = self.readers, self.read_ptr
         ptr, touch = self.touch_ptr, self.touch
         hit = set(dirty)
         for v in nodes:
