@@ -654,7 +654,8 @@ def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     stack = [x]
     while stack:
         u = stack.pop()
-        for w in sorted(out_set(u)):
+        nbrs = out_set(u)
+        for w in (sorted(nbrs) if len(nbrs) > 1 else nbrs):  # one neighbour needs no sort
             if w == y:
                 if u == x:
                     continue
@@ -668,7 +669,8 @@ def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     stack = [y]
     while stack:
         u = stack.pop()
-        for w in sorted(in_set(u)):
+        nbrs = in_set(u)
+        for w in (sorted(nbrs) if len(nbrs) > 1 else nbrs):
             if w == x:
                 if u == y:
                     continue
