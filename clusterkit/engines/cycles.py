@@ -81,6 +81,7 @@ def _run(engine: _Contraction, levels: bool, merge_non_adjacent: bool,
          passes: int) -> Partition:
     """:func:`run` on an engine that has not started."""
     with gc_paused():
+        engine.start()
         engine.merge_groups()
         if levels:
             engine.bound_levels()
@@ -209,6 +210,7 @@ class _Contraction:
         keep = ~dummy
         gs = np.concatenate([gid[src[keep]], gid[src[de]], did])
         gd = np.concatenate([gid[dst[keep]], did, gid[ds]])
+        self.graph_edges = (n + k, gs, gd)  # to build the same GraphCycles again (copy)
         self.cycles_graph = GraphCycles.from_edges(n + k, gs, gd)
         self.graph_id = gid.tolist() if k else None  # node -> GraphCycles id (None: identity)
         orig = np.full(n + k, -1, dtype=np.int64)
@@ -244,15 +246,22 @@ class _Contraction:
 
     def copy(self) -> _Contraction:
         """This contraction before it started, to run again with other options: its own
-        GraphCycles, union-find and bookkeeping; the plan and arrays read only are shared."""
+        GraphCycles, union-find and bookkeeping; the plan and arrays read only are shared. Its
+        GraphCycles is built again from the edge arrays when it starts (:meth:`start`), as
+        fast as a copy, so that two of them are never held at once."""
         other = copy.copy(self)
-        other.cycles_graph = self.cycles_graph.copy()
+        other.cycles_graph = None  # type: ignore[assignment]  # built when it starts
         other.union_find = UnionFind(self.n)
         other.find, other.size = other.union_find.find, other.union_find.size
         other.const_bytes = list(self.const_bytes) if self.const_bytes is not None else None
         other.never = {v: set(partners) for v, partners in self.never.items()}
         other.selectors, other.info, other.levels = {}, dict(self.info), None
         return other
+
+    def start(self) -> None:
+        """Build the GraphCycles of a copy (:meth:`copy`); nothing when it has one."""
+        if self.cycles_graph is None:
+            self.cycles_graph = GraphCycles.from_edges(*self.graph_edges)
 
     def bound_levels(self) -> None:
         """Refuse from now on every merge that would raise the number of levels
