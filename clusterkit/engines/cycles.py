@@ -703,13 +703,14 @@ def _check_options(**opts: Any) -> None:
 def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     """Another path ``x ~> y`` besides the edge? ``"path"``, ``"none"`` (both cones of the rank
     window explored within ``budget`` nodes), or ``"budget"`` (a cone is larger)."""
-    rank, out_set, in_set = gcy.ranks(), gcy.out_set, gcy.in_set  # live nodes only below
+    # bound locally (live nodes only below): this search runs once per far edge
+    rank, succs, preds = gcy.ranks(), gcy.successor_sets(), gcy.predecessor_sets()
     lo, hi = rank[x], rank[y]
     fseen = {x}
     stack = [x]
     while stack:
         u = stack.pop()
-        nbrs = out_set(u)
+        nbrs = succs[u]
         for w in (sorted(nbrs) if len(nbrs) > 1 else nbrs):  # one neighbour needs no sort
             if w == y:
                 if u == x:
@@ -724,7 +725,7 @@ def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     stack = [y]
     while stack:
         u = stack.pop()
-        nbrs = in_set(u)
+        nbrs = preds[u]
         for w in (sorted(nbrs) if len(nbrs) > 1 else nbrs):
             if w == x:
                 if u == y:
