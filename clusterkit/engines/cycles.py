@@ -140,6 +140,7 @@ def _shared(problem: Problem, opts: dict[str, Any], non_adjacent: bool,
                 found.append(lambda: run(problem, **dict(opts, levels=True)))
             return found
         start = engine.copy() if then_levels else None
+        engine.start()
         engine.merge_groups()
         if opts["levels"]:
             engine.bound_levels()
@@ -210,7 +211,8 @@ class _Contraction:
         keep = ~dummy
         gs = np.concatenate([gid[src[keep]], gid[src[de]], did])
         gd = np.concatenate([gid[dst[keep]], did, gid[ds]])
-        self.graph_edges = (n + k, gs, gd)  # to build the same GraphCycles again (copy)
+        # to build the same GraphCycles again (:meth:`copy`), until :meth:`start`
+        self.graph_edges: tuple[int, np.ndarray, np.ndarray] | None = (n + k, gs, gd)
         self.cycles_graph = GraphCycles.from_edges(n + k, gs, gd)
         self.graph_id = gid.tolist() if k else None  # node -> GraphCycles id (None: identity)
         orig = np.full(n + k, -1, dtype=np.int64)
@@ -259,9 +261,12 @@ class _Contraction:
         return other
 
     def start(self) -> None:
-        """Build the GraphCycles of a copy (:meth:`copy`); nothing when it has one."""
+        """Build the GraphCycles of a copy (:meth:`copy`), then drop the edge arrays (no
+        copy is made once the contraction starts)."""
         if self.cycles_graph is None:
+            assert self.graph_edges is not None, "a copy is made before the contraction starts"
             self.cycles_graph = GraphCycles.from_edges(*self.graph_edges)
+        self.graph_edges = None
 
     def bound_levels(self) -> None:
         """Refuse from now on every merge that would raise the number of levels
