@@ -218,13 +218,18 @@ class _Contraction:
         orig = np.full(n + k, -1, dtype=np.int64)
         orig[gid] = np.arange(n)
         self.node_of_graph_id = orig.tolist() if k else None
-        self.union_find = UnionFind(n)           # clusters; a root is its GraphCycles survivor
+        # clusters; a root is its GraphCycles survivor. The ids are a topological order, so the
+        # graph's first ranks are 0..n-1: the parents start from them (one int object per node)
+        self.union_find = UnionFind(n, identity=self.cycles_graph.ranks()[:n])
         self.find = self.union_find.find
         self.size = self.union_find.size         # nodes per cluster (at its root)
         lim = p.limits  # per node: its device's node and byte limits (global or its own)
         self.const_bytes = g.const_bytes.tolist() if lim.any_bytes else None
-        self.max_nodes = [lim.max_nodes[d] if d >= 0 else None for d in dev.tolist()]
-        self.max_const = [lim.max_const[d] if d >= 0 else None for d in dev.tolist()]
+        # per node (None: no device has that limit, then no list of a million Nones is held)
+        self.max_nodes = [lim.max_nodes[d] if d >= 0 else None for d in dev.tolist()] \
+            if lim.any_maximum else None
+        self.max_const = [lim.max_const[d] if d >= 0 else None for d in dev.tolist()] \
+            if lim.any_bytes else None
         self.never: dict[int, set[int]] = {}
         for a, b in p.never_pairs.tolist():
             self.never.setdefault(a, set()).add(b)
@@ -318,7 +323,8 @@ class _Contraction:
 
     def _fits(self, a: int, b: int) -> str | None:
         """Why clusters ``a`` and ``b`` may not be merged (size, bytes, never pair), or None."""
-        hi, cb = self.max_nodes[a], self.max_const[a]
+        hi = self.max_nodes[a] if self.max_nodes is not None else None
+        cb = self.max_const[a] if self.max_const is not None else None
         if hi is not None and self.size[a] + self.size[b] > hi:
             return "refused_size"
         held = self.const_bytes  # constant bytes per cluster root (None: no byte limit)
