@@ -298,23 +298,23 @@ class _Mover:
         if not self.members[src]:
             del self.members[src]
             self.sets.pop(src, None)
-        dirty = self.dirty
-        dirty.update((src, dst))
+        near = {src, dst}  # this move's: both ends and the neighbours' clusters
         for v in nodes:
             for ptr, nbr in ((self.succ_ptr, self.succ), (self.pred_ptr, self.pred)):
-                dirty.update(a[w] for w in nbr[ptr[v]:ptr[v + 1]])
-        self._changed(nodes, dirty)
+                near.update(a[w] for w in nbr[ptr[v]:ptr[v + 1]])
+        self.dirty |= near
+        self._changed(nodes, near)
 
-    def _changed(self, nodes: list[int], dirty: set[int]) -> None:
+    def _changed(self, nodes: list[int], near: set[int]) -> None:
         """Stamp with this move the clusters whose candidate moves may now end otherwise: the
-        ``dirty`` ones (both ends and the neighbours' clusters) and the clusters of every node
+        ``near`` ones (both ends and the neighbours' clusters) and the clusters of every node
         making or reading a tensor the moved ``nodes`` make or read (a move's cut counts
         exactly those tensors, its limits and acceptance only its two clusters)."""
         self.moves += 1
         a, producer = self.cluster_of, self.producer  # bound locally for the loop below
         readers, read_ptr = self.readers, self.read_ptr
         ptr, touch = self.touch_ptr, self.touch
-        hit = set(dirty)
+        hit = near
         for v in nodes:
             for t in touch[ptr[v]:ptr[v + 1]]:
                 u = producer[t]
