@@ -296,7 +296,8 @@ def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> P
     """The member's own partition. ``cycles`` and ``cycles+merge_non_adjacent`` share one
     contraction when both are members (the non-adjacent merges follow it), and
     ``cycles+levels`` then starts from a copy of its graph (run when its turn comes), also
-    when ``cycles`` runs without its pair."""
+    when ``cycles`` runs without its pair (then at once above :data:`SCALE_LIMIT` nodes, for
+    the peak memory: its seconds are counted in ``cycles``'s)."""
     if name in shared:
         got = shared.pop(name)
         return got() if callable(got) else got
@@ -312,7 +313,11 @@ def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> P
             shared[levels] = later[0]
         return mine
     if base == "cycles" and levels in names:  # the pair's partner left out: still one graph
-        mine, shared[levels] = run_then_levels(prob)
+        mine, levels_run = run_then_levels(prob)
+        # above SCALE_LIMIT nodes its contraction runs now, before the coalescing holds its
+        # node levels (at 1e6 nodes 500 MB of GraphCycles on top of 700 MB of levels)
+        now = SCALE_LIMIT is not None and prob.n > SCALE_LIMIT
+        shared[levels] = levels_run() if now else levels_run
         return mine
     return get_strategy(strategy)(prob, **options)
 
