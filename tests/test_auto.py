@@ -84,6 +84,35 @@ def test_growth_members_only_on_small_graphs_and_unknown_members_refused():
         ck.run_strategy(problem, "auto", members=["nosuch"])
 
 
+@pytest.mark.parametrize("levels_at_once", [False, True])
+def test_scale_limit_leaves_out_the_non_adjacent_member_and_says_so(levels_at_once,
+                                                                    monkeypatch):
+    import clusterkit.engines.auto as auto_module
+    from clusterkit.engines.auto import SCALE_SKIPPED
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+
+    graph = graph_from_dag(long_edge_dag(3000, seed=1))  # no member reaches the bound
+    problem = ck.make_problem(graph, "ops:" + ",".join(LONG_EDGE_SUPPORTED))
+    full = ck.run_strategy(problem, "auto", polish=0, growth_limit=10)
+    assert "skipped_for_size" not in full.info["auto"]  # under the default limit
+    if levels_at_once:  # cycles+levels contracted right after cycles, as on large graphs
+        monkeypatch.setattr(auto_module, "SCALE_LIMIT", 10)
+    small = ck.run_strategy(problem, "auto", polish=0, scale_limit=10, growth_limit=10)
+    record = small.info["auto"]
+    names = [m["name"] for m in record["members"]]
+    assert record["skipped_for_size"] == list(SCALE_SKIPPED) == ["cycles+merge_non_adjacent"]
+    assert names == ["cycles", "cycles+levels", "longest-path"]
+    ran = member_keys(problem, names)
+    assert key(small) == min(ran.values())  # the best of the members that ran
+    for m in record["members"]:  # cycles and cycles+levels from one graph, as run alone
+        assert (m["fallback_nodes"], m["cut_bytes"], m["partitions"]) == ran[m["name"]]
+    named = ck.run_strategy(problem, "auto", polish=0, scale_limit=10,
+                            members=["cycles+merge_non_adjacent"], growth_limit=10)
+    assert "skipped_for_size" not in named.info["auto"]
+    assert named.info["auto"]["winner"] == "cycles+merge_non_adjacent"
+
+
 def test_auto_is_the_default_strategy(tmp_path):
     from clusterkit.cli import main
     out = tmp_path / "p.json"

@@ -60,6 +60,18 @@ def test_levels_from_a_copied_start_equal_a_fresh_run(selector):
         assert got.info == want.info
 
 
+@pytest.mark.parametrize("selector", ["coreml", "tensorrt"])
+def test_then_levels_without_the_pair_equal_fresh_runs(selector):
+    from clusterkit.engines.cycles import run, run_then_levels
+
+    problem = ck.make_problem(BUNDLED_MODELS / "resnet18.onnx", selector)
+    plain, later = run_then_levels(problem)
+    for got, want in ((plain, run(problem)), (later(), run(problem, levels=True))):
+        assert got.assignment().tolist() == want.assignment().tolist()
+        assert got.device_indices().tolist() == want.device_indices().tolist()
+        assert got.info == want.info
+
+
 def test_graphcycles_copy_is_independent():
     from clusterkit.graph.graphcycles import GraphCycles, OneSidedGraphCycles
 
@@ -79,3 +91,18 @@ def test_graphcycles_copy_is_independent():
         c.check_invariants()
         g.check_invariants()  # the original is untouched
         assert g.alive(0) and g.alive(1) and g.successors(0) == [1, 5]
+
+
+def test_union_find_from_an_identity_at_hand_shares_its_ints_and_refuses_another():
+    from clusterkit.errors import GraphError
+
+    ids = list(range(500))
+    shared, fresh = UnionFind(500, identity=ids), UnionFind(500)
+    assert shared.parent == fresh.parent and shared.parent is not ids
+    assert all(a is b for a, b in zip(shared.parent, ids))  # the same int objects
+    for x, y in [(3, 400), (400, 7), (8, 9)]:
+        assert shared.union(x, y) == fresh.union(x, y)
+    assert [shared.find(v) for v in range(500)] == [fresh.find(v) for v in range(500)]
+    for bad in (list(range(499)), list(range(1, 501))):
+        with pytest.raises(GraphError):
+            UnionFind(500, identity=bad)

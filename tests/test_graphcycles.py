@@ -404,3 +404,15 @@ def test_related_matches_an_ancestor_and_descendant_oracle(case):
     expected = {w for w in nx.ancestors(oracle, x) | nx.descendants(oracle, x)
                 if lo <= gc.rank(w) <= hi}
     assert gc.related(x, lo, hi) == expected
+
+
+def test_successor_and_predecessor_sets_mirror_the_edges_after_contractions():
+    g = GraphCycles.from_edges(6, [0, 1, 2, 3, 0, 2], [1, 2, 3, 4, 5, 5])
+    s = g.contract_edge(3, 4)
+    assert s is not None
+    succs, preds = g.successor_sets(), g.predecessor_sets()
+    live = [v for v in range(6) if g.alive(v)]
+    edges = {(u, w) for u in live for w in g.successors(u)}
+    assert {(u, w) for u in live for w in succs[u]} == edges
+    assert {(u, w) for w in live for u in preds[w]} == edges
+    assert (2, s) in edges and all(v in live for e in edges for v in e)

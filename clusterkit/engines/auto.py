@@ -15,6 +15,11 @@ ranking; ``info["auto"]["ranking"]`` says which one ran). The growth strategies 
 ``hetero``) are members on graphs of at most ``growth_limit`` nodes (default
 :data:`GROWTH_LIMIT`, above every bundled and light model; None: at every size). They come last,
 so on a one-device problem they run only when no cheaper member reached the lower bound below.
+On graphs of more than ``scale_limit`` nodes (default :data:`SCALE_LIMIT`, above every bundled
+and light model; None: at every size) the members of :data:`SCALE_SKIPPED`
+(``cycles+merge_non_adjacent``, whose non-adjacent merges grow much faster than the graph) are
+left out too, unless ``members`` names them; ``info["auto"]["skipped_for_size"]`` then lists
+them. The answer is the best of the members that ran, as always.
 
 Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
 front door does after every strategy), so by what they give.
@@ -58,7 +63,7 @@ from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.engines.common import enforce_min_size
-from clusterkit.engines.cycles import run_both
+from clusterkit.engines.cycles import run_both, run_then_levels
 from clusterkit.engines.level_bound import figures_lower_bound
 from clusterkit.engines.throughput import instance_of, run_heuristic
 from clusterkit.errors import StrategyError
@@ -107,17 +112,25 @@ POLISH_LIMIT = 300
 DROPPED = "auto+drop-small"
 #: members computed together (one contraction)
 PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
+#: members left out on graphs of more than ``scale_limit`` nodes: the non-adjacent merges'
+#: reachability searches and Pearce-Kelly reorders cross the long edges' wide rank windows,
+#: and grow much faster than the graph (1.1 CPU s at 1e5 nodes of the long-edge DAG, about
+#: 150 at 1e6), where that member was never the best (``benchmarks/HISTORY.md``)
+SCALE_SKIPPED = ("cycles+merge_non_adjacent",)
+#: above every bundled and light model (and ``GROWTH_LIMIT``)
+SCALE_LIMIT: int | None = 50000
 #: the member that starts from a copy of the pair's graph
 LEVELS = "cycles+levels"
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
         growth_limit: int | None = GROWTH_LIMIT, devices: DeviceMode = "cost",
-        prefer: Prefer = "cut",
-        polish: float = 0.5, polish_limit: int = POLISH_LIMIT) -> Partition:
+        prefer: Prefer = "cut", polish: float = 0.5, polish_limit: int = POLISH_LIMIT,
+        scale_limit: int | None = SCALE_LIMIT) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :func:`portfolio_members` (default: all, the growth ones only up to ``growth_limit`` nodes,
-    when given);
+    when given; the :data:`SCALE_SKIPPED` ones only up to ``scale_limit`` nodes, unless named
+    in ``members``);
     ``devices``: ``"cost"`` (default: also try the cut-lowering device choice) or
     ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
@@ -128,7 +141,10 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     if polish < 0:
         raise StrategyError(f"auto: option polish must be >= 0 seconds, got {polish}")
     check_choice("auto: option prefer", prefer, PREFERENCES)
-    names = [(name, problem) for name in _member_names(problem, members, growth_limit)]
+    names = [(name, problem) for name in _member_names(problem, members,
+                                                        (growth_limit, scale_limit))]
+    skipped = [m for m in SCALE_SKIPPED if members is None and scale_limit is not None
+               and problem.n > scale_limit]
     if check_mode(devices) == "cost" and len(problem.devices) > 1:
         narrowed = choose_devices(problem, "cost")
         names += [(name + "@cost", narrowed) for name, _ in names]
@@ -138,13 +154,14 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     figures: list[dict[str, Any]] = []
     with gc_paused():  # thousands of small clusters per member: no full collector passes
         best, best_key, winner = _portfolio(problem, names, (bound, ranking), verdicts, figures)
-    if polish > 0 and prefer == "cut":
-        best, best_key, winner = _polish_steps(problem, (best, best_key, winner),
-                                               (bound, ranking), (polish, polish_limit),
-                                               verdicts, figures)
+        if polish > 0 and prefer == "cut":  # the refinement's sets: no collector passes either
+            best, best_key, winner = _polish_steps(problem, (best, best_key, winner),
+                                                   (bound, ranking), (polish, polish_limit),
+                                                   verdicts, figures)
     if problem.limits.min_size > 1:  # never worse than dropping small clusters (global min)
         options = {"members": members, "growth_limit": growth_limit, "devices": devices,
-                   "prefer": prefer, "polish": polish, "polish_limit": polish_limit}
+                   "prefer": prefer, "polish": polish, "polish_limit": polish_limit,
+                   "scale_limit": scale_limit}
         start = time.perf_counter()
         part = _dropped_after(problem, options)
         key = part.figures()
@@ -155,6 +172,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     info["auto"] = {"winner": winner, "members": figures, "ranking": ranking,
                     "lower_bound": list(bound) if bound is not None else None,
                     "at_lower_bound": best_key == bound}
+    if skipped:  # only when the size left members out: small graphs keep their info as it was
+        info["auto"]["skipped_for_size"] = skipped
     return dataclasses.replace(best, strategy="auto", info=info)
 
 
@@ -277,20 +296,29 @@ def _rank(key: tuple[int, int, int], ranking: str) -> tuple[int, int, int]:
 def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> Partition:
     """The member's own partition. ``cycles`` and ``cycles+merge_non_adjacent`` share one
     contraction when both are members (the non-adjacent merges follow it), and
-    ``cycles+levels`` then starts from a copy of its graph (run when its turn comes)."""
+    ``cycles+levels`` then starts from a copy of its graph (run when its turn comes), also
+    when ``cycles`` runs without its pair (then at once above :data:`SCALE_LIMIT` nodes, for
+    the peak memory: its seconds are counted in ``cycles``'s)."""
     if name in shared:
         got = shared.pop(name)
         return got() if callable(got) else got
     base = name.removesuffix("@cost")
     strategy, options = portfolio_members()[base]
     pair = PAIRED.get(base)
+    levels = name.replace(base, LEVELS)
     if pair is not None and name.replace(base, pair) in names:
-        levels = name.replace(base, LEVELS)
         plain, merged, *later = run_both(prob, then_levels=levels in names)
         mine, other = (plain, merged) if base == "cycles" else (merged, plain)
         shared[name.replace(base, pair)] = other
         if later:
             shared[levels] = later[0]
+        return mine
+    if base == "cycles" and levels in names:  # the pair's partner left out: still one graph
+        mine, levels_run = run_then_levels(prob)
+        # above SCALE_LIMIT nodes its contraction runs now, before the coalescing holds its
+        # node levels (at 1e6 nodes 500 MB of GraphCycles on top of 700 MB of levels)
+        now = SCALE_LIMIT is not None and prob.n > SCALE_LIMIT
+        shared[levels] = levels_run() if now else levels_run
         return mine
     return get_strategy(strategy)(prob, **options)
 
@@ -302,14 +330,18 @@ def _fingerprint(part: Partition) -> bytes:
 
 
 def _member_names(problem: Problem, chosen: Sequence[str] | None,
-                  growth_limit: int | None) -> list[str]:
+                  limits: tuple[int | None, int | None]) -> list[str]:
     """The members to run: ``chosen`` (names or one comma-separated string; an unknown one is a
-    :class:`StrategyError`), or by default all, the growth ones up to ``growth_limit`` nodes."""
+    :class:`StrategyError`), or by default all, the growth ones up to the first of ``limits``
+    nodes and the :data:`SCALE_SKIPPED` ones up to the second."""
     known = portfolio_members()
     if chosen is None:
         growth = growth_members()
-        return [m for m in known if m not in growth or growth_limit is None
-                or problem.n <= growth_limit]
+        growth_limit, scale_limit = limits
+        return [m for m in known
+                if (m not in growth or growth_limit is None or problem.n <= growth_limit)
+                and (m not in SCALE_SKIPPED or scale_limit is None
+                     or problem.n <= scale_limit)]
     if isinstance(chosen, str):
         chosen = [m.strip() for m in chosen.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in known]

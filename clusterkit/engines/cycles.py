@@ -81,6 +81,7 @@ def _run(engine: _Contraction, levels: bool, merge_non_adjacent: bool,
          passes: int) -> Partition:
     """:func:`run` on an engine that has not started."""
     with gc_paused():
+        engine.start()
         engine.merge_groups()
         if levels:
             engine.bound_levels()
@@ -89,7 +90,8 @@ def _run(engine: _Contraction, levels: bool, merge_non_adjacent: bool,
             engine.merge_independent()
         labels = engine.labels()
         ranks = engine.ranks(labels)
-        engine.gc = None  # type: ignore[assignment]  # freed before the partition is built
+        # freed before the partition is built
+        engine.cycles_graph = None  # type: ignore[assignment]
     return _partition(engine, (labels, ranks), dict(engine.info))
 
 
@@ -105,29 +107,57 @@ def run_both(problem: Problem, *, window: int | None = 1024, far_span: int | Non
     it again."""
     opts: dict[str, Any] = dict(window=window, far_span=far_span, far_budget=far_budget,
                                 passes=passes, levels=levels)
-    _check_options(window=window, far_span=far_span, far_budget=far_budget, passes=passes)
+    found = _shared(problem, opts, True, then_levels)
+    return tuple(found)
+
+
+def run_then_levels(problem: Problem, *, window: int | None = 1024,
+                    far_span: int | None = 1024, far_budget: int = 16, passes: int = 1,
+                    levels: bool = False) -> tuple[Partition, Callable[[], Partition]]:
+    """:func:`run` and a function returning :func:`run` with ``levels``, which starts from a
+    copy of the same graph instead of building it again (:func:`run_both` without the
+    non-adjacent merges)."""
+    opts: dict[str, Any] = dict(window=window, far_span=far_span, far_budget=far_budget,
+                                passes=passes, levels=levels)
+    plain, later = _shared(problem, opts, False, True)
+    return plain, later
+
+
+def _shared(problem: Problem, opts: dict[str, Any], non_adjacent: bool,
+            then_levels: bool) -> list[Any]:
+    """:func:`run` with ``opts``, then (``non_adjacent``) with ``merge_non_adjacent`` from
+    the same contraction, then (``then_levels``) a function returning :func:`run` with
+    ``levels`` from a copy of the graph before the contraction."""
+    _check_options(**{k: v for k, v in opts.items() if k != "levels"})
+    passes = opts["passes"]
     with gc_paused():
-        engine = _Contraction(problem, window, far_span, far_budget)
-        if any(engine.edge_sensitive):
-            later = (lambda: run(problem, **dict(opts, levels=True)),) if then_levels else ()
-            return (run(problem, **opts), run(problem, merge_non_adjacent=True, **opts),
-                    *later)
+        engine = _Contraction(problem, opts["window"], opts["far_span"], opts["far_budget"])
+        if any(engine.edge_sensitive):  # the selectors hold state: separate runs
+            found: list[Any] = [run(problem, **opts)]
+            if non_adjacent:
+                found.append(run(problem, merge_non_adjacent=True, **opts))
+            if then_levels:
+                found.append(lambda: run(problem, **dict(opts, levels=True)))
+            return found
         start = engine.copy() if then_levels else None
+        engine.start()
         engine.merge_groups()
-        if levels:
+        if opts["levels"]:
             engine.bound_levels()
         engine.contract(passes)
         labels = engine.labels()
         plain, plain_info = (labels, engine.ranks(labels)), dict(engine.info)
-        engine.merge_independent()
-        labels = engine.labels()
-        ranks = engine.ranks(labels)
-        engine.gc = None  # type: ignore[assignment]  # freed, as in _run
-    both = (_partition(engine, plain, plain_info),
-            _partition(engine, (labels, ranks), dict(engine.info)))
-    if start is None:
-        return both
-    return (*both, lambda: _run(start, True, False, passes))
+        if non_adjacent:
+            engine.merge_independent()
+            labels = engine.labels()
+            merged = (labels, engine.ranks(labels))
+        engine.cycles_graph = None  # type: ignore[assignment]  # freed, as in _run
+    found = [_partition(engine, plain, plain_info)]
+    if non_adjacent:
+        found.append(_partition(engine, merged, dict(engine.info)))
+    if start is not None:
+        found.append(lambda: _run(start, True, False, passes))
+    return found
 
 
 def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],
@@ -139,7 +169,7 @@ def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],
     problem = engine.problem
     labels, ranks = found
     plan_ = dataclasses.replace(engine.plan, codes=engine.plan.codes.copy())
-    labels, dev, stats = selector_pass(problem, plan_, labels, engine.dev,
+    labels, dev, stats = selector_pass(problem, plan_, labels, engine.node_device,
                                        selectors=engine.selector_of)
     info.update(stats)
     part = finish(problem, plan_, labels, dev, "cycles", info)
@@ -162,7 +192,7 @@ class _Contraction:
         n = g.n
         self.n = n
         self.plan = pl = plan(problem)
-        self.dev = pl.dev
+        self.node_device = pl.dev
         dev = pl.dev
         src, dst = g.edge_src, g.edge_dst
         d_src = dev[src]
@@ -181,18 +211,25 @@ class _Contraction:
         keep = ~dummy
         gs = np.concatenate([gid[src[keep]], gid[src[de]], did])
         gd = np.concatenate([gid[dst[keep]], did, gid[ds]])
-        self.gc = GraphCycles.from_edges(n + k, gs, gd)
-        self.gid = gid.tolist() if k else None  # node -> GraphCycles id (None: identity)
+        # to build the same GraphCycles again (:meth:`copy`), until :meth:`start`
+        self.graph_edges: tuple[int, np.ndarray, np.ndarray] | None = (n + k, gs, gd)
+        self.cycles_graph = GraphCycles.from_edges(n + k, gs, gd)
+        self.graph_id = gid.tolist() if k else None  # node -> GraphCycles id (None: identity)
         orig = np.full(n + k, -1, dtype=np.int64)
         orig[gid] = np.arange(n)
-        self.orig = orig.tolist() if k else None
-        self.uf = UnionFind(n)           # clusters; a root is its GraphCycles survivor
-        self.find = self.uf.find
-        self.size = self.uf.size         # nodes per cluster (at its root)
+        self.node_of_graph_id = orig.tolist() if k else None
+        # clusters; a root is its GraphCycles survivor. The ids are a topological order, so the
+        # graph's first ranks are 0..n-1: the parents start from them (one int object per node)
+        self.union_find = UnionFind(n, identity=self.cycles_graph.ranks()[:n])
+        self.find = self.union_find.find
+        self.size = self.union_find.size         # nodes per cluster (at its root)
         lim = p.limits  # per node: its device's node and byte limits (global or its own)
-        self.cbytes = g.const_bytes.tolist() if lim.any_bytes else None
-        self.max_nodes = [lim.max_nodes[d] if d >= 0 else None for d in dev.tolist()]
-        self.max_const = [lim.max_const[d] if d >= 0 else None for d in dev.tolist()]
+        self.const_bytes = g.const_bytes.tolist() if lim.any_bytes else None
+        # per node (None: no device has that limit, then no list of a million Nones is held)
+        self.max_nodes = [lim.max_nodes[d] if d >= 0 else None for d in dev.tolist()] \
+            if lim.any_maximum else None
+        self.max_const = [lim.max_const[d] if d >= 0 else None for d in dev.tolist()] \
+            if lim.any_bytes else None
         self.never: dict[int, set[int]] = {}
         for a, b in p.never_pairs.tolist():
             self.never.setdefault(a, set()).add(b)
@@ -200,7 +237,7 @@ class _Contraction:
         ndev = len(p.devices)
         self.edge_sensitive = [p.properties[d].create_subgraph_selector().edge_sensitive
                                for d in range(ndev)]
-        self.sel: dict[int, SubgraphSelector] = {}
+        self.selectors: dict[int, SubgraphSelector] = {}
         self.window = window
         self.far_span = far_span
         self.far_budget = far_budget
@@ -216,24 +253,34 @@ class _Contraction:
 
     def copy(self) -> _Contraction:
         """This contraction before it started, to run again with other options: its own
-        GraphCycles, union-find and bookkeeping; the plan and arrays read only are shared."""
+        GraphCycles, union-find and bookkeeping; the plan and arrays read only are shared. Its
+        GraphCycles is built again from the edge arrays when it starts (:meth:`start`), as
+        fast as a copy, so that two of them are never held at once."""
         other = copy.copy(self)
-        other.gc = self.gc.copy()
-        other.uf = UnionFind(self.n)
-        other.find, other.size = other.uf.find, other.uf.size
-        other.cbytes = list(self.cbytes) if self.cbytes is not None else None
+        other.cycles_graph = None  # type: ignore[assignment]  # built when it starts
+        other.union_find = UnionFind(self.n)
+        other.find, other.size = other.union_find.find, other.union_find.size
+        other.const_bytes = list(self.const_bytes) if self.const_bytes is not None else None
         other.never = {v: set(partners) for v, partners in self.never.items()}
-        other.sel, other.info, other.levels = {}, dict(self.info), None
+        other.selectors, other.info, other.levels = {}, dict(self.info), None
         return other
+
+    def start(self) -> None:
+        """Build the GraphCycles of a copy (:meth:`copy`), then drop the edge arrays (no
+        copy is made once the contraction starts)."""
+        if self.cycles_graph is None:
+            assert self.graph_edges is not None, "a copy is made before the contraction starts"
+            self.cycles_graph = GraphCycles.from_edges(*self.graph_edges)
+        self.graph_edges = None
 
     def bound_levels(self) -> None:
         """Refuse from now on every merge that would raise the number of levels
         (:mod:`clusterkit.engines.level_bound`); dummies are barriers."""
         ndev = len(self.problem.devices)
-        cls = np.full(self.gc.num_nodes, ndev, dtype=np.int64)
-        dev = np.where(self.dev >= 0, self.dev, ndev)
-        cls[np.arange(self.n) if self.gid is None else np.asarray(self.gid)] = dev
-        self.levels = LevelBound(self.gc, cls.tolist(), ndev)
+        cls = np.full(self.cycles_graph.num_nodes, ndev, dtype=np.int64)
+        dev = np.where(self.node_device >= 0, self.node_device, ndev)
+        cls[np.arange(self.n) if self.graph_id is None else np.asarray(self.graph_id)] = dev
+        self.levels = LevelBound(self.cycles_graph, cls.tolist(), ndev)
         self.info.update(refused_levels=0, level_bound=self.levels.bound)
 
     def _level_ok(self, x: int, y: int) -> bool:
@@ -248,21 +295,21 @@ class _Contraction:
             self.levels.merged(s, x, y)
 
     # ------------------------------------------------------------------ id translation
-    def to_gc(self, v: int) -> int:
+    def to_graph_id(self, v: int) -> int:
         """GraphCycles id of node ``v``."""
-        return v if self.gid is None else self.gid[v]
+        return v if self.graph_id is None else self.graph_id[v]
 
-    def from_gc(self, x: int | None) -> int | None:
+    def from_graph_id(self, x: int | None) -> int | None:
         """Node of GraphCycles id ``x`` (None stays None)."""
-        if x is None or self.orig is None:
+        if x is None or self.node_of_graph_id is None:
             return x
-        return self.orig[x]
+        return self.node_of_graph_id[x]
 
     def _absorbed(self, keep: int, gone: int) -> None:
         """Book-keeping after the GraphCycles merged cluster ``gone`` into ``keep``."""
-        self.uf.link(keep, gone)
-        if self.cbytes is not None:
-            self.cbytes[keep] += self.cbytes[gone]
+        self.union_find.link(keep, gone)
+        if self.const_bytes is not None:
+            self.const_bytes[keep] += self.const_bytes[gone]
         nv = self.never
         if gone in nv:
             mine = nv.pop(gone)
@@ -270,16 +317,18 @@ class _Contraction:
                 nv[keep] |= mine
             else:
                 nv[keep] = mine
-        if gone in self.sel:
-            s = self.sel.pop(gone)
-            self.sel.setdefault(keep, s)
+        if gone in self.selectors:
+            s = self.selectors.pop(gone)
+            self.selectors.setdefault(keep, s)
 
     def _fits(self, a: int, b: int) -> str | None:
         """Why clusters ``a`` and ``b`` may not be merged (size, bytes, never pair), or None."""
-        hi, cb = self.max_nodes[a], self.max_const[a]
+        hi = self.max_nodes[a] if self.max_nodes is not None else None
+        cb = self.max_const[a] if self.max_const is not None else None
         if hi is not None and self.size[a] + self.size[b] > hi:
             return "refused_size"
-        if cb is not None and self.cbytes is not None and self.cbytes[a] + self.cbytes[b] > cb:
+        held = self.const_bytes  # constant bytes per cluster root (None: no byte limit)
+        if cb is not None and held is not None and held[a] + held[b] > cb:
             return "refused_const_bytes"
         nv = self.never
         if a in nv or b in nv:
@@ -293,7 +342,7 @@ class _Contraction:
     # ------------------------------------------------------------------ together groups
     def merge_groups(self) -> None:
         """One cluster per together group (members merged in topological order)."""
-        gcy = self.gc
+        gcy = self.cycles_graph
         g = self.problem.graph
         for gi, grp in enumerate(self.problem.groups):
             ids = grp.tolist()
@@ -302,22 +351,22 @@ class _Contraction:
                 cm = self.find(m)
                 if cm == c:
                     continue
-                gc_, gm = self.to_gc(c), self.to_gc(cm)
+                gc_, gm = self.to_graph_id(c), self.to_graph_id(cm)
                 if gcy.has_edge(gc_, gm):
-                    s = self.from_gc(gcy.contract_edge(gc_, gm))
+                    s = self.from_graph_id(gcy.contract_edge(gc_, gm))
                 elif gcy.has_edge(gm, gc_):
-                    s = self.from_gc(gcy.contract_edge(gm, gc_))
+                    s = self.from_graph_id(gcy.contract_edge(gm, gc_))
                 else:
-                    s = self.from_gc(gcy.merge(gc_, gm))
+                    s = self.from_graph_id(gcy.merge(gc_, gm))
                 if s is None:  # compile refuses non-convex groups and groups in a cycle
                     raise StrategyError(f"internal: together group {gi} could not be merged")
                 self._absorbed(s, cm if s == c else c)
                 c = s
-            d = int(self.dev[ids[0]])
+            d = int(self.node_device[ids[0]])
             if d >= 0 and self.edge_sensitive[d]:
                 sel = self.problem.properties[d].create_subgraph_selector()
                 call_select(sel, g.nodes[ids[0]])
-                self.sel[c] = sel
+                self.selectors[c] = sel
 
     # ------------------------------------------------------------------ contraction
     def _order(self) -> tuple[np.ndarray, int]:
@@ -328,7 +377,7 @@ class _Contraction:
         src, dst = g.edge_src, g.edge_dst
         cand = self.plan.inner.copy()
         if self.in_group.any():
-            uo = self.plan.units.unit_of
+            uo = self.plan.super_nodes.super_node_of
             cand &= uo[src] != uo[dst]
         e = np.flatnonzero(cand)
         far = np.zeros(len(e), dtype=bool)
@@ -357,15 +406,17 @@ class _Contraction:
                 chunk = edges[start:start + self.CHUNK]
                 us, vs = g.edge_src[chunk].tolist(), g.edge_dst[chunk].tolist()
                 stop = min(len(chunk), max(0, first_far - start))
-                if plain and stop:  # the common case, inlined
-                    retry.extend(i + start for i in self._contract_plain(us[:stop], vs[:stop]))
+                if plain:  # the common case, inlined: near edges, then far ones
+                    if stop:
+                        retry.extend(i + start
+                                      for i in self._contract_plain(us[:stop], vs[:stop]))
+                    if stop < len(chunk):
+                        retry.extend(i + start + stop for i in
+                                     self._contract_far_plain(us[stop:], vs[stop:]))
                     if p + 1 >= passes:
                         retry.clear()
-                    us, vs = us[stop:], vs[stop:]
-                    offset = start + stop
-                else:
-                    offset = start
-                for i, (u, v) in enumerate(zip(us, vs), offset):
+                    continue
+                for i, (u, v) in enumerate(zip(us, vs), start):
                     if try_(u, v, i >= first_far) == "refused_cycle" and p + 1 < passes:
                         retry.append(i)
             if not retry or info["contractions"] == done_before:
@@ -380,15 +431,16 @@ class _Contraction:
     def _plain(self) -> bool:
         """No size limits, never-together pairs or edge-sensitive selectors: every refusal
         is a cycle, and :meth:`_contract_plain` can skip the per-edge checks."""
-        return (not self.problem.limits.any_maximum and self.cbytes is None and not self.never
+        return (not self.problem.limits.any_maximum and self.const_bytes is None and not self.never
                 and not any(self.edge_sensitive))
 
     def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:
         """:meth:`_try` for near edges without constraints to check; returns the positions
         refused for a cycle."""
-        parent, link = self.uf.parent, self.uf.link
-        contract = self.gc.contract_live_edge
-        gid, orig = self.gid, self.orig
+        # bound locally: this is the hot loop of the contraction
+        parent, link = self.union_find.parent, self.union_find.link
+        contract = self.cycles_graph.contract_live_edge
+        gid, orig = self.graph_id, self.node_of_graph_id
         lb = self.levels
         asap, alap = (lb.asap, lb.alap) if lb is not None else ([], [])
         refused: list[int] = []
@@ -422,6 +474,50 @@ class _Contraction:
             self.info["refused_levels"] += level_refused
         return refused
 
+    def _contract_far_plain(self, us: list[int], vs: list[int]) -> list[int]:
+        """:meth:`_try` for far edges without constraints to check (the level bound, the
+        bounded search, the contraction); returns the positions refused for a cycle."""
+        # bound locally: the far edges are a quarter of the contraction's time at 1e6 nodes
+        parent, link = self.union_find.parent, self.union_find.link
+        graph, budget = self.cycles_graph, self.far_budget
+        contract = graph.contract_live_edge
+        gid, orig = self.graph_id, self.node_of_graph_id
+        lb = self.levels
+        refused: list[int] = []
+        done = level_refused = over_budget = 0
+        for i, (a, b) in enumerate(zip(us, vs)):
+            while parent[a] != a:  # UnionFind.find inlined (path halving)
+                parent[a] = a = parent[parent[a]]
+            while parent[b] != b:
+                parent[b] = b = parent[parent[b]]
+            if a == b:
+                continue
+            ga, gb = (a, b) if gid is None else (gid[a], gid[b])
+            if lb is not None and not lb.allows(ga, gb):
+                level_refused += 1
+                continue
+            verdict = _bounded_search(graph, ga, gb, budget)
+            if verdict == "budget":
+                over_budget += 1
+                continue
+            s = None if verdict == "path" else contract(ga, gb)
+            if s is None:
+                refused.append(i)
+                continue
+            if lb is not None:
+                lb.merged(s, ga, gb)
+            if orig is not None:
+                s = orig[s]
+            link(s, b if s == a else a)
+            done += 1
+        info = self.info
+        info["contractions"] += done
+        info["refused_cycle"] += len(refused)
+        info["refused_budget"] += over_budget
+        if level_refused:
+            info["refused_levels"] += level_refused
+        return refused
+
     def _try(self, u: int, v: int, far: bool) -> str | None:
         """Try to contract the clusters of edge ``u -> v``; returns the refusal reason."""
         find = self.find
@@ -433,21 +529,22 @@ class _Contraction:
         if why is not None:
             info[why] += 1
             return why
-        gcy = self.gc
-        if not self._level_ok(self.to_gc(a), self.to_gc(b)):
+        gcy = self.cycles_graph
+        if not self._level_ok(self.to_graph_id(a), self.to_graph_id(b)):
             return "refused_levels"
         if far:
-            verdict = _bounded_search(gcy, self.to_gc(a), self.to_gc(b), self.far_budget)
+            verdict = _bounded_search(gcy, self.to_graph_id(a), self.to_graph_id(b),
+                                      self.far_budget)
             if verdict != "none":
                 why = "refused_cycle" if verdict == "path" else "refused_budget"
                 info[why] += 1
                 return why
-        d = int(self.dev[u])
+        d = int(self.node_device[u])
         if self.edge_sensitive[d]:
             return self._try_selector(u, v, a, b, d)
-        ga, gb = self.to_gc(a), self.to_gc(b)
+        ga, gb = self.to_graph_id(a), self.to_graph_id(b)
         sg = gcy.contract_edge(ga, gb)
-        s = self.from_gc(sg)
+        s = self.from_graph_id(sg)
         if s is None:
             info["refused_cycle"] += 1
             return "refused_cycle"
@@ -459,13 +556,13 @@ class _Contraction:
     def _selector(self, c: int) -> SubgraphSelector | None:
         """The growing selector of cluster ``c`` (a fresh one that selected its node when ``c``
         is a single node)."""
-        sel = self.sel.get(c)
+        sel = self.selectors.get(c)
         if sel is None:
-            d = int(self.dev[c])
+            d = int(self.node_device[c])
             sel = self.problem.properties[d].create_subgraph_selector()
             if not call_select(sel, self.problem.graph.nodes[c]):
                 return None
-            self.sel[c] = sel
+            self.selectors[c] = sel
         return sel
 
     def _try_selector(self, u: int, v: int, a: int, b: int, d: int) -> str | None:
@@ -477,8 +574,8 @@ class _Contraction:
         if not (single_a or single_b):
             info["refused_selector"] += 1
             return "refused_selector"
-        gcy = self.gc
-        if not gcy.can_contract_edge(self.to_gc(a), self.to_gc(b)):
+        gcy = self.cycles_graph
+        if not gcy.can_contract_edge(self.to_graph_id(a), self.to_graph_id(b)):
             info["refused_cycle"] += 1
             return "refused_cycle"
         nodes = self.problem.graph.nodes
@@ -493,18 +590,18 @@ class _Contraction:
         if not ok:
             info["refused_selector"] += 1
             return "refused_selector"
-        ga, gb = self.to_gc(a), self.to_gc(b)
+        ga, gb = self.to_graph_id(a), self.to_graph_id(b)
         sg = gcy.contract_edge(ga, gb)
-        s = self.from_gc(sg)
+        s = self.from_graph_id(sg)
         if s is None:  # pragma: no cover - can_contract_edge said yes just before
             info["refused_cycle"] += 1
             return "refused_cycle"
         self._level_merged(sg, ga, gb)
         other = b if grower == a else a
-        self.sel.pop(other, None)
-        grown = self.sel.pop(grower)
+        self.selectors.pop(other, None)
+        grown = self.selectors.pop(grower)
         self._absorbed(s, b if s == a else a)
-        self.sel[s] = grown
+        self.selectors[s] = grown
         info["contractions"] += 1
         return None
 
@@ -514,9 +611,9 @@ class _Contraction:
         clusters reading one tensor (largest first: it is then sent once), then each cluster
         with one of the few clusters before it in topological order (fewer partitions)."""
         ok_dev = [not es for es in self.edge_sensitive]
-        dev_l = self.dev.tolist()
+        dev_l = self.node_device.tolist()
         self._merge_readers(ok_dev, dev_l)
-        parent = self.uf.parent
+        parent = self.union_find.parent
         by_dev: dict[int, list[int]] = {}
         for c in range(self.n):
             if parent[c] == c and dev_l[c] >= 0:
@@ -528,14 +625,14 @@ class _Contraction:
     def _attempt(self, o: int, c: int) -> int | None:
         """Merge clusters ``o`` and ``c`` (of one device) unless the constraints, the level
         bound or a path between them forbid it; returns the merged cluster or None."""
-        go, gc_ = self.to_gc(o), self.to_gc(c)
+        go, gc_ = self.to_graph_id(o), self.to_graph_id(c)
         if o == c or self._fits(o, c) is not None or not self._level_ok(go, gc_):
             return None
-        sg = self.gc.merge(go, gc_)  # None (graph unchanged) when a path joins them
+        sg = self.cycles_graph.merge(go, gc_)  # None (graph unchanged) when a path joins them
         if sg is None:
             return None
         self._level_merged(sg, go, gc_)
-        s = self.from_gc(sg)
+        s = self.from_graph_id(sg)
         assert s is not None  # sg is a node
         self._absorbed(s, c if s == o else o)
         self.info["non_adjacent_merges"] += 1
@@ -574,8 +671,8 @@ class _Contraction:
         """Each cluster of one device, in topological order, with one of the ``NEIGHBOURS``
         latest open clusters before it (the latest first)."""
         open_: list[int] = []
-        rank, to_gc = self.gc.ranks(), self.to_gc
-        for c in sorted(clusters, key=lambda x: rank[to_gc(x)]):
+        rank, to_graph_id = self.cycles_graph.ranks(), self.to_graph_id
+        for c in sorted(clusters, key=lambda x: rank[to_graph_id(x)]):
             for j in range(len(open_) - 1, max(-1, len(open_) - 1 - self.NEIGHBOURS), -1):
                 s = self._attempt(open_[j], c)
                 if s is not None:
@@ -587,17 +684,17 @@ class _Contraction:
     # ------------------------------------------------------------------ result
     def labels(self) -> np.ndarray:
         """The root of every node's cluster (pointer jumping on the union-find parents)."""
-        return roots(self.uf.parent)
+        return roots(self.union_find.parent)
 
     def ranks(self, labels: np.ndarray) -> np.ndarray:
         """Per node, the rank of its cluster's GraphCycles node now (a topological order of
         the clusters; ``labels``: :meth:`labels`)."""
-        at = labels if self.gid is None else np.asarray(self.gid)[labels]
-        return np.asarray(self.gc.ranks(), dtype=np.int64)[at]
+        at = labels if self.graph_id is None else np.asarray(self.graph_id)[labels]
+        return np.asarray(self.cycles_graph.ranks(), dtype=np.int64)[at]
 
     def selector_of(self, label: int) -> SubgraphSelector | None:
         """The grown selector of the cluster labelled ``label`` (its GraphCycles id)."""
-        return self.sel.get(label)
+        return self.selectors.get(label)
 
 
 def _check_options(**opts: Any) -> None:
@@ -617,13 +714,15 @@ def _check_options(**opts: Any) -> None:
 def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     """Another path ``x ~> y`` besides the edge? ``"path"``, ``"none"`` (both cones of the rank
     window explored within ``budget`` nodes), or ``"budget"`` (a cone is larger)."""
-    rank, out_set, in_set = gcy.ranks(), gcy.out_set, gcy.in_set  # live nodes only below
+    # bound locally (live nodes only below): this search runs once per far edge
+    rank, succs, preds = gcy.ranks(), gcy.successor_sets(), gcy.predecessor_sets()
     lo, hi = rank[x], rank[y]
     fseen = {x}
     stack = [x]
     while stack:
         u = stack.pop()
-        for w in sorted(out_set(u)):
+        nbrs = succs[u]
+        for w in (sorted(nbrs) if len(nbrs) > 1 else nbrs):  # one neighbour needs no sort
             if w == y:
                 if u == x:
                     continue
@@ -637,7 +736,8 @@ def _bounded_search(gcy: GraphCycles, x: int, y: int, budget: int) -> str:
     stack = [y]
     while stack:
         u = stack.pop()
-        for w in sorted(in_set(u)):
+        nbrs = preds[u]
+        for w in (sorted(nbrs) if len(nbrs) > 1 else nbrs):
             if w == x:
                 if u == y:
                     continue

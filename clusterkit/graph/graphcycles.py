@@ -151,6 +151,11 @@ class GraphCycles:
         (for loops over all nodes, like :meth:`out_set` for one)."""
         return self._out
 
+    def predecessor_sets(self) -> list[set[int]]:
+        """The predecessor set of every node (by id), as :meth:`successor_sets` gives the
+        successors."""
+        return self._in
+
     def out_set(self, x: int) -> set[int]:
         """The successors of live node ``x`` as the graph's own set: unsorted, ``x`` not
         checked, not to be changed (for hot loops whose result does not depend on the order)."""

@@ -13,8 +13,11 @@ receiving cluster, never-together pair, together group, size and constant-byte l
 both clusters acceptable to their device (:mod:`clusterkit.constraints.acceptance`) and it
 lowers ``cut_bytes`` (or keeps it and empties a cluster); its effect on the cut is counted on the
 tensors the moved nodes produce or read only. Passes repeat while a move is made, at most
-:data:`PASSES` times; every order is by node or cluster id, so the result is deterministic. The
-partition's fallback nodes never change and its partitions never grow.
+:data:`PASSES` times; every order is by node or cluster id, so the result is deterministic. A
+candidate refused in an earlier pass is tried again only once a move has changed one of its two
+clusters or the cluster of a node that makes or reads a tensor of its nodes (all that its limits,
+acceptance and cut read), so a pass tries only where the cut can now drop. The partition's
+fallback nodes never change and its partitions never grow.
 """
 
 from __future__ import annotations
@@ -48,28 +51,35 @@ def refine(partition: Partition) -> Partition:
             break
     if not moved:
         return partition
-    devices = np.asarray(mover.dev, dtype=np.int64)[mover.a]
-    out = Partition.from_assignment(partition.problem, mover.a, devices)
+    devices = np.asarray(mover.cluster_device, dtype=np.int64)[mover.cluster_of]
+    out = Partition.from_assignment(partition.problem, mover.cluster_of, devices)
     info = dict(partition.info, refine_moves=moved)
     return dataclasses.replace(partition, clusters=out.clusters, info=info)
 
 
 class _Mover:
-    """Cluster per node, the members of each cluster, and the tensor lists for the cut."""
+    """Cluster per node (``cluster_of``), device per cluster (``cluster_device``), the members
+    of each cluster, and the tensor lists for the cut."""
 
     def __init__(self, partition: Partition):
         p: Problem = partition.problem
         g = p.graph
-        self.p = p
-        self.a: list[int] = partition.assignment().tolist()
-        self.dev = partition.device_indices().tolist()
+        self.problem = p
+        self.cluster_of: list[int] = partition.assignment().tolist()
+        self.cluster_device = partition.device_indices().tolist()
         self.size = [len(c.nodes) for c in partition.clusters]
         self.members = {k: list(c.nodes) for k, c in enumerate(partition.clusters)
-                        if self.dev[k] >= 0}
+                        if self.cluster_device[k] >= 0}
         self.down = [NONE] * g.n  # per node its down set's cluster (NONE: none)
         self.up = [NONE] * g.n
         self.sets: dict[int, dict[tuple[int, int], list[int]]] = {}  # per cluster
         self.dirty = set(self.members)  # clusters whose sets are out of date
+        self.moves = 0  # moves made so far
+        # per cluster the move that last changed what a move between it and another reads
+        # (its members, or the cluster of a node sharing a tensor with them), and per
+        # candidate (from, to) the move count when its set and pieces were all refused
+        self.changed_at: dict[int, int] = {}
+        self.refused_at: dict[tuple[int, int], int] = {}
         self.succ_ptr, self.succ = g.succ_ptr.tolist(), g.succ_idx.tolist()
         self.pred_ptr, self.pred = g.pred_ptr.tolist(), g.pred_idx.tolist()
         inner = ~np.asarray(p.must_cut, dtype=bool)
@@ -103,36 +113,60 @@ class _Mover:
         self.touch_ptr = np.searchsorted(node[order], np.arange(g.n + 1)).tolist()
         self.touch = ten[order].tolist()
 
-    def unit(self, v: int) -> int:
-        c = self.a[v]
-        return c if self.dev[c] >= 0 else -1
-
-    def cost(self, tensors: list[int]) -> int:
-        """The cut bytes of ``tensors`` under the current assignment."""
-        total = 0
+    def costs(self, tensors, moved: set[int], dst: int) -> tuple[int, int]:
+        """The cut bytes of ``tensors`` under the current assignment and after the nodes
+        ``moved`` (of one accelerator cluster) went to the accelerator cluster ``dst``, in one
+        pass over the tensors' readers."""
+        # bound locally: the hot loop of the refinement
+        a, dev = self.cluster_of, self.cluster_device
+        producer, readers, read_ptr = self.producer, self.readers, self.read_ptr
+        nbytes, is_output = self.nbytes, self.is_output
+        before = after = 0
         for t in tensors:
-            u = self.producer[t]
-            pu = self.unit(u) if u >= 0 else -1
-            units = {self.unit(v) for v in self.readers[self.read_ptr[t]:self.read_ptr[t + 1]]}
-            units.discard(pu)
-            total += self.nbytes[t] * (len(units) + (self.is_output[t] and pu != -1))
-        return total
+            u = producer[t]
+            if u >= 0:
+                c = a[u]
+                unit_now = c if dev[c] >= 0 else -1
+            else:
+                unit_now = -1
+            unit_then = dst if u in moved else unit_now
+            now: set[int] = set()
+            then: set[int] = set()
+            for v in readers[read_ptr[t]:read_ptr[t + 1]]:
+                c = a[v]
+                c = c if dev[c] >= 0 else -1
+                now.add(c)
+                then.add(dst if v in moved else c)
+            now.discard(unit_now)
+            then.discard(unit_then)
+            size, out = nbytes[t], is_output[t]
+            before += size * (len(now) + (out and unit_now != -1))
+            after += size * (len(then) + (out and unit_then != -1))
+        return before, after
 
     def run_pass(self) -> int:
         """One pass: every candidate set (whole, then by pieces) between clusters not changed
         yet in this pass; the number of moves made."""
         touched: set[int] = set()
         made = 0
+        changed_at, refused_at = self.changed_at, self.refused_at
         for (src, dst), nodes in self._candidates():
             if src in touched or dst in touched:
                 continue
+            when = refused_at.get((src, dst))
+            if when is not None and changed_at.get(src, -1) <= when \
+                    and changed_at.get(dst, -1) <= when:
+                continue  # refused, and nothing it reads has changed since: refused again
             pieces = [nodes] + (self._pieces(nodes) if len(nodes) > 1 else [])
+            before = made
             for piece in pieces:
                 if self._try(piece, src, dst):
                     touched.update((src, dst))
                     made += 1
                     if piece is nodes:
                         break
+            if made == before:
+                refused_at[(src, dst)] = self.moves
         return made
 
     def _candidates(self) -> list[tuple[tuple[int, int], list[int]]]:
@@ -161,7 +195,8 @@ class _Mover:
         one other cluster of its device that every neighbour lies in or leads to through
         ``mark`` (NONE when there is none, then left out of the list), stored in ``mark``
         (``ok_by_dev``: per device, whether each ``nbr`` slot's edge may lie inside it)."""
-        a, dev, movable = self.a, self.dev, self.movable
+        # bound locally for the loop below
+        a, dev, movable = self.cluster_of, self.cluster_device, self.movable
         d = dev[x]
         ok = ok_by_dev[d]
         out = []
@@ -211,14 +246,14 @@ class _Mover:
 
     def _allowed(self, nodes: list[int], src: int, dst: int) -> bool:
         """Whether moving ``nodes`` from cluster ``src`` to ``dst`` breaks no constraint."""
-        p, d = self.p, self.dev[dst]
+        p, d = self.problem, self.cluster_device[dst]
         lim = p.limits  # the device's limits (the global ones, or its own when tighter)
         left = self.size[src] - len(nodes)
         if 0 < left < lim.min_nodes[d]:
             return False
         if lim.max_nodes[d] is not None and self.size[dst] + len(nodes) > lim.max_nodes[d]:
             return False
-        a = self.a
+        a = self.cluster_of
         if any(a[w] == dst for v in nodes for w in self.never.get(v, ())):
             return False
         if lim.max_const[d] is not None:
@@ -230,7 +265,7 @@ class _Mover:
     def _acceptable(self, nodes: list[int], src: int, dst: int) -> bool:
         """Whether both clusters stay acceptable to their device after the move (see
         :mod:`clusterkit.constraints.acceptance`; free for a device it vouches for)."""
-        acc, d = acceptance(self.p), self.dev[dst]
+        acc, d = acceptance(self.problem), self.cluster_device[dst]
         if acc.plain(d):
             return True
         moved = set(nodes)
@@ -243,23 +278,20 @@ class _Mover:
         if not self._allowed(nodes, src, dst):
             return False
         ptr, touch = self.touch_ptr, self.touch
-        tensors = sorted({t for v in nodes for t in touch[ptr[v]:ptr[v + 1]]})
-        before = self.cost(tensors)
-        for v in nodes:
-            self.a[v] = dst
-        after = self.cost(tensors)
+        tensors = {t for v in nodes for t in touch[ptr[v]:ptr[v + 1]]}
+        before, after = self.costs(tensors, set(nodes), dst)
         emptied = self.size[src] == len(nodes)
         if after < before or (after == before and emptied):
+            for v in nodes:
+                self.cluster_of[v] = dst
             self._moved(nodes, src, dst)
             return True
-        for v in nodes:
-            self.a[v] = src
         return False
 
     def _moved(self, nodes: list[int], src: int, dst: int) -> None:
         """Book-keeping after ``nodes`` went from ``src`` to ``dst``: sizes, members, and the
         clusters whose sets may have changed (both, and those of the nodes' neighbours)."""
-        a = self.a
+        a = self.cluster_of
         self.size[src] -= len(nodes)
         self.size[dst] += len(nodes)
         self.members[dst] = sorted(self.members[dst] + nodes)
@@ -267,8 +299,29 @@ class _Mover:
         if not self.members[src]:
             del self.members[src]
             self.sets.pop(src, None)
-        dirty = self.dirty
-        dirty.update((src, dst))
+        near = {src, dst}  # this move's: both ends and the neighbours' clusters
         for v in nodes:
             for ptr, nbr in ((self.succ_ptr, self.succ), (self.pred_ptr, self.pred)):
-                dirty.update(a[w] for w in nbr[ptr[v]:ptr[v + 1]])
+                near.update(a[w] for w in nbr[ptr[v]:ptr[v + 1]])
+        self.dirty |= near
+        self._changed(nodes, near)
+
+    def _changed(self, nodes: list[int], near: set[int]) -> None:
+        """Stamp with this move the clusters whose candidate moves may now end otherwise: the
+        ``near`` ones (both ends and the neighbours' clusters) and the clusters of every node
+        making or reading a tensor the moved ``nodes`` make or read (a move's cut counts
+        exactly those tensors, its limits and acceptance only its two clusters)."""
+        self.moves += 1
+        a, producer = self.cluster_of, self.producer  # bound locally for the loop below
+        readers, read_ptr = self.readers, self.read_ptr
+        ptr, touch = self.touch_ptr, self.touch
+        hit = near
+        for v in nodes:
+            for t in touch[ptr[v]:ptr[v + 1]]:
+                u = producer[t]
+                if u >= 0:
+                    hit.add(a[u])
+                hit.update(a[r] for r in readers[read_ptr[t]:read_ptr[t + 1]])
+        stamp, changed_at = self.moves, self.changed_at
+        for c in hit:
+            changed_at[c] = stamp
