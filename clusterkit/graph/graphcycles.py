@@ -549,7 +549,7 @@ class GraphCycles:
                     break
             else:
                 return False
-        fseen, bseen = {x}, {y}
+        forward_seen, backward_seen = {x}, {y}
         fstack, bstack = [x], [y]
         fwork = bwork = 0
         while fstack and bstack:
@@ -558,19 +558,19 @@ class GraphCycles:
                 fstack.pop()
                 fwork += len(fnext)
                 for w in fnext:
-                    if w in bseen:
+                    if w in backward_seen:
                         return True
-                    if rank[w] < hi and w not in fseen:
-                        fseen.add(w)
+                    if rank[w] < hi and w not in forward_seen:
+                        forward_seen.add(w)
                         fstack.append(w)
             else:
                 bstack.pop()
                 bwork += len(bnext)
                 for w in bnext:
-                    if w in fseen:
+                    if w in forward_seen:
                         return True
-                    if rank[w] > lo and w not in bseen:
-                        bseen.add(w)
+                    if rank[w] > lo and w not in backward_seen:
+                        backward_seen.add(w)
                         bstack.append(w)
         return False
 
@@ -745,7 +745,7 @@ class OneSidedGraphCycles(GraphCycles):
         reaching bstarts through keys >= lo)``: the first search to run dry, stepping the one
         whose edges scanned so far are fewer."""
         rank, out, inn = self._rank, self._out, self._in
-        fseen, bseen = set(fstarts), set(bstarts)
+        forward_seen, backward_seen = set(fstarts), set(bstarts)
         fstack, bstack = list(fstarts), list(bstarts)
         fwork = bwork = 0
         while fstack and bstack:
@@ -753,17 +753,17 @@ class OneSidedGraphCycles(GraphCycles):
                 nbrs = out[fstack.pop()]
                 fwork += len(nbrs) + 1
                 for w in nbrs:
-                    if w not in fseen and rank[w] <= hi:
-                        fseen.add(w)
+                    if w not in forward_seen and rank[w] <= hi:
+                        forward_seen.add(w)
                         fstack.append(w)
             else:
                 nbrs = inn[bstack.pop()]
                 bwork += len(nbrs) + 1
                 for w in nbrs:
-                    if w not in bseen and rank[w] >= lo:
-                        bseen.add(w)
+                    if w not in backward_seen and rank[w] >= lo:
+                        backward_seen.add(w)
                         bstack.append(w)
-        return (True, fseen) if not fstack else (False, bseen)
+        return (True, forward_seen) if not fstack else (False, backward_seen)
 
     def _below(self, starts: list[int], hi: int) -> set[int]:
         """``starts`` and the nodes they reach through keys <= ``hi``."""
