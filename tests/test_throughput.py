@@ -14,8 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterkit.engines.cpsat.throughput import solve_throughput
 from clusterkit.engines.throughput import (
@@ -24,6 +27,7 @@ from clusterkit.engines.throughput import (
     device_loads,
     latency_bound,
     placement_problems,
+    strong_components,
 )
 from clusterkit.errors import ModelLoadError
 from clusterkit.io.placement_instance import HOST, instance_from_dict, read_instance, write_split
@@ -289,3 +293,22 @@ def test_no_feasible_placement_is_an_error_naming_the_instance() -> None:
     doc["maxCPUs"] = 1  # the host takes what no accelerator can hold
     res = solve_throughput(instance_from_dict(doc), time_limit=5.0, workers=1)
     assert res.status == "OPTIMAL" and res.max_load == pytest.approx(10.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 12).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, max(n - 1, 0)), st.integers(0, max(n - 1, 0))),
+                         max_size=30 if n else 0))))
+def test_strong_components_match_networkx(case):
+    """The units' strongly connected components: the same sets as networkx finds, numbered in
+    order of their smallest node."""
+    n, arcs = case
+    got = strong_components(n, arcs).tolist()
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(arcs)
+    expected = [0] * n
+    for number, comp in enumerate(sorted(sorted(c) for c in nx.strongly_connected_components(g))):
+        for v in comp:
+            expected[v] = number
+    assert got == expected

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import networkx as nx
 import numpy as np
 
 from clusterkit.constraints.core import Constraints, Problem
@@ -178,25 +177,38 @@ def order_arcs(inst: PlacementInstance) -> list[tuple[int, int]]:
     return sorted(arcs)
 
 
+def strong_components(n: int, arcs: list[tuple[int, int]]) -> np.ndarray:
+    """The strongly connected component of each of ``n`` nodes under ``arcs``, numbered in
+    order of each component's smallest node (scipy's ``csgraph``)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    a = np.asarray(arcs, dtype=np.int64).reshape(-1, 2)
+    adj = coo_matrix((np.ones(len(a)), (a[:, 0], a[:, 1])), shape=(n, n))
+    _, labels = connected_components(adj, directed=True, connection="strong")
+    first = np.full(int(labels.max()) + 1, n, dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(n))
+    order = np.empty_like(first)
+    order[np.argsort(first)] = np.arange(len(first))
+    return order[labels]
+
+
 def build_units(inst: PlacementInstance, contiguous: bool = True) -> Units:
     """Units: must-link groups, fused along cycles of :func:`order_arcs` when ``contiguous``
     (a cycle must share one device of the chain); without it, units are the groups and the unit
     DAG is empty (no order to keep)."""
     ncol = int(inst.color.max(initial=-1)) + 1
     arcs = order_arcs(inst) if contiguous else []
-    g = nx.DiGraph()
-    g.add_nodes_from(range(ncol))
-    g.add_edges_from(arcs)
-    comps = sorted(sorted(c) for c in nx.strongly_connected_components(g))
-    unit_of_col = np.empty(ncol, dtype=np.int64)
-    for u, comp in enumerate(comps):
-        unit_of_col[comp] = u
+    unit_of_col = strong_components(ncol, arcs)
+    ncomp = int(unit_of_col.max(initial=-1)) + 1
     unit_of = unit_of_col[inst.color]
-    members: list[list[int]] = [[] for _ in comps]
+    members: list[list[int]] = [[] for _ in range(ncomp)]
     for v, u in enumerate(unit_of.tolist()):
         members[u].append(v)
     succ_set = {(int(unit_of_col[a]), int(unit_of_col[b])) for a, b in arcs}
-    succ: list[list[int]] = [[] for _ in comps]
+    succ: list[list[int]] = [[] for _ in range(ncomp)]
     for a, b in sorted(succ_set):
         if a != b:
             succ[a].append(b)
