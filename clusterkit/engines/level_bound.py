@@ -62,7 +62,7 @@ def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
         hit = (want >= 0) & (keys[e] == want) & cut[e] & acc[cn] & ~host_prod[ct]
         moved[ct[hit]] = True
     runs = acc.astype(np.int64).tolist()
-    order = np.argsort(dst, kind="stable")
+    order = g.pred_edge  # the edges by target (in any order per target: a maximum)
     step = acc[dst] & (cut | ~acc[src])  # the edge starts a new run
     for u, v, r in zip(src[order].tolist(), dst[order].tolist(), step[order].tolist()):
         r += runs[u]

@@ -431,11 +431,15 @@ class _NodeLevels:
         else): the neighbour outside and the weight; ``a``: the cluster of each node."""
         g = self.p.graph
         src, dst = g.edge_src, g.edge_dst
-        into, other = (a[dst], src) if forward else (a[src], dst)
-        ext = np.flatnonzero(a[src] != a[dst])
-        ext = ext[np.argsort(into[ext], kind="stable")]
-        ptr = np.searchsorted(into[ext], np.arange(len(self.partition.clusters) + 1))
-        return ptr.tolist(), other[ext].tolist(), self.w[ext].tolist()
+        a_src, a_dst = a[src], a[dst]
+        ext = np.flatnonzero(a_src != a_dst)
+        into = (a_dst if forward else a_src)[ext]
+        # any order within a cluster (:meth:`place` takes the maximum): the unstable sort,
+        # several times faster than a stable one
+        ext = ext[np.argsort(into)]
+        ptr = np.zeros(len(self.partition.clusters) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(into, minlength=len(ptr) - 1), out=ptr[1:])
+        return ptr.tolist(), (src if forward else dst)[ext].tolist(), self.w[ext].tolist()
 
     def key(self, lev: list[int] | None) -> tuple[int, int]:
         """(partitions, cut_bytes) of the accelerator nodes grouped by (device, level), or of
