@@ -30,7 +30,7 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.limits import cluster_const_bytes
-from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
+from clusterkit.graph.algorithms import distinct, heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result.metrics import cut_bytes
 from clusterkit.result.model import Partition
@@ -151,7 +151,7 @@ class _Levels:
         lab = np.asarray(labels, dtype=np.int64)
         on = np.asarray(self.dev, dtype=np.int64) >= 0
         units = np.where(on[self.a], lab[self.a], HOST)
-        return cut_bytes(self.p.graph, units)[0], len(np.unique(lab[on]))
+        return cut_bytes(self.p.graph, units)[0], len(distinct(lab[on]))
 
     def build(self, labels: list[int]) -> Partition:
         part = self.partition
@@ -451,7 +451,7 @@ class _NodeLevels:
         units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
         used = units[on]  # small ids: counted without a sort when none is negative
         parts = (int(np.count_nonzero(np.bincount(used))) if len(used) and used.min() >= 0
-                 else len(np.unique(used)))
+                 else len(distinct(used)))
         return parts, cut_bytes(self.p.graph, units)[0]
 
     def build(self, lev: list[int]) -> Partition:
@@ -487,7 +487,7 @@ def _folded_adjacency(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     the heavier is kept."""
     src, dst = rep[src], rep[dst]
     out = src != dst
-    key = np.unique(src[out] * (2 * n) + dst[out] * 2 + weight[out])  # the heavier last
+    key = distinct(src[out] * (2 * n) + dst[out] * 2 + weight[out])  # the heavier last
     pair = key >> 1
     last = np.ones(len(key), dtype=bool)
     last[:-1] = pair[1:] != pair[:-1]
