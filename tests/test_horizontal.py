@@ -154,3 +154,30 @@ def test_node_paths_with_folded_fallback_chains_match_the_full_graph():
             if x not in folded:
                 assert (got_head[x], got_tail[x]) == (head[x], tail[x])
         assert max(got_head) == max(head)
+
+
+@fast(120)
+@given(problems(max_nodes=10, max_devices=2, constraints=False),
+       st.sampled_from(["singleton", "cycles", "longest-path"]))
+def test_bins_without_limits_group_each_device_and_level(problem, strategy) -> None:
+    """Without limits every (device, level) of the accelerator clusters is one label, that of
+    its first cluster in topological order, and each fallback cluster keeps its own: checked
+    against a grouping written here, for both level readings."""
+    from clusterkit.passes.horizontal import _Levels
+
+    part = run_strategy(problem, strategy, coalesce_after=False, validate=False)
+    if len(part.clusters) < 2:
+        return
+    lv = _Levels(part)
+    assert lv.free
+    for levels in lv.levels():
+        got = lv.bins(levels)
+        first: dict[tuple[int, int], int] = {}
+        want = list(range(lv.k))
+        for c in lv.order:
+            if lv.dev[c] >= 0:
+                want[c] = first.setdefault((lv.dev[c], levels[c]), c)
+        if want == list(range(lv.k)):
+            assert got is None
+        else:
+            assert got == want

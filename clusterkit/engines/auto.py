@@ -65,9 +65,9 @@ from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.cycles import run_both, run_then_levels
 from clusterkit.engines.level_bound import figures_lower_bound
-from clusterkit.engines.throughput import instance_of, run_heuristic
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
+from clusterkit.io.placement_instance import PlacementInstance
 from clusterkit.modes import PREFERENCES, DeviceMode, Prefer, check_choice
 from clusterkit.passes.coalesce import coalesce
 from clusterkit.passes.devices import check_mode, choose_devices, widen
@@ -136,7 +136,10 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
     partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member, on
     graphs of at most ``polish_limit`` nodes (0: neither it nor the refinement)."""
-    if instance_of(problem) is not None:  # a placement instance: the fast throughput answer
+    if isinstance(problem.graph.model, PlacementInstance):  # the fast throughput answer
+        # imported here: the throughput engine imports networkx, which nothing else of auto
+        # needs (a tenth of a CPU second)
+        from clusterkit.engines.throughput import run_heuristic
         return run_heuristic(problem)
     if polish < 0:
         raise StrategyError(f"auto: option polish must be >= 0 seconds, got {polish}")

@@ -213,6 +213,8 @@ class _Contraction:
         gd = np.concatenate([gid[dst[keep]], did, gid[ds]])
         # to build the same GraphCycles again (:meth:`copy`), until :meth:`start`
         self.graph_edges: tuple[int, np.ndarray, np.ndarray] | None = (n + k, gs, gd)
+        #: what this contraction and its copies compute alike (read only once made)
+        self.shared: dict[str, Any] = {}
         self.cycles_graph = GraphCycles.from_edges(n + k, gs, gd)
         self.graph_id = gid.tolist() if k else None  # node -> GraphCycles id (None: identity)
         orig = np.full(n + k, -1, dtype=np.int64)
@@ -371,7 +373,13 @@ class _Contraction:
     # ------------------------------------------------------------------ contraction
     def _order(self) -> tuple[np.ndarray, int]:
         """Candidate edges in contraction order; returns (edge ids, number of far edges, which
-        come last)."""
+        come last). Sorted once: a copy (:meth:`copy`) shares the answer."""
+        if "order" not in self.shared:
+            self.shared["order"] = self._sort_candidates()
+        return self.shared["order"]
+
+    def _sort_candidates(self) -> tuple[np.ndarray, int]:
+        """:meth:`_order`, computed."""
         p = self.problem
         g = p.graph
         src, dst = g.edge_src, g.edge_dst

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from clusterkit.constraints.core import Problem
+from clusterkit.graph.algorithms import distinct
 from clusterkit.graph.core import Graph
 from clusterkit.graph.graphcycles import GraphCycles
 
@@ -62,7 +63,7 @@ def figures_lower_bound(problem: Problem) -> tuple[int, int, int] | None:
         hit = (want >= 0) & (keys[e] == want) & cut[e] & acc[cn] & ~host_prod[ct]
         moved[ct[hit]] = True
     runs = acc.astype(np.int64).tolist()
-    order = np.argsort(dst, kind="stable")
+    order = g.pred_edge  # the edges by target (in any order per target: a maximum)
     step = acc[dst] & (cut | ~acc[src])  # the edge starts a new run
     for u, v, r in zip(src[order].tolist(), dst[order].tolist(), step[order].tolist()):
         r += runs[u]
@@ -111,7 +112,7 @@ def _chain_cut(g: Graph, acc: np.ndarray, cut: np.ndarray) -> int:
     when a fallback node reads it, plus one when it is a graph output made on the device."""
     tt = g.tensor_table
     nt = len(tt.nbytes)
-    pair = np.unique(tt.inc_tensor * g.n + tt.inc_node)  # distinct (tensor, reader)
+    pair = distinct(tt.inc_tensor * g.n + tt.inc_node)  # distinct (tensor, reader)
     ten, node = pair // g.n, pair % g.n
     n_cons = np.bincount(ten, minlength=nt)
     n_dev = np.bincount(ten[acc[node]], minlength=nt)
@@ -125,7 +126,7 @@ def _chain_cut(g: Graph, acc: np.ndarray, cut: np.ndarray) -> int:
     easy = live & ((n_dev == 0) | ((n_dev == 1) & ~mine))
     total = int((units[easy] * tt.nbytes[easy]).sum())
     rest_mask = live & ~easy
-    asked = np.unique(node[rest_mask[ten] & acc[node]])  # the only bits ever read
+    asked = distinct(node[rest_mask[ten] & acc[node]])  # the only bits ever read
     bit = np.full(g.n, -1, dtype=np.int64)
     bit[asked] = np.arange(len(asked), dtype=np.int64)
     past = _break_reach(g, acc, cut, bit.tolist())

@@ -101,7 +101,7 @@ def fifo_order(n: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
     """A topological order of ``0..n-1`` with edges ``src -> dst`` (numpy arrays) for callers
     that take any order: Kahn's algorithm first in, first out (no heap, so faster than
     :func:`topological_order`); a cycle raises as :func:`topological_order` does."""
-    by = np.argsort(src, kind="stable")
+    by = _by_source(src)
     ptr = np.searchsorted(src[by], np.arange(n + 1)).tolist()
     nbr = dst[by].tolist()
     indeg = np.bincount(dst, minlength=n).tolist()
@@ -116,11 +116,19 @@ def fifo_order(n: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
     return order
 
 
+def _by_source(src: np.ndarray) -> np.ndarray:
+    """The edges by source, each source's in edge order (a stable sort; none needed when the
+    sources are sorted already, as the graph's and a partition's cluster edges are)."""
+    if len(src) < 2 or bool((src[1:] >= src[:-1]).all()):
+        return np.arange(len(src))
+    return np.argsort(src, kind="stable")
+
+
 def _kahn_by_number(n: int, src: np.ndarray, dst: np.ndarray
                     ) -> tuple[list[int], list[list[int]], list[int]]:
     """:func:`_kahn` with the node numbers as keys, successors in CSR slices: the order, the
     successor lists (each in edge order) and the in-degrees left (non-zero on a cycle)."""
-    by = np.argsort(src, kind="stable")
+    by = _by_source(src)
     ptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n)))).tolist()
     nbr = dst[by].tolist()
     indeg = np.bincount(dst, minlength=n).tolist()
@@ -288,6 +296,16 @@ class UnionFind:
         _, first, inverse = np.unique(roots(self.parent), return_index=True, return_inverse=True)
         rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")
         return rank[inverse]
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a one-dimensional array, ascending (what ``np.unique(values)``
+    gives), by one sort: numpy 2's plain ``np.unique`` hashes, which is many times slower on
+    hundreds of thousands of distinct wide keys."""
+    out = np.sort(values)
+    if len(out) > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
 
 
 def roots(parent: Sequence[int] | np.ndarray) -> np.ndarray:

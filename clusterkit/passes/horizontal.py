@@ -30,7 +30,7 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.limits import cluster_const_bytes
-from clusterkit.graph.algorithms import heaviest_paths, roots, topological_order
+from clusterkit.graph.algorithms import distinct, heaviest_paths, roots, topological_order
 from clusterkit.graph.core import HOST
 from clusterkit.result.metrics import cut_bytes
 from clusterkit.result.model import Partition
@@ -42,7 +42,7 @@ def merge_levels(partition: Partition) -> Partition:
     if len(partition.clusters) < 2:
         return partition
     lv = _Levels(partition)
-    best, best_key = None, lv.key(list(range(lv.k)))
+    best, best_key = None, partition.figures()[1:]  # (cut_bytes, partitions), kept with it
     for levels in lv.levels():
         labels = lv.bins(levels)
         if labels is None:
@@ -82,6 +82,10 @@ class _Levels:
         self.walk = order_a[rep[order_a] == order_a].tolist()  # the order, folded left out
         self.succ, self.weight = _folded_adjacency(k, src, dst, weight, rep)
         self.never = _never_partners(part, a)
+        lim = p.limits
+        #: no limit can split a (device, level): :meth:`_fits` holds for every run
+        self.free = (not lim.any_maximum and not lim.any_bytes and not self.never
+                     and acceptance(p).all_plain)
 
     def levels(self) -> tuple[list[int], list[int]]:
         """Two levelings: the heaviest path ending at each cluster (``asap``) and minus the
@@ -96,6 +100,8 @@ class _Levels:
         dev, acc = self.dev, self.acc_order
         if len({(dev[c], levels[c]) for c in acc}) == len(acc):
             return None  # one cluster per (device, level)
+        if self.free:  # every run is a whole (device, level): labelled at once
+            return self._free_bins(levels)
         labels = list(range(self.k))
         open_: dict[tuple[int, int], list[int]] = {}  # (device, level) -> members of the run
         size = list(self.size)
@@ -110,6 +116,19 @@ class _Levels:
             else:
                 open_[(dev[c], levels[c])] = [c]
         return labels if merged else None
+
+    def _free_bins(self, levels: list[int]) -> list[int]:
+        """:meth:`bins` without a limit (every cluster fits every run): each accelerator
+        cluster takes the label of the first cluster of its (device, level) in
+        ``acc_order``."""
+        acc = np.asarray(self.acc_order, dtype=np.int64)
+        lev = np.asarray(levels, dtype=np.int64)[acc]
+        dev = np.asarray(self.dev, dtype=np.int64)[acc]
+        key = dev * (int(lev.max()) - int(lev.min()) + 1) + (lev - lev.min())
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        labels = np.arange(self.k, dtype=np.int64)
+        labels[acc] = acc[first[inverse]]
+        return labels.tolist()
 
     def _fits(self, run: list[int], c: int, size: list[int]) -> bool:
         p, d = self.p, self.dev[c]
@@ -132,7 +151,7 @@ class _Levels:
         lab = np.asarray(labels, dtype=np.int64)
         on = np.asarray(self.dev, dtype=np.int64) >= 0
         units = np.where(on[self.a], lab[self.a], HOST)
-        return cut_bytes(self.p.graph, units)[0], len(np.unique(lab[on]))
+        return cut_bytes(self.p.graph, units)[0], len(distinct(lab[on]))
 
     def build(self, labels: list[int]) -> Partition:
         part = self.partition
@@ -295,6 +314,7 @@ class _NodeLevels:
         g = p.graph
         self.a = a = part.assignment()
         self._fold: tuple[np.ndarray, dict[int, list[int]], list[int]] | None = None
+        self._nodes: list[tuple[int, ...]] | None = None
         if like is not None:  # same node devices and weights: only the cluster order is new
             self.cdev = part.device_indices()
             self.ndev, self.succ, self.pred, self.w = like.ndev, like.succ, like.pred, like.w
@@ -341,10 +361,9 @@ class _NodeLevels:
         order = walk if forward else walk[::-1]
         cap, cap_arr = self.caps[0 if forward else 1]
         lev = [-1] * len(cap)
-        clusters = self.partition.clusters
-        nodes_of = [c.nodes for c in clusters]
+        nodes_of = self._nodes_of()
         optr, onbr, owt = self._outer(forward, rep[self.a])
-        k = len(clusters)
+        k = len(nodes_of)
         capmin = np.full(k, len(cap), dtype=np.int64)
         np.minimum.at(capmin, self.a, cap_arr)
         # a lone node's own window always allows the target, and fallback clusters stay whole
@@ -371,6 +390,12 @@ class _NodeLevels:
             else:
                 self._split(nodes_of[c], target, forward, lev, cap)
         return lev if forward else [self.top - x for x in lev]
+
+    def _nodes_of(self) -> list[tuple[int, ...]]:
+        """The nodes of each cluster (made once: both directions read them)."""
+        if self._nodes is None:
+            self._nodes = [c.nodes for c in self.partition.clusters]
+        return self._nodes
 
     def _folds(self) -> tuple[np.ndarray, dict[int, list[int]], list[int]]:
         """Per cluster the cluster it is placed with: a fallback cluster whose only successor
@@ -406,11 +431,15 @@ class _NodeLevels:
         else): the neighbour outside and the weight; ``a``: the cluster of each node."""
         g = self.p.graph
         src, dst = g.edge_src, g.edge_dst
-        into, other = (a[dst], src) if forward else (a[src], dst)
-        ext = np.flatnonzero(a[src] != a[dst])
-        ext = ext[np.argsort(into[ext], kind="stable")]
-        ptr = np.searchsorted(into[ext], np.arange(len(self.partition.clusters) + 1))
-        return ptr.tolist(), other[ext].tolist(), self.w[ext].tolist()
+        a_src, a_dst = a[src], a[dst]
+        ext = np.flatnonzero(a_src != a_dst)
+        into = (a_dst if forward else a_src)[ext]
+        # any order within a cluster (:meth:`place` takes the maximum): the unstable sort,
+        # several times faster than a stable one
+        ext = ext[np.argsort(into)]
+        ptr = np.zeros(len(self.partition.clusters) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(into, minlength=len(ptr) - 1), out=ptr[1:])
+        return ptr.tolist(), (src if forward else dst)[ext].tolist(), self.w[ext].tolist()
 
     def key(self, lev: list[int] | None) -> tuple[int, int]:
         """(partitions, cut_bytes) of the accelerator nodes grouped by (device, level), or of
@@ -422,7 +451,7 @@ class _NodeLevels:
         units = np.where(on, self.ndev * (self.top + 1) + np.asarray(lev, np.int64), HOST)
         used = units[on]  # small ids: counted without a sort when none is negative
         parts = (int(np.count_nonzero(np.bincount(used))) if len(used) and used.min() >= 0
-                 else len(np.unique(used)))
+                 else len(distinct(used)))
         return parts, cut_bytes(self.p.graph, units)[0]
 
     def build(self, lev: list[int]) -> Partition:
@@ -458,7 +487,7 @@ def _folded_adjacency(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     the heavier is kept."""
     src, dst = rep[src], rep[dst]
     out = src != dst
-    key = np.unique(src[out] * (2 * n) + dst[out] * 2 + weight[out])  # the heavier last
+    key = distinct(src[out] * (2 * n) + dst[out] * 2 + weight[out])  # the heavier last
     pair = key >> 1
     last = np.ones(len(key), dtype=bool)
     last[:-1] = pair[1:] != pair[:-1]
