@@ -78,6 +78,8 @@ def test_growth_members_only_on_small_graphs_and_unknown_members_refused():
     names = [m["name"] for m in ck.run_strategy(problem, "auto", growth_limit=10)
              .info["auto"]["members"]]
     assert "mxnet" not in names and "hetero" not in names and "cycles" in names
+    assert ck.run_strategy(problem, "auto", growth_limit=10).info["auto"][
+        "skipped_for_size"] == ["mxnet", "hetero"]  # what the size left out, said
     only = ck.run_strategy(problem, "auto", members=["longest-path"])
     assert only.info["auto"]["winner"] == "longest-path"
     with pytest.raises(ck.StrategyError, match="nosuch"):
@@ -95,13 +97,15 @@ def test_scale_limit_leaves_out_the_non_adjacent_member_and_says_so(levels_at_on
     graph = graph_from_dag(long_edge_dag(3000, seed=1))  # no member reaches the bound
     problem = ck.make_problem(graph, "ops:" + ",".join(LONG_EDGE_SUPPORTED))
     full = ck.run_strategy(problem, "auto", polish=0, growth_limit=10)
-    assert "skipped_for_size" not in full.info["auto"]  # under the default limit
+    # under the default scale limit: only the growth members, left out by growth_limit
+    assert full.info["auto"]["skipped_for_size"] == ["mxnet", "hetero"]
     if levels_at_once:  # cycles+levels contracted right after cycles, as on large graphs
         monkeypatch.setattr(auto_module, "SCALE_LIMIT", 10)
     small = ck.run_strategy(problem, "auto", polish=0, scale_limit=10, growth_limit=10)
     record = small.info["auto"]
     names = [m["name"] for m in record["members"]]
-    assert record["skipped_for_size"] == list(SCALE_SKIPPED) == ["cycles+merge_non_adjacent"]
+    assert list(SCALE_SKIPPED) == ["cycles+merge_non_adjacent"]
+    assert record["skipped_for_size"] == ["cycles+merge_non_adjacent", "mxnet", "hetero"]
     assert names == ["cycles", "cycles+levels", "longest-path"]
     ran = member_keys(problem, names)
     assert key(small) == min(ran.values())  # the best of the members that ran

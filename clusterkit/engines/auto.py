@@ -18,8 +18,9 @@ so on a one-device problem they run only when no cheaper member reached the lowe
 On graphs of more than ``scale_limit`` nodes (default :data:`SCALE_LIMIT`, above every bundled
 and light model; None: at every size) the members of :data:`SCALE_SKIPPED`
 (``cycles+merge_non_adjacent``, whose non-adjacent merges grow much faster than the graph) are
-left out too, unless ``members`` names them; ``info["auto"]["skipped_for_size"]`` then lists
-them. The answer is the best of the members that ran, as always.
+left out too, unless ``members`` names them. ``info["auto"]["skipped_for_size"]`` lists the
+default members a size left out (growth and scale alike). The answer is the best of the members
+that ran, as always.
 
 Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
 front door does after every strategy), so by what they give.
@@ -146,8 +147,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     check_choice("auto: option prefer", prefer, PREFERENCES)
     names = [(name, problem) for name in _member_names(problem, members,
                                                         (growth_limit, scale_limit))]
-    skipped = [m for m in SCALE_SKIPPED if members is None and scale_limit is not None
-               and problem.n > scale_limit]
+    chosen = {name for name, _ in names}  # the default members this size left out, if any:
+    skipped = [] if members is not None else [m for m in portfolio_members() if m not in chosen]
     if check_mode(devices) == "cost" and len(problem.devices) > 1:
         narrowed = choose_devices(problem, "cost")
         names += [(name + "@cost", narrowed) for name, _ in names]
