@@ -101,7 +101,8 @@ def _same(got: Graph, want: Graph) -> None:
     for attr in ("producer", "nbytes", "known", "free", "is_output", "inc_tensor", "inc_node"):
         assert np.array_equal(getattr(got_table, attr), getattr(want_table, attr)), attr
     for attr in ("edge_src", "edge_dst", "edge_bytes", "succ_ptr", "succ_idx", "pred_ptr",
-                 "pred_idx", "pred_edge", "const_bytes", "folded"):
+                 "pred_idx", "pred_edge", "const_bytes", "folded", "index_to_source",
+                 "source_to_index"):
         assert np.array_equal(getattr(got, attr), getattr(want, attr)), attr
 
 

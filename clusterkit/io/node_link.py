@@ -337,6 +337,10 @@ class _Parts:
         eb = np.where(folded[src] | (eb < 0), 0, eb)
         graph = Graph.from_parts(nodes, self.tensors, [], self.outputs, isrc, idst, eb,
                                  name=name, source=source)
+        cache = graph.__dict__  # views the node objects would give, one loop each, in bulk
+        cache["index_to_source"] = np.asarray(order, dtype=np.int64)
+        cache["source_to_index"] = index
+        cache["folded"] = folded[order] if "Constant" in kinds else np.zeros(n, dtype=bool)
         if not self.split.any():  # one tensor per node, in node order: its table in bulk
             graph.__dict__["tensor_table"] = self._table(index, idst, folded)
         return graph

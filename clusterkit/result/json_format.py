@@ -49,58 +49,73 @@ def partition_json(partition: "PartitionLike", model: str | None = None) -> dict
     ``fingerprint`` and each cluster's node ``names`` and ``op_types``."""
     graph = partition.graph
     src = graph.index_to_source
-    nodes = source_nodes(graph)
-    clusters = [{"id": c.id, "device": c.device, "nodes": idx, "names": names, "op_types": ops}
-                for c, idx, names, ops in zip(partition.clusters, *_cluster_columns(partition,
-                                                                                    nodes))]
+    names, ops = source_columns(graph)
+    clusters = [{"id": c.id, "device": c.device, "nodes": idx, "names": nm, "op_types": op}
+                for c, idx, nm, op in zip(partition.clusters,
+                                          *_cluster_columns(partition, names, ops))]
     partition.placement()  # stores the placement report in info["placement"]
-    extra = {"fingerprint": model_fingerprint(nodes), **partition.info}
+    extra = {"fingerprint": _fingerprint(names, ops), **partition.info}
+    del names, ops
     extra.setdefault("folded", sorted(src[graph.folded].tolist()))
     return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,
                                clusters, partition.metrics(), partition.seconds, extra)
 
 
-def _cluster_columns(partition: "PartitionLike", nodes: list[tuple[str, str]]
+def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str]
                      ) -> tuple[list[list[int]], list[list[str]], list[list[str]]]:
-    """Per cluster its source indices, sorted, and their names and op types (``nodes``:
-    :func:`source_nodes`), computed over all clusters at once."""
+    """Per cluster its source indices, sorted, and their names and op types (``names``,
+    ``ops``: :func:`source_columns`), computed over all clusters at once."""
     sizes = [len(c.nodes) for c in partition.clusters]
     flat = np.fromiter(chain.from_iterable(c.nodes for c in partition.clusters), np.int64,
                        sum(sizes))
     member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    idx = partition.graph.index_to_source[flat]
-    idx = idx[np.lexsort((idx, member))].tolist()
-    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
-    names = [nodes[v][0] for v in idx]
-    ops = [nodes[v][1] for v in idx]
+    idx_arr = partition.graph.index_to_source[flat]
+    idx_arr = idx_arr[np.lexsort((idx_arr, member))]
+    del flat, member
+    bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).tolist()
     cut = list(zip(bounds[:-1], bounds[1:]))
-    return ([idx[a:b] for a, b in cut], [names[a:b] for a, b in cut],
-            [ops[a:b] for a, b in cut])
+    idx = idx_arr.tolist()
+    at = list(map(names.__getitem__, idx))
+    cluster_names = [at[a:b] for a, b in cut]
+    at = list(map(ops.__getitem__, idx))
+    cluster_ops = [at[a:b] for a, b in cut]
+    del at
+    return [idx[a:b] for a, b in cut], cluster_names, cluster_ops
+
+
+def source_columns(graph: "Graph") -> tuple[list[str], list[str]]:
+    """The names and the op types of :func:`source_nodes`, as two lists."""
+    nodes = list(map(graph.nodes.__getitem__, graph.source_to_index.tolist()))
+    names = [nd.name for nd in nodes]
+    if not any(nd.domain for nd in nodes):
+        return names, [nd.op_type for nd in nodes]
+    return names, [f"{nd.domain}:{nd.op_type}" if nd.domain else nd.op_type for nd in nodes]
 
 
 def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
     """``(name, op type)`` of every node of ``graph`` in source order (for an ONNX model, its
     ``graph.node`` order); the op type is ``domain:type`` outside the default domain."""
-    out = []
-    for v in graph.source_to_index.tolist():
-        nd = graph.nodes[v]
-        out.append((nd.name, f"{nd.domain}:{nd.op_type}" if nd.domain else nd.op_type))
-    return out
+    return list(zip(*source_columns(graph)))
 
 
 def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     """``"sha256:<hex>"`` of the ``(name, op type)`` pairs in order (see :func:`source_nodes`):
     two models share it exactly when their node lists name the same nodes and ops."""
-    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
     pairs = list(nodes)
+    return _fingerprint([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def _fingerprint(names: list, ops: list) -> str:
+    """:func:`model_fingerprint` of the pairs ``zip(names, ops)``."""
+    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
     digest = hashlib.sha256()
-    for start in range(0, len(pairs), BLOCK):
-        block = pairs[start:start + BLOCK]
-        text = ",".join(map("[{},{}]".format, *(map(encode_str, map(str, col))
-                                                for col in zip(*block))))
+    for start in range(0, len(names), BLOCK):
+        text = ",".join(map("[{},{}]".format,
+                            map(encode_str, map(str, names[start:start + BLOCK])),
+                            map(encode_str, map(str, ops[start:start + BLOCK]))))
         digest.update(("[" if not start else ",").encode() + text.encode("utf-8"))
-    digest.update(b"]" if pairs else b"[]")
+    digest.update(b"]" if names else b"[]")
     return "sha256:" + digest.hexdigest()
 
 
