@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import numpy as np
 
 from clusterkit.errors import PartitionError
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
@@ -137,7 +138,8 @@ def partition_json_chunks(partition: "PartitionLike", model: str | None = None
                           ) -> Iterator[str]:
     """:func:`partition_json_text` in pieces, for a writer that streams them: the document is
     made in full first (any error comes before the first piece), only its text is lazy."""
-    doc = partition_json(partition, model)
+    with gc_paused():  # the clusters' lists: collections would free none of them
+        doc = partition_json(partition, model)
     yield from indented_json_chunks(doc)
     yield "\n"
 

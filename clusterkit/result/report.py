@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.result.cluster import PartitionLike
 from clusterkit.result.reasons import Category, Reason, devices_taking_op, infer_reason
 
@@ -143,7 +144,8 @@ def current_placement(partition: PartitionLike) -> dict[str, Any]:
         kept = {int(s2i[e["index"]]): Reason(known[e["reason"]], e["detail"])
                 for e in info["fallen_back"] if e["reason"] in known}
         partition.fallback_reasons = kept | partition.fallback_reasons
-    fresh = placement_report(partition)
+    with gc_paused():  # a million small dicts and lists: collections would free none of them
+        fresh = placement_report(partition)
     partition.info["placement"] = fresh
     return fresh
 
