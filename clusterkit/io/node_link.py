@@ -35,17 +35,28 @@ NETWORKX_KEYS = frozenset({"op", "affinity", "bytes"})
 
 def load_node_link(path: str | os.PathLike) -> Graph:
     """Read a networkx node-link JSON file (``edges`` or ``links`` key)."""
+    return node_link_of_document(read_json_document(path), path)
+
+
+def read_json_document(path: str | os.PathLike) -> Any:
+    """The parsed JSON of a graph file (a node-link graph or a placement instance, told apart by
+    their keys once it is parsed, so a large file is parsed once)."""
     path = os.fspath(path)
     raw = read_input(path, "graph")
     with gc_paused():  # millions of small dicts: collections would find nothing to free
         try:  # decoded as json.loads decodes bytes, the bytes dropped before the parse
             text = raw.decode(json.detect_encoding(raw), "surrogatepass")
             del raw
-            data = json.loads(text)
+            return json.loads(text)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ModelLoadError(f"{path!r} is not a node-link JSON graph ({exc})") from exc
-        del text
-        return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
+
+
+def node_link_of_document(data: Any, path: str | os.PathLike) -> Graph:
+    """The Graph of the node-link document ``data`` read from file ``path``
+    (:func:`read_json_document`); its lists are emptied as they are read."""
+    path = os.fspath(path)
+    return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
 
 
 def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory") -> Graph:
