@@ -23,7 +23,7 @@ import numpy as np
 from clusterkit.errors import GraphError, ModelLoadError
 from clusterkit.graph.algorithms import gc_paused, topological_order
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
-from clusterkit.graph.fast import NO_INPUTS
+from clusterkit.graph.fast import NO_ATTRS, NO_INPUTS
 from clusterkit.io.files import read_input
 
 #: the largest byte count a tensor may carry (the graph keeps them as int64)
@@ -324,7 +324,7 @@ class _Parts:
         by_dst = np.lexsort((self.src, self.dst))
         flat = self.edge_tensor[by_dst].tolist()
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
-        return [Node(k, name, op, "", {} if extra is None else extra, flat[at[k]:at[k + 1]],
+        return [Node(k, name, op, "", NO_ATTRS if extra is None else extra, flat[at[k]:at[k + 1]],
                      outs, NO_INPUTS, k, aff, False, None)
                 for k, name, op, extra, aff, outs in zip(
                     self.ints, self.names, ops, attrs, affinity, self.outs)]
