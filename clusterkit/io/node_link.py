@@ -211,7 +211,8 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     parts = _Parts(names, src, dst, node_b, edge_b)
     nodes = parts.nodes(op_types, extra, affinity)
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
-        return Graph.build(nodes, parts.tensors, [], parts.outputs, name=name, source=source)
+        return Graph.build(nodes, parts.unwired_tensors(), [], parts.outputs, name=name,
+                           source=source)
     return parts.graph(nodes, set(op_types), name, source)
 
 
@@ -284,11 +285,22 @@ class _Parts:
         self.single_b = np.where(node_b >= 0, node_b, lo)
         self.tname = [nm + ":out" for nm in names]
         self.edge_tensor = self._edge_tensor_names()
-        self.tensors, self.outs = self._tensors()
         self.outputs = [self.tname[k] for k in np.flatnonzero(outdeg == 0).tolist()]
-        made = int(np.count_nonzero(~self.split)) + int(np.count_nonzero(self.split[src]))
+        #: the tensors by name; None until :meth:`graph` makes them wired, when no node is
+        #: split (then tensor ``k`` is node ``k``'s one output, its name distinct as the node's)
+        self.tensors: dict[str, Tensor] | None = None
+        if self.split.any():
+            self.tensors, self.outs = self._tensors()
+            made = int(np.count_nonzero(~self.split)) + int(np.count_nonzero(self.split[src]))
+            twice = len(self.tensors) < made
+        else:
+            self.outs, twice = [[t] for t in self.tname], False
         #: a self-loop, or a tensor name made twice: :meth:`Graph.build` names the fault
-        self.refused = bool(np.any(src == dst)) or len(self.tensors) < made
+        self.refused = bool(np.any(src == dst)) or twice
+
+    def unwired_tensors(self) -> dict[str, Tensor]:
+        """The tensors, for :meth:`Graph.build` to wire."""
+        return self.tensors if self.tensors is not None else self._tensors()[0]
 
     def _edge_tensor_names(self) -> np.ndarray:
         """The tensor each edge carries."""
@@ -339,14 +351,18 @@ class _Parts:
         for i, nd in zip(self.ints, nodes):
             nd.index = i
         isrc, idst = index[src], index[dst]
-        self._wire(index, idst)
+        tensors = self.tensors
+        if tensors is None:
+            tensors = self.tensors = self._wired_tensors(index, idst)
+        else:
+            self._wire(tensors, index, idst)
         folded = np.zeros(n, dtype=bool)
         if "Constant" in kinds:  # the only op that starts a constant in a node-link graph
-            _mark_constants(nodes, self.tensors)
+            _mark_constants(nodes, tensors)
             folded = np.fromiter((nd.is_folded for nd in nodes), bool, n)[index]
         eb = np.where(self.split[src], self.edge_b, self.single_b[src])
         eb = np.where(folded[src] | (eb < 0), 0, eb)
-        graph = Graph.from_parts(nodes, self.tensors, [], self.outputs, isrc, idst, eb,
+        graph = Graph.from_parts(nodes, tensors, [], self.outputs, isrc, idst, eb,
                                  name=name, source=source)
         cache = graph.__dict__  # views the node objects would give, one loop each, in bulk
         cache["index_to_source"] = np.asarray(order, dtype=np.int64)
@@ -369,9 +385,21 @@ class _Parts:
                                                 outdeg.astype(np.int64)),
                            inc_node=idst[by])
 
-    def _wire(self, index: np.ndarray, idst: np.ndarray) -> None:
-        """Producers, consumers (each once, in index order) and the output flags."""
-        tensors, bounds = self.tensors, self.bounds
+    def _wired_tensors(self, index: np.ndarray, idst: np.ndarray) -> dict[str, Tensor]:
+        """The tensors when no node is split, made with their producer, consumers (each once,
+        in index order) and output flag (the values :meth:`_wire` sets)."""
+        by = np.lexsort((idst, self.src))
+        cons = list(map(self.ints.__getitem__, idst[by].tolist()))
+        prod = list(map(self.ints.__getitem__, index.tolist()))
+        sizes = [None if b < 0 else b for b in self.single_b.tolist()]
+        lo, hi = self.bounds[:-1], self.bounds[1:]
+        return {t: Tensor(t, None, None, b, p, cons[a:z], False, False, False, a == z)
+                for t, b, p, a, z in zip(self.tname, sizes, prod, lo, hi)}
+
+    def _wire(self, tensors: dict[str, Tensor], index: np.ndarray, idst: np.ndarray) -> None:
+        """Producers, consumers (each once, in index order) and the output flags of
+        ``tensors`` (made by :meth:`_tensors`)."""
+        bounds = self.bounds
         by = np.lexsort((idst, self.src))
         cons = list(map(self.ints.__getitem__, idst[by].tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))
