@@ -24,7 +24,7 @@ import numpy as np
 
 from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import gc_paused
-from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
+from clusterkit.io.json_text import BLOCK, Blocks, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
@@ -48,25 +48,45 @@ def partition_json(partition: "PartitionLike", model: str | None = None) -> dict
     values, which stay in their clusters but are never fallbacks), ``placement``: the placement
     report (``partition.placement()``, the same block for every strategy), the model's
     ``fingerprint`` and each cluster's node ``names`` and ``op_types``."""
+    return _document(partition, model, lazy=False)
+
+
+def _document(partition: "PartitionLike", model: str | None, lazy: bool) -> dict[str, Any]:
+    """:func:`partition_json`; with ``lazy`` its clusters are a :class:`Blocks`, their dicts
+    made as the text is written."""
     graph = partition.graph
     src = graph.index_to_source
     names, ops = source_columns(graph)
-    clusters = [{"id": c.id, "device": c.device, "nodes": idx, "names": nm, "op_types": op}
-                for c, idx, nm, op in zip(partition.clusters,
-                                          *_cluster_columns(partition, names, ops))]
-    partition.placement()  # stores the placement report in info["placement"]
-    extra = {"fingerprint": _fingerprint(names, ops), **partition.info}
+    columns = _cluster_columns(partition, names, ops)
+    fingerprint = _fingerprint(names, ops)
     del names, ops
+    blocks = Blocks(len(partition.clusters), lambda: _cluster_blocks(partition, *columns))
+    clusters: Any = blocks if lazy else list(chain.from_iterable(blocks.blocks()))
+    partition.placement()  # stores the placement report in info["placement"]
+    extra = {"fingerprint": fingerprint, **partition.info}
     extra.setdefault("folded", sorted(src[graph.folded].tolist()))
     return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,
                                clusters, partition.metrics(), partition.seconds, extra)
 
 
+def _cluster_blocks(partition: "PartitionLike", idx: list[int], names: list[str],
+                    ops: list[str], bounds: list[int]) -> Iterator[list[dict[str, Any]]]:
+    """The clusters' JSON dicts, :data:`BLOCK` at a time, from :func:`_cluster_columns`."""
+    clusters = partition.clusters
+    for start in range(0, len(clusters), BLOCK):
+        stop = min(start + BLOCK, len(clusters))
+        yield [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
+                "op_types": ops[a:b]}
+               for c, a, b in zip(clusters[start:stop], bounds[start:stop],
+                                  bounds[start + 1:stop + 1])]
+
+
 def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str]
-                     ) -> tuple[list[list[int]], list[list[str]], list[list[str]]]:
-    """Per cluster its source indices, sorted, and their names and op types (``names``,
-    ``ops``: :func:`source_columns`), computed over all clusters at once."""
+                     ) -> tuple[list[int], list[str], list[str], list[int]]:
+    """Every cluster's source indices, each cluster's sorted, in cluster order, their names and
+    op types (``names``, ``ops``: :func:`source_columns`), and where each cluster starts in
+    them (one more: the end), computed over all clusters at once."""
     sizes = [len(c.nodes) for c in partition.clusters]
     flat = np.fromiter(chain.from_iterable(c.nodes for c in partition.clusters), np.int64,
                        sum(sizes))
@@ -75,14 +95,8 @@ def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str
     idx_arr = idx_arr[np.lexsort((idx_arr, member))]
     del flat, member
     bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).tolist()
-    cut = list(zip(bounds[:-1], bounds[1:]))
     idx = idx_arr.tolist()
-    at = list(map(names.__getitem__, idx))
-    cluster_names = [at[a:b] for a, b in cut]
-    at = list(map(ops.__getitem__, idx))
-    cluster_ops = [at[a:b] for a, b in cut]
-    del at
-    return [idx[a:b] for a, b in cut], cluster_names, cluster_ops
+    return idx, list(map(names.__getitem__, idx)), list(map(ops.__getitem__, idx)), bounds
 
 
 def source_columns(graph: "Graph") -> tuple[list[str], list[str]]:
@@ -139,7 +153,7 @@ def partition_json_chunks(partition: "PartitionLike", model: str | None = None
     """:func:`partition_json_text` in pieces, for a writer that streams them: the document is
     made in full first (any error comes before the first piece), only its text is lazy."""
     with gc_paused():  # the clusters' lists: collections would free none of them
-        doc = partition_json(partition, model)
+        doc = _document(partition, model, lazy=True)
     yield from indented_json_chunks(doc)
     yield "\n"
 
