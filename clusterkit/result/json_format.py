@@ -76,10 +76,12 @@ def _cluster_blocks(partition: "PartitionLike", idx: list[int], names: list[str]
     clusters = partition.clusters
     for start in range(0, len(clusters), BLOCK):
         stop = min(start + BLOCK, len(clusters))
-        yield [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
-                "op_types": ops[a:b]}
-               for c, a, b in zip(clusters[start:stop], bounds[start:stop],
-                                  bounds[start + 1:stop + 1])]
+        with gc_paused():  # new dicts and lists, none garbage: a collection would free none
+            block = [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
+                      "op_types": ops[a:b]}
+                     for c, a, b in zip(clusters[start:stop], bounds[start:stop],
+                                        bounds[start + 1:stop + 1])]
+        yield block
 
 
 def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str]
