@@ -100,3 +100,35 @@ def test_streamed_pieces_are_written_whole_or_not_at_all(tmp_path):
     with pytest.raises(ValueError, match="no more"):
         write_all([(tmp_path / "q.json", broken())])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+@pytest.mark.parametrize("length,size", [(0, 3), (1, 1), (5, 2), (20, 7), (9000, 4096)])
+def test_blocks_encode_as_the_list_they_make(length, size):
+    from clusterkit.io.json_text import Blocks
+
+    rows = [{"id": k, "device": "npu" if k % 3 else "cpu", "nodes": list(range(k % 4)),
+             "names": [f"n{k}"] * (k % 3)} for k in range(length)]
+
+    def blocks():
+        yield []  # an empty block adds nothing
+        for start in range(0, length, size):
+            yield rows[start:start + size]
+
+    doc = {"a": 1, "clusters": Blocks(length, blocks), "z": [1, 2]}
+    want = json.dumps({"a": 1, "clusters": rows, "z": [1, 2]}, indent=1)
+    assert "".join(indented_json_chunks(doc)) == want
+
+
+def test_partition_json_text_is_json_dumps_of_partition_json():
+    import clusterkit as ck
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.result.json_format import partition_json, partition_json_text
+    from clusterkit.testing.synthetic import long_edge_dag
+
+    graph = graph_from_dag(long_edge_dag(3000, seed=1))
+    part = ck.partition(graph, "ops:S0,S1,S2,S3,S4,S5,S6,S7", "cycles")
+    assert len(part.clusters) > 16
+    text = partition_json_text(part)
+    assert text == json.dumps(partition_json(part), indent=1) + "\n"
+    assert json.loads(text)["clusters"][5]["nodes"] == sorted(
+        int(part.graph.index_to_source[v]) for v in part.clusters[5].nodes)

@@ -101,7 +101,8 @@ def _same(got: Graph, want: Graph) -> None:
     for attr in ("producer", "nbytes", "known", "free", "is_output", "inc_tensor", "inc_node"):
         assert np.array_equal(getattr(got_table, attr), getattr(want_table, attr)), attr
     for attr in ("edge_src", "edge_dst", "edge_bytes", "succ_ptr", "succ_idx", "pred_ptr",
-                 "pred_idx", "pred_edge", "const_bytes", "folded"):
+                 "pred_idx", "pred_edge", "const_bytes", "folded", "index_to_source",
+                 "source_to_index"):
         assert np.array_equal(getattr(got, attr), getattr(want, attr)), attr
 
 
@@ -162,3 +163,15 @@ def test_an_edge_to_an_unlisted_integer_id_is_refused():
             "edges": [{"source": 0, "target": 7}]}
     with pytest.raises(GraphError, match="names node 7, which is not in 'nodes'"):
         graph_from_node_link(data)
+
+
+def test_nodes_without_attributes_share_one_read_only_empty_attrs():
+    data = {"nodes": [{"id": 0, "op": "A"}, {"id": 1, "op": "B", "k": 3}, {"id": 2, "op": "C"}],
+            "edges": [{"source": 0, "target": 1}, {"source": 1, "target": 2}]}
+    g = graph_from_node_link(data)
+    a, b, c = (g.nodes[g.source_to_index[k]] for k in range(3))
+    assert a.attrs == {} and a.attrs is c.attrs
+    assert b.attrs == {"k": 3}
+    with pytest.raises(TypeError, match="read-only"):
+        a.attrs["k"] = 1
+    assert c.attrs == {}

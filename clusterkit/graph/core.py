@@ -274,6 +274,8 @@ class Graph:
     def const_bytes(self) -> np.ndarray:
         """Bytes of the constant tensors each node reads (initializers and computed constants)."""
         out = np.zeros(self.n, dtype=np.int64)
+        if not any(t.is_constant and t.nbytes for t in self.tensors.values()):
+            return out  # no node reads a constant byte (most node-link graphs)
         for node in self.nodes:
             total = 0
             for t in set(node.all_inputs()):

@@ -29,10 +29,10 @@ __all__ = ["graph_from_arrays", "graph_from_dag"]
 
 
 class _ReadOnlyDict(dict):
-    """The empty ``attrs`` every synthetic node shares (refuses to change)."""
+    """The empty ``attrs`` the nodes of a bulk reader share (refuses to change)."""
 
     def _refuse(self, *args, **kwargs):
-        raise TypeError("the attrs of a node made by graph_from_arrays are read-only")
+        raise TypeError("the attrs of a node made by a bulk reader are read-only")
 
     __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _refuse
     __ior__ = _refuse
@@ -52,6 +52,8 @@ _NO_ATTRS = _ReadOnlyDict()
 _NO_INPUTS = _ReadOnlyList()
 #: the empty ``implicit_inputs`` shared by nodes that cannot have any (read-only)
 NO_INPUTS = _NO_INPUTS
+#: the empty ``attrs`` shared by nodes without attributes (read-only)
+NO_ATTRS = _NO_ATTRS
 
 
 def graph_from_arrays(n: int, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,

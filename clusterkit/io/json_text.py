@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from itertools import chain
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 #: ``json.dumps``'s own string encoder (``ensure_ascii``), in C
 encode_str = json.encoder.encode_basestring_ascii
@@ -23,6 +23,16 @@ encode_str = json.encoder.encode_basestring_ascii
 BLOCK = 8192
 #: lists this short are handed out item by item (each may be a large table)
 FEW = 16
+
+
+class Blocks:
+    """A list given as its length and a function that makes its items a block at a time:
+    :func:`indented_json_chunks` encodes it as that list without holding all its items."""
+
+    __slots__ = ("length", "blocks")
+
+    def __init__(self, length: int, blocks: Callable[[], Iterator[list]]):
+        self.length, self.blocks = length, blocks
 
 
 def indented_json(obj: Any) -> str:
@@ -50,6 +60,13 @@ def indented_json_chunks(obj: Any, nl: str = "\n") -> Iterator[str]:
             yield sep + ("," + inner).join(_texts(obj[start:start + BLOCK], inner))
             sep = "," + inner
         yield nl + "]"
+    elif kind is Blocks:
+        inner, sep = nl + " ", "[" + nl + " "
+        for block in obj.blocks():
+            if block:
+                yield sep + ("," + inner).join(_texts(block, inner))
+                sep = "," + inner
+        yield nl + "]" if sep != "[" + nl + " " else "[]"
     elif (kind is list or kind is tuple) and obj and len(obj) <= FEW:  # items may be large
         inner, sep = nl + " ", "[" + nl + " "
         for value in obj:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
-from clusterkit.io.networkx import from_networkx, load_node_link
-from clusterkit.io.placement_instance import is_instance_file, load_instance_graph
+from clusterkit.io.networkx import from_networkx
+from clusterkit.io.node_link import node_link_of_document, read_json_document
+from clusterkit.io.placement_instance import instance_from_dict, instance_graph, is_instance
 from clusterkit.modes import OPTIMIZE_LEVELS, OptimizeLevel, check_choice
 
 if TYPE_CHECKING:
@@ -40,9 +41,11 @@ def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
         path = os.fspath(model)
         ext = os.path.splitext(path)[1].lower()
         if ext == ".json":
-            if is_instance_file(path):  # told apart from node-link JSON by its keys
-                return load_instance_graph(path)
-            return load_node_link(path)
+            data = read_json_document(path)  # parsed once, whichever it is
+            if is_instance(data):  # told apart from node-link JSON by its keys
+                name = os.path.splitext(os.path.basename(path))[0]
+                return instance_graph(instance_from_dict(data, name, path), source=path)
+            return node_link_of_document(data, path)
         if ext == ".onnx" or not ext:
             from clusterkit.io.onnx import load_onnx  # imports onnx: paid on use
 

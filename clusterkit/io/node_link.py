@@ -23,7 +23,7 @@ import numpy as np
 from clusterkit.errors import GraphError, ModelLoadError
 from clusterkit.graph.algorithms import gc_paused, topological_order
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
-from clusterkit.graph.fast import NO_INPUTS
+from clusterkit.graph.fast import NO_ATTRS, NO_INPUTS
 from clusterkit.io.files import read_input
 
 #: the largest byte count a tensor may carry (the graph keeps them as int64)
@@ -35,17 +35,28 @@ NETWORKX_KEYS = frozenset({"op", "affinity", "bytes"})
 
 def load_node_link(path: str | os.PathLike) -> Graph:
     """Read a networkx node-link JSON file (``edges`` or ``links`` key)."""
+    return node_link_of_document(read_json_document(path), path)
+
+
+def read_json_document(path: str | os.PathLike) -> Any:
+    """The parsed JSON of a graph file (a node-link graph or a placement instance, told apart by
+    their keys once it is parsed, so a large file is parsed once)."""
     path = os.fspath(path)
     raw = read_input(path, "graph")
     with gc_paused():  # millions of small dicts: collections would find nothing to free
         try:  # decoded as json.loads decodes bytes, the bytes dropped before the parse
             text = raw.decode(json.detect_encoding(raw), "surrogatepass")
             del raw
-            data = json.loads(text)
+            return json.loads(text)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ModelLoadError(f"{path!r} is not a node-link JSON graph ({exc})") from exc
-        del text
-        return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
+
+
+def node_link_of_document(data: Any, path: str | os.PathLike) -> Graph:
+    """The Graph of the node-link document ``data`` read from file ``path``
+    (:func:`read_json_document`); its lists are emptied as they are read."""
+    path = os.fspath(path)
+    return _read(data, os.path.splitext(os.path.basename(path))[0], path, consume=True)
 
 
 def graph_from_node_link(data: Any, name: str = "graph", source: str = "memory") -> Graph:
@@ -200,7 +211,8 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     parts = _Parts(names, src, dst, node_b, edge_b)
     nodes = parts.nodes(op_types, extra, affinity)
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
-        return Graph.build(nodes, parts.tensors, [], parts.outputs, name=name, source=source)
+        return Graph.build(nodes, parts.unwired_tensors(), [], parts.outputs, name=name,
+                           source=source)
     return parts.graph(nodes, set(op_types), name, source)
 
 
@@ -273,11 +285,22 @@ class _Parts:
         self.single_b = np.where(node_b >= 0, node_b, lo)
         self.tname = [nm + ":out" for nm in names]
         self.edge_tensor = self._edge_tensor_names()
-        self.tensors, self.outs = self._tensors()
         self.outputs = [self.tname[k] for k in np.flatnonzero(outdeg == 0).tolist()]
-        made = int(np.count_nonzero(~self.split)) + int(np.count_nonzero(self.split[src]))
+        #: the tensors by name; None until :meth:`graph` makes them wired, when no node is
+        #: split (then tensor ``k`` is node ``k``'s one output, its name distinct as the node's)
+        self.tensors: dict[str, Tensor] | None = None
+        if self.split.any():
+            self.tensors, self.outs = self._tensors()
+            made = int(np.count_nonzero(~self.split)) + int(np.count_nonzero(self.split[src]))
+            twice = len(self.tensors) < made
+        else:
+            self.outs, twice = [[t] for t in self.tname], False
         #: a self-loop, or a tensor name made twice: :meth:`Graph.build` names the fault
-        self.refused = bool(np.any(src == dst)) or len(self.tensors) < made
+        self.refused = bool(np.any(src == dst)) or twice
+
+    def unwired_tensors(self) -> dict[str, Tensor]:
+        """The tensors, for :meth:`Graph.build` to wire."""
+        return self.tensors if self.tensors is not None else self._tensors()[0]
 
     def _edge_tensor_names(self) -> np.ndarray:
         """The tensor each edge carries."""
@@ -313,7 +336,7 @@ class _Parts:
         by_dst = np.lexsort((self.src, self.dst))
         flat = self.edge_tensor[by_dst].tolist()
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
-        return [Node(k, name, op, "", {} if extra is None else extra, flat[at[k]:at[k + 1]],
+        return [Node(k, name, op, "", NO_ATTRS if extra is None else extra, flat[at[k]:at[k + 1]],
                      outs, NO_INPUTS, k, aff, False, None)
                 for k, name, op, extra, aff, outs in zip(
                     self.ints, self.names, ops, attrs, affinity, self.outs)]
@@ -328,15 +351,23 @@ class _Parts:
         for i, nd in zip(self.ints, nodes):
             nd.index = i
         isrc, idst = index[src], index[dst]
-        self._wire(index, idst)
+        tensors = self.tensors
+        if tensors is None:
+            tensors = self.tensors = self._wired_tensors(index, idst)
+        else:
+            self._wire(tensors, index, idst)
         folded = np.zeros(n, dtype=bool)
         if "Constant" in kinds:  # the only op that starts a constant in a node-link graph
-            _mark_constants(nodes, self.tensors)
+            _mark_constants(nodes, tensors)
             folded = np.fromiter((nd.is_folded for nd in nodes), bool, n)[index]
         eb = np.where(self.split[src], self.edge_b, self.single_b[src])
         eb = np.where(folded[src] | (eb < 0), 0, eb)
-        graph = Graph.from_parts(nodes, self.tensors, [], self.outputs, isrc, idst, eb,
+        graph = Graph.from_parts(nodes, tensors, [], self.outputs, isrc, idst, eb,
                                  name=name, source=source)
+        cache = graph.__dict__  # views the node objects would give, one loop each, in bulk
+        cache["index_to_source"] = np.asarray(order, dtype=np.int64)
+        cache["source_to_index"] = index
+        cache["folded"] = folded[order] if "Constant" in kinds else np.zeros(n, dtype=bool)
         if not self.split.any():  # one tensor per node, in node order: its table in bulk
             graph.__dict__["tensor_table"] = self._table(index, idst, folded)
         return graph
@@ -354,9 +385,21 @@ class _Parts:
                                                 outdeg.astype(np.int64)),
                            inc_node=idst[by])
 
-    def _wire(self, index: np.ndarray, idst: np.ndarray) -> None:
-        """Producers, consumers (each once, in index order) and the output flags."""
-        tensors, bounds = self.tensors, self.bounds
+    def _wired_tensors(self, index: np.ndarray, idst: np.ndarray) -> dict[str, Tensor]:
+        """The tensors when no node is split, made with their producer, consumers (each once,
+        in index order) and output flag (the values :meth:`_wire` sets)."""
+        by = np.lexsort((idst, self.src))
+        cons = list(map(self.ints.__getitem__, idst[by].tolist()))
+        prod = list(map(self.ints.__getitem__, index.tolist()))
+        sizes = [None if b < 0 else b for b in self.single_b.tolist()]
+        lo, hi = self.bounds[:-1], self.bounds[1:]
+        return {t: Tensor(t, None, None, b, p, cons[a:z], False, False, False, a == z)
+                for t, b, p, a, z in zip(self.tname, sizes, prod, lo, hi)}
+
+    def _wire(self, tensors: dict[str, Tensor], index: np.ndarray, idst: np.ndarray) -> None:
+        """Producers, consumers (each once, in index order) and the output flags of
+        ``tensors`` (made by :meth:`_tensors`)."""
+        bounds = self.bounds
         by = np.lexsort((idst, self.src))
         cons = list(map(self.ints.__getitem__, idst[by].tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))

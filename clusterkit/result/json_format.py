@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import numpy as np
 
 from clusterkit.errors import PartitionError
-from clusterkit.io.json_text import BLOCK, encode_str, indented_json_chunks
+from clusterkit.graph.algorithms import gc_paused
+from clusterkit.io.json_text import BLOCK, Blocks, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
@@ -47,60 +48,91 @@ def partition_json(partition: "PartitionLike", model: str | None = None) -> dict
     values, which stay in their clusters but are never fallbacks), ``placement``: the placement
     report (``partition.placement()``, the same block for every strategy), the model's
     ``fingerprint`` and each cluster's node ``names`` and ``op_types``."""
+    return _document(partition, model, lazy=False)
+
+
+def _document(partition: "PartitionLike", model: str | None, lazy: bool) -> dict[str, Any]:
+    """:func:`partition_json`; with ``lazy`` its clusters are a :class:`Blocks`, their dicts
+    made as the text is written."""
     graph = partition.graph
     src = graph.index_to_source
-    nodes = source_nodes(graph)
-    clusters = [{"id": c.id, "device": c.device, "nodes": idx, "names": names, "op_types": ops}
-                for c, idx, names, ops in zip(partition.clusters, *_cluster_columns(partition,
-                                                                                    nodes))]
+    names, ops = source_columns(graph)
+    columns = _cluster_columns(partition, names, ops)
+    fingerprint = _fingerprint(names, ops)
+    del names, ops
+    blocks = Blocks(len(partition.clusters), lambda: _cluster_blocks(partition, *columns))
+    clusters: Any = blocks if lazy else list(chain.from_iterable(blocks.blocks()))
     partition.placement()  # stores the placement report in info["placement"]
-    extra = {"fingerprint": model_fingerprint(nodes), **partition.info}
+    extra = {"fingerprint": fingerprint, **partition.info}
     extra.setdefault("folded", sorted(src[graph.folded].tolist()))
     return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,
                                clusters, partition.metrics(), partition.seconds, extra)
 
 
-def _cluster_columns(partition: "PartitionLike", nodes: list[tuple[str, str]]
-                     ) -> tuple[list[list[int]], list[list[str]], list[list[str]]]:
-    """Per cluster its source indices, sorted, and their names and op types (``nodes``:
-    :func:`source_nodes`), computed over all clusters at once."""
+def _cluster_blocks(partition: "PartitionLike", idx: list[int], names: list[str],
+                    ops: list[str], bounds: list[int]) -> Iterator[list[dict[str, Any]]]:
+    """The clusters' JSON dicts, :data:`BLOCK` at a time, from :func:`_cluster_columns`."""
+    clusters = partition.clusters
+    for start in range(0, len(clusters), BLOCK):
+        stop = min(start + BLOCK, len(clusters))
+        with gc_paused():  # new dicts and lists, none garbage: a collection would free none
+            block = [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
+                      "op_types": ops[a:b]}
+                     for c, a, b in zip(clusters[start:stop], bounds[start:stop],
+                                        bounds[start + 1:stop + 1])]
+        yield block
+
+
+def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str]
+                     ) -> tuple[list[int], list[str], list[str], list[int]]:
+    """Every cluster's source indices, each cluster's sorted, in cluster order, their names and
+    op types (``names``, ``ops``: :func:`source_columns`), and where each cluster starts in
+    them (one more: the end), computed over all clusters at once."""
     sizes = [len(c.nodes) for c in partition.clusters]
     flat = np.fromiter(chain.from_iterable(c.nodes for c in partition.clusters), np.int64,
                        sum(sizes))
     member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    idx = partition.graph.index_to_source[flat]
-    idx = idx[np.lexsort((idx, member))].tolist()
-    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
-    names = [nodes[v][0] for v in idx]
-    ops = [nodes[v][1] for v in idx]
-    cut = list(zip(bounds[:-1], bounds[1:]))
-    return ([idx[a:b] for a, b in cut], [names[a:b] for a, b in cut],
-            [ops[a:b] for a, b in cut])
+    idx_arr = partition.graph.index_to_source[flat]
+    idx_arr = idx_arr[np.lexsort((idx_arr, member))]
+    del flat, member
+    bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).tolist()
+    idx = idx_arr.tolist()
+    return idx, list(map(names.__getitem__, idx)), list(map(ops.__getitem__, idx)), bounds
+
+
+def source_columns(graph: "Graph") -> tuple[list[str], list[str]]:
+    """The names and the op types of :func:`source_nodes`, as two lists."""
+    nodes = list(map(graph.nodes.__getitem__, graph.source_to_index.tolist()))
+    names = [nd.name for nd in nodes]
+    if not any(nd.domain for nd in nodes):
+        return names, [nd.op_type for nd in nodes]
+    return names, [f"{nd.domain}:{nd.op_type}" if nd.domain else nd.op_type for nd in nodes]
 
 
 def source_nodes(graph: "Graph") -> list[tuple[str, str]]:
     """``(name, op type)`` of every node of ``graph`` in source order (for an ONNX model, its
     ``graph.node`` order); the op type is ``domain:type`` outside the default domain."""
-    out = []
-    for v in graph.source_to_index.tolist():
-        nd = graph.nodes[v]
-        out.append((nd.name, f"{nd.domain}:{nd.op_type}" if nd.domain else nd.op_type))
-    return out
+    return list(zip(*source_columns(graph)))
 
 
 def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     """``"sha256:<hex>"`` of the ``(name, op type)`` pairs in order (see :func:`source_nodes`):
     two models share it exactly when their node lists name the same nodes and ops."""
-    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
     pairs = list(nodes)
+    return _fingerprint([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def _fingerprint(names: list, ops: list) -> str:
+    """:func:`model_fingerprint` of the pairs ``zip(names, ops)``."""
+    # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
     digest = hashlib.sha256()
-    for start in range(0, len(pairs), BLOCK):
-        block = pairs[start:start + BLOCK]
-        text = ",".join(map("[{},{}]".format, *(map(encode_str, map(str, col))
-                                                for col in zip(*block))))
+    for start in range(0, len(names), BLOCK):
+        text = ",".join(map("[{},{}]".format,
+                            map(encode_str, map(str, names[start:start + BLOCK])),
+                            map(encode_str, map(str, ops[start:start + BLOCK]))))
         digest.update(("[" if not start else ",").encode() + text.encode("utf-8"))
-    digest.update(b"]" if pairs else b"[]")
+    digest.update(b"]" if names else b"[]")
     return "sha256:" + digest.hexdigest()
 
 
@@ -122,7 +154,8 @@ def partition_json_chunks(partition: "PartitionLike", model: str | None = None
                           ) -> Iterator[str]:
     """:func:`partition_json_text` in pieces, for a writer that streams them: the document is
     made in full first (any error comes before the first piece), only its text is lazy."""
-    doc = partition_json(partition, model)
+    with gc_paused():  # the clusters' lists: collections would free none of them
+        doc = _document(partition, model, lazy=True)
     yield from indented_json_chunks(doc)
     yield "\n"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterkit.graph.algorithms import gc_paused
 from clusterkit.result.cluster import PartitionLike
 from clusterkit.result.reasons import Category, Reason, devices_taking_op, infer_reason
 
@@ -143,7 +144,8 @@ def current_placement(partition: PartitionLike) -> dict[str, Any]:
         kept = {int(s2i[e["index"]]): Reason(known[e["reason"]], e["detail"])
                 for e in info["fallen_back"] if e["reason"] in known}
         partition.fallback_reasons = kept | partition.fallback_reasons
-    fresh = placement_report(partition)
+    with gc_paused():  # a million small dicts and lists: collections would free none of them
+        fresh = placement_report(partition)
     partition.info["placement"] = fresh
     return fresh
 
@@ -152,13 +154,11 @@ def _stale(partition: PartitionLike, info: dict[str, Any]) -> bool:
     """Whether a stored report no longer matches the partition's clusters."""
     if "folded" not in info or "assignment" not in info:
         return True
-    counts: dict[str, int] = {}
-    fb_nodes = 0
-    folded = partition.graph.folded.tolist()
-    for c in partition.clusters:
-        counts[c.device] = counts.get(c.device, 0) + 1
-        if c.device == partition.fallback:
-            fb_nodes += sum(1 for v in c.nodes if not folded[v])
+    counts = Counter(c.device for c in partition.clusters)
+    folded = partition.graph.folded
+    fb = [c.nodes for c in partition.clusters if c.device == partition.fallback]
+    flat = np.fromiter(chain.from_iterable(fb), dtype=np.int64, count=sum(map(len, fb)))
+    fb_nodes = int(np.count_nonzero(~folded[flat]))
     return (fb_nodes != len(info["fallen_back"])
             or any(e.get("clusters") != counts.get(d, 0) for d, e in info["devices"].items()))
 
@@ -203,11 +203,7 @@ def summary_line(partition: PartitionLike) -> str:
     :attr:`Graph.folded`, are neither offloaded nor fallen back, wherever a strategy put
     them), so they mean the same for every selector and with ``--optimize``."""
     m = partition.metrics()
-    folded = partition.graph.folded
-    per_dev: dict[str, int] = {}
-    for c in partition.clusters:
-        own = len(c.nodes) - int(folded[np.asarray(c.nodes, dtype=np.int64)].sum())
-        per_dev[c.device] = per_dev.get(c.device, 0) + own
+    per_dev = _compute_nodes_per_device(partition)
     devs = ", ".join(f"{d} {k}" for d, k in sorted(  # the fallback last
         per_dev.items(), key=lambda item: item[0] == partition.fallback))
     return (f"{partition.graph.name}: strategy {partition.strategy}, "
@@ -215,6 +211,17 @@ def summary_line(partition: PartitionLike) -> str:
             f"{m['compute_offloaded']}/{m['compute_nodes']} compute nodes offloaded"
             f"{folded_note(m)}, {cut_note(m)} (compute nodes: {devs}), "
             f"{partition.seconds:.3f}s")
+
+
+def _compute_nodes_per_device(partition: PartitionLike) -> dict[str, int]:
+    """Per device, in the order its first cluster comes, its compute (not folded) nodes."""
+    clusters = partition.clusters
+    index: dict[str, int] = {}
+    for c in clusters:
+        index.setdefault(c.device, len(index))
+    flat, dev = _cluster_nodes(partition, index)
+    own = np.bincount(dev[~partition.graph.folded[flat]], minlength=len(index))
+    return {d: int(own[k]) for d, k in index.items()}
 
 
 def plural(count: int, word: str) -> str:
