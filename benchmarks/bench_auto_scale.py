@@ -65,6 +65,41 @@ def _child(n: int, auto_only: bool) -> dict:
     return out
 
 
+def _measure(n: int, auto_only: bool) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", str(n),
+                           "1" if auto_only else "0"], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+COLUMNS = ["n", "auto cpu s", "traversal s", "vs traversal", "object traversal s",
+           "vs object traversal", "auto figures", "winner", "left out for size",
+           "each alone: figures, cpu s, auto"]
+
+
+def run(quick: bool = False) -> dict:
+    """The ``make bench`` section: 1e5 with the left-out members run alone, and (not quick)
+    1e6 for auto alone."""
+    rows = []
+    for n, auto_only in [(100_000, False)] + ([] if quick else [(1_000_000, True)]):
+        r = _measure(n, auto_only)
+        alone = "; ".join(f"{s['member']}: {s['figures']}, {s['cpu_s']} s, {s['auto']}"
+                          for s in r["skipped"]) or ("not run" if auto_only else "-")
+        rows.append([n, r["auto_cpu_s"], r["traversal_s"], r["vs_traversal"],
+                     r["graph_traversal_s"], r["vs_graph_traversal"], r["auto"], r["winner"],
+                     ", ".join(r["skipped_for_size"]) or "-", alone])
+    return {"title": "auto at scale: its engine against one traversal, and the members it "
+                     "leaves out for size run alone", "columns": COLUMNS, "rows": rows,
+            "notes": [
+                "long_edge_dag(n, seed=0), one device taking the sixteen supported ops; auto's "
+                "engine CPU seconds (problem compiled), one fresh interpreter per size",
+                "traversal: Kahn's sort over plain successor lists; object traversal: the same "
+                "over the graph's node and tensor objects (the issue's reference); target: at "
+                "most 10x",
+                "figures: (fallback nodes, cut_bytes, partitions); auto: ok when auto is at "
+                "least as good as the member alone by its own ranking, WORSE otherwise"]}
+
+
 def main(argv: list[str]) -> None:
     if argv and argv[0] == "--child":
         print(json.dumps(_child(int(argv[1]), argv[2] == "1")))
@@ -72,10 +107,7 @@ def main(argv: list[str]) -> None:
     auto_only = "--auto-only" in argv
     sizes = [int(float(a)) for a in argv if not a.startswith("--")] or [100_000]
     for n in sizes:
-        done = subprocess.run([sys.executable, __file__, "--child", str(n),
-                               "1" if auto_only else "0"], capture_output=True, text=True,
-                              check=True)
-        print(done.stdout.strip().splitlines()[-1], flush=True)
+        print(json.dumps(_measure(n, auto_only)), flush=True)
 
 
 if __name__ == "__main__":
