@@ -15,7 +15,7 @@ import numpy as np
 
 from clusterkit.engines.growth import GrowingCluster
 from clusterkit.engines.super_nodes import SuperNodeGraph
-from clusterkit.graph.algorithms import gc_paused
+from clusterkit.graph.algorithms import gc_paused, strong_components
 from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 
@@ -46,11 +46,7 @@ def break_cycles(contracted: SuperNodeGraph, pieces: list[GrowingCluster]
     iu, iv = item[contracted.esrc], item[contracted.edst]
     keep = iu != iv
     size = k + contracted.n
-    from scipy.sparse import coo_matrix  # heavy imports, paid on use
-    from scipy.sparse.csgraph import connected_components
-
-    mat = coo_matrix((np.ones(int(keep.sum())), (iu[keep], iv[keep])), shape=(size, size)).tocsr()
-    _, comp = connected_components(mat, directed=True, connection="strong")
+    comp = strong_components(size, iu[keep], iv[keep])
     csize = np.bincount(comp)
     suspect = csize[comp[:k]] > 1
     if not suspect.any():

@@ -29,7 +29,7 @@ import numpy as np
 
 from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.errors import StrategyError
-from clusterkit.graph.algorithms import topological_order
+from clusterkit.graph.algorithms import strong_components, topological_order
 from clusterkit.graph.core import Graph
 from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_text
 from clusterkit.result.model import Partition
@@ -177,31 +177,14 @@ def order_arcs(inst: PlacementInstance) -> list[tuple[int, int]]:
     return sorted(arcs)
 
 
-def strong_components(n: int, arcs: list[tuple[int, int]]) -> np.ndarray:
-    """The strongly connected component of each of ``n`` nodes under ``arcs``, numbered in
-    order of each component's smallest node (scipy's ``csgraph``)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    a = np.asarray(arcs, dtype=np.int64).reshape(-1, 2)
-    adj = coo_matrix((np.ones(len(a)), (a[:, 0], a[:, 1])), shape=(n, n))
-    _, labels = connected_components(adj, directed=True, connection="strong")
-    first = np.full(int(labels.max()) + 1, n, dtype=np.int64)
-    np.minimum.at(first, labels, np.arange(n))
-    order = np.empty_like(first)
-    order[np.argsort(first)] = np.arange(len(first))
-    return order[labels]
-
-
 def build_units(inst: PlacementInstance, contiguous: bool = True) -> Units:
     """Units: must-link groups, fused along cycles of :func:`order_arcs` when ``contiguous``
     (a cycle must share one device of the chain); without it, units are the groups and the unit
     DAG is empty (no order to keep)."""
     ncol = int(inst.color.max(initial=-1)) + 1
     arcs = order_arcs(inst) if contiguous else []
-    unit_of_col = strong_components(ncol, arcs)
+    ends = np.asarray(arcs, dtype=np.int64).reshape(-1, 2)
+    unit_of_col = strong_components(ncol, ends[:, 0], ends[:, 1])
     ncomp = int(unit_of_col.max(initial=-1)) + 1
     unit_of = unit_of_col[inst.color]
     members: list[list[int]] = [[] for _ in range(ncomp)]

@@ -359,6 +359,24 @@ def quotient_edges(labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tupl
     return qsrc, qdst
 
 
+def strong_components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Strongly connected component per node of ``0..n-1`` under the arcs ``a[e] -> b[e]``,
+    components numbered by their smallest node (scipy's ``csgraph``)."""
+    from scipy.sparse import coo_matrix  # heavy imports, paid on use
+    from scipy.sparse.csgraph import connected_components
+
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    adj = coo_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
+    _, labels = connected_components(adj, directed=True, connection="strong")
+    first = np.full(int(labels.max()) + 1, n, dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(n))
+    order = np.empty_like(first)
+    order[np.argsort(first)] = np.arange(len(first))
+    return order[labels]
+
+
 def weak_components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Component label per node of ``0..n-1`` joined by the undirected edges ``a[e] - b[e]``,
     components numbered by their smallest node (as scipy's ``connected_components`` does).
