@@ -14,11 +14,12 @@ process from a forkserver; daemonic ones need a fresh interpreter per model (see
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from concurrent.futures import Executor
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
-from clusterkit.analysis.isolated import ctrl_c_ignored
 from clusterkit.errors import ExecutionError
 
 #: how to get the optional dependency, for the error when it is missing
@@ -45,9 +46,7 @@ def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
             # non-daemonic workers may start the child process of an isolated model from
             # multiprocessing's forkserver (a daemonic one needs a fresh interpreter per model)
             stack.enter_context(dask.config.set({"distributed.worker.daemon": False}))
-            # the workers inherit an ignored SIGINT: Ctrl-C reaches only this process, which
-            # closes the cluster, instead of every worker printing a traceback
-            with ctrl_c_ignored():
+            with _children_ignore_ctrl_c():
                 cluster = stack.enter_context(LocalCluster(
                     n_workers=workers, processes=True, threads_per_worker=1,
                     dashboard_address=None, silence_logs=logging.ERROR,
@@ -76,6 +75,21 @@ def _quiet_workers(client) -> None:
 
 def _silence_distributed() -> None:
     logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+
+
+@contextmanager
+def _children_ignore_ctrl_c() -> Iterator[None]:
+    """SIGINT ignored while the local cluster's processes start: they inherit that (Python keeps
+    an inherited ignore), so Ctrl-C reaches only this process, which closes the cluster, instead
+    of every worker printing a ``KeyboardInterrupt`` traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _connect(client_class: type, scheduler: str, timeout: float):

@@ -29,8 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from clusterkit.errors import ExecutionError
 
@@ -165,19 +164,3 @@ def stop_pool(pool: Any) -> None:
         proc.terminate()
     for proc in workers:
         proc.join(5)
-
-
-@contextmanager
-def ctrl_c_ignored() -> Iterator[None]:
-    """SIGINT ignored in this process for the block (in the main thread; elsewhere a no-op).
-    Processes started in it inherit the ignore (Python keeps an inherited ignore), and a stop
-    already under way (Ctrl-C taken, the finished work being closed and printed) is not cut
-    short by a second SIGINT."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

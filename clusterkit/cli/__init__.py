@@ -55,10 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"clusterkit: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # a sweep says what it finished
-        from clusterkit.analysis.isolated import ctrl_c_ignored
-
-        with ctrl_c_ignored():  # a second Ctrl-C does not cut the one line short
-            print("clusterkit: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
+        print("clusterkit: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (``clusterkit ... | head``): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

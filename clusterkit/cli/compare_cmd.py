@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 from concurrent.futures import Executor, ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Iterator
 
 from clusterkit.analysis.compare import (
@@ -32,7 +32,7 @@ from clusterkit.analysis.compare import (
     table_title,
     write_dots,
 )
-from clusterkit.analysis.isolated import ctrl_c_ignored, quiet_worker, stop_pool
+from clusterkit.analysis.isolated import quiet_worker, stop_pool
 from clusterkit.cli.common import (
     constraints_from_args,
     dims_from_args,
@@ -147,19 +147,14 @@ def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict,
     common = dict(isolate=True, timeout=args.timeout, jsonl=args.jsonl,
                   progress=not args.no_progress, coalesce_after=args.coalesce,
                   optimize=optimize)
-    with ExitStack() as stopping:
-        try:
-            with _executor(args) as executor:
-                try:
-                    results = compare_many(paths, args.selector, strategies, cons,
-                                           args.fallback, options, executor=executor, **common)
-                except SweepInterrupted:  # the stop is under way: closing the workers and
-                    stopping.enter_context(ctrl_c_ignored())  # printing is not cut short
-                    raise
-        except SweepInterrupted as stop:  # Ctrl-C: the finished models' tables, then one line
-            _print_all(stop.results)
-            kept = f", kept in {args.jsonl}" if args.jsonl else ""
-            raise SweepInterrupted(f"{stop}{kept}", stop.results) from None
+    try:
+        with _executor(args) as executor:
+            results = compare_many(paths, args.selector, strategies, cons, args.fallback,
+                                   options, executor=executor, **common)
+    except SweepInterrupted as stop:  # Ctrl-C: the finished models' tables, then one line
+        _print_all(stop.results)
+        kept = f", kept in {args.jsonl}" if args.jsonl else ""
+        raise SweepInterrupted(f"{stop}{kept}", stop.results) from None
     _print_all(results)
     if args.jsonl:
         log.info("wrote %s", args.jsonl)
