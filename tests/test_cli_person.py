@@ -4,6 +4,7 @@ Ctrl-C in a sweep that keeps what finished."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,12 +13,14 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from clusterkit.analysis.report import get_placement
 from clusterkit.cli import main
 from clusterkit.errors import SelectorError
 from clusterkit.selection.specs import parse_selectors
+from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag, save_node_link
 from support.models import BUNDLED_MODELS
 
 RESNET = str(BUNDLED_MODELS / "resnet18.onnx")
@@ -184,10 +187,14 @@ def test_run_and_partition_report_the_same_partitions(capsys):
 
 
 def _sweep_dir(tmp_path):
+    """A fast model ``a`` and a slow one ``b``: a 20,000-node DAG of Relu and Gather whose
+    CP-SAT solve runs for its whole time limit, so a Ctrl-C always falls while ``b`` runs."""
     folder = tmp_path / "models"
     folder.mkdir()
     os.symlink(BUNDLED_MODELS / "squeezenet1_1.onnx", folder / "a.onnx")
-    os.symlink(BUNDLED_MODELS / "llama_48l_dynamic.onnx", folder / "b.onnx")  # slow
+    dag = long_edge_dag(20_000, seed=0)
+    ops = np.where(np.isin(dag.ops, LONG_EDGE_SUPPORTED), "Relu", "Gather").tolist()
+    save_node_link(dataclasses.replace(dag, ops=ops), folder / "b.json")
     return folder
 
 

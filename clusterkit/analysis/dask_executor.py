@@ -20,6 +20,7 @@ from concurrent.futures import Executor
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
+from clusterkit.analysis.isolated import end_children
 from clusterkit.errors import ExecutionError
 
 #: how to get the optional dependency, for the error when it is missing
@@ -59,22 +60,26 @@ def dask_executor(scheduler: str | None = None, *, workers: int | None = None,
             yield executor
         except KeyboardInterrupt:
             if scheduler is None:
-                _quiet_workers(client)
+                _stop_workers(client)
             raise
         executor.shutdown(wait=True)
 
 
-def _quiet_workers(client) -> None:
-    """Ctrl-C: the local cluster closes while its workers still run models, and they would log
-    each lost heartbeat with a traceback; their ``distributed`` logging is silenced first."""
+def _stop_workers(client) -> None:
+    """Ctrl-C: the local cluster closes while its workers still run models. Each worker first
+    silences its ``distributed`` logging (it would log each lost heartbeat with a traceback),
+    then ends the isolated child process of the model it runs, so that model's task ends at
+    once and the cluster closes without waiting for it."""
     try:
-        client.run(_silence_distributed)
+        client.run(_end_running_models)
     except Exception:  # a worker that does not answer is closed anyway
         pass
 
 
-def _silence_distributed() -> None:
+def _end_running_models() -> None:
+    """On a worker: quiet logging, and kill the child processes of the running tasks."""
     logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+    end_children()
 
 
 @contextmanager

@@ -147,12 +147,18 @@ def quiet_worker() -> None:
 
 
 def _end_worker(signum: int, frame: Any) -> None:
+    end_children()
+    os._exit(128 + signum)
+
+
+def end_children() -> None:
+    """Kill the child processes this process started (the isolated calls under way) and reap
+    them; each waiting :func:`run_isolated` then raises its :class:`ExecutionError`."""
     children = multiprocessing.active_children()
     for child in children:
         child.kill()
     for child in children:
         child.join(5)
-    os._exit(128 + signum)
 
 
 def stop_pool(pool: Any) -> None:
