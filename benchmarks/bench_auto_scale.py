@@ -16,6 +16,8 @@ seconds and whether ``auto`` is still at least as good by its own ranking (``ok`
     .venv/bin/python benchmarks/bench_auto_scale.py 100000 1000000   # the members alone at 1e6
                                                                      # take minutes
     .venv/bin/python benchmarks/bench_auto_scale.py --auto-only 1000000
+    .venv/bin/python benchmarks/bench_auto_scale.py --fast 1000000   # all but SLOW_ALONE alone
+    .venv/bin/python benchmarks/bench_auto_scale.py --random 100000  # random_dag, two devices
 
 Each size runs in a fresh interpreter.
 """
@@ -31,29 +33,38 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _child(n: int, auto_only: bool) -> dict:
+#: members too slow to run alone at 1e6 in a benchmark run (minutes each): with ``fast``
+#: only the others run alone there
+SLOW_ALONE = ("cycles+merge_non_adjacent", "mxnet", "hetero")
+
+
+def _child(kind: str, n: int, alone: str) -> dict:
+    """auto on ``kind`` at ``n`` nodes; ``alone``: which left-out members then run alone
+    (``all``, ``none``, or ``fast``: all but :data:`SLOW_ALONE`)."""
     sys.path.insert(0, str(HERE))
     from bench_strategies import _problem, graph_traversal_seconds, traversal_seconds
 
     import clusterkit as ck
     from clusterkit.engines.auto import MEMBERS
 
-    problem = _problem("long", n, 0)
+    # the modules auto imports on first use, imported (and compiled) before the clock starts
+    ck.run_strategy(_problem(kind, 500, 1), "auto", validate=False)
+    problem = _problem(kind, n, 0)
     base, objects = traversal_seconds(problem.graph), graph_traversal_seconds(problem.graph)
     start = time.process_time()
     part = ck.run_strategy(problem, "auto", validate=False)
     cpu = time.process_time() - start
     record = part.info["auto"]
     order = (lambda k: k) if record["ranking"] == "cut" else (lambda k: (k[0], k[2], k[1]))
-    out = {"n": n, "auto_cpu_s": round(cpu, 2), "traversal_s": round(base, 4),
+    out = {"kind": kind, "n": n, "auto_cpu_s": round(cpu, 2), "traversal_s": round(base, 4),
            "vs_traversal": round(cpu / base, 1), "graph_traversal_s": round(objects, 3),
            "vs_graph_traversal": round(cpu / objects, 1), "auto": part.figures(),
            "winner": record["winner"],
            "members": [(m["name"], m["seconds"]) for m in record["members"]],
            "skipped_for_size": record.get("skipped_for_size", []), "skipped": []}
-    if auto_only:
-        return out
     for name in out["skipped_for_size"]:
+        if alone == "none" or (alone == "fast" and name in SLOW_ALONE):
+            continue
         strategy, options = MEMBERS[name]
         start = time.process_time()
         alone = ck.run_strategy(problem, strategy, coalesce_after=True, validate=False,
@@ -65,34 +76,38 @@ def _child(n: int, auto_only: bool) -> dict:
     return out
 
 
-def _measure(n: int, auto_only: bool) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", str(n),
-                           "1" if auto_only else "0"], capture_output=True, text=True,
-                          check=True)
+def _measure(kind: str, n: int, alone: str) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", kind, str(n), alone],
+                          capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-COLUMNS = ["n", "auto cpu s", "traversal s", "vs traversal", "object traversal s",
+COLUMNS = ["graph", "n", "auto cpu s", "traversal s", "vs traversal", "object traversal s",
            "vs object traversal", "auto figures", "winner", "left out for size",
            "each alone: figures, cpu s, auto"]
 
 
 def run(quick: bool = False) -> dict:
-    """The ``make bench`` section: 1e5 with the left-out members run alone, and (not quick)
-    1e6 for auto alone."""
+    """The ``make bench`` section: the long-edge and random DAGs at 1e5 with every left-out
+    member run alone, and (not quick) the long-edge DAG at 1e6 with the faster ones."""
     rows = []
-    for n, auto_only in [(100_000, False)] + ([] if quick else [(1_000_000, True)]):
-        r = _measure(n, auto_only)
-        alone = "; ".join(f"{s['member']}: {s['figures']}, {s['cpu_s']} s, {s['auto']}"
-                          for s in r["skipped"]) or ("not run" if auto_only else "-")
-        rows.append([n, r["auto_cpu_s"], r["traversal_s"], r["vs_traversal"],
+    cases = [("long", 100_000, "all"), ("random", 100_000, "all")]
+    for kind, n, alone in cases + ([] if quick else [("long", 1_000_000, "fast")]):
+        r = _measure(kind, n, alone)
+        ran = "; ".join(f"{s['member']}: {s['figures']}, {s['cpu_s']} s, {s['auto']}"
+                        for s in r["skipped"]) or "-"
+        left = [m for m in r["skipped_for_size"] if m not in {s["member"] for s in r["skipped"]}]
+        alone_text = ran + (f" (not run alone: {', '.join(left)})" if left else "")
+        rows.append([kind, n, r["auto_cpu_s"], r["traversal_s"], r["vs_traversal"],
                      r["graph_traversal_s"], r["vs_graph_traversal"], r["auto"], r["winner"],
-                     ", ".join(r["skipped_for_size"]) or "-", alone])
+                     ", ".join(r["skipped_for_size"]) or "-", alone_text])
     return {"title": "auto at scale: its engine against one traversal, and the members it "
                      "leaves out for size run alone", "columns": COLUMNS, "rows": rows,
             "notes": [
-                "long_edge_dag(n, seed=0), one device taking the sixteen supported ops; auto's "
-                "engine CPU seconds (problem compiled), one fresh interpreter per size",
+                "long: long_edge_dag(n, seed=0), one device taking the sixteen supported ops; "
+                "random: random_dag(n, seed=0) with two devices (bench_strategies.DEVICES); "
+                "auto's engine CPU seconds (problem compiled, modules imported), one fresh "
+                "interpreter per row",
                 "traversal: Kahn's sort over plain successor lists; object traversal: the same "
                 "over the graph's node and tensor objects (the issue's reference); target: at "
                 "most 10x",
@@ -102,12 +117,13 @@ def run(quick: bool = False) -> dict:
 
 def main(argv: list[str]) -> None:
     if argv and argv[0] == "--child":
-        print(json.dumps(_child(int(argv[1]), argv[2] == "1")))
+        print(json.dumps(_child(argv[1], int(argv[2]), argv[3])))
         return
-    auto_only = "--auto-only" in argv
+    alone = "none" if "--auto-only" in argv else "fast" if "--fast" in argv else "all"
+    kind = "random" if "--random" in argv else "long"
     sizes = [int(float(a)) for a in argv if not a.startswith("--")] or [100_000]
     for n in sizes:
-        print(json.dumps(_measure(n, auto_only)), flush=True)
+        print(json.dumps(_measure(kind, n, alone)), flush=True)
 
 
 if __name__ == "__main__":

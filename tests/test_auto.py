@@ -86,10 +86,7 @@ def test_growth_members_only_on_small_graphs_and_unknown_members_refused():
         ck.run_strategy(problem, "auto", members=["nosuch"])
 
 
-@pytest.mark.parametrize("levels_at_once", [False, True])
-def test_scale_limit_leaves_out_the_non_adjacent_member_and_says_so(levels_at_once,
-                                                                    monkeypatch):
-    import clusterkit.engines.auto as auto_module
+def test_scale_limit_leaves_out_the_scale_members_and_says_so():
     from clusterkit.engines.auto import SCALE_SKIPPED
     from clusterkit.graph.fast import graph_from_dag
     from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
@@ -99,22 +96,39 @@ def test_scale_limit_leaves_out_the_non_adjacent_member_and_says_so(levels_at_on
     full = ck.run_strategy(problem, "auto", polish=0, growth_limit=10)
     # under the default scale limit: only the growth members, left out by growth_limit
     assert full.info["auto"]["skipped_for_size"] == ["mxnet", "hetero"]
-    if levels_at_once:  # cycles+levels contracted right after cycles, as on large graphs
-        monkeypatch.setattr(auto_module, "SCALE_LIMIT", 10)
     small = ck.run_strategy(problem, "auto", polish=0, scale_limit=10, growth_limit=10)
     record = small.info["auto"]
-    names = [m["name"] for m in record["members"]]
-    assert list(SCALE_SKIPPED) == ["cycles+merge_non_adjacent"]
-    assert record["skipped_for_size"] == ["cycles+merge_non_adjacent", "mxnet", "hetero"]
-    assert names == ["cycles", "cycles+levels", "longest-path"]
-    ran = member_keys(problem, names)
-    assert key(small) == min(ran.values())  # the best of the members that ran
-    for m in record["members"]:  # cycles and cycles+levels from one graph, as run alone
-        assert (m["fallback_nodes"], m["cut_bytes"], m["partitions"]) == ran[m["name"]]
+    assert set(SCALE_SKIPPED) == {"cycles+merge_non_adjacent", "cycles", "longest-path"}
+    assert record["skipped_for_size"] == ["cycles", "cycles+merge_non_adjacent",
+                                          "longest-path", "mxnet", "hetero"]
+    assert [m["name"] for m in record["members"]] == ["cycles+levels"]
+    assert key(small) == member_keys(problem, ["cycles+levels"])["cycles+levels"]
     named = ck.run_strategy(problem, "auto", polish=0, scale_limit=10,
                             members=["cycles+merge_non_adjacent"], growth_limit=10)
     assert "skipped_for_size" not in named.info["auto"]
     assert named.info["auto"]["winner"] == "cycles+merge_non_adjacent"
+
+
+@pytest.mark.parametrize("levels_at_once", [False, True])
+def test_named_members_above_the_scale_limit_share_one_graph(levels_at_once, monkeypatch):
+    """``cycles`` and ``cycles+levels`` named above the scale limit: one graph (the levels
+    contraction at once, as on large graphs, or when its turn comes), each as run alone."""
+    import clusterkit.engines.auto as auto_module
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.testing.synthetic import LONG_EDGE_SUPPORTED, long_edge_dag
+
+    graph = graph_from_dag(long_edge_dag(3000, seed=1))
+    problem = ck.make_problem(graph, "ops:" + ",".join(LONG_EDGE_SUPPORTED))
+    if levels_at_once:
+        monkeypatch.setattr(auto_module, "SCALE_LIMIT", 10)
+    names = ["cycles", "cycles+levels", "longest-path"]
+    part = ck.run_strategy(problem, "auto", polish=0, scale_limit=10, members=names)
+    record = part.info["auto"]
+    assert [m["name"] for m in record["members"]] == names
+    ran = member_keys(problem, names)
+    assert key(part) == min(ran.values())  # the best of the members that ran
+    for m in record["members"]:  # cycles and cycles+levels from one graph, as run alone
+        assert (m["fallback_nodes"], m["cut_bytes"], m["partitions"]) == ran[m["name"]]
 
 
 def test_auto_is_the_default_strategy(tmp_path):

@@ -27,7 +27,6 @@ from clusterkit.engines.throughput import (
     device_loads,
     latency_bound,
     placement_problems,
-    strong_components,
 )
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.algorithms import strong_components

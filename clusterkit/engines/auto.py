@@ -16,10 +16,12 @@ ranking; ``info["auto"]["ranking"]`` says which one ran). The growth strategies 
 :data:`GROWTH_LIMIT`, above every bundled and light model; None: at every size). They come last,
 so on a one-device problem they run only when no cheaper member reached the lower bound below.
 On graphs of more than ``scale_limit`` nodes (default :data:`SCALE_LIMIT`, above every bundled
-and light model; None: at every size) the members of :data:`SCALE_SKIPPED`
-(``cycles+merge_non_adjacent``, whose non-adjacent merges grow much faster than the graph) are
-left out too, unless ``members`` names them. ``info["auto"]["skipped_for_size"]`` lists the
-default members a size left out (growth and scale alike). The answer is the best of the members
+and light model; None: at every size) the members of :data:`SCALE_SKIPPED` are left out too, unless
+``members`` names them: there ``auto`` is one contraction under the level bound
+(``cycles+levels``) and its refinement, not ``cycles+merge_non_adjacent`` (whose non-adjacent
+merges grow much faster than the graph), nor a second contraction (``cycles``) or
+``longest-path``. ``info["auto"]["skipped_for_size"]`` lists the default members a size left
+out (growth and scale alike). The answer is the best of the members
 that ran, as always.
 
 Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
@@ -113,11 +115,14 @@ POLISH_LIMIT = 300
 DROPPED = "auto+drop-small"
 #: members computed together (one contraction)
 PAIRED = {"cycles": "cycles+merge_non_adjacent", "cycles+merge_non_adjacent": "cycles"}
-#: members left out on graphs of more than ``scale_limit`` nodes: the non-adjacent merges'
-#: reachability searches and Pearce-Kelly reorders cross the long edges' wide rank windows,
-#: and grow much faster than the graph (1.1 CPU s at 1e5 nodes of the long-edge DAG, about
-#: 150 at 1e6), where that member was never the best (``benchmarks/HISTORY.md``)
-SCALE_SKIPPED = ("cycles+merge_non_adjacent",)
+#: members left out on graphs of more than ``scale_limit`` nodes, where the portfolio is one
+#: contraction under the level bound and the refinement of its answer: the non-adjacent merges'
+#: reachability searches and Pearce-Kelly reorders cross the long edges' wide rank windows and
+#: grow much faster than the graph; the plain contraction (a second GraphCycles run) and
+#: longest-path (with their coalescing) would double the portfolio's cost there, and
+#: ``cycles+levels`` refined was at least as good as each of them alone on every large graph
+#: measured (``benchmarks/bench_auto_scale.py`` runs them alone and says so)
+SCALE_SKIPPED = ("cycles+merge_non_adjacent", "cycles", "longest-path")
 #: above every bundled and light model (and ``GROWTH_LIMIT``)
 SCALE_LIMIT: int | None = 50000
 #: the member that starts from a copy of the pair's graph
