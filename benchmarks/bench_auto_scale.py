@@ -67,11 +67,11 @@ def _child(kind: str, n: int, alone: str) -> dict:
             continue
         strategy, options = MEMBERS[name]
         start = time.process_time()
-        alone = ck.run_strategy(problem, strategy, coalesce_after=True, validate=False,
-                                **options)
+        own = ck.run_strategy(problem, strategy, coalesce_after=True, validate=False,
+                              **options)
         seconds = time.process_time() - start
-        verdict = "ok" if order(part.figures()) <= order(alone.figures()) else "WORSE"
-        out["skipped"].append({"member": name, "figures": alone.figures(),
+        verdict = "ok" if order(part.figures()) <= order(own.figures()) else "WORSE"
+        out["skipped"].append({"member": name, "figures": own.figures(),
                                "cpu_s": round(seconds, 2), "auto": verdict})
     return out
 
