@@ -90,8 +90,8 @@ def _run(engine: _Contraction, levels: bool, merge_non_adjacent: bool,
             engine.merge_independent()
         labels = engine.labels()
         ranks = engine.ranks(labels)
-        # freed before the partition is built
-        engine.cycles_graph = None  # type: ignore[assignment]
+        # freed before the partition is built (the level bound holds the graph too)
+        engine.cycles_graph, engine.levels = None, None  # type: ignore[assignment]
     return _partition(engine, (labels, ranks), dict(engine.info))
 
 
@@ -151,7 +151,7 @@ def _shared(problem: Problem, opts: dict[str, Any], non_adjacent: bool,
             engine.merge_independent()
             labels = engine.labels()
             merged = (labels, engine.ranks(labels))
-        engine.cycles_graph = None  # type: ignore[assignment]  # freed, as in _run
+        engine.cycles_graph, engine.levels = None, None  # type: ignore[assignment]  # as in _run
     found = [_partition(engine, plain, plain_info)]
     if non_adjacent:
         found.append(_partition(engine, merged, dict(engine.info)))
