@@ -188,9 +188,12 @@ class LevelBound:
                 if v > best:
                     best = v
             tail[x] = best
-        self.bound = max((asap[x] for x in order), default=0)
+        del order  # its million ints are not held with the ones made below
+        self.bound = bound = max(asap, default=0)
+        for x, t in enumerate(tail):  # in place: the path lengths become the latest levels
+            tail[x] = bound - t
         self.asap = asap
-        self.alap = [self.bound - t for t in tail]
+        self.alap = tail
 
     def weight(self, x: int, y: int) -> int:
         """1 for an edge into an accelerator node from a later class."""
