@@ -129,3 +129,21 @@ def test_shared_node_levels_give_the_separate_refits(problem, strategy):
             got = make()
             assert _groups(got) == _groups(alone)
             assert figures == got.figures()[1:]  # the figures given are the built refit's
+
+
+def test_a_reached_floor_leaves_out_the_refits_above_the_pair_limit():
+    """Above ``pair_limit`` clusters, a level merging that reaches ``floor`` partitions is the
+    answer (the refits are not tried); a floor it does not reach changes nothing."""
+    from clusterkit.passes.horizontal import merge_levels
+
+    graph = graph_from_dag(long_edge_dag(400, 3))
+    problem = Constraints().compile(graph, [OpsProperty(list(LONG_EDGE_SUPPORTED), "acc")])
+    raw = run_strategy(problem, "cycles")
+    full = coalesce(raw, pair_limit=10)
+    merged = merge_levels(raw)
+    assert full.figures() < merged.figures()  # on this graph the refit gains
+    at_floor = coalesce(raw, pair_limit=10, floor=merged.figures()[2])
+    assert _groups(at_floor) == _groups(merged) and _valid(problem, _groups(at_floor))
+    below = coalesce(raw, pair_limit=10, floor=merged.figures()[2] - 1)
+    assert _groups(below) == _groups(full)
+    assert _groups(coalesce(raw, floor=10**9)) == _groups(coalesce(raw))  # under the limit

@@ -203,7 +203,8 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
         start = time.perf_counter()
         raw = _raw(name, prob, {n for n, _ in names}, shared)
         fingerprint = (prob is not problem, _fingerprint(raw))
-        coalesced = done.get(fingerprint) or coalesce(raw, memo=memo)
+        coalesced = done.get(fingerprint) or coalesce(
+            raw, memo=memo, floor=bound[2] if bound is not None else None)
         done[fingerprint] = coalesced
         part = widen(reject_subgraphs(coalesced, verdicts), problem)
         key = part.figures()

@@ -21,7 +21,9 @@ Merges alone cannot go below the level count of the cluster graph, which a clust
 several node levels raises. So the last step, :func:`~clusterkit.passes.horizontal.fit_levels`,
 refits the clusters to the levels of the node graph (splitting the clusters that span levels,
 then merging by level), both the merged clusters and the input's, and keeps a refit only when
-neither ``cut_bytes`` nor the number of partitions rises and one of them falls.
+neither ``cut_bytes`` nor the number of partitions rises and one of them falls. On a
+partition of more than ``pair_limit`` clusters whose level merging already reaches a proven
+lower bound on the partitions (``floor``, which ``auto`` gives), the refits are left out.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ DENSE_REACH = 4096
 
 
 def coalesce(partition: Partition, window: int = 64, levels: bool = True,
-             pair_limit: int = PAIR_LIMIT, memo: dict | None = None) -> Partition:
+             pair_limit: int = PAIR_LIMIT, memo: dict | None = None,
+             floor: int | None = None) -> Partition:
     """A partition with clusters merged as described in the module docstring (a new object;
     ``partition`` is unchanged). ``window`` bounds the non-adjacent candidates per cluster;
     ``levels``: when the level merging of :mod:`clusterkit.passes.horizontal` still merges
@@ -57,13 +60,19 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
     key (module docstring). Above ``pair_limit`` clusters (and with ``levels``) the pair merges,
     whose cycle checks grow faster than the graph, are left out: the level merging of
     ``partition`` and the refits alone, each linear in the graph. ``memo``: a dict the caller
-    keeps across calls on partitions of one graph (node levels read once per node devices)."""
+    keeps across calls on partitions of one graph (node levels read once per node devices).
+    ``floor``: a proven lower bound on the partitions; above ``pair_limit`` clusters, when the
+    level merging already reaches it, the refits are not tried (there they cost more than the
+    rest of the coalescing, and could only trade cut at the same number of partitions)."""
     if len(partition.clusters) < 2:
         return partition
     if levels and len(partition.clusters) > pair_limit:
         merged = merge_levels(partition)
         best = dataclasses.replace(merged, info=dict(merged.info))  # new even when unmerged
         best.info.pop("level_merges", None)
+        if floor is not None and best.figures()[2] <= floor:
+            best.info["coalesced_merges"] = max(0, len(partition.clusters) - len(best.clusters))
+            return best
     else:
         out = _pairs(partition, window)
         if not levels:
