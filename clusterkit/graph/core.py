@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
+from operator import attrgetter
 from typing import Any, Iterable, Sequence, TypeVar
 
 import numpy as np
@@ -333,21 +335,26 @@ class TensorTable:
 
     @classmethod
     def from_graph(cls, graph: Graph) -> "TensorTable":
-        names = [t for t in graph.tensors]
-        tens = [graph.tensors[t] for t in names]
-        producer = np.fromiter((HOST if t.producer is None else t.producer for t in tens),
-                               dtype=np.int64, count=len(tens))
-        known = np.fromiter((t.nbytes is not None for t in tens), dtype=bool, count=len(tens))
-        nbytes = np.fromiter((t.nbytes or 0 for t in tens), dtype=np.int64, count=len(tens))
-        free = np.fromiter((t.is_folded for t in tens), dtype=bool, count=len(tens))
-        is_out = np.fromiter((t.is_output for t in tens), dtype=bool, count=len(tens))
-        inc_t, inc_n = [], []
-        for i, t in enumerate(tens):
-            for c in t.consumers:
-                inc_t.append(i)
-                inc_n.append(c)
-        return cls(names, producer, nbytes, known, free, is_out,
-                   np.asarray(inc_t, dtype=np.int64), np.asarray(inc_n, dtype=np.int64))
+        names = list(graph.tensors)
+        tens = list(graph.tensors.values())
+        count = len(tens)
+
+        def column(attr: str, dtype: type) -> np.ndarray:
+            return np.fromiter(map(attrgetter(attr), tens), dtype=dtype, count=count)
+
+        producers = list(map(attrgetter("producer"), tens))
+        producer = np.fromiter((HOST if u is None else u for u in producers), dtype=np.int64,
+                               count=count)
+        sizes = list(map(attrgetter("nbytes"), tens))
+        known = np.fromiter((b is not None for b in sizes), dtype=bool, count=count)
+        nbytes = np.fromiter((b or 0 for b in sizes), dtype=np.int64, count=count)
+        consumers = list(map(attrgetter("consumers"), tens))
+        per = np.fromiter(map(len, consumers), dtype=np.int64, count=count)
+        inc_node = np.fromiter(chain.from_iterable(consumers), dtype=np.int64,
+                               count=int(per.sum()))
+        inc_tensor = np.repeat(np.arange(count, dtype=np.int64), per)
+        return cls(names, producer, nbytes, known, column("is_folded", bool),
+                   column("is_output", bool), inc_tensor, inc_node)
 
 
 def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:
