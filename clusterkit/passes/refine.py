@@ -159,14 +159,15 @@ class _Mover:
             if when is not None and changed_at.get(src, -1) <= when \
                     and changed_at.get(dst, -1) <= when:
                 continue  # refused, and nothing it reads has changed since: refused again
-            pieces = [nodes] + (self._pieces(nodes) if len(nodes) > 1 else [])
-            before = made
-            for piece in pieces:
+            if self._try(nodes, src, dst):
+                touched.update((src, dst))
+                made += 1
+                continue
+            before = made  # the whole set refused (nothing changed): each of its pieces
+            for piece in self._pieces(nodes) if len(nodes) > 1 else []:
                 if self._try(piece, src, dst):
                     touched.update((src, dst))
                     made += 1
-                    if piece is nodes:
-                        break
             if made == before:
                 refused_at[(src, dst)] = self.moves
         return made
