@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from clusterkit.errors import GraphError, ModelLoadError
-from clusterkit.graph.algorithms import gc_paused, topological_order
+from clusterkit.graph.algorithms import gc_paused, pair_order, topological_order
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
 from clusterkit.graph.fast import NO_ATTRS, NO_INPUTS
 from clusterkit.io.files import read_input
@@ -333,7 +333,7 @@ class _Parts:
               ) -> list[Node]:
         """The nodes in list order (``attrs``: None for none), their inputs in the order of
         their producers' positions."""
-        by_dst = np.lexsort((self.src, self.dst))
+        by_dst = pair_order(self.dst, self.src, len(ops))
         flat = self.edge_tensor[by_dst].tolist()
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
         return [Node(k, name, op, "", NO_ATTRS if extra is None else extra, flat[at[k]:at[k + 1]],
@@ -351,11 +351,13 @@ class _Parts:
         for i, nd in zip(self.ints, nodes):
             nd.index = i
         isrc, idst = index[src], index[dst]
+        #: the consumer of every edge, the edges by source position, then consumer index
+        readers = idst[pair_order(src, idst, n)]
         tensors = self.tensors
         if tensors is None:
-            tensors = self.tensors = self._wired_tensors(index, idst)
+            tensors = self.tensors = self._wired_tensors(index, readers)
         else:
-            self._wire(tensors, index, idst)
+            self._wire(tensors, index, idst, readers)
         folded = np.zeros(n, dtype=bool)
         if "Constant" in kinds:  # the only op that starts a constant in a node-link graph
             _mark_constants(nodes, tensors)
@@ -369,39 +371,40 @@ class _Parts:
         cache["source_to_index"] = index
         cache["folded"] = folded[order] if "Constant" in kinds else np.zeros(n, dtype=bool)
         if not self.split.any():  # one tensor per node, in node order: its table in bulk
-            graph.__dict__["tensor_table"] = self._table(index, idst, folded)
+            graph.__dict__["tensor_table"] = self._table(index, readers, folded)
         return graph
 
-    def _table(self, index: np.ndarray, idst: np.ndarray, folded: np.ndarray) -> TensorTable:
+    def _table(self, index: np.ndarray, readers: np.ndarray, folded: np.ndarray
+               ) -> TensorTable:
         """:class:`TensorTable` of a graph whose tensor ``k`` is node ``k``'s one output (the
-        values ``TensorTable.from_graph`` computes, without a loop over the tensors)."""
+        values ``TensorTable.from_graph`` computes, without a loop over the tensors);
+        ``readers``: the consumer index of every edge, the edges by source, then consumer."""
         n = len(self.tname)
         outdeg = np.diff(np.asarray(self.bounds, dtype=np.int64))
-        by = np.lexsort((idst, self.src))
         return TensorTable(names=list(self.tname), producer=index.copy(),
                            nbytes=np.maximum(self.single_b, 0), known=self.single_b >= 0,
                            free=folded.copy(), is_output=outdeg == 0,
                            inc_tensor=np.repeat(np.arange(n, dtype=np.int64),
                                                 outdeg.astype(np.int64)),
-                           inc_node=idst[by])
+                           inc_node=readers)
 
-    def _wired_tensors(self, index: np.ndarray, idst: np.ndarray) -> dict[str, Tensor]:
+    def _wired_tensors(self, index: np.ndarray, readers: np.ndarray) -> dict[str, Tensor]:
         """The tensors when no node is split, made with their producer, consumers (each once,
-        in index order) and output flag (the values :meth:`_wire` sets)."""
-        by = np.lexsort((idst, self.src))
-        cons = list(map(self.ints.__getitem__, idst[by].tolist()))
+        in index order: ``readers`` as :meth:`_table` takes it) and output flag (the values
+        :meth:`_wire` sets)."""
+        cons = list(map(self.ints.__getitem__, readers.tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))
         sizes = [None if b < 0 else b for b in self.single_b.tolist()]
         lo, hi = self.bounds[:-1], self.bounds[1:]
         return {t: Tensor(t, None, None, b, p, cons[a:z], False, False, False, a == z)
                 for t, b, p, a, z in zip(self.tname, sizes, prod, lo, hi)}
 
-    def _wire(self, tensors: dict[str, Tensor], index: np.ndarray, idst: np.ndarray) -> None:
-        """Producers, consumers (each once, in index order) and the output flags of
-        ``tensors`` (made by :meth:`_tensors`)."""
+    def _wire(self, tensors: dict[str, Tensor], index: np.ndarray, idst: np.ndarray,
+              readers: np.ndarray) -> None:
+        """Producers, consumers (each once, in index order: ``readers`` as :meth:`_table` takes
+        it) and the output flags of ``tensors`` (made by :meth:`_tensors`)."""
         bounds = self.bounds
-        by = np.lexsort((idst, self.src))
-        cons = list(map(self.ints.__getitem__, idst[by].tolist()))
+        cons = list(map(self.ints.__getitem__, readers.tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))
         split = self.split.tolist()
         for k, t in enumerate(self.tname):
