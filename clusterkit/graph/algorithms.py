@@ -411,19 +411,20 @@ def is_acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
     return True
 
 
-#: below this bound ``major * bound + minor`` fits in int64 (:func:`pair_order`)
-_PAIR_BOUND = 3_037_000_499
-
-
-def pair_order(major: np.ndarray, minor: np.ndarray, bound: int) -> np.ndarray:
+def pair_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
     """``np.lexsort((minor, major))``: the positions by ``major``, then ``minor``, ties in
-    position order, for values in ``0..bound-1``. One stable argsort of the int64 key
-    ``major * bound + minor``, much faster than lexsort's two passes on millions of edges."""
+    position order (integer arrays of one length). Non-negative values are sorted as one stable
+    argsort of the int64 key ``major * (max(minor) + 1) + minor``, much faster than lexsort's
+    two passes on millions of edges."""
     major = np.asarray(major, dtype=np.int64)
     minor = np.asarray(minor, dtype=np.int64)
-    if bound >= _PAIR_BOUND:  # the key would overflow
+    if not major.size:
+        return np.zeros(0, dtype=np.int64)
+    width = int(minor.max()) + 1
+    if int(minor.min()) < 0 or int(major.min()) < 0 or \
+            int(major.max()) >= (2 ** 63 - 1) // max(width, 1) - 1:  # the key would not fit
         return np.lexsort((minor, major))
-    return np.argsort(major * max(bound, 1) + minor, kind="stable")
+    return np.argsort(major * width + minor, kind="stable")
 
 
 @contextmanager

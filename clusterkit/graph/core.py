@@ -184,7 +184,7 @@ class Graph:
         if len(src) and np.any(src >= dst):
             bad = int(np.argmax(src >= dst))
             raise GraphError(f"internal: edge {src[bad]}->{dst[bad]} is not topological")
-        order = pair_order(src, dst, n)
+        order = pair_order(src, dst)
         self.edge_src = src[order]
         self.edge_dst = dst[order]
         self.edge_bytes = eb[order]

@@ -333,7 +333,7 @@ class _Parts:
               ) -> list[Node]:
         """The nodes in list order (``attrs``: None for none), their inputs in the order of
         their producers' positions."""
-        by_dst = pair_order(self.dst, self.src, len(ops))
+        by_dst = pair_order(self.dst, self.src)
         flat = self.edge_tensor[by_dst].tolist()
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
         return [Node(k, name, op, "", NO_ATTRS if extra is None else extra, flat[at[k]:at[k + 1]],
@@ -352,7 +352,7 @@ class _Parts:
             nd.index = i
         isrc, idst = index[src], index[dst]
         #: the consumer of every edge, the edges by source position, then consumer index
-        readers = idst[pair_order(src, idst, n)]
+        readers = idst[pair_order(src, idst)]
         tensors = self.tensors
         if tensors is None:
             tensors = self.tensors = self._wired_tensors(index, readers)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import numpy as np
 
 from clusterkit.errors import PartitionError
-from clusterkit.graph.algorithms import gc_paused
+from clusterkit.graph.algorithms import gc_paused, pair_order
 from clusterkit.io.json_text import BLOCK, Blocks, encode_str, indented_json_chunks
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str
                        sum(sizes))
     member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
     idx_arr = partition.graph.index_to_source[flat]
-    idx_arr = idx_arr[np.lexsort((idx_arr, member))]
+    idx_arr = idx_arr[pair_order(member, idx_arr)]
     del flat, member
     bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).tolist()
     idx = idx_arr.tolist()

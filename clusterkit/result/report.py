@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterkit.graph.algorithms import gc_paused
+from clusterkit.graph.algorithms import gc_paused, pair_order
 from clusterkit.result.cluster import PartitionLike
 from clusterkit.result.reasons import Category, Reason, devices_taking_op, infer_reason
 
@@ -101,7 +101,7 @@ def _assignment(partition: PartitionLike, index: dict[str, int], flat: np.ndarra
     keep = ~g.folded[flat]
     flat, dev = flat[keep], dev[keep]
     src = g.index_to_source[flat]
-    by = np.lexsort((src, dev))           # per device by source index, ties in cluster order
+    by = pair_order(dev, src)             # per device by source index, ties in cluster order
     flat, dev, src = flat[by], dev[by], src[by]
     bounds = np.searchsorted(dev, np.arange(len(index) + 1)).tolist()
     ids, idx, nodes, ops = flat.tolist(), src.tolist(), g.nodes, g.op_types
