@@ -24,7 +24,7 @@ import numpy as np
 
 from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import gc_paused, pair_order
-from clusterkit.io.json_text import BLOCK, Blocks, encode_str, indented_json_chunks
+from clusterkit.io.json_text import BLOCK, Blocks, encode_str, indented_json_chunks, item_texts
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
@@ -60,7 +60,8 @@ def _document(partition: "PartitionLike", model: str | None, lazy: bool) -> dict
     columns = _cluster_columns(partition, names, ops)
     fingerprint = _fingerprint(names, ops)
     del names, ops
-    blocks = Blocks(len(partition.clusters), lambda: _cluster_blocks(partition, *columns))
+    blocks = Blocks(len(partition.clusters), lambda: _cluster_blocks(partition, *columns),
+                    lambda nl: _cluster_texts(partition, *columns, nl))
     clusters: Any = blocks if lazy else list(chain.from_iterable(blocks.blocks()))
     partition.placement()  # stores the placement report in info["placement"]
     extra = {"fingerprint": fingerprint, **partition.info}
@@ -73,15 +74,53 @@ def _document(partition: "PartitionLike", model: str | None, lazy: bool) -> dict
 def _cluster_blocks(partition: "PartitionLike", idx: list[int], names: list[str],
                     ops: list[str], bounds: list[int]) -> Iterator[list[dict[str, Any]]]:
     """The clusters' JSON dicts, :data:`BLOCK` at a time, from :func:`_cluster_columns`."""
+    for start in range(0, len(partition.clusters), BLOCK):
+        yield _cluster_block(partition, idx, names, ops, bounds, start)
+
+
+def _cluster_block(partition: "PartitionLike", idx: list[int], names: list[str],
+                   ops: list[str], bounds: list[int], start: int) -> list[dict[str, Any]]:
+    """The JSON dicts of the :data:`BLOCK` clusters from ``start`` (:func:`_cluster_blocks`)."""
+    stop = min(start + BLOCK, len(partition.clusters))
+    with gc_paused():  # new dicts and lists, none garbage: a collection would free none
+        return [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
+                 "op_types": ops[a:b]}
+                for c, a, b in zip(partition.clusters[start:stop], bounds[start:stop],
+                                   bounds[start + 1:stop + 1])]
+
+
+def _cluster_texts(partition: "PartitionLike", idx: list[int], names: list[str],
+                   ops: list[str], bounds: list[int], nl: str) -> Iterator[list[str]]:
+    """The texts of :func:`_cluster_blocks`' dicts at the indent of newline ``nl``, made
+    without the dicts: each column's items encoded by one ``map`` per block, a cluster's three
+    lists then one ``join`` each into one template. A block the template cannot hold (an id
+    that is not an int, a name or device that is not a str, an empty cluster) is encoded from
+    its dicts."""
+    inner = nl + " "
+    sep, lists = "," + inner + " ", []
+    for key in ("nodes", "names", "op_types"):
+        lists.append(encode_str(key) + ": [" + inner + " %s" + inner + "]")
+    template = "{" + inner + ("," + inner).join(
+        [encode_str("id") + ": %s", encode_str("device") + ": %s", *lists]) + nl + "}"
     clusters = partition.clusters
     for start in range(0, len(clusters), BLOCK):
-        stop = min(start + BLOCK, len(clusters))
-        with gc_paused():  # new dicts and lists, none garbage: a collection would free none
-            block = [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
-                      "op_types": ops[a:b]}
-                     for c, a, b in zip(clusters[start:stop], bounds[start:stop],
-                                        bounds[start + 1:stop + 1])]
-        yield block
+        block = clusters[start:start + BLOCK]
+        at = bounds[start:start + len(block) + 1]
+        a0, b0 = at[0], at[-1]
+        ids, devices = [c.id for c in block], [c.device for c in block]
+        if set(map(type, ids)) != {int} or set(map(type, devices)) != {str} or \
+                set(map(type, names[a0:b0])) != {str} or set(map(type, ops[a0:b0])) != {str} \
+                or any(a == b for a, b in zip(at, at[1:])):
+            yield item_texts(_cluster_block(partition, idx, names, ops, bounds, start), nl)
+            continue
+        node_t, name_t, op_t = (list(map(int.__repr__, idx[a0:b0])),
+                                list(map(encode_str, names[a0:b0])),
+                                list(map(encode_str, ops[a0:b0])))
+        dev_t = {d: encode_str(d) for d in set(devices)}
+        at = [a - a0 for a in at]
+        yield [template % (i, dev_t[d], sep.join(node_t[a:b]), sep.join(name_t[a:b]),
+                           sep.join(op_t[a:b]))
+               for i, d, a, b in zip(ids, devices, at, at[1:])]
 
 
 def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str]
