@@ -191,13 +191,17 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     """The Graph of nodes ``ids`` (attributes ``node_data``: ``op``, optional ``affinity`` and
     ``bytes``, the rest but ``reserved`` kept as attrs) and distinct edges ``src[e] -> dst[e]``
     (positions, in adjacency order per source) of ``edge_bytes[e]`` bytes (None: unknown).
-    With ``consume`` the list ``node_data`` is emptied once it is read."""
+    With ``consume`` the lists ``ids``, ``node_data`` and ``edge_bytes`` are emptied once they
+    are read (their millions of objects need not live while the graph is made)."""
     names = [str(i) for i in ids]
+    if consume:
+        ids.clear()  # type: ignore[attr-defined]  # a list when consume is set
     if len(set(names)) != len(names):
         raise GraphError("node ids must stay distinct when written as strings")
     raw_ops = [d.get("op") for d in node_data]
     _check_ops(names, raw_ops)
     op_types: list[str] = [sys.intern(str(op)) for op in raw_ops]  # _check_ops: all strings
+    del raw_ops  # the document's own op strings go: the interned ones stay
     node_b = _bytes_array(list(map(_get_bytes, node_data)), lambda k: f"node {names[k]!r}")
     extra = [None if d.keys() <= reserved else {
         key if type(key) is str else str(key): v for key, v in d.items() if key not in reserved}
@@ -208,12 +212,13 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     edge_b = _bytes_array(list(edge_bytes),
                           lambda e: f"edge {names[src[e]]!r} -> {names[dst[e]]!r}")
+    if consume:
+        edge_bytes.clear()  # type: ignore[attr-defined]  # a list when consume is set
     parts = _Parts(names, src, dst, node_b, edge_b)
-    nodes = parts.nodes(op_types, extra, affinity)
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
-        return Graph.build(nodes, parts.unwired_tensors(), [], parts.outputs, name=name,
-                           source=source)
-    return parts.graph(nodes, set(op_types), name, source)
+        return Graph.build(parts.nodes(op_types, extra, affinity), parts.unwired_tensors(), [],
+                           parts.outputs, name=name, source=source)
+    return parts.graph(parts.nodes(op_types, extra, affinity), set(op_types), name, source)
 
 
 def _get_bytes(d: dict) -> Any:
@@ -345,9 +350,11 @@ class _Parts:
         """The graph of ``nodes`` (list order), sorted and wired as :meth:`Graph.build` would."""
         n, src, dst = len(nodes), self.src, self.dst
         order = topological_order(n, src, dst, names=self.names)
-        index = np.empty(n, dtype=np.int64)
-        index[order] = np.arange(n, dtype=np.int64)
         nodes = [nodes[k] for k in order]
+        order_arr = np.asarray(order, dtype=np.int64)
+        del order  # a million int objects: the array holds the order from here
+        index = np.empty(n, dtype=np.int64)
+        index[order_arr] = np.arange(n, dtype=np.int64)
         for i, nd in zip(self.ints, nodes):
             nd.index = i
         isrc, idst = index[src], index[dst]
@@ -367,9 +374,9 @@ class _Parts:
         graph = Graph.from_parts(nodes, tensors, [], self.outputs, isrc, idst, eb,
                                  name=name, source=source)
         cache = graph.__dict__  # views the node objects would give, one loop each, in bulk
-        cache["index_to_source"] = np.asarray(order, dtype=np.int64)
+        cache["index_to_source"] = order_arr
         cache["source_to_index"] = index
-        cache["folded"] = folded[order] if "Constant" in kinds else np.zeros(n, dtype=bool)
+        cache["folded"] = folded[order_arr] if "Constant" in kinds else np.zeros(n, dtype=bool)
         if not self.split.any():  # one tensor per node, in node order: its table in bulk
             graph.__dict__["tensor_table"] = self._table(index, readers, folded)
         return graph
