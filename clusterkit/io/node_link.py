@@ -215,10 +215,13 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     if consume:
         edge_bytes.clear()  # type: ignore[attr-defined]  # a list when consume is set
     parts = _Parts(names, src, dst, node_b, edge_b)
+    nodes = parts.nodes(op_types, extra, affinity)
+    kinds = set(op_types)
+    del op_types, extra, affinity  # the nodes hold what they need
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
-        return Graph.build(parts.nodes(op_types, extra, affinity), parts.unwired_tensors(), [],
-                           parts.outputs, name=name, source=source)
-    return parts.graph(parts.nodes(op_types, extra, affinity), set(op_types), name, source)
+        return Graph.build(nodes, parts.unwired_tensors(), [], parts.outputs, name=name,
+                           source=source)
+    return parts.graph(nodes, kinds, name, source)
 
 
 def _get_bytes(d: dict) -> Any:
@@ -276,12 +279,13 @@ class _Parts:
         #: one int object per node number, shared by every index, producer and consumer list
         self.ints = list(range(n))
         outdeg = np.bincount(src, minlength=n)
-        self.bounds = np.concatenate(([0], np.cumsum(outdeg))).tolist()
+        #: where each source position's edges start in ``by_src`` (one more: the end)
+        self.bounds = np.concatenate(([0], np.cumsum(outdeg))).astype(np.int64)
         self.by_src = np.argsort(src, kind="stable")  # adjacency order within each source
         lo, hi = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         has = outdeg > 0
         if src.size:
-            at = np.asarray(self.bounds[:-1], dtype=np.int64)[has]
+            at = self.bounds[:-1][has]
             lo[has] = np.minimum.reduceat(edge_b[self.by_src], at)
             hi[has] = np.maximum.reduceat(edge_b[self.by_src], at)
         #: sources whose out-edges carry different sizes: one tensor per out-edge
@@ -321,7 +325,7 @@ class _Parts:
             tensors = {t: Tensor(t, None, None, b) for t, b in zip(self.tname, sizes)}
             return tensors, [[t] for t in self.tname]
         tensors, outs = {}, []
-        split, by_src, bounds = self.split.tolist(), self.by_src.tolist(), self.bounds
+        split, by_src, bounds = self.split.tolist(), self.by_src.tolist(), self.bounds.tolist()
         for k, t in enumerate(self.tname):
             if not split[k]:
                 tensors[t] = Tensor(t, None, None, sizes[k])
@@ -373,6 +377,7 @@ class _Parts:
         eb = np.where(folded[src] | (eb < 0), 0, eb)
         graph = Graph.from_parts(nodes, tensors, [], self.outputs, isrc, idst, eb,
                                  name=name, source=source)
+        del isrc, idst, eb  # the graph holds them sorted
         cache = graph.__dict__  # views the node objects would give, one loop each, in bulk
         cache["index_to_source"] = order_arr
         cache["source_to_index"] = index
@@ -387,7 +392,7 @@ class _Parts:
         values ``TensorTable.from_graph`` computes, without a loop over the tensors);
         ``readers``: the consumer index of every edge, the edges by source, then consumer."""
         n = len(self.tname)
-        outdeg = np.diff(np.asarray(self.bounds, dtype=np.int64))
+        outdeg = np.diff(self.bounds)
         return TensorTable(names=list(self.tname), producer=index.copy(),
                            nbytes=np.maximum(self.single_b, 0), known=self.single_b >= 0,
                            free=folded.copy(), is_output=outdeg == 0,
@@ -402,7 +407,8 @@ class _Parts:
         cons = list(map(self.ints.__getitem__, readers.tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))
         sizes = [None if b < 0 else b for b in self.single_b.tolist()]
-        lo, hi = self.bounds[:-1], self.bounds[1:]
+        bounds = self.bounds.tolist()
+        lo, hi = bounds[:-1], bounds[1:]
         return {t: Tensor(t, None, None, b, p, cons[a:z], False, False, False, a == z)
                 for t, b, p, a, z in zip(self.tname, sizes, prod, lo, hi)}
 
@@ -410,7 +416,7 @@ class _Parts:
               readers: np.ndarray) -> None:
         """Producers, consumers (each once, in index order: ``readers`` as :meth:`_table` takes
         it) and the output flags of ``tensors`` (made by :meth:`_tensors`)."""
-        bounds = self.bounds
+        bounds = self.bounds.tolist()
         cons = list(map(self.ints.__getitem__, readers.tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))
         split = self.split.tolist()
