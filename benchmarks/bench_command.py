@@ -128,10 +128,14 @@ def child(argv: list[str]) -> None:
         times[name + "_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         return value
 
-    graph = stage("read", lambda: load_graph(args.model))
-    args.model = graph  # compile alone: load_graph hands a Graph back as it is
-    problem = stage("compile", lambda: problem_from_args(args))
-    gc.freeze()  # as the command does once the graph is read
+    gc.disable()  # as the command does (partition_cmd.main): no collection while reading
+    try:  # and compiling, then the graph's objects frozen out of every later collection
+        graph = stage("read", lambda: load_graph(args.model))
+        args.model = graph  # compile alone: load_graph hands a Graph back as it is
+        problem = stage("compile", lambda: problem_from_args(args))
+    finally:
+        gc.freeze()
+        gc.enable()
     result = stage("strategy", lambda: run_strategy(
         problem, args.strategy, selector=" ".join(args.selector), **strategy_options(args)))
     with contextlib.redirect_stdout(io.StringIO()):

@@ -132,3 +132,32 @@ def test_partition_json_text_is_json_dumps_of_partition_json():
     assert text == json.dumps(partition_json(part), indent=1) + "\n"
     assert json.loads(text)["clusters"][5]["nodes"] == sorted(
         int(part.graph.index_to_source[v]) for v in part.clusters[5].nodes)
+
+
+@pytest.mark.parametrize("block", [5, 64, 8192])
+def test_partition_json_text_in_blocks_is_json_dumps_of_partition_json(block, monkeypatch):
+    """The clusters' text, made from their columns a block at a time, is json.dumps' text of
+    their dicts; a block with a cluster the template cannot hold (an id that is a bool, an
+    empty cluster) is encoded from its dicts, and the blocks around it as before."""
+    import dataclasses
+
+    import clusterkit as ck
+    import clusterkit.result.json_format as json_format
+    from clusterkit.graph.fast import graph_from_dag
+    from clusterkit.result.cluster import Cluster
+    from clusterkit.testing.synthetic import long_edge_dag
+
+    monkeypatch.setattr(json_format, "BLOCK", block)
+    graph = graph_from_dag(long_edge_dag(3000, seed=2))
+    part = ck.partition(graph, "ops:S0,S1,S2,S3,S4,S5,S6,S7", "cycles")
+    assert len(part.clusters) > 3 * block or block == 8192
+    for p in (part, dataclasses.replace(part, clusters=(
+            Cluster(True, "cpu", ()), *part.clusters[:7], Cluster(7, "npu", ()),
+            *part.clusters[7:]))):
+        text = json_format.partition_json_text(p)
+        assert text == json.dumps(json_format.partition_json(p), indent=1) + "\n"
+    clusters = json.loads(text)["clusters"]
+    assert clusters[0] == {"id": True, "device": "cpu", "nodes": [], "names": [],
+                           "op_types": []}
+    assert clusters[9]["names"] == [graph.nodes[v].name for v in sorted(
+        part.clusters[7].nodes, key=lambda v: int(graph.index_to_source[v]))]

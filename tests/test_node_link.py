@@ -112,6 +112,23 @@ def test_reader_builds_the_graph_networkx_route_built(seed):
     _same(graph_from_node_link(data, name="g"), _oracle(data))
 
 
+@pytest.mark.parametrize("seed", range(0, 60, 5))
+def test_file_route_consuming_the_document_builds_the_same_graph(seed):
+    """A file's document is emptied as it is read (its lists cleared as soon as they are
+    used): the graph is still the oracle's, and nothing of the document stays."""
+    import copy
+
+    from clusterkit.io.node_link import node_link_of_document
+
+    data = _random_data(seed)
+    doc = copy.deepcopy(data)
+    got = node_link_of_document(doc, "dir/g.json")
+    want = _oracle(data)
+    want.name = "g"
+    _same(got, want)
+    assert got.name == "g" and doc["nodes"] == [] and doc["edges"] == []
+
+
 @pytest.mark.parametrize("seed", range(0, 60, 6))
 def test_from_networkx_builds_the_same_graph(seed):
     data = _random_data(seed)

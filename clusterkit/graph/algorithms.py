@@ -16,6 +16,7 @@ function here is deterministic: ties are broken by a key, never by hash or inser
   (:func:`quotient_edges` keeps only the edges).
 - :func:`weak_components` — connected components of the undirected view, numbered as
   scipy's ``connected_components`` numbers them; :func:`is_acyclic` — whether edges form a DAG.
+- :func:`pair_order` — the order of ``np.lexsort`` by two integer keys, in one stable argsort.
 - :func:`gc_paused` — pause the cyclic garbage collector while many small containers are made.
 """
 
@@ -408,6 +409,22 @@ def is_acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
     except CycleError:
         return False
     return True
+
+
+def pair_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """``np.lexsort((minor, major))``: the positions by ``major``, then ``minor``, ties in
+    position order (integer arrays of one length). Non-negative values are sorted as one stable
+    argsort of the int64 key ``major * (max(minor) + 1) + minor``, much faster than lexsort's
+    two passes on millions of edges."""
+    major = np.asarray(major, dtype=np.int64)
+    minor = np.asarray(minor, dtype=np.int64)
+    if not major.size:
+        return np.zeros(0, dtype=np.int64)
+    width = int(minor.max()) + 1
+    if int(minor.min()) < 0 or int(major.min()) < 0 or \
+            int(major.max()) >= (2 ** 63 - 1) // max(width, 1) - 1:  # the key would not fit
+        return np.lexsort((minor, major))
+    return np.argsort(major * width + minor, kind="stable")
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence, TypeVar
 import numpy as np
 
 from clusterkit.errors import CycleError, GraphError
-from clusterkit.graph.algorithms import topological_order
+from clusterkit.graph.algorithms import pair_order, topological_order
 
 HOST = -1
 """Producer id of a graph input (it comes from the host)."""
@@ -186,7 +186,7 @@ class Graph:
         if len(src) and np.any(src >= dst):
             bad = int(np.argmax(src >= dst))
             raise GraphError(f"internal: edge {src[bad]}->{dst[bad]} is not topological")
-        order = np.lexsort((dst, src))
+        order = pair_order(src, dst)
         self.edge_src = src[order]
         self.edge_dst = dst[order]
         self.edge_bytes = eb[order]

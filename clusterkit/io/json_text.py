@@ -27,12 +27,16 @@ FEW = 16
 
 class Blocks:
     """A list given as its length and a function that makes its items a block at a time:
-    :func:`indented_json_chunks` encodes it as that list without holding all its items."""
+    :func:`indented_json_chunks` encodes it as that list without holding all its items.
+    ``texts``, when given, makes the same blocks already encoded: called with the indent of
+    the items (a newline and spaces), it hands out lists of their texts, each the text
+    :func:`item_texts` makes of the items of one block of ``blocks``."""
 
-    __slots__ = ("length", "blocks")
+    __slots__ = ("length", "blocks", "texts")
 
-    def __init__(self, length: int, blocks: Callable[[], Iterator[list]]):
-        self.length, self.blocks = length, blocks
+    def __init__(self, length: int, blocks: Callable[[], Iterator[list]],
+                 texts: Callable[[str], Iterator[list[str]]] | None = None):
+        self.length, self.blocks, self.texts = length, blocks, texts
 
 
 def indented_json(obj: Any) -> str:
@@ -62,9 +66,10 @@ def indented_json_chunks(obj: Any, nl: str = "\n") -> Iterator[str]:
         yield nl + "]"
     elif kind is Blocks:
         inner, sep = nl + " ", "[" + nl + " "
-        for block in obj.blocks():
-            if block:
-                yield sep + ("," + inner).join(_texts(block, inner))
+        for texts in (obj.texts(inner) if obj.texts is not None else
+                      (_texts(block, inner) for block in obj.blocks())):
+            if texts:
+                yield sep + ("," + inner).join(texts)
                 sep = "," + inner
         yield nl + "]" if sep != "[" + nl + " " else "[]"
     elif (kind is list or kind is tuple) and obj and len(obj) <= FEW:  # items may be large
@@ -116,6 +121,12 @@ def _texts(values: list | tuple, nl: str) -> list[str]:
             all(type(k) is str for k in values[0]):
         return _records(values, nl)
     return [_text(v, nl) for v in values]
+
+
+def item_texts(values: list | tuple, nl: str) -> list[str]:
+    """The text of each item of the list ``values`` at the indent of newline ``nl`` (a newline
+    and spaces), as the list's text holds it."""
+    return _texts(values, nl) if values else []
 
 
 def _records(rows: list | tuple, nl: str) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from clusterkit.errors import GraphError, ModelLoadError
-from clusterkit.graph.algorithms import gc_paused, topological_order
+from clusterkit.graph.algorithms import gc_paused, pair_order, topological_order
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable, _mark_constants
 from clusterkit.graph.fast import NO_ATTRS, NO_INPUTS
 from clusterkit.io.files import read_input
@@ -191,13 +191,17 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     """The Graph of nodes ``ids`` (attributes ``node_data``: ``op``, optional ``affinity`` and
     ``bytes``, the rest but ``reserved`` kept as attrs) and distinct edges ``src[e] -> dst[e]``
     (positions, in adjacency order per source) of ``edge_bytes[e]`` bytes (None: unknown).
-    With ``consume`` the list ``node_data`` is emptied once it is read."""
+    With ``consume`` the lists ``ids``, ``node_data`` and ``edge_bytes`` are emptied once they
+    are read (their millions of objects need not live while the graph is made)."""
     names = [str(i) for i in ids]
+    if consume:
+        ids.clear()  # type: ignore[attr-defined]  # a list when consume is set
     if len(set(names)) != len(names):
         raise GraphError("node ids must stay distinct when written as strings")
     raw_ops = [d.get("op") for d in node_data]
     _check_ops(names, raw_ops)
     op_types: list[str] = [sys.intern(str(op)) for op in raw_ops]  # _check_ops: all strings
+    del raw_ops  # the document's own op strings go: the interned ones stay
     node_b = _bytes_array(list(map(_get_bytes, node_data)), lambda k: f"node {names[k]!r}")
     extra = [None if d.keys() <= reserved else {
         key if type(key) is str else str(key): v for key, v in d.items() if key not in reserved}
@@ -208,12 +212,16 @@ def graph_from_lists(ids: Sequence, node_data: Sequence[dict], src: np.ndarray, 
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     edge_b = _bytes_array(list(edge_bytes),
                           lambda e: f"edge {names[src[e]]!r} -> {names[dst[e]]!r}")
+    if consume:
+        edge_bytes.clear()  # type: ignore[attr-defined]  # a list when consume is set
     parts = _Parts(names, src, dst, node_b, edge_b)
     nodes = parts.nodes(op_types, extra, affinity)
+    kinds = set(op_types)
+    del op_types, extra, affinity  # the nodes hold what they need
     if parts.refused:  # a self-loop or a tensor name made twice: the checked route names it
         return Graph.build(nodes, parts.unwired_tensors(), [], parts.outputs, name=name,
                            source=source)
-    return parts.graph(nodes, set(op_types), name, source)
+    return parts.graph(nodes, kinds, name, source)
 
 
 def _get_bytes(d: dict) -> Any:
@@ -271,12 +279,13 @@ class _Parts:
         #: one int object per node number, shared by every index, producer and consumer list
         self.ints = list(range(n))
         outdeg = np.bincount(src, minlength=n)
-        self.bounds = np.concatenate(([0], np.cumsum(outdeg))).tolist()
+        #: where each source position's edges start in ``by_src`` (one more: the end)
+        self.bounds = np.concatenate(([0], np.cumsum(outdeg))).astype(np.int64)
         self.by_src = np.argsort(src, kind="stable")  # adjacency order within each source
         lo, hi = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         has = outdeg > 0
         if src.size:
-            at = np.asarray(self.bounds[:-1], dtype=np.int64)[has]
+            at = self.bounds[:-1][has]
             lo[has] = np.minimum.reduceat(edge_b[self.by_src], at)
             hi[has] = np.maximum.reduceat(edge_b[self.by_src], at)
         #: sources whose out-edges carry different sizes: one tensor per out-edge
@@ -316,7 +325,7 @@ class _Parts:
             tensors = {t: Tensor(t, None, None, b) for t, b in zip(self.tname, sizes)}
             return tensors, [[t] for t in self.tname]
         tensors, outs = {}, []
-        split, by_src, bounds = self.split.tolist(), self.by_src.tolist(), self.bounds
+        split, by_src, bounds = self.split.tolist(), self.by_src.tolist(), self.bounds.tolist()
         for k, t in enumerate(self.tname):
             if not split[k]:
                 tensors[t] = Tensor(t, None, None, sizes[k])
@@ -333,7 +342,7 @@ class _Parts:
               ) -> list[Node]:
         """The nodes in list order (``attrs``: None for none), their inputs in the order of
         their producers' positions."""
-        by_dst = np.lexsort((self.src, self.dst))
+        by_dst = pair_order(self.dst, self.src)
         flat = self.edge_tensor[by_dst].tolist()
         at = np.searchsorted(self.dst[by_dst], np.arange(len(ops) + 1)).tolist()
         return [Node(k, name, op, "", NO_ATTRS if extra is None else extra, flat[at[k]:at[k + 1]],
@@ -345,17 +354,21 @@ class _Parts:
         """The graph of ``nodes`` (list order), sorted and wired as :meth:`Graph.build` would."""
         n, src, dst = len(nodes), self.src, self.dst
         order = topological_order(n, src, dst, names=self.names)
-        index = np.empty(n, dtype=np.int64)
-        index[order] = np.arange(n, dtype=np.int64)
         nodes = [nodes[k] for k in order]
+        order_arr = np.asarray(order, dtype=np.int64)
+        del order  # a million int objects: the array holds the order from here
+        index = np.empty(n, dtype=np.int64)
+        index[order_arr] = np.arange(n, dtype=np.int64)
         for i, nd in zip(self.ints, nodes):
             nd.index = i
         isrc, idst = index[src], index[dst]
+        #: the consumer of every edge, the edges by source position, then consumer index
+        readers = idst[pair_order(src, idst)]
         tensors = self.tensors
         if tensors is None:
-            tensors = self.tensors = self._wired_tensors(index, idst)
+            tensors = self.tensors = self._wired_tensors(index, readers)
         else:
-            self._wire(tensors, index, idst)
+            self._wire(tensors, index, idst, readers)
         folded = np.zeros(n, dtype=bool)
         if "Constant" in kinds:  # the only op that starts a constant in a node-link graph
             _mark_constants(nodes, tensors)
@@ -364,44 +377,47 @@ class _Parts:
         eb = np.where(folded[src] | (eb < 0), 0, eb)
         graph = Graph.from_parts(nodes, tensors, [], self.outputs, isrc, idst, eb,
                                  name=name, source=source)
+        del isrc, idst, eb  # the graph holds them sorted
         cache = graph.__dict__  # views the node objects would give, one loop each, in bulk
-        cache["index_to_source"] = np.asarray(order, dtype=np.int64)
+        cache["index_to_source"] = order_arr
         cache["source_to_index"] = index
-        cache["folded"] = folded[order] if "Constant" in kinds else np.zeros(n, dtype=bool)
+        cache["folded"] = folded[order_arr] if "Constant" in kinds else np.zeros(n, dtype=bool)
         if not self.split.any():  # one tensor per node, in node order: its table in bulk
-            graph.__dict__["tensor_table"] = self._table(index, idst, folded)
+            graph.__dict__["tensor_table"] = self._table(index, readers, folded)
         return graph
 
-    def _table(self, index: np.ndarray, idst: np.ndarray, folded: np.ndarray) -> TensorTable:
+    def _table(self, index: np.ndarray, readers: np.ndarray, folded: np.ndarray
+               ) -> TensorTable:
         """:class:`TensorTable` of a graph whose tensor ``k`` is node ``k``'s one output (the
-        values ``TensorTable.from_graph`` computes, without a loop over the tensors)."""
+        values ``TensorTable.from_graph`` computes, without a loop over the tensors);
+        ``readers``: the consumer index of every edge, the edges by source, then consumer."""
         n = len(self.tname)
-        outdeg = np.diff(np.asarray(self.bounds, dtype=np.int64))
-        by = np.lexsort((idst, self.src))
+        outdeg = np.diff(self.bounds)
         return TensorTable(names=list(self.tname), producer=index.copy(),
                            nbytes=np.maximum(self.single_b, 0), known=self.single_b >= 0,
                            free=folded.copy(), is_output=outdeg == 0,
                            inc_tensor=np.repeat(np.arange(n, dtype=np.int64),
                                                 outdeg.astype(np.int64)),
-                           inc_node=idst[by])
+                           inc_node=readers)
 
-    def _wired_tensors(self, index: np.ndarray, idst: np.ndarray) -> dict[str, Tensor]:
+    def _wired_tensors(self, index: np.ndarray, readers: np.ndarray) -> dict[str, Tensor]:
         """The tensors when no node is split, made with their producer, consumers (each once,
-        in index order) and output flag (the values :meth:`_wire` sets)."""
-        by = np.lexsort((idst, self.src))
-        cons = list(map(self.ints.__getitem__, idst[by].tolist()))
+        in index order: ``readers`` as :meth:`_table` takes it) and output flag (the values
+        :meth:`_wire` sets)."""
+        cons = list(map(self.ints.__getitem__, readers.tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))
         sizes = [None if b < 0 else b for b in self.single_b.tolist()]
-        lo, hi = self.bounds[:-1], self.bounds[1:]
+        bounds = self.bounds.tolist()
+        lo, hi = bounds[:-1], bounds[1:]
         return {t: Tensor(t, None, None, b, p, cons[a:z], False, False, False, a == z)
                 for t, b, p, a, z in zip(self.tname, sizes, prod, lo, hi)}
 
-    def _wire(self, tensors: dict[str, Tensor], index: np.ndarray, idst: np.ndarray) -> None:
-        """Producers, consumers (each once, in index order) and the output flags of
-        ``tensors`` (made by :meth:`_tensors`)."""
-        bounds = self.bounds
-        by = np.lexsort((idst, self.src))
-        cons = list(map(self.ints.__getitem__, idst[by].tolist()))
+    def _wire(self, tensors: dict[str, Tensor], index: np.ndarray, idst: np.ndarray,
+              readers: np.ndarray) -> None:
+        """Producers, consumers (each once, in index order: ``readers`` as :meth:`_table` takes
+        it) and the output flags of ``tensors`` (made by :meth:`_tensors`)."""
+        bounds = self.bounds.tolist()
+        cons = list(map(self.ints.__getitem__, readers.tolist()))
         prod = list(map(self.ints.__getitem__, index.tolist()))
         split = self.split.tolist()
         for k, t in enumerate(self.tname):

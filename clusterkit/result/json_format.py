@@ -18,13 +18,13 @@ import hashlib
 import json
 import os
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from clusterkit.errors import PartitionError
-from clusterkit.graph.algorithms import gc_paused
-from clusterkit.io.json_text import BLOCK, Blocks, encode_str, indented_json_chunks
+from clusterkit.graph.algorithms import gc_paused, pair_order
+from clusterkit.io.json_text import BLOCK, Blocks, encode_str, indented_json_chunks, item_texts
 
 if TYPE_CHECKING:
     from clusterkit.graph.core import Graph
@@ -52,15 +52,13 @@ def partition_json(partition: "PartitionLike", model: str | None = None) -> dict
 
 
 def _document(partition: "PartitionLike", model: str | None, lazy: bool) -> dict[str, Any]:
-    """:func:`partition_json`; with ``lazy`` its clusters are a :class:`Blocks`, their dicts
-    made as the text is written."""
+    """:func:`partition_json`; with ``lazy`` its clusters are a :class:`Blocks`, their text
+    made as it is written."""
     graph = partition.graph
     src = graph.index_to_source
-    names, ops = source_columns(graph)
-    columns = _cluster_columns(partition, names, ops)
-    fingerprint = _fingerprint(names, ops)
-    del names, ops
-    blocks = Blocks(len(partition.clusters), lambda: _cluster_blocks(partition, *columns))
+    columns = _ClusterColumns(partition, *source_columns(graph))
+    fingerprint = columns.fingerprint
+    blocks = Blocks(len(partition.clusters), columns.blocks, columns.texts)
     clusters: Any = blocks if lazy else list(chain.from_iterable(blocks.blocks()))
     partition.placement()  # stores the placement report in info["placement"]
     extra = {"fingerprint": fingerprint, **partition.info}
@@ -70,35 +68,83 @@ def _document(partition: "PartitionLike", model: str | None, lazy: bool) -> dict
                                clusters, partition.metrics(), partition.seconds, extra)
 
 
-def _cluster_blocks(partition: "PartitionLike", idx: list[int], names: list[str],
-                    ops: list[str], bounds: list[int]) -> Iterator[list[dict[str, Any]]]:
-    """The clusters' JSON dicts, :data:`BLOCK` at a time, from :func:`_cluster_columns`."""
-    clusters = partition.clusters
-    for start in range(0, len(clusters), BLOCK):
-        stop = min(start + BLOCK, len(clusters))
+class _ClusterColumns:
+    """Every cluster's source indices, each cluster's sorted, in cluster order (``idx``), where
+    each cluster starts in them (``bounds``, one more: the end), computed over all clusters
+    at once, and the nodes' names and op types in source order (:func:`source_columns`),
+    taken a block of clusters at a time; plain strings are also kept as JSON text."""
+
+    def __init__(self, partition: "PartitionLike", names: list[str], ops: list[str]):
+        self.partition = partition
+        clusters = partition.clusters
+        sizes = [len(c.nodes) for c in clusters]
+        flat = np.fromiter(chain.from_iterable(c.nodes for c in clusters), np.int64,
+                           sum(sizes))
+        member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        idx = partition.graph.index_to_source[flat]
+        self.idx = idx[pair_order(member, idx)]
+        self.bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).tolist()
+        self.names = np.fromiter(names, dtype=object, count=len(names))
+        self.ops = np.fromiter(ops, dtype=object, count=len(ops))
+        #: the names' and op types' JSON text, when all are strings (else None)
+        self.name_text = self.op_text = None
+        if all(type(x) is str for x in names) and all(type(x) is str for x in ops):
+            texts = {op: encode_str(op) for op in set(ops)}
+            name_t, op_t = list(map(encode_str, names)), list(map(texts.__getitem__, ops))
+            #: :func:`model_fingerprint` of the nodes
+            self.fingerprint = _fingerprint(name_t, op_t, encoded=True)
+            self.name_text = np.fromiter(name_t, dtype=object, count=len(names))
+            self.op_text = np.fromiter(op_t, dtype=object, count=len(ops))
+        else:
+            self.fingerprint = _fingerprint(names, ops)
+
+    def blocks(self) -> Iterator[list[dict[str, Any]]]:
+        """The clusters' JSON dicts, :data:`BLOCK` at a time."""
+        for start in range(0, len(self.partition.clusters), BLOCK):
+            yield self.block(start)
+
+    def block(self, start: int) -> list[dict[str, Any]]:
+        """The JSON dicts of the :data:`BLOCK` clusters from ``start``."""
+        clusters = self.partition.clusters[start:start + BLOCK]
+        at = self.bounds[start:start + len(clusters) + 1]
+        take = self.idx[at[0]:at[-1]]
+        idx, names, ops = take.tolist(), self.names[take].tolist(), self.ops[take].tolist()
+        at = [a - at[0] for a in at]
         with gc_paused():  # new dicts and lists, none garbage: a collection would free none
-            block = [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
-                      "op_types": ops[a:b]}
-                     for c, a, b in zip(clusters[start:stop], bounds[start:stop],
-                                        bounds[start + 1:stop + 1])]
-        yield block
+            return [{"id": c.id, "device": c.device, "nodes": idx[a:b], "names": names[a:b],
+                     "op_types": ops[a:b]}
+                    for c, a, b in zip(clusters, at, at[1:])]
 
-
-def _cluster_columns(partition: "PartitionLike", names: list[str], ops: list[str]
-                     ) -> tuple[list[int], list[str], list[str], list[int]]:
-    """Every cluster's source indices, each cluster's sorted, in cluster order, their names and
-    op types (``names``, ``ops``: :func:`source_columns`), and where each cluster starts in
-    them (one more: the end), computed over all clusters at once."""
-    sizes = [len(c.nodes) for c in partition.clusters]
-    flat = np.fromiter(chain.from_iterable(c.nodes for c in partition.clusters), np.int64,
-                       sum(sizes))
-    member = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    idx_arr = partition.graph.index_to_source[flat]
-    idx_arr = idx_arr[np.lexsort((idx_arr, member))]
-    del flat, member
-    bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).tolist()
-    idx = idx_arr.tolist()
-    return idx, list(map(names.__getitem__, idx)), list(map(ops.__getitem__, idx)), bounds
+    def texts(self, nl: str) -> Iterator[list[str]]:
+        """The texts of :meth:`blocks`' dicts at the indent of newline ``nl``, made without
+        the dicts: each column's items taken as text by one ``map`` or ``take`` per block, a
+        cluster's three lists then one ``join`` each into one template. A block the template
+        cannot hold (an id that is not an int, a device, name or op type that is not a str, an
+        empty cluster) is encoded from its dicts."""
+        inner = nl + " "
+        sep, lists = "," + inner + " ", []
+        for key in ("nodes", "names", "op_types"):
+            lists.append(encode_str(key) + ": [" + inner + " %s" + inner + "]")
+        template = "{" + inner + ("," + inner).join(
+            [encode_str("id") + ": %s", encode_str("device") + ": %s", *lists]) + nl + "}"
+        clusters = self.partition.clusters
+        for start in range(0, len(clusters), BLOCK):
+            block = clusters[start:start + BLOCK]
+            at = self.bounds[start:start + len(block) + 1]
+            ids, devices = [c.id for c in block], [c.device for c in block]
+            if self.name_text is None or self.op_text is None or \
+                    set(map(type, ids)) != {int} or set(map(type, devices)) != {str} or \
+                    any(a == b for a, b in zip(at, at[1:])):
+                yield item_texts(self.block(start), nl)
+                continue
+            take = self.idx[at[0]:at[-1]]
+            node_t = list(map(int.__repr__, take.tolist()))
+            name_t, op_t = self.name_text[take].tolist(), self.op_text[take].tolist()
+            dev_t = {d: encode_str(d) for d in set(devices)}
+            at = [a - at[0] for a in at]
+            yield [template % (i, dev_t[d], sep.join(node_t[a:b]), sep.join(name_t[a:b]),
+                               sep.join(op_t[a:b]))
+                   for i, d, a, b in zip(ids, devices, at, at[1:])]
 
 
 def source_columns(graph: "Graph") -> tuple[list[str], list[str]]:
@@ -123,14 +169,17 @@ def model_fingerprint(nodes: Iterable[tuple[str, str]]) -> str:
     return _fingerprint([p[0] for p in pairs], [p[1] for p in pairs])
 
 
-def _fingerprint(names: list, ops: list) -> str:
-    """:func:`model_fingerprint` of the pairs ``zip(names, ops)``."""
+def _fingerprint(names: Sequence, ops: Sequence, encoded: bool = False) -> str:
+    """:func:`model_fingerprint` of the pairs ``zip(names, ops)``; ``encoded``: both are
+    their strings' JSON text already."""
     # the text of json.dumps(separators=(",", ":")) of the pairs as lists, hashed in blocks
     digest = hashlib.sha256()
     for start in range(0, len(names), BLOCK):
-        text = ",".join(map("[{},{}]".format,
-                            map(encode_str, map(str, names[start:start + BLOCK])),
-                            map(encode_str, map(str, ops[start:start + BLOCK]))))
+        name_t: Iterable[str] = names[start:start + BLOCK]
+        op_t: Iterable[str] = ops[start:start + BLOCK]
+        if not encoded:
+            name_t, op_t = map(encode_str, map(str, name_t)), map(encode_str, map(str, op_t))
+        text = ",".join(map("[{},{}]".format, name_t, op_t))
         digest.update(("[" if not start else ",").encode() + text.encode("utf-8"))
     digest.update(b"]" if names else b"[]")
     return "sha256:" + digest.hexdigest()

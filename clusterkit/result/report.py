@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterkit.graph.algorithms import gc_paused
+from clusterkit.graph.algorithms import gc_paused, pair_order
 from clusterkit.result.cluster import PartitionLike
 from clusterkit.result.reasons import Category, Reason, devices_taking_op, infer_reason
 
@@ -35,20 +35,19 @@ def placement_report(partition: PartitionLike) -> dict[str, Any]:
     flat, dev = _cluster_nodes(partition, index)
     compute = flat[(dev == index[partition.fallback]) & ~g.folded[flat]].tolist()
     reasons = fallback_reasons_of(partition, compute)
-    fallen = []
-    by_reason: Counter = Counter()
-    by_op: dict[str, Counter] = {}
     ids = np.asarray(compute, dtype=np.int64)
     ids = ids[np.argsort(src[ids], kind="stable")]     # by source index
-    for v, i in zip(ids.tolist(), src[ids].tolist()):
-        why = reasons[v]
-        cat = why.category.value
-        by_reason[cat] += 1
-        if cat not in by_op:
-            by_op[cat] = Counter()
-        by_op[cat][ops[v]] += 1
-        fallen.append({"node": nodes[v].name, "index": i, "op": ops[v],
-                       "reason": cat, "detail": why.detail})
+    vs = ids.tolist()
+    whys = list(map(reasons.__getitem__, vs))
+    value = {c: c.value for c in Category}
+    reason_of = [value[w.category] if w.category in value else w.category.value for w in whys]
+    op_of = list(map(ops.__getitem__, vs))
+    fallen = [{"node": nodes[v].name, "index": i, "op": op, "reason": cat, "detail": w.detail}
+              for v, i, op, cat, w in zip(vs, src[ids].tolist(), op_of, reason_of, whys)]
+    by_reason = Counter(reason_of)
+    by_op: dict[str, Counter] = {}
+    for (cat, op), count in Counter(zip(reason_of, op_of)).items():
+        by_op.setdefault(cat, Counter())[op] = count
     cats = [c.value for c in Category]
     return {
         "fallback": partition.fallback,
@@ -101,7 +100,7 @@ def _assignment(partition: PartitionLike, index: dict[str, int], flat: np.ndarra
     keep = ~g.folded[flat]
     flat, dev = flat[keep], dev[keep]
     src = g.index_to_source[flat]
-    by = np.lexsort((src, dev))           # per device by source index, ties in cluster order
+    by = pair_order(dev, src)             # per device by source index, ties in cluster order
     flat, dev, src = flat[by], dev[by], src[by]
     bounds = np.searchsorted(dev, np.arange(len(index) + 1)).tolist()
     ids, idx, nodes, ops = flat.tolist(), src.tolist(), g.nodes, g.op_types
@@ -109,8 +108,9 @@ def _assignment(partition: PartitionLike, index: dict[str, int], flat: np.ndarra
     for dev_name, k in index.items():
         a, b = bounds[k], bounds[k + 1]
         out.append({"device": dev_name, "nodes": [
-            {"name": nodes[v].name, "op_type": ops[v], "domain": nodes[v].domain, "index": i}
-            for v, i in zip(ids[a:b], idx[a:b])]})
+            {"name": nd.name, "op_type": op, "domain": nd.domain, "index": i}
+            for nd, op, i in zip(map(nodes.__getitem__, ids[a:b]), map(ops.__getitem__, ids[a:b]),
+                                 idx[a:b])]})
     return out
 
 
@@ -181,8 +181,11 @@ def _device_counts(partition: PartitionLike, order: list[str], index: dict[str, 
     clusters = Counter(c.device for c in partition.clusters)
     dev = np.zeros(g.n, dtype=np.int64)
     dev[flat] = dev_k
-    names, op_code = np.unique(np.asarray(g.op_types, dtype=object).astype(str),
-                               return_inverse=True)
+    ops = g.op_types if all(type(op) is str for op in set(g.op_types)) else \
+        [str(op) for op in g.op_types]
+    names = sorted(set(ops))  # the distinct op types, each numbered by its place here
+    code = {op: k for k, op in enumerate(names)}
+    op_code = np.fromiter(map(code.__getitem__, ops), dtype=np.int64, count=len(ops))
     pairs = np.bincount(dev * len(names) + op_code.ravel(),
                         minlength=len(order) * len(names)).reshape(len(order), len(names))
     n_folded = np.bincount(dev, weights=g.folded, minlength=len(order))
