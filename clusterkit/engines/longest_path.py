@@ -55,7 +55,7 @@ from clusterkit.constraints.core import Problem
 from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.errors import StrategyError
-from clusterkit.graph.algorithms import weak_components
+from clusterkit.graph.algorithms import pair_order, weak_components
 from clusterkit.graph.core import HOST, Graph
 from clusterkit.result.metrics import cut_bytes
 from clusterkit.result.model import Partition
@@ -462,7 +462,7 @@ class _LevelProblem:
             w, b = uw, ub
         self.us, self.ud, self.w, self.b = super_nodes.esrc, super_nodes.edst, w, b
         self.pos = np.asarray(super_nodes.rank, dtype=np.int64)
-        self.by_dst = np.lexsort((self.pos[self.us], self.pos[self.ud]))  # targets in order
+        self.by_dst = pair_order(self.pos[self.ud], self.pos[self.us])  # targets in order
         self.dev = pl.dev[super_nodes.first]  # device per super-node
         self.w = self._class_weights(self.w)
         self.virtual: list[tuple[int, int]] = []

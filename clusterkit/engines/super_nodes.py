@@ -21,6 +21,7 @@ from clusterkit.graph import convexity
 from clusterkit.graph.algorithms import (
     group_labels,
     heaviest_paths,
+    pair_order,
     positions,
     quotient,
     topological_order,
@@ -119,7 +120,7 @@ class SuperNodeGraph:
     @cached_property
     def _by_dst(self) -> np.ndarray:
         """Super-node edges by (target, source)."""
-        return np.lexsort((self.esrc, self.edst)).astype(np.int64)
+        return pair_order(self.edst, self.esrc)
 
     @cached_property
     def edge_nodes(self) -> list[tuple[int, int]]:

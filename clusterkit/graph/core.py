@@ -193,7 +193,7 @@ class Graph:
         self.succ_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.edge_src, minlength=n), out=self.succ_ptr[1:])
         self.succ_idx = self.edge_dst
-        porder = np.lexsort((self.edge_src, self.edge_dst))
+        porder = pair_order(self.edge_dst, self.edge_src)
         self.pred_edge = porder
         self.pred_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.edge_dst, minlength=n), out=self.pred_ptr[1:])
