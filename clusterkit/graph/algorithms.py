@@ -17,6 +17,7 @@ function here is deterministic: ties are broken by a key, never by hash or inser
 - :func:`weak_components` — connected components of the undirected view, numbered as
   scipy's ``connected_components`` numbers them; :func:`is_acyclic` — whether edges form a DAG.
 - :func:`pair_order` — the order of ``np.lexsort`` by two integer keys, in one stable argsort.
+- :func:`int_lists` — integer arrays as plain lists sharing one int object per value.
 - :func:`gc_paused` — pause the cyclic garbage collector while many small containers are made.
 """
 
@@ -425,6 +426,24 @@ def pair_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
             int(major.max()) >= (2 ** 63 - 1) // max(width, 1) - 1:  # the key would not fit
         return np.lexsort((minor, major))
     return np.argsort(major * width + minor, kind="stable")
+
+
+def int_lists(*arrays: np.ndarray) -> list[list[int]]:
+    """``[a.tolist() for a in arrays]`` for integer arrays, but the lists share one int object
+    per distinct value: ``tolist`` makes one 32-byte int per element, so lists of node and edge
+    numbers that a pass keeps while it walks them would hold millions of copies of a few
+    million numbers. Arrays whose values span more than their length get plain ``tolist``."""
+    flat = [np.asarray(a, dtype=np.int64) for a in arrays]
+    full = [a for a in flat if a.size]
+    if not full:
+        return [[] for _ in flat]
+    lo = min(int(a.min()) for a in full)
+    hi = max(int(a.max()) for a in full)
+    if hi - lo + 1 > sum(a.size for a in full):  # sparse values: nothing to share
+        return [a.tolist() for a in flat]
+    pool = np.empty(hi - lo + 1, dtype=object)
+    pool[:] = range(lo, hi + 1)
+    return [pool[a - lo].tolist() for a in flat]
 
 
 @contextmanager

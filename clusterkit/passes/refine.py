@@ -29,6 +29,7 @@ import numpy as np
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
 from clusterkit.constraints.limits import cluster_const_bytes
+from clusterkit.graph.algorithms import int_lists
 from clusterkit.result.model import Partition
 
 #: passes over all candidate moves at most
@@ -80,8 +81,6 @@ class _Mover:
         # candidate (from, to) the move count when its set and pieces were all refused
         self.changed_at: dict[int, int] = {}
         self.refused_at: dict[tuple[int, int], int] = {}
-        self.succ_ptr, self.succ = g.succ_ptr.tolist(), g.succ_idx.tolist()
-        self.pred_ptr, self.pred = g.pred_ptr.tolist(), g.pred_idx.tolist()
         inner = ~np.asarray(p.must_cut, dtype=bool)
         ok = [np.asarray(p.edge_ok[d], dtype=bool) & inner for d in range(len(p.devices))]
         self.inner_ok = [o.tolist() for o in ok]  # per device, by edge
@@ -95,25 +94,28 @@ class _Mover:
 
     def _tensors(self, g) -> None:
         """Per tensor its readers, producer, bytes (0 when folded) and output flag; per node
-        the tensors it makes or reads, as index ranges (read as needed)."""
+        the tensors it makes or reads, as index ranges (read as needed); the graph's
+        successor and predecessor lists."""
         tt = g.tensor_table
         nt = len(tt.nbytes)
         weight = np.where(tt.free, 0, tt.nbytes)
         # readers and touched tensors in any order per tensor and node (read as sets): the
         # unstable sorts, several times faster than stable ones
-        order = np.argsort(tt.inc_tensor)
-        self.read_ptr = np.searchsorted(tt.inc_tensor[order], np.arange(nt + 1)).tolist()
-        self.readers = tt.inc_node[order].tolist()
-        self.producer = tt.producer.tolist()
+        by_tensor = np.argsort(tt.inc_tensor)
         self.nbytes = weight.tolist()
         self.is_output = (tt.is_output & ~tt.free).tolist()
         node = np.concatenate((tt.producer, tt.inc_node))
         ten = np.concatenate((np.arange(nt), tt.inc_tensor))
         keep = (node >= 0) & (weight[ten] > 0)
         node, ten = node[keep], ten[keep]
-        order = np.argsort(node)
-        self.touch_ptr = np.searchsorted(node[order], np.arange(g.n + 1)).tolist()
-        self.touch = ten[order].tolist()
+        by_node = np.argsort(node)
+        # the adjacency, readers and touched tensors as lists sharing their int objects
+        (self.succ_ptr, self.succ, self.pred_ptr, self.pred, self.read_ptr, self.readers,
+         self.producer, self.touch_ptr, self.touch) = int_lists(
+            g.succ_ptr, g.succ_idx, g.pred_ptr, g.pred_idx,
+            np.searchsorted(tt.inc_tensor[by_tensor], np.arange(nt + 1)),
+            tt.inc_node[by_tensor], tt.producer,
+            np.searchsorted(node[by_node], np.arange(g.n + 1)), ten[by_node])
 
     def costs(self, tensors, moved: set[int], dst: int) -> tuple[int, int]:
         """The cut bytes of ``tensors`` under the current assignment and after the nodes
