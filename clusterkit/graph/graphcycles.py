@@ -25,7 +25,13 @@ from typing import Sequence, TypeVar
 import numpy as np
 
 from clusterkit.errors import GraphError
-from clusterkit.graph.algorithms import edge_arrays, gc_paused, positions, topological_order
+from clusterkit.graph.algorithms import (
+    edge_arrays,
+    gc_paused,
+    int_lists,
+    positions,
+    topological_order,
+)
 
 __all__ = ["GraphCycles", "OneSidedGraphCycles"]
 _GC = TypeVar("_GC", bound="GraphCycles")  # the builders make a graph of their own class
@@ -72,8 +78,10 @@ class GraphCycles:
         graph = cls.__new__(cls)
         with gc_paused():  # millions of fresh sets
             graph._alive = [True] * n
-            graph._out = _bucket(n, s, d)
-            graph._in = _bucket(n, d[by_dst], s[by_dst])
+            succ, pred = int_lists(d, s[by_dst])  # the sets share one int per node
+            graph._out = _bucket(n, s, succ)
+            del succ
+            graph._in = _bucket(n, d[by_dst], pred)
         if bool(np.all(s < d)):
             graph._rank = list(range(n))
         elif order is not None:
@@ -596,10 +604,9 @@ def _order_ranks(n: int, order: Sequence[int], src: np.ndarray, dst: np.ndarray)
     return rank.tolist()
 
 
-def _bucket(n: int, keys: np.ndarray, values: np.ndarray) -> list[set[int]]:
-    """Per-node sets of ``values`` grouped by ``keys`` (``keys`` sorted ascending)."""
+def _bucket(n: int, keys: np.ndarray, vals: list[int]) -> list[set[int]]:
+    """Per-node sets of ``vals`` grouped by ``keys`` (``keys`` sorted ascending)."""
     bounds = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64)).tolist()
-    vals = values.tolist()
     return list(map(set, map(vals.__getitem__, map(slice, bounds[:-1], bounds[1:]))))
 
 
