@@ -15,14 +15,13 @@ ranking; ``info["auto"]["ranking"]`` says which one ran). The growth strategies 
 ``hetero``) are members on graphs of at most ``growth_limit`` nodes (default
 :data:`GROWTH_LIMIT`, above every bundled and light model; None: at every size). They come last,
 so on a one-device problem they run only when no cheaper member reached the lower bound below.
-On graphs of more than ``scale_limit`` nodes (default :data:`SCALE_LIMIT`, above every bundled
-and light model; None: at every size) the members of :data:`SCALE_SKIPPED` are left out too, unless
-``members`` names them: there ``auto`` is one contraction under the level bound
+On graphs of more than ``scale_limit`` nodes (default :data:`SCALE_LIMIT`, above every
+bundled and light model; None: at every size) the members of :data:`SCALE_SKIPPED` are left out
+too, unless ``members`` names them: there ``auto`` is one contraction under the level bound
 (``cycles+levels``) and its refinement, not ``cycles+merge_non_adjacent`` (whose non-adjacent
 merges grow much faster than the graph), nor a second contraction (``cycles``) or
 ``longest-path``. ``info["auto"]["skipped_for_size"]`` lists the default members a size left
-out (growth and scale alike). The answer is the best of the members
-that ran, as always.
+out (growth and scale alike). The answer is the best of the members that ran, as always.
 
 Members are ranked after the clusters a device rejects whole have gone to the fallback (as the
 front door does after every strategy), so by what they give.
