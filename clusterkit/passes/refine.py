@@ -90,12 +90,12 @@ class _Mover:
         for u, v in p.never_pairs.tolist():
             self.never.setdefault(u, []).append(v)
             self.never.setdefault(v, []).append(u)
-        self._tensors(g)
+        self._lists(g)
 
-    def _tensors(self, g) -> None:
-        """Per tensor its readers, producer, bytes (0 when folded) and output flag; per node
-        the tensors it makes or reads, as index ranges (read as needed); the graph's
-        successor and predecessor lists."""
+    def _lists(self, g) -> None:
+        """The plain lists the passes walk: the graph's successors and predecessors (CSR);
+        per tensor its readers, producer, bytes (0 when folded) and output flag; per node the
+        tensors it makes or reads, as index ranges (read as needed)."""
         tt = g.tensor_table
         nt = len(tt.nbytes)
         weight = np.where(tt.free, 0, tt.nbytes)
