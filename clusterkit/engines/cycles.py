@@ -416,11 +416,11 @@ class _Contraction:
                 stop = min(len(chunk), max(0, first_far - start))
                 if plain:  # the common case, inlined: near edges, then far ones
                     if stop:
-                        retry.extend(i + start
-                                      for i in self._contract_plain(us[:stop], vs[:stop]))
+                        retry.extend(i + start for i in
+                                     self._contract_plain(us[:stop], vs[:stop], False))
                     if stop < len(chunk):
                         retry.extend(i + start + stop for i in
-                                     self._contract_far_plain(us[stop:], vs[stop:]))
+                                     self._contract_plain(us[stop:], vs[stop:], True))
                     if p + 1 >= passes:
                         retry.clear()
                     continue
@@ -442,17 +442,19 @@ class _Contraction:
         return (not self.problem.limits.any_maximum and self.const_bytes is None and not self.never
                 and not any(self.edge_sensitive))
 
-    def _contract_plain(self, us: list[int], vs: list[int]) -> list[int]:
-        """:meth:`_try` for near edges without constraints to check; returns the positions
-        refused for a cycle."""
+    def _contract_plain(self, us: list[int], vs: list[int], far: bool) -> list[int]:
+        """:meth:`_try` for edges without constraints to check (the level bound, for ``far``
+        edges the bounded search, the contraction); returns the positions refused for a
+        cycle."""
         # bound locally: this is the hot loop of the contraction
         parent, link = self.union_find.parent, self.union_find.link
-        contract = self.cycles_graph.contract_live_edge
+        graph, budget = self.cycles_graph, self.far_budget
+        contract = graph.contract_live_edge
         gid, orig = self.graph_id, self.node_of_graph_id
         lb = self.levels
         asap, alap = (lb.asap, lb.alap) if lb is not None else ([], [])
         refused: list[int] = []
-        done = level_refused = 0
+        done = level_refused = over_budget = 0
         for i, (a, b) in enumerate(zip(us, vs)):
             while parent[a] != a:  # UnionFind.find inlined (path halving)
                 parent[a] = a = parent[parent[a]]
@@ -466,49 +468,15 @@ class _Contraction:
                 if (ax if ax > ay else ay) > (lx if lx < ly else ly):
                     level_refused += 1
                     continue
+            if far:  # decided exactly when both cones are small, else refused
+                verdict = _bounded_search(graph, ga, gb, budget)
+                if verdict == "budget":
+                    over_budget += 1
+                    continue
+                if verdict == "path":
+                    refused.append(i)
+                    continue
             s = contract(ga, gb)
-            if s is None:
-                refused.append(i)
-                continue
-            if lb is not None:
-                lb.merged(s, ga, gb)
-            if orig is not None:
-                s = orig[s]
-            link(s, b if s == a else a)
-            done += 1
-        self.info["contractions"] += done
-        self.info["refused_cycle"] += len(refused)
-        if level_refused:
-            self.info["refused_levels"] += level_refused
-        return refused
-
-    def _contract_far_plain(self, us: list[int], vs: list[int]) -> list[int]:
-        """:meth:`_try` for far edges without constraints to check (the level bound, the
-        bounded search, the contraction); returns the positions refused for a cycle."""
-        # bound locally: the far edges are a quarter of the contraction's time at 1e6 nodes
-        parent, link = self.union_find.parent, self.union_find.link
-        graph, budget = self.cycles_graph, self.far_budget
-        contract = graph.contract_live_edge
-        gid, orig = self.graph_id, self.node_of_graph_id
-        lb = self.levels
-        refused: list[int] = []
-        done = level_refused = over_budget = 0
-        for i, (a, b) in enumerate(zip(us, vs)):
-            while parent[a] != a:  # UnionFind.find inlined (path halving)
-                parent[a] = a = parent[parent[a]]
-            while parent[b] != b:
-                parent[b] = b = parent[parent[b]]
-            if a == b:
-                continue
-            ga, gb = (a, b) if gid is None else (gid[a], gid[b])
-            if lb is not None and not lb.allows(ga, gb):
-                level_refused += 1
-                continue
-            verdict = _bounded_search(graph, ga, gb, budget)
-            if verdict == "budget":
-                over_budget += 1
-                continue
-            s = None if verdict == "path" else contract(ga, gb)
             if s is None:
                 refused.append(i)
                 continue
