@@ -61,13 +61,13 @@ def indented_json_chunks(obj: Any, nl: str = "\n") -> Iterator[str]:
     elif (kind is list or kind is tuple) and len(obj) > BLOCK:
         inner, sep = nl + " ", "[" + nl + " "
         for start in range(0, len(obj), BLOCK):
-            yield sep + ("," + inner).join(_texts(obj[start:start + BLOCK], inner))
+            yield sep + ("," + inner).join(item_texts(obj[start:start + BLOCK], inner))
             sep = "," + inner
         yield nl + "]"
     elif kind is Blocks:
         inner, sep = nl + " ", "[" + nl + " "
         for texts in (obj.texts(inner) if obj.texts is not None else
-                      (_texts(block, inner) for block in obj.blocks())):
+                      (item_texts(block, inner) for block in obj.blocks())):
             if texts:
                 yield sep + ("," + inner).join(texts)
                 sep = "," + inner
@@ -98,13 +98,14 @@ def _text(value: Any, nl: str) -> str:
         if not value:
             return "[]"
         inner = nl + " "
-        return "[" + inner + ("," + inner).join(_texts(value, inner)) + nl + "]"
+        return "[" + inner + ("," + inner).join(item_texts(value, inner)) + nl + "]"
     return _scalar(value, nl)
 
 
-def _texts(values: list | tuple, nl: str) -> list[str]:
-    """The text of each value at the indent of ``nl``: strings or integers are encoded by one
-    ``map``, rows of a table column by column (:func:`_records`)."""
+def item_texts(values: list | tuple, nl: str) -> list[str]:
+    """The text of each item of the list ``values`` at the indent of newline ``nl`` (a newline
+    and spaces), as the list's text holds it: strings or integers are encoded by one ``map``,
+    rows of a table column by column (:func:`_records`)."""
     kinds = set(map(type, values))
     if kinds == {str}:
         return list(map(encode_str, values))
@@ -123,19 +124,13 @@ def _texts(values: list | tuple, nl: str) -> list[str]:
     return [_text(v, nl) for v in values]
 
 
-def item_texts(values: list | tuple, nl: str) -> list[str]:
-    """The text of each item of the list ``values`` at the indent of newline ``nl`` (a newline
-    and spaces), as the list's text holds it."""
-    return _texts(values, nl) if values else []
-
-
 def _records(rows: list | tuple, nl: str) -> list[str]:
     """The text of dicts that share their string keys in one order, column by column."""
     keys = list(rows[0])
     inner = nl + " "
     template = "{" + inner + ("," + inner).join(
         encode_str(k).replace("%", "%%") + ": %s" for k in keys) + nl + "}"
-    columns = [_texts([row[k] for row in rows], inner) for k in keys]
+    columns = [item_texts([row[k] for row in rows], inner) for k in keys]
     return [template % row for row in zip(*columns)]
 
 
