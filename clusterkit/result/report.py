@@ -39,8 +39,8 @@ def placement_report(partition: PartitionLike) -> dict[str, Any]:
     ids = ids[np.argsort(src[ids], kind="stable")]     # by source index
     vs = ids.tolist()
     whys = list(map(reasons.__getitem__, vs))
-    value = {c: c.value for c in Category}
-    reason_of = [value[w.category] if w.category in value else w.category.value for w in whys]
+    value = {c: c.value for c in Category}  # a dict lookup: Enum.value is a slow property
+    reason_of = [value[w.category] for w in whys]
     op_of = list(map(ops.__getitem__, vs))
     fallen = [{"node": nodes[v].name, "index": i, "op": op, "reason": cat, "detail": w.detail}
               for v, i, op, cat, w in zip(vs, src[ids].tolist(), op_of, reason_of, whys)]
