@@ -168,7 +168,7 @@ class FlakyBackend(OnnxRuntimeBackend):
 register_backend("flaky", FlakyBackend)
 
 
-def test_failed_compile_falls_back_to_the_host():
+def test_a_refused_cluster_is_split_and_only_what_no_piece_holds_falls_back():
     graph = load(BUNDLED_MODELS / "resnet18.onnx")
     feeds = random_inputs(graph)
     expected = _expected(graph, feeds)
@@ -177,15 +177,24 @@ def test_failed_compile_falls_back_to_the_host():
     ex = Executor(fg, backends={"acc": "flaky"},
                   backend_config={"flaky": FAST_ORT, "onnxruntime": FAST_ORT})
     _assert_match(expected, ex.run(feeds), "with fallbacks")
+    heavy = {v for c in part.clusters if c.device == "acc" for v in c.nodes
+             if graph.nodes[v].op_type in ("MatMul", "Conv")}
+    assert heavy, "the test needs offloaded Conv/MatMul nodes"
     failing = [u for u in ex.steps if u.fallback_reason]
-    expect = [u for u in ex.steps if u.kind == "subgraph" and any(
-        graph.nodes[v].op_type in ("MatMul", "Conv") for v in u.subgraph.nodes)]
-    assert failing and failing == expect
+    fallen = {v for u in failing for v in u.subgraph.nodes}
+    assert fallen == heavy  # exactly the nodes no piece the backend compiles can hold
+    assert all(u.kind == "host" and u.device == "cpu" and u.backend == "onnxruntime"
+               and "out of on-chip memory" in u.fallback_reason for u in failing)
+    on_acc = [u for u in ex.steps if u.device == "acc"]
+    assert all(u.backend == "flaky" and not heavy & set(u.subgraph.nodes) for u in on_acc)
     assert len(ex.fallbacks) == len(failing)
-    assert all("out of on-chip memory" in fb["error"] and fb["backend"] == "flaky"
-               for fb in ex.fallbacks)
-    assert all(u.device == "cpu" and u.backend == "onnxruntime" for u in failing)
     assert all(t["fell_back"] for t in ex.timings() if t["name"] in {u.name for u in failing})
+    split = [c for c in ex.clusters if c["verdict"] == "split"]
+    refused = {c.id for c in part.clusters if heavy & set(c.nodes)}
+    assert len(split) == len(refused) and all("out of on-chip memory" in c["reason"]
+                                              for c in split)
+    assert sum(c["pieces"] for c in split) == len([u for u in on_acc if ".piece" in u.name])
+    assert sum(c["fallen"] for c in split) == len(heavy)
 
 
 def test_host_failure_is_fatal_and_named():

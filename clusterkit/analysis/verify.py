@@ -30,6 +30,7 @@ from clusterkit.io.ep_query import EpAnswer, graph_node_name, query_ep
 from clusterkit.io.onnx import load_onnx
 from clusterkit.io.optimize import optimize_model
 from clusterkit.result.model import Partition
+from clusterkit.selection.ep_property import ep_of_selector
 from clusterkit.selection.specs import parse_selector
 
 
@@ -95,20 +96,6 @@ class Verification:
 
 def _as_sets(groups: list[list[int]]) -> set[frozenset[int]]:
     return {frozenset(g) for g in groups if g}
-
-
-def ep_of_selector(prop: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """The EP a shipped selector models, the EP settings that follow from the selector's own,
-    and the selector data's ``verified`` block; a selector without one is a
-    :class:`SelectorError`."""
-    table = getattr(prop, "table", None)
-    verified = (getattr(table, "raw", None) or {}).get("verified")
-    if not verified:
-        raise SelectorError(f"selector {getattr(prop, 'name', prop)!r} does not model an "
-                            "installable plugin execution provider (its data has no 'verified')")
-    settings = {k: str(prop.settings[k]) for k in verified.get("ep_settings", [])
-                if k in getattr(prop, "settings", {})}
-    return verified["ep"], settings, verified
 
 
 def name_nodes(proto: onnx.ModelProto) -> None:

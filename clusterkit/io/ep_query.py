@@ -53,6 +53,9 @@ class PluginEp:
     virtual: bool = False
     options: Callable[[Any, dict[str, str]], dict[str, str]] = lambda module, s: dict(s)
     device_type: str | None = None
+    #: the arithmetic the EP computes in with these provider options (``fp32``, ``fp16``):
+    #: what a comparison of its outputs must allow for
+    precision: Callable[[Mapping[str, str]], str] = lambda options: "fp32"
 
 
 def _qnn_options(module: Any, settings: dict[str, str]) -> dict[str, str]:
@@ -69,15 +72,23 @@ def _qnn_options(module: Any, settings: dict[str, str]) -> dict[str, str]:
         raise BackendError(f"QNNExecutionProvider: the {backend} backend library is not in "
                            f"the installed onnxruntime-qnn ({opts['backend_path']})")
     opts.setdefault("soc_model", "60")
+    if backend == "htp":  # the EP's own default, stated: float32 nodes run on HTP in fp16
+        opts.setdefault("enable_htp_fp16_precision", "1")
     return opts
+
+
+def _qnn_precision(options: Mapping[str, str]) -> str:
+    """The arithmetic of the QNN backend ``options`` pick: fp16 on the HTP, else fp32."""
+    return "fp16" if "Htp" in os.path.basename(options.get("backend_path", "")) else "fp32"
 
 
 #: the plugin EPs clusterkit knows by name (others are found by their package, see plugin_eps)
 KNOWN_EPS = {
     "QNNExecutionProvider": PluginEp("QNNExecutionProvider", "onnxruntime_qnn", "qnn",
-                                     options=_qnn_options),
+                                     options=_qnn_options, precision=_qnn_precision),
     "OpenVINOExecutionProvider": PluginEp("OpenVINOExecutionProvider", "onnxruntime_ep_openvino",
-                                          "openvino", virtual=True, device_type="NPU"),
+                                          "openvino", virtual=True, device_type="NPU",
+                                          precision=lambda options: "fp16"),
 }
 
 
@@ -185,11 +196,9 @@ def query_ep(model: onnx.ModelProto, name: str, settings: Mapping[str, str] | No
     known only when onnxruntime compiled nothing). Raises
     :class:`BackendError` when the EP is not installed, offers no device, or fails before
     answering."""
-    spec = find_ep(name)
-    module = importlib.import_module(spec.module)
-    options = spec.options(module, {k: str(v) for k, v in (settings or {}).items()})
+    spec, options = ep_options(name, settings)
     with _LOCK, _stdout_to_stderr():
-        recorder = _register(spec, module)
+        recorder = _register(spec, importlib.import_module(spec.module))
         device = _device(spec, options)
         answer = EpAnswer(spec.name, ep_version(spec))
         recorder.clusterkit_clear()
@@ -242,10 +251,9 @@ def _run_session(model: onnx.ModelProto, device: Any, options: dict[str, str],
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     opts.log_severity_level = 4
     opts.intra_op_num_threads = 1  # nothing is run: no thread pool to start
-    opts.add_provider_for_devices([device], options)
+    _add_ep(opts, device, options)
     try:
         session = ort.InferenceSession(model.SerializeToString(), opts)
     except Exception as exc:  # EP_FAIL, Fail, ...: the EP answered (or not) and then failed
@@ -282,6 +290,138 @@ def _read_answer(events: list, answer: EpAnswer) -> None:
         answer.op_types.update(group)
     if answer.compiled is None and answer.assigned is not None:
         answer.compiled = 1 if answer.assigned else 0
+
+
+def _add_ep(opts: Any, device: Any, options: dict[str, str]) -> None:
+    """Give session options ``opts`` the EP on ``device`` with provider ``options``, and ask
+    onnxruntime to record which EP takes each node."""
+    opts.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    opts.add_provider_for_devices([device], options)
+
+
+class EpCompileError(BackendError):
+    """An EP refused to compile a model whole (``reason``: the EP's own message, one line)."""
+
+    def __init__(self, ep: str, reason: str):
+        super().__init__(f"{ep} did not compile it: {reason}")
+        self.ep = ep
+        self.reason = reason
+
+
+@dataclass
+class EpSession:
+    """A session whose every node the EP took: ``session`` (an ``onnxruntime.InferenceSession``),
+    ``partitions`` (how many subgraphs of the model the EP compiled), ``seconds`` (the session's
+    creation: the EP's compile) and ``log`` (what onnxruntime and the EP logged meanwhile)."""
+
+    ep: str
+    session: Any
+    partitions: int
+    seconds: float
+    log: str = ""
+
+
+def ep_options(name: str, settings: Mapping[str, Any] | None = None
+               ) -> tuple[PluginEp, dict[str, str]]:
+    """The installed EP ``name`` and the provider options ``settings`` become (a missing EP is
+    a :class:`BackendError` naming its extra)."""
+    spec = find_ep(name)
+    module = importlib.import_module(spec.module)
+    return spec, spec.options(module, {k: str(v) for k, v in (settings or {}).items()})
+
+
+def compile_on_ep(data: bytes, name: str, settings: Mapping[str, Any] | None = None,
+                  opts: Any = None) -> EpSession:
+    """A session of the serialized model ``data`` on the plugin EP ``name`` alone: onnxruntime's
+    CPU fallback is disabled (``session.disable_cpu_ep_fallback``) and its assignment record is
+    checked, so a model the EP does not take whole, or fails to compile, raises
+    :class:`EpCompileError` with the EP's own message (never a silent CPU run). ``opts``: the
+    ``onnxruntime.SessionOptions`` to start from (threads, profiling, EP context entries)."""
+    import time
+
+    import onnxruntime as ort
+
+    spec, options = ep_options(name, settings)
+    opts = opts if opts is not None else ort.SessionOptions()
+    opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    with _LOCK, _captured_logs() as logs:
+        recorder = _register(spec, importlib.import_module(spec.module))
+        _add_ep(opts, _device(spec, options), options)
+        recorder.clusterkit_clear()
+        recorder.clusterkit_set_skip_compile(0)
+        start = time.perf_counter()
+        try:
+            session = ort.InferenceSession(data, opts)
+        except Exception as exc:  # onnxruntime's own types
+            raise EpCompileError(spec.name, _ep_message(logs.text(), exc)) from None
+        seconds = time.perf_counter() - start
+        logged = logs.text()
+    parts = session.get_provider_graph_assignment_info()
+    others = [(p.ep_name, n) for p in parts if p.ep_name != spec.name for n in p.get_nodes()]
+    if others:
+        ep, node = others[0]
+        raise EpCompileError(spec.name, f"{len(others)} of the nodes ran on {ep} (first "
+                             f"{node.name!r}, {node.op_type})")
+    return EpSession(spec.name, session, len(parts), seconds, logged)
+
+
+#: an onnxruntime log line: colour codes, time, severity and source location before the text
+_LOG_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?\S+ \S+ \[(?P<sev>[EW]):onnxruntime:[^\]]*\] "
+                       r"(?:\S+:\d+ \S+\] )?(?P<text>.*?)(?:\x1b\[[0-9;]*m)?$")
+#: onnxruntime's own words when the EP left nodes to the disabled CPU fallback
+_GENERIC = "fallback to CPU EP has been explicitly disabled"
+
+
+def _ep_message(logged: str, exc: BaseException) -> str:
+    """The EP's own reason for a failed session: its error lines in the log (onnxruntime's
+    generic "fallback disabled" line left out), else the exception's text; one line."""
+    found = []
+    for line in logged.splitlines():
+        m = _LOG_LINE.match(line.strip())
+        if m and m["sev"] == "E" and _GENERIC not in m["text"]:
+            text = " ".join(m["text"].split())
+            if text not in found:
+                found.append(text)
+    return "; ".join(found[:2])[:400] if found else _failure_text(exc)
+
+
+class _Logs:
+    """The text written to the process's stderr (and stdout) within :func:`_captured_logs`."""
+
+    def __init__(self, file: Any):
+        self.file = file
+
+    def text(self) -> str:
+        sys.stderr.flush()
+        self.file.seek(0)
+        return self.file.read().decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def _captured_logs():
+    """Within the block, what native code writes on stderr and stdout (onnxruntime's log, the
+    QNN libraries' banner) goes to a temporary file, read by the :class:`_Logs` yielded."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as tmp:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            saved = os.dup(1), os.dup(2)
+        except OSError:  # no standard streams to redirect
+            yield _Logs(tmp)
+            return
+        try:
+            os.dup2(tmp.fileno(), 1)
+            os.dup2(tmp.fileno(), 2)
+            yield _Logs(tmp)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
 
 
 @contextlib.contextmanager

@@ -205,9 +205,11 @@ class _Room:
         return total
 
 
-def _cyclic(problem: Problem, nodes: list[int], pieces: list[list[int]]) -> bool:
-    """Whether the pieces of ``nodes`` (the other nodes alone) depend on each other in a
-    cycle (only edges inside ``nodes`` matter: the cluster was convex)."""
+def piece_order(problem: Problem, nodes: list[int], pieces: list[list[int]]
+                ) -> list[list[int]] | None:
+    """The pieces of ``nodes`` and its other nodes (each alone) in an order where every edge
+    between two goes from the earlier to the later, or ``None`` when they depend on each other
+    in a cycle (only edges inside ``nodes`` matter: the cluster was convex)."""
     label = {v: k for k, piece in enumerate(pieces) for v in piece}
     alone = [v for v in nodes if v not in label]
     label.update((v, len(pieces) + i) for i, v in enumerate(alone))
@@ -218,8 +220,15 @@ def _cyclic(problem: Problem, nodes: list[int], pieces: list[list[int]]) -> bool
             if w in label and label[w] != label[v]:
                 src.append(label[v])
                 dst.append(label[w])
+    units = [list(p) for p in pieces] + [[v] for v in alone]
     try:
-        topological_order(len(pieces) + len(alone), src, dst)
+        order = topological_order(len(units), src, dst, key=[min(u) for u in units])
     except CycleError:
-        return True
-    return False
+        return None
+    return [units[k] for k in order]
+
+
+def _cyclic(problem: Problem, nodes: list[int], pieces: list[list[int]]) -> bool:
+    """Whether the pieces of ``nodes`` (the other nodes alone) depend on each other in a
+    cycle."""
+    return piece_order(problem, nodes, pieces) is None

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from clusterkit._deprecated import module_getattr, renamed_attribute, renamed_keywords
+from clusterkit.constraints.acceptance import acceptance
 from clusterkit.errors import BackendError, ClusterkitError, ExecutionError
 from clusterkit.fusion import (
     FusedGraph,
@@ -42,8 +43,15 @@ from clusterkit.fusion import (
 from clusterkit.graph.core import _NONDETERMINISTIC as _RANDOM_OPS
 from clusterkit.graph.core import Graph
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.runtime.backends import Backend, CompiledSubgraph, backend_names, get_backend
-from clusterkit.runtime.backends.base import NUMPY_VALUES, ValueKind
+from clusterkit.runtime.backends import (
+    Backend,
+    CompiledSubgraph,
+    backend_names,
+    get_backend,
+    parse_backend_spec,
+)
+from clusterkit.runtime.backends.base import NUMPY_VALUES, TOLERANCES, ValueKind
+from clusterkit.runtime.refusals import carve_refused
 
 #: size given to a symbolic (dynamic) dimension of a graph input that is not a batch dimension
 DEFAULT_DIM = 16
@@ -116,6 +124,8 @@ class Step:
     compiled: CompiledSubgraph | None = None
     compile_seconds: float = 0.0
     fallback_reason: str | None = None
+    #: what executed it: an onnxruntime execution provider's name, or the backend's
+    runs_on: str = ""
     runs: int = 0
     total_seconds: float = 0.0
     last_seconds: float = 0.0
@@ -134,7 +144,7 @@ class Step:
     def timing(self) -> dict[str, Any]:
         """Per-step counters (JSON-ready)."""
         return {"name": self.name, "kind": self.kind, "device": self.device,
-                "backend": self.backend, "nodes": len(self.subgraph.nodes),
+                "backend": self.backend, "ep": self.runs_on, "nodes": len(self.subgraph.nodes),
                 "inputs": len(self.inputs), "outputs": len(self.outputs),
                 "compile_seconds": self.compile_seconds, "runs": self.runs,
                 "total_seconds": self.total_seconds,
@@ -194,6 +204,9 @@ class Executor:
             self.backends[dev] = self._make_backend(wanted.get(dev, "onnxruntime"), dev,
                                                     props.get(dev))
         self.fallbacks: list[dict[str, Any]] = []
+        #: what became of each cluster of the partition: compiled (in which step), split
+        #: (into how many pieces, how many nodes fell back) or fallen back, with the reason
+        self.clusters: list[dict[str, Any]] = []
         self.static: StaticInfo | None = None
         if fold_static:
             from clusterkit.runtime.backends.onnxruntime_backend import static_info
@@ -210,7 +223,7 @@ class Executor:
         if isinstance(spec, Backend):
             return spec
         return get_backend(spec, device=device, restrict=prop,
-                           config=self.backend_config.get(spec))
+                           config=self.backend_config.get(parse_backend_spec(spec)[0]))
 
     def _plan(self, fused: list) -> list[Step]:
         g, root = self.graph, self.root
@@ -256,7 +269,7 @@ class Executor:
         for u in steps:
             last = groups[-1][-1] if groups else None
             if (last is not None and u.kind == last.kind == "subgraph"
-                    and u.device == last.device):
+                    and u.device == last.device and self._mergeable(groups[-1], u)):
                 groups[-1].append(u)
             else:
                 groups.append([u])
@@ -274,6 +287,24 @@ class Executor:
                             first.backend, sub, required_inputs(sub, outs, self.static), outs,
                             parts=parts))
         return out
+
+    def _mergeable(self, group: list[Step], u: Step) -> bool:
+        """May ``u`` join the merged step of ``group``? Only when the union is acceptable to
+        the device (its selector, limits and ``create_subgraph_node``: the selector contract
+        of a cluster)."""
+        problem = self._problem()
+        if problem is None or u.device not in problem.devices:
+            return False
+        nodes = sorted(v for p in [*group, u] for v in p.subgraph.nodes)
+        return acceptance(problem).verdict(nodes, problem.devices.index(u.device)) is None
+
+    def _problem(self):
+        """The partitioned problem, when its node ids are the steps' (None for a graph that
+        was not fused, or a fused graph fused again)."""
+        if not isinstance(self.graph, FusedGraph):
+            return None
+        problem = self.graph.partition.problem
+        return problem if problem.graph is self.root else None
 
     def _keep_needed(self, steps: list[Step], needed: set[str]) -> list[Step]:
         """Walking back from ``needed``: keep the outputs someone reads, drop the steps nobody
@@ -314,14 +345,10 @@ class Executor:
         done: list[Step] = []
         for u in self.steps:
             if u.parts and not self._compile_merged(u):
-                parts = self._keep_needed(u.parts, set(u.outputs))
-                for p in parts:
-                    self._compile_step(p)
-                done.extend(parts)
+                for p in self._keep_needed(u.parts, set(u.outputs)):
+                    done.extend(self._compile_step(p))
                 continue
-            if u.compiled is None:
-                self._compile_step(u)
-            done.append(u)
+            done.extend([u] if u.compiled is not None else self._compile_step(u))
         self.steps = done
         inits = initializer_map(self.root)
         known = self.static.values if self.static is not None else {}
@@ -333,17 +360,20 @@ class Executor:
 
     def _compile_merged(self, u: Step) -> bool:
         """Compile a merged step on its device; False if the device refuses it."""
+        backend = self.backends[u.device]
         try:
-            u.compiled = self.backends[u.device].compile(u.subgraph, name=u.name,
-                                                         static=self.static, outputs=u.outputs)
+            u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
+                                         outputs=u.outputs)
         except Exception:
             return False
         u.compile_seconds = u.compiled.compile_seconds
+        u.runs_on = backend.runs_on()
+        self._record(u, "compiled", steps=[u.name])
         return True
 
-    def _compile_step(self, u: Step) -> None:
-        """Compile ``u`` on its backend; a fused step its device cannot compile falls back to
-        the host."""
+    def _compile_step(self, u: Step) -> list[Step]:
+        """Compile ``u`` on its backend: ``[u]``, or for a fused step its device refuses, the
+        steps it is carved into (:meth:`_carve`)."""
         backend = self.backends[u.device] if u.kind == "subgraph" else self.host
         try:
             u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
@@ -352,18 +382,85 @@ class Executor:
             if u.kind != "subgraph":
                 raise ExecutionError(f"the host backend {self.host.name!r} cannot compile "
                                      f"{u.name!r}: {exc}") from exc
-            u.fallback_reason = f"{type(exc).__name__}: {exc}"
-            self.fallbacks.append({"step": u.name, "unit": u.name, "device": u.device,
-                                   "backend": backend.name, "error": u.fallback_reason})
-            try:
-                u.compiled = self.host.compile(u.subgraph, name=u.name, static=self.static,
-                                               outputs=u.outputs)
-            except Exception as exc2:
-                raise ExecutionError(f"subgraph {u.name!r} failed to compile on device "
-                                     f"{u.device!r} ({exc}) and on the host ({exc2})") from exc2
-            u.backend = self.host.name
-            u.device = self.host_device
+            return self._carve(u, exc)
         u.compile_seconds = u.compiled.compile_seconds
+        u.runs_on = backend.runs_on()
+        if u.kind == "subgraph":
+            self._record(u, "compiled", steps=[u.name])
+        return [u]
+
+    def _carve(self, u: Step, exc: Exception) -> list[Step]:
+        """The steps of a fused step its device refused to compile: the pieces the device
+        compiles (:func:`clusterkit.runtime.refusals.carve_refused`) and host steps for the
+        nodes no piece holds, in an order every edge between them follows."""
+        reason = f"{type(exc).__name__}: {exc}"
+        problem = self._problem()
+        if problem is None or u.device not in problem.devices:
+            return self._fall_back(u, reason)
+        needed = set(u.outputs) | {t for v in u.subgraph.nodes
+                                   for t in self.root.nodes[v].all_inputs()}
+        backend = self.backends[u.device]
+        names = iter(range(1 << 30))
+
+        def compile_piece(nodes: list[int]) -> Step:
+            piece = self._step_of(nodes, u, needed, f"{u.name}.piece{next(names)}", "subgraph")
+            piece.compiled = backend.compile(piece.subgraph, name=piece.name, static=self.static,
+                                             outputs=piece.outputs)
+            piece.compile_seconds = piece.compiled.compile_seconds
+            piece.runs_on = backend.runs_on()
+            return piece
+
+        carved = carve_refused(problem, u.device, list(u.subgraph.nodes), reason, compile_piece)
+        out: list[Step] = []
+        host: list[int] = []
+        for nodes, piece in carved.units + [([], None)]:
+            if piece is None and nodes:
+                host.extend(nodes)
+                continue
+            if host:
+                out.extend(self._fall_back(self._step_of(host, u, needed, f"{u.name}.host"
+                                                         f"{len(out)}", "host"),
+                                           carved.fallen[host[0]], record=False))
+                host = []
+            if piece is not None:
+                out.append(piece)  # type: ignore[arg-type]
+        self._record(u, "split" if carved.pieces else "fell back", steps=[p.name for p in out],
+                     pieces=carved.pieces, fallen=len(carved.fallen), reason=reason)
+        return out
+
+    def _step_of(self, nodes: list[int], u: Step, needed: set[str], name: str,
+                 kind: str) -> Step:
+        """A step of ``u``'s device over ``nodes`` (of ``u``), giving what ``needed`` holds."""
+        sub = Subgraph.from_nodes(self.root, nodes, u.device, u.subgraph.cluster_id)
+        outs = [t for t in runtime_outputs(sub, self.static) if t in needed]
+        return Step(name, kind, u.device, u.backend, sub,
+                    required_inputs(sub, outs, self.static), outs)
+
+    def _fall_back(self, u: Step, reason: str, record: bool = True) -> list[Step]:
+        """``u`` compiled on the host instead of its device, for ``reason``."""
+        u.fallback_reason = reason
+        self.fallbacks.append({"step": u.name, "unit": u.name, "device": u.device,
+                               "backend": u.backend, "error": reason})
+        try:
+            u.compiled = self.host.compile(u.subgraph, name=u.name, static=self.static,
+                                           outputs=u.outputs)
+        except Exception as exc2:
+            raise ExecutionError(f"subgraph {u.name!r} failed to compile on device "
+                                 f"{u.device!r} ({reason}) and on the host ({exc2})") from exc2
+        if record:
+            self._record(u, "fell back", steps=[u.name], fallen=len(u.subgraph.nodes),
+                         reason=reason)
+        u.backend, u.device, u.runs_on = self.host.name, self.host_device, self.host.runs_on()
+        u.compile_seconds = u.compiled.compile_seconds
+        return [u]
+
+    def _record(self, u: Step, verdict: str, **facts: Any) -> None:
+        """What became of the partition's clusters behind ``u`` (one entry each)."""
+        for part in u.parts or [u]:
+            self.clusters.append({"cluster": part.name, "device": part.device,
+                                  "nodes": len(part.subgraph.nodes), "verdict": verdict,
+                                  "pieces": 1 if verdict == "compiled" else 0, "fallen": 0,
+                                  "reason": None, **facts})
 
     def _release_after_last_reader(self) -> None:
         """Each tensor (but the graph outputs) is freed by the last step reading it."""
@@ -489,16 +586,25 @@ class Executor:
         return out
 
     def summary(self) -> str:
-        """A few lines for people: the per-subgraph table."""
-        rows = [f"{'step':28s} {'kind':9s} {'device':10s} {'backend':12s} {'nodes':>6s} "
+        """A few lines for people: the per-step table (whole step names; ``ep``: what ran
+        the step)."""
+        width = max([4] + [len(u.name) for u in self.steps])
+        ep_width = max([2] + [len(u.runs_on) for u in self.steps])
+        rows = [f"{'step':{width}s} {'kind':9s} {'device':10s} {'ep':{ep_width}s} {'nodes':>6s} "
                 f"{'compile ms':>10s} {'run ms':>9s}"]
         for u in self.steps:
             mean = u.total_seconds / u.runs * 1e3 if u.runs else 0.0
             flag = "  (fell back: compile failed)" if u.fallback_reason else ""
-            rows.append(f"{u.name[:28]:28s} {u.kind:9s} {u.device[:10]:10s} {u.backend[:12]:12s} "
-                        f"{len(u.subgraph.nodes):6d} {u.compile_seconds * 1e3:10.1f} "
-                        f"{mean:9.3f}{flag}")
+            rows.append(f"{u.name:{width}s} {u.kind:9s} {u.device[:10]:10s} "
+                        f"{u.runs_on:{ep_width}s} {len(u.subgraph.nodes):6d} "
+                        f"{u.compile_seconds * 1e3:10.1f} {mean:9.3f}{flag}")
         return "\n".join(rows)
+
+    def tolerance(self) -> tuple[float, float]:
+        """(rtol, atol) a comparison of this run's outputs with onnxruntime's CPU provider
+        allows: the loosest of its steps' backends (:data:`TOLERANCES` by their precision)."""
+        found = [TOLERANCES[u.compiled.backend.precision] for u in self.steps if u.compiled]
+        return (max(r for r, _ in found), max(a for _, a in found)) if found else TOLERANCES["fp32"]
 
 
 __getattr__ = module_getattr(__name__, {"Unit": "Step"}, globals())

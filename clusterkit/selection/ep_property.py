@@ -13,7 +13,7 @@ is kept (:meth:`EpProperty.ep_groups`) so a report can say where clusterkit grou
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -92,3 +92,33 @@ class EpProperty(SubgraphProperty):
     def __repr__(self) -> str:
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.settings.items()))
         return f"EpProperty({self.device}: {self.ep}{f'[{opts}]' if opts else ''})"
+
+
+def ep_of_selector(prop: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The EP a shipped selector models, the EP settings that follow from the selector's own,
+    and the selector data's ``verified`` block; a selector without one is a
+    :class:`SelectorError`."""
+    table = getattr(prop, "table", None)
+    verified = (getattr(table, "raw", None) or {}).get("verified")
+    if not verified:
+        raise SelectorError(f"selector {getattr(prop, 'name', prop)!r} does not model an "
+                            "installable plugin execution provider (its data has no 'verified')")
+    settings = {k: str(prop.settings[k]) for k in verified.get("ep_settings", [])
+                if k in getattr(prop, "settings", {})}
+    return verified["ep"], settings, verified
+
+
+def ep_of_property(prop: Any, where: str) -> tuple[str, dict[str, str]]:
+    """The plugin EP a device's property stands for and its provider options: an ``ep:NAME``
+    selector's own, or those a shipped selector is verified with
+    (:func:`ep_of_selector`). Any other property is a :class:`SelectorError` saying, in one
+    line, how to name an EP (``where``: what asked)."""
+    if isinstance(prop, EpProperty):
+        return prop.ep, dict(prop.settings)
+    try:
+        ep, settings, _ = ep_of_selector(prop)
+    except SelectorError:
+        name = getattr(prop, "name", None) or type(prop).__name__
+        raise SelectorError(f"{where}: selector {name!r} models no plugin execution provider; "
+                            "name one: ep:EPNAME[key=value,...]") from None
+    return ep, settings

@@ -1,9 +1,11 @@
 """Execution backends (plugin style).
 
 A backend is a class deriving from :class:`~clusterkit.runtime.backends.base.Backend`, registered
-under a name. Shipped: ``onnxruntime`` (subgraphs become onnxruntime sessions) and ``reference``
-(the onnx package's numpy reference evaluator). :func:`get_backend` makes an instance for one
-device, optionally restricted to the op set of a selector's property.
+under a name. Shipped: ``onnxruntime`` (subgraphs become onnxruntime sessions), ``ep`` (each
+subgraph compiled by an installed onnxruntime plugin EP alone: ``ep:EPNAME[key=value,...]``) and
+``reference`` (the onnx package's numpy reference evaluator). :func:`get_backend` makes an
+instance for one device, optionally restricted to the op set of a selector's property; it takes
+a backend's name or a spec (:func:`parse_backend_spec`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from clusterkit.selection.protocol import SubgraphProperty
 
 BACKENDS: Registry[Callable[..., Backend]] = Registry("backend", BackendError, {
     "onnxruntime": "clusterkit.runtime.backends.onnxruntime_backend:OnnxRuntimeBackend",
+    "ep": "clusterkit.runtime.backends.ep_backend:EpBackend",
     "reference": "clusterkit.runtime.backends.reference:ReferenceBackend",
 })
 
@@ -35,15 +38,42 @@ def backend_names() -> list[str]:
     return sorted(BACKENDS.names())
 
 
+def parse_backend_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """A backend spec → (backend name, config): ``NAME`` (no config), or ``ep:EPNAME`` with
+    ``[key=value,...]`` provider options (``{"ep": EPNAME, "options": {...}}``). A malformed
+    spec is a :class:`BackendError`."""
+    from clusterkit.errors import SelectorError
+    from clusterkit.selection.specs import split_settings
+
+    name, colon, rest = spec.strip().partition(":")
+    if not colon:
+        if "[" in name:
+            raise BackendError(f"backend spec {spec!r}: settings go with ep:EPNAME[...]")
+        return name, {}
+    if name != "ep":
+        raise BackendError(f"backend spec {spec!r}: only 'ep:' takes an EP's name (backends: "
+                           f"{', '.join(backend_names())})")
+    try:
+        ep, items = split_settings(rest)
+    except SelectorError as exc:
+        raise BackendError(str(exc).replace("selector spec", "backend spec")) from None
+    if not ep:
+        raise BackendError(f"backend spec {spec!r}: no EP name after 'ep:'")
+    return "ep", {"ep": ep, "options": dict(items)}
+
+
 def get_backend(name: str, device: str | None = None, restrict: SubgraphProperty | None = None,
                 config: Mapping[str, Any] | None = None) -> Backend:
-    """A backend instance by name, for ``device`` (restricted to ``restrict``'s op set)."""
+    """A backend instance by name or spec (:func:`parse_backend_spec`), for ``device``
+    (restricted to ``restrict``'s op set); ``config`` is set after the spec's own."""
+    name, own = parse_backend_spec(name)
     factory = BACKENDS.get(name)
-    backend = factory(device=device, restrict=restrict, config=config)
+    backend = factory(device=device, restrict=restrict, config={**own, **(config or {})})
     if not isinstance(backend, Backend):
         raise BackendError(f"backend factory {name!r} did not build a Backend")
     return backend
 
 
 __all__ = ["Backend", "BackendError", "CompiledSubgraph", "OnnxRuntimeBackend",
-           "ReferenceBackend", "backend_names", "get_backend", "register_backend"]
+           "ReferenceBackend", "backend_names", "get_backend", "parse_backend_spec",
+           "register_backend"]

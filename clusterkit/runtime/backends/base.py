@@ -37,6 +37,14 @@ from clusterkit.graph.core import Graph, Node
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.selection.protocol import SubgraphProperty, call_select
 
+#: (rtol, atol) a comparison with onnxruntime's CPU provider allows by the backend's precision.
+#: fp32: reassociated float32 sums (different kernels, fused ops). fp16: the HTP computes in
+#: fp16, whose unit round-off is 2**-11 (about 4.9e-4); rounding at each of a few tens of
+#: layers and in every long accumulation compounds it, and a real accelerator's error on the
+#: bundled CNNs reaches about 1e-2 of the outputs' magnitude (squeezenet: 1.5e-3 with outputs
+#: up to 3.6; resnet50: 8e-3 with outputs up to 16.8), so 2e-2 relative and absolute
+TOLERANCES = {"fp32": (1e-4, 1e-5), "fp16": (2e-2, 2e-2)}
+
 METRICS = ("FULL_DEVICE_NAME", "DEVICE", "BACKEND", "SUPPORTED_OPS", "SUPPORTED_CONFIG_KEYS",
            "SUPPORTED_METRICS")
 
@@ -212,6 +220,17 @@ class Backend:
 
     def full_device_name(self) -> str:
         return f"{self.name} ({self.device})"
+
+    def runs_on(self) -> str:
+        """What executes this backend's steps (an onnxruntime execution provider's name for
+        the onnxruntime backends): the step table's ``ep`` column."""
+        return self.name
+
+    @property
+    def precision(self) -> str:
+        """The arithmetic the backend computes in (``fp32``, ``fp16``): what a comparison of
+        its outputs with the reference must allow for (:data:`TOLERANCES`)."""
+        return "fp32"
 
     # ------------------------------------------------------------------ query / compile
     def supported_ops(self) -> list[str]:

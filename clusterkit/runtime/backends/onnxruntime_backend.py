@@ -167,6 +167,9 @@ class OnnxRuntimeBackend(Backend):
             return _as_bool(value, key, self)
         return super()._convert(key, value)
 
+    def runs_on(self) -> str:
+        return "+".join(self._config["providers"])
+
     def full_device_name(self) -> str:
         import onnxruntime as ort
 
@@ -199,7 +202,8 @@ class OnnxRuntimeBackend(Backend):
         if not self._config["allow_spinning"]:
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
             so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        if self._config["shared_allocator"] and "CPUExecutionProvider" in self._config["providers"]:
+        if (self._config.get("shared_allocator")
+                and "CPUExecutionProvider" in self._config.get("providers", ())):
             if _env_allocator():
                 so.add_session_config_entry("session.use_env_allocators", "1")
         return so
@@ -229,15 +233,19 @@ class OnnxRuntimeBackend(Backend):
                                 node_timings=lambda: self._node_timings(state),
                                 run_values=fast, value_kind=ORT_VALUES)
 
-    def _session(self, model, name: str):
-        import onnxruntime as ort
-
-        so = self.session_options()
+    def _profiled(self, so, name: str):
+        """``so`` with onnxruntime's profiler on when ``perf_counts`` is set."""
         if self._config["perf_counts"]:
             so.enable_profiling = True
             folder = tempfile.mkdtemp(prefix="clusterkit_prof_")
             so.profile_file_prefix = os.path.join(folder, "".join(
                 c if c.isalnum() else "_" for c in name))
+        return so
+
+    def _session(self, model, name: str):
+        import onnxruntime as ort
+
+        so = self._profiled(self.session_options(), name)
         try:
             return ort.InferenceSession(model.SerializeToString(), so,
                                         providers=list(self._config["providers"]))

@@ -1,0 +1,126 @@
+"""Backend ``ep``: every subgraph compiled by an installed onnxruntime plugin execution provider.
+
+Each subgraph becomes its own onnxruntime session with that EP alone
+(:func:`~clusterkit.io.ep_query.compile_on_ep`): onnxruntime's CPU fallback is disabled and its
+assignment record checked, so a subgraph the EP does not take whole, or fails to compile, is a
+compile failure carrying the EP's own message, never a silent CPU run. ``--backend
+DEVICE=ep:EPNAME[key=value,...]`` names the EP and its provider options; ``--backend DEVICE=ep``
+takes them from the device's selector when it models a real EP (``qnn``: the HTP backend, soc
+model 60, fp16 precision; ``ep:NAME`` selectors: their EP and settings).
+
+Verdicts are cached per backend instance (one per device of a run) by the subgraph's nodes and
+outputs, so a subgraph tried twice (a merged step, a piece of a split) is compiled once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from clusterkit.errors import BackendError
+from clusterkit.fusion import StaticInfo
+from clusterkit.graph.core import Node
+from clusterkit.graph.subgraph import Subgraph
+from clusterkit.io.ep_query import EpCompileError, compile_on_ep, ep_options
+from clusterkit.runtime.backends.base import CompiledSubgraph
+from clusterkit.runtime.backends.onnxruntime_backend import OnnxRuntimeBackend
+from clusterkit.selection.ep_property import ep_of_property
+
+
+class EpBackend(OnnxRuntimeBackend):
+    """Compiles subgraphs with one plugin EP (see the module docstring).
+
+    Config keys: ``ep`` (the EP's name; default: the EP the device's selector models),
+    ``options`` (provider options, ``{key: value}``; default: the selector's verified
+    settings), and the session keys of the ``onnxruntime`` backend (``perf_counts``, threads,
+    ``graph_optimization_level``, ``allow_spinning``, ``declare_shapes``)."""
+
+    name = "ep"
+    CONFIG_DEFAULTS = {**{k: v for k, v in OnnxRuntimeBackend.CONFIG_DEFAULTS.items()
+                          if k not in ("providers", "shared_allocator")},
+                       "ep": None, "options": None}
+
+    def __init__(self, device: str | None = None, restrict: Any = None,
+                 config: Mapping[str, Any] | None = None):
+        super().__init__(device=device, restrict=restrict, config=config)
+        if self._config["ep"] is None:
+            ep, settings = ep_of_property(restrict, f"backend 'ep' of device {self.device!r}")
+            self._config["ep"] = ep
+            if self._config["options"] is None:
+                self._config["options"] = settings
+        self.spec, self.provider_options = ep_options(self._config["ep"],
+                                                      self._config["options"] or {})
+        self.verdicts: dict[tuple, CompiledSubgraph | str] = {}
+
+    def _convert(self, key: str, value: Any) -> Any:
+        if key == "ep":
+            if not isinstance(value, str) or not value:
+                raise BackendError(f"backend 'ep': ep takes an EP's name, got {value!r}")
+            return value
+        if key == "options":
+            if not isinstance(value, Mapping):
+                raise BackendError(f"backend 'ep': options takes a mapping, got {value!r}")
+            return {str(k): str(v) for k, v in value.items()}
+        return super()._convert(key, value)
+
+    @property
+    def ep(self) -> str:
+        """The EP's name."""
+        return self.spec.name
+
+    @property
+    def precision(self) -> str:
+        """The arithmetic the EP computes in with these options (``fp32``, ``fp16``)."""
+        return self.spec.precision(self.provider_options)
+
+    def runs_on(self) -> str:
+        return self.ep
+
+    def full_device_name(self) -> str:
+        opts = ",".join(f"{k}={v}" for k, v in sorted((self._config["options"] or {}).items()))
+        return f"{self.ep}{f'[{opts}]' if opts else ''} (device {self.device})"
+
+    def supported_ops(self) -> list[str]:
+        """Not listed: the EP says what it takes when it compiles (the device's selector, when
+        the backend is restricted to it, says it beforehand)."""
+        return []
+
+    def supports_op(self, node: Node, opset: Mapping[str, int]) -> bool:
+        return True  # the EP is the judge, at compile time
+
+    def compile(self, subgraph: Subgraph, name: str | None = None,
+                static: StaticInfo | None = None, outputs: Any = None) -> CompiledSubgraph:
+        """:meth:`Backend.compile`, with the verdict cached by (nodes, outputs): a subgraph the
+        EP refused raises the same :class:`EpCompileError` again without a new compile."""
+        key = (tuple(subgraph.nodes), None if outputs is None else tuple(outputs))
+        got = self.verdicts.get(key)
+        if isinstance(got, str):
+            raise EpCompileError(self.ep, got)
+        if got is not None:
+            return got
+        try:
+            compiled = super().compile(subgraph, name=name, static=static, outputs=outputs)
+        except EpCompileError as exc:
+            self.verdicts[key] = exc.reason
+            raise
+        except BackendError as exc:
+            self.verdicts[key] = str(exc)
+            raise EpCompileError(self.ep, str(exc)) from exc
+        self.verdicts[key] = compiled
+        return compiled
+
+    def _compile(self, sub: Subgraph, inputs: list[str], outputs: list[str], name: str,
+                 static: StaticInfo | None) -> CompiledSubgraph:
+        unknown = [t for t in inputs if sub.graph.tensors[t].dtype is None]
+        if unknown:
+            raise BackendError(f"{self.ep} compiles subgraphs with known input types; "
+                               f"{unknown[0]!r} has none")
+        return super()._compile(sub, inputs, outputs, name, static)
+
+    def _session(self, model, name: str):
+        so = self._profiled(self.session_options(), name)
+        run = compile_on_ep(model.SerializeToString(), self.ep, self._config["options"] or {},
+                            so)
+        return run.session
+
+    def __repr__(self) -> str:
+        return f"EpBackend({self.ep}, device={self.device!r})"
