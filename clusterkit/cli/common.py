@@ -206,8 +206,10 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         raise UsageError("the following arguments are required: --selector (unless MODEL is a "
                          "placement instance)", getattr(args, "_prog", "clusterkit"))
     start = time.perf_counter()
-    graph = load_graph(args.model, dims=dims_from_args(args),
-                       optimize=optimize_from_args(args))
+    source = model_source(args)
+    graph = load_graph(source, dims=dims_from_args(args), optimize=optimize_from_args(args))
+    if source is not args.model:  # read from a ModelProto: named after the file all the same
+        graph.name = model_label(args.model)
     log.debug("read %s: %d nodes, %d edges in %.3f s", args.model, graph.n, graph.num_edges,
               time.perf_counter() - start)
     if not args.selector:  # a placement instance names its own devices
@@ -215,6 +217,21 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     props = parse_selectors(args.selector)
     check_op_types(args.selector, graph.op_types)
     return constraints_from_args(args).compile(graph, props, fallback=args.fallback)
+
+
+def model_source(args: argparse.Namespace) -> Any:
+    """The model the flags name: ``args.model``, or with ``--random-weights SEED`` its
+    ModelProto with seeded random weights in place of its ``ConstantOfShape`` weight stubs
+    (:func:`clusterkit.io.weights.random_weights`; made once per command)."""
+    seed = getattr(args, "random_weights", None)
+    if seed is None:
+        return args.model
+    if getattr(args, "_weighted", None) is None:
+        from clusterkit.io.optimize import optimize_model
+        from clusterkit.io.weights import random_weights
+
+        args._weighted = random_weights(optimize_model(args.model, "none"), seed)
+    return args._weighted
 
 
 def strategy_options(args: argparse.Namespace) -> dict[str, Any]:

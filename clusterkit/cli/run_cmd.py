@@ -20,6 +20,7 @@ from clusterkit.cli.common import (
     dims_from_args,
     json_or_text,
     model_label,
+    model_source,
     optimize_from_args,
     problem_from_args,
     strategy_options,
@@ -38,6 +39,8 @@ from clusterkit.result.plan import (
     plan_selectors,
 )
 from clusterkit.result.report import plural
+from clusterkit.runtime.backends import parse_backend_spec
+from clusterkit.runtime.backends.base import TOLERANCES
 from clusterkit.runtime.executor import (
     DEFAULT_DIM,
     Executor,
@@ -61,7 +64,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="also run onnxruntime on the unpartitioned model and compare outputs")
     p.add_argument("--json", metavar="FILE", help="write timings (and the check) as JSON here")
     p.add_argument("--backend", action="append", default=[], metavar="DEVICE=NAME",
-                   help="backend of a device (onnxruntime or reference; default onnxruntime)")
+                   help="backend of a device: onnxruntime (the default), reference, ep (each "
+                   "cluster compiled by the plugin EP the device's selector models, e.g. qnn: "
+                   "HTP, soc_model 60, fp16) or ep:EPNAME[key=value,...] (an installed plugin "
+                   "EP with these provider options)")
+    p.add_argument("--no-merge-steps", action="store_true",
+                   help="run each cluster as its own step (default: consecutive clusters of one "
+                   "device run as one step when the device accepts their union)")
     p.add_argument("--host-backend", default="onnxruntime", metavar="NAME",
                    help="backend of the fallback nodes (default: onnxruntime)")
     p.add_argument("--config", action="append", default=[], metavar="BACKEND.KEY=VALUE",
@@ -70,8 +79,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--input-seed", type=int, default=0,
                    help="seed of the random inputs (symbolic dims not fixed by --dim: 1 for "
                    f"batch, {DEFAULT_DIM} for the others)")
-    p.add_argument("--rtol", type=float, default=1e-4, help="--check relative tolerance")
-    p.add_argument("--atol", type=float, default=1e-5, help="--check absolute tolerance")
+    add_weights_arg(p)
+    p.add_argument("--rtol", type=float, default=None,
+                   help="--check relative tolerance (default: the backends' precision: 1e-4 "
+                   "for fp32, 2e-2 for an fp16 device such as the QNN HTP)")
+    p.add_argument("--atol", type=float, default=None,
+                   help="--check absolute tolerance (default: 1e-5 for fp32, 2e-2 for fp16)")
     p.add_argument("--perf-counts", action="store_true",
                    help="collect per-node timings and print the slowest nodes")
     p.add_argument("--no-fold-static", action="store_true",
@@ -79,6 +92,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "(default: once, before running)")
     add_gate_args(p)
     return p
+
+
+def add_weights_arg(p: argparse.ArgumentParser) -> None:
+    """--random-weights [SEED]: real-valued weights for a model shipped with stubs."""
+    p.add_argument("--random-weights", type=int, nargs="?", const=0, default=None,
+                   metavar="SEED", help="replace the model's ConstantOfShape weight stubs by "
+                   "seeded random weights (default seed 0) before partitioning: the bundled "
+                   "models' stub weights overflow an fp16 accelerator")
 
 
 def add_plan_arg(p: argparse.ArgumentParser) -> None:
@@ -127,7 +148,7 @@ def original_model(args: argparse.Namespace, fused) -> onnx.ModelProto:
     with ``--optimize`` the file before onnxruntime's optimizations (every tensor loaded)."""
     if optimize_from_args(args) == "none":
         return source_model(fused)
-    return optimize_model(args.model, "none")
+    return optimize_model(model_source(args), "none")
 
 
 def steps_line(executor: Executor, partitions: int) -> str:
@@ -184,14 +205,14 @@ def main(args: argparse.Namespace) -> int:
     print(part.summary())
     fused = fuse(part)
     config = parse_config(args.config)
+    backends = parse_pairs(args.backend, "--backend")
     if args.perf_counts:
-        for name in {args.host_backend, *parse_pairs(args.backend, "--backend").values()}:
-            config.setdefault(name, {})["perf_counts"] = True
-    dims = dims_from_args(args)
-    executor = Executor(fused, backends=parse_pairs(args.backend, "--backend"),
-                        host=args.host_backend, backend_config=config,
-                        fold_static=not args.no_fold_static)
-    feeds = random_inputs(fused, seed=args.input_seed, dims=dims)
+        for spec in {args.host_backend, *backends.values()}:
+            config.setdefault(parse_backend_spec(spec)[0], {})["perf_counts"] = True
+    executor = Executor(fused, backends=backends, host=args.host_backend, backend_config=config,
+                        fold_static=not args.no_fold_static,
+                        merge_steps=not args.no_merge_steps)
+    feeds = random_inputs(fused, seed=args.input_seed, dims=dims_from_args(args))
     outputs = None
     total = 0.0
     for _ in range(max(1, args.repeat)):
@@ -203,40 +224,80 @@ def main(args: argparse.Namespace) -> int:
     print(executor.summary())
     print(f"{steps_line(executor, part.metrics()['partitions'])}, mean run "
           f"{total / runs * 1e3:.2f} ms over {plural(runs, 'run')}")
-    for fb in executor.fallbacks:
-        print(f"fell back to the host: {fb['step']} (device {fb['device']}, backend "
-              f"{fb['backend']}): {fb['error']}")
+    print_clusters(executor)
     if args.perf_counts:
-        nodes = sorted(executor.node_timings(), key=lambda r: -r["seconds"])[:15]
-        print("slowest nodes:")
-        for rec in nodes:
-            print(f"  {rec['seconds'] * 1e3:9.3f} ms  {rec['op_type']:18s} {rec['node']} "
-                  f"[{rec['step']}]")
+        print_slowest(executor)
     report: dict[str, Any] = {"model": model_label(args.model), "strategy": part.strategy,
                               "selector": part.selector, "max_abs_diff": None,
                               "outputs_match": None, "runs": runs,
                               "mean_run_seconds": total / runs,
-                              "subgraphs": executor.timings(), "fallbacks": executor.fallbacks}
+                              "subgraphs": executor.timings(), "fallbacks": executor.fallbacks,
+                              "clusters": executor.clusters}
     code = 0
     if args.check:
-        start = time.perf_counter()
-        reference = original_model(args, fused)
-        expected = run_model(reference, feeds, config.get("onnxruntime"))
-        report["reference_seconds"] = time.perf_counter() - start
-        cmp = compare_outputs(expected, outputs, rtol=args.rtol, atol=args.atol)
-        report["max_abs_diff"] = cmp["max_abs_diff"]
-        report["outputs_match"] = cmp["outputs_match"]
-        report["outputs"] = cmp["outputs"]
-        verdict = "match" if cmp["outputs_match"] else "DO NOT match"
-        print(f"outputs {verdict} onnxruntime on the unpartitioned model: max |diff| = "
-              f"{cmp['max_abs_diff']:.3g} (rtol {args.rtol:g}, atol {args.atol:g})")
-        single = time_model(reference, feeds, config.get("onnxruntime"), runs)
-        report["single_session_mean_seconds"] = single
-        report["ratio_to_single_session"] = total / runs / single
-        print(f"one onnxruntime session of that model: mean run {single * 1e3:.2f} ms; fused / "
-              f"one session = {total / runs / single:.3f} (same session options)")
-        code = 0 if cmp["outputs_match"] else 1
+        code = check_outputs(args, fused, executor, feeds, outputs, config, report)
     if args.json:
         write_atomic(args.json, json.dumps(report, indent=1) + "\n")
         print(f"wrote {args.json}")
     return gate_status(metrics_failures(args, part.metrics()), code)
+
+
+def print_clusters(executor: Executor) -> None:
+    """What the devices' compilers made of the clusters: one line of counts, then one line per
+    cluster that was split or fell back, with the compiler's reason."""
+    verdicts = [c["verdict"] for c in executor.clusters]
+    split = [c for c in executor.clusters if c["verdict"] != "compiled"]
+    if not split:
+        if verdicts:
+            print(f"clusters: {plural(len(verdicts), 'cluster')} compiled whole")
+        return
+    print(f"clusters: {verdicts.count('compiled')} compiled, {verdicts.count('split')} split, "
+          f"{verdicts.count('fell back')} fell back")
+    for c in split:
+        how = (f"split into {plural(c['pieces'], 'piece')}, {plural(c['fallen'], 'node')} "
+               "fell back" if c["verdict"] == "split" else "fell back whole")
+        print(f"  {c['cluster']} ({c['device']}, {plural(c['nodes'], 'node')}): {how}: "
+              f"{c['reason']}")
+
+
+def print_slowest(executor: Executor, count: int = 15) -> None:
+    """The slowest nodes of the steps whose backends collected per-node counters."""
+    nodes = sorted(executor.node_timings(), key=lambda r: -r["seconds"])[:count]
+    print("slowest nodes:")
+    for rec in nodes:
+        print(f"  {rec['seconds'] * 1e3:9.3f} ms  {rec['op_type']:18s} {rec['node']} "
+              f"[{rec['step']}]")
+
+
+def check_outputs(args: argparse.Namespace, fused, executor: Executor, feeds, outputs,
+                  config: dict, report: dict[str, Any]) -> int:
+    """``--check``: the outputs against onnxruntime's CPU provider on the unpartitioned model,
+    within the backends' tolerance (or ``--rtol``/``--atol``), each output's largest absolute
+    and relative error printed; and the run's time against one session's. Returns the exit
+    status (1 when they do not match)."""
+    rtol, atol = executor.tolerance()
+    rtol = args.rtol if args.rtol is not None else rtol
+    atol = args.atol if args.atol is not None else atol
+    start = time.perf_counter()
+    reference = original_model(args, fused)
+    expected = run_model(reference, feeds, config.get("onnxruntime"))
+    report["reference_seconds"] = time.perf_counter() - start
+    cmp = compare_outputs(expected, outputs, rtol=rtol, atol=atol)
+    report.update(max_abs_diff=cmp["max_abs_diff"], max_rel_diff=cmp["max_rel_diff"],
+                  outputs_match=cmp["outputs_match"], outputs=cmp["outputs"], rtol=rtol,
+                  atol=atol)
+    verdict = "match" if cmp["outputs_match"] else "DO NOT match"
+    print(f"outputs {verdict} onnxruntime on the unpartitioned model: max |diff| = "
+          f"{cmp['max_abs_diff']:.3g} (rtol {rtol:g}, atol {atol:g})")
+    if len(cmp["outputs"]) > 1 or executor.tolerance() != TOLERANCES["fp32"]:
+        for o in cmp["outputs"]:
+            print(f"  {o['name']}: max |diff| {o['max_abs_diff']:.3g}, relative to its largest "
+                  f"value {o['max_rel_diff']:.3g}{'' if o['match'] else '  (DOES NOT match)'}")
+    runs = report["runs"]
+    single = time_model(reference, feeds, config.get("onnxruntime"), runs)
+    fused_mean = report["mean_run_seconds"]
+    report["single_session_mean_seconds"] = single
+    report["ratio_to_single_session"] = fused_mean / single
+    print(f"one onnxruntime session of that model: mean run {single * 1e3:.2f} ms; fused / "
+          f"one session = {fused_mean / single:.3f} (same session options)")
+    return 0 if cmp["outputs_match"] else 1

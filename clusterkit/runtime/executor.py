@@ -698,8 +698,11 @@ def time_model(model: Any, feeds: Mapping[str, np.ndarray],
 
 def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
                     rtol: float = 1e-4, atol: float = 1e-5) -> dict[str, Any]:
-    """``{"max_abs_diff", "outputs_match", "outputs": [{"name", "max_abs_diff", "match"}]}``;
-    outputs match when names, shapes and dtypes agree and values are close (NaNs equal)."""
+    """``{"max_abs_diff", "max_rel_diff", "outputs_match", "outputs": [{"name", "max_abs_diff",
+    "max_rel_diff", "match"}]}``; outputs match when names, shapes and dtypes agree and values
+    are close (``np.allclose`` with ``rtol``/``atol``, NaNs equal). ``max_rel_diff`` is the
+    largest absolute difference relative to the output's largest magnitude (an output of zeros:
+    the absolute difference)."""
     per = []
     worst = 0.0
     ok = set(expected) == set(actual)
@@ -707,7 +710,8 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
         e = np.asarray(expected[name])
         a = np.asarray(actual.get(name)) if name in actual else None
         if a is None or a.shape != e.shape or a.dtype != e.dtype:
-            per.append({"name": name, "max_abs_diff": float("inf"), "match": False})
+            per.append({"name": name, "max_abs_diff": float("inf"),
+                        "max_rel_diff": float("inf"), "match": False})
             worst, ok = float("inf"), False
             continue
         if e.dtype.kind in "fc":
@@ -724,7 +728,19 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
         else:
             d = 0.0 if np.array_equal(a, e) else float("inf")
             match = d == 0.0
-        per.append({"name": name, "max_abs_diff": d, "match": match})
+        scale = _magnitude(e)
+        per.append({"name": name, "max_abs_diff": d,
+                    "max_rel_diff": d / scale if scale > 0 else d, "match": match})
         worst = max(worst, d)
         ok = ok and match
-    return {"max_abs_diff": worst, "outputs_match": ok, "outputs": per}
+    return {"max_abs_diff": worst, "max_rel_diff": max([0.0] + [o["max_rel_diff"] for o in per]),
+            "outputs_match": ok, "outputs": per}
+
+
+def _magnitude(array: np.ndarray) -> float:
+    """The largest finite absolute value of a numeric array (0.0 for none)."""
+    if array.dtype.kind not in "fciu" or not array.size:
+        return 0.0
+    values = np.abs(array.astype(np.float64))
+    values = values[np.isfinite(values)]
+    return float(values.max()) if values.size else 0.0
