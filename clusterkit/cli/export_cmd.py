@@ -1,19 +1,31 @@
 """``clusterkit export MODEL --strategy S --selector SPEC -o OUT.onnx [--plan FILE]``
 
 Partition (or apply a saved plan), fuse, and write an ONNX model in which every cluster is a
-local function in the domain ``clusterkit.<device>``.
+local function in the domain ``clusterkit.<device>``. With ``--compile``, every offloaded cluster
+is compiled by its device's plugin EP instead and the model holds its compiled form (EPContext
+nodes, context binaries beside the model or, with ``--embed-context``, inside): a model to
+deploy with onnxruntime and the EP alone, which ``--verify`` then runs exactly so.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
-from clusterkit.cli.common import add_problem_args, model_label
-from clusterkit.cli.run_cmd import add_plan_arg, original_model, partition_from_args
+from clusterkit.cli.common import add_problem_args, dims_from_args, model_label
+from clusterkit.cli.run_cmd import (
+    add_plan_arg,
+    add_weights_arg,
+    original_model,
+    parse_pairs,
+    partition_from_args,
+)
+from clusterkit.errors import UsageError
 from clusterkit.export.onnx_model import export_fused, model_bytes, save_model, wants_external_data
 from clusterkit.fusion import fuse
 from clusterkit.io.files import write_all
 from clusterkit.result.json_format import partition_json_text
+from clusterkit.result.report import plural
 from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
 
 
@@ -26,14 +38,29 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-check", action="store_true", help="skip the onnx checker")
     p.add_argument("--verify", action="store_true",
                    help="run the exported and the original model in onnxruntime on the same "
-                   "random inputs and compare")
+                   "random inputs and compare (with --compile: the exported model in a fresh "
+                   "Python with only onnxruntime and the plugin EP, at the device's precision)")
+    p.add_argument("--compile", action="store_true",
+                   help="compile every offloaded cluster with its device's plugin EP and write "
+                   "its compiled form (EPContext nodes); the host nodes stay plain ONNX")
+    p.add_argument("--embed-context", action="store_true",
+                   help="with --compile: the EP's context binaries inside the model (default: "
+                   "files OUT_ctxK.bin beside it)")
+    p.add_argument("--backend", action="append", default=[], metavar="DEVICE=SPEC",
+                   help="with --compile: the EP of a device, ep (default: the one its selector "
+                   "models) or ep:EPNAME[key=value,...]")
+    add_weights_arg(p)
     return p
 
 
 def main(args: argparse.Namespace) -> int:
+    if (args.embed_context or args.backend) and not args.compile:
+        raise UsageError("--embed-context and --backend go with --compile", "clusterkit export")
     part = partition_from_args(args)
     print(part.summary())
     fused = fuse(part)
+    if args.compile:
+        return export_compiled(args, part, fused)
     name = model_label(args.model)
     model = export_fused(fused, model_name=name, check=not args.no_check)
     outputs: list[tuple[str, str | bytes]] = (
@@ -60,3 +87,54 @@ def main(args: argparse.Namespace) -> int:
               f"{cmp['max_abs_diff']:.3g}")
         return 0 if cmp["outputs_match"] else 1
     return 0
+
+
+def export_compiled(args: argparse.Namespace, part, fused) -> int:
+    """``--compile``: every offloaded cluster compiled by its device's EP (pieces where the EP
+    refuses a cluster whole), the compiled model and its binaries written as one step."""
+    import tempfile
+
+    from clusterkit.cli.run_cmd import print_clusters
+    from clusterkit.export.compiled import compiled_model, write_compiled
+    from clusterkit.runtime.executor import Executor
+
+    chosen = parse_pairs(args.backend, "--backend")
+    with tempfile.TemporaryDirectory(prefix="clusterkit_ctx_") as folder:
+        config = {"ep": {"context_dir": folder, "embed_context": args.embed_context}}
+        executor = Executor(fused, backends={d: chosen.get(d, "ep") for d in part.problem.devices},
+                            backend_config=config, merge_steps=False)
+        stem = os.path.splitext(os.path.basename(args.output))[0]
+        model, binaries = compiled_model(executor, stem)
+    written = write_compiled(model, binaries, args.output)
+    ctx = [nd for nd in model.graph.node if nd.op_type == "EPContext"]
+    print_clusters(executor)
+    where = "inside" if args.embed_context else f"in {plural(len(written), 'file')} beside it"
+    print(f"wrote {args.output}: {plural(len(ctx), 'EPContext node')} (context {where}), "
+          f"{plural(len(model.graph.node) - len(ctx), 'host node')}")
+    if args.json:
+        write_all([(args.json, partition_json_text(part, model_label(args.model)))])
+        print(f"wrote {args.json}")
+    if not args.verify:
+        return 0
+    return verify_compiled(args, fused, executor)
+
+
+def verify_compiled(args: argparse.Namespace, fused, executor) -> int:
+    """Run the written model with onnxruntime and the plugin EP alone and compare it with the
+    original on onnxruntime's CPU provider, at the devices' precision."""
+    from clusterkit.export.compiled import run_deployed
+
+    backends = [b for b in executor.backends.values() if b.name == "ep"]
+    if len({b.ep for b in backends}) != 1:
+        raise UsageError("--verify of a compiled export runs one plugin EP; the devices use "
+                         f"{len({b.ep for b in backends})}", "clusterkit export")
+    feeds = random_inputs(fused, dims=dims_from_args(args))
+    actual, facts = run_deployed(args.output, backends[0].ep, backends[0].provider_options, feeds)
+    rtol, atol = executor.tolerance()
+    cmp = compare_outputs(run_model(original_model(args, fused), feeds), actual, rtol=rtol,
+                          atol=atol)
+    verdict = "match" if cmp["outputs_match"] else "DO NOT match"
+    print(f"loaded with onnxruntime and {backends[0].ep} alone ({facts['on_ep']} nodes on the "
+          f"EP): outputs {verdict} the original: max |diff| = {cmp['max_abs_diff']:.3g} (rtol "
+          f"{rtol:g}, atol {atol:g})")
+    return 0 if cmp["outputs_match"] else 1

@@ -104,6 +104,8 @@ class CompiledSubgraph:
         self._node_timings = node_timings
         self._run_values = run_values
         self.value_kind = value_kind if run_values is not None and value_kind else NUMPY_VALUES
+        #: the file of the compiled form the backend wrote, when asked (an EP context model)
+        self.context: str | None = None
 
     def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         missing = [t for t in self.inputs if t not in feeds]

@@ -8,12 +8,17 @@ DEVICE=ep:EPNAME[key=value,...]`` names the EP and its provider options; ``--bac
 takes them from the device's selector when it models a real EP (``qnn``: the HTP backend, soc
 model 60, fp16 precision; ``ep:NAME`` selectors: their EP and settings).
 
+With ``context_dir`` set, each compile also writes the EP's compiled form there (an EPContext
+model, ``embed_context``: its context binary inside, else in a file beside it):
+:mod:`clusterkit.export.compiled` assembles them into one deployable model.
+
 Verdicts are cached per backend instance (one per device of a run) by the subgraph's nodes and
 outputs, so a subgraph tried twice (a merged step, a piece of a split) is compiled once.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 from clusterkit.errors import BackendError
@@ -37,7 +42,8 @@ class EpBackend(OnnxRuntimeBackend):
     name = "ep"
     CONFIG_DEFAULTS = {**{k: v for k, v in OnnxRuntimeBackend.CONFIG_DEFAULTS.items()
                           if k not in ("providers", "shared_allocator")},
-                       "ep": None, "options": None}
+                       "ep": None, "options": None, "context_dir": None,
+                       "embed_context": False}
 
     def __init__(self, device: str | None = None, restrict: Any = None,
                  config: Mapping[str, Any] | None = None):
@@ -50,12 +56,22 @@ class EpBackend(OnnxRuntimeBackend):
         self.spec, self.provider_options = ep_options(self._config["ep"],
                                                       self._config["options"] or {})
         self.verdicts: dict[tuple, CompiledSubgraph | str] = {}
+        self._context: str | None = None
+        self._contexts = 0
 
     def _convert(self, key: str, value: Any) -> Any:
         if key == "ep":
             if not isinstance(value, str) or not value:
                 raise BackendError(f"backend 'ep': ep takes an EP's name, got {value!r}")
             return value
+        if key == "context_dir":
+            if value is not None and not os.path.isdir(str(value)):
+                raise BackendError(f"backend 'ep': context_dir {value!r} is not a folder")
+            return None if value is None else str(value)
+        if key == "embed_context":
+            from clusterkit.runtime.backends.base import _as_bool
+
+            return _as_bool(value, key, self)
         if key == "options":
             if not isinstance(value, Mapping):
                 raise BackendError(f"backend 'ep': options takes a mapping, got {value!r}")
@@ -114,10 +130,21 @@ class EpBackend(OnnxRuntimeBackend):
         if unknown:
             raise BackendError(f"{self.ep} compiles subgraphs with known input types; "
                                f"{unknown[0]!r} has none")
-        return super()._compile(sub, inputs, outputs, name, static)
+        self._context = None
+        compiled = super()._compile(sub, inputs, outputs, name, static)
+        compiled.context = self._context
+        return compiled
 
     def _session(self, model, name: str):
         so = self._profiled(self.session_options(), name)
+        folder = self._config["context_dir"]
+        if folder is not None:  # the EP writes its compiled form: an EPContext model
+            self._contexts += 1
+            self._context = os.path.join(folder, f"ctx{self._contexts}_ctx.onnx")
+            so.add_session_config_entry("ep.context_enable", "1")
+            so.add_session_config_entry("ep.context_file_path", self._context)
+            so.add_session_config_entry("ep.context_embed_mode",
+                                        "1" if self._config["embed_context"] else "0")
         run = compile_on_ep(model.SerializeToString(), self.ep, self._config["options"] or {},
                             so)
         return run.session
