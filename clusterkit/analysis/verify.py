@@ -24,7 +24,6 @@ import onnx
 from clusterkit.analysis.report import get_placement
 from clusterkit.api import partition
 from clusterkit.constraints.core import Constraints
-from clusterkit.errors import SelectorError
 from clusterkit.graph.core import Graph
 from clusterkit.io.ep_query import EpAnswer, graph_node_name, query_ep
 from clusterkit.io.onnx import load_onnx

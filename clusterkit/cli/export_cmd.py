@@ -104,7 +104,7 @@ def export_compiled(args: argparse.Namespace, part, fused) -> int:
         executor = Executor(fused, backends={d: chosen.get(d, "ep") for d in part.problem.devices},
                             backend_config=config, merge_steps=False)
         stem = os.path.splitext(os.path.basename(args.output))[0]
-        model, binaries = compiled_model(executor, stem)
+        model, binaries = compiled_model(executor, stem, model_label(args.model))
     written = write_compiled(model, binaries, args.output)
     ctx = [nd for nd in model.graph.node if nd.op_type == "EPContext"]
     print_clusters(executor)

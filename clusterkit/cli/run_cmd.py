@@ -248,7 +248,7 @@ def print_clusters(executor: Executor) -> None:
     verdicts = [c["verdict"] for c in executor.clusters]
     split = [c for c in executor.clusters if c["verdict"] != "compiled"]
     if not split:
-        if verdicts:
+        if verdicts and any(b.name == "ep" for b in executor.backends.values()):
             print(f"clusters: {plural(len(verdicts), 'cluster')} compiled whole")
         return
     print(f"clusters: {verdicts.count('compiled')} compiled, {verdicts.count('split')} split, "

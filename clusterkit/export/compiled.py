@@ -20,23 +20,31 @@ cluster and loads.)
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import numpy as np
 
 from clusterkit.errors import ExecutionError
+from clusterkit.export.onnx_model import PARTITION_KEY, flat_plan
 from clusterkit.fusion import initializer_map, source_model
 from clusterkit.io.files import write_all
 
+#: metadata key: which EPContext node compiled which cluster (see :func:`compiled_model`)
+CONTEXTS_KEY = "clusterkit.contexts"
 #: the EPContext attribute holding the context (a file name relative to the model, or bytes)
 CACHE_ATTR = "ep_cache_context"
 
 
-def compiled_model(executor: Any, stem: str) -> tuple[Any, list[tuple[str, bytes]]]:
+def compiled_model(executor: Any, stem: str, model_name: str | None = None
+                   ) -> tuple[Any, list[tuple[str, bytes]]]:
     """The deployable model of ``executor``'s schedule (see the module docstring) and the
     context binaries to write beside it, as ``(file name, bytes)``; the binaries are named
-    ``<stem>_ctx<k>.bin`` in the order of the device steps."""
+    ``<stem>_ctx<k>.bin`` in the order of the device steps. The EPContext nodes come in the
+    schedule's (topological) order; the metadata ``clusterkit.contexts`` maps each to its
+    cluster of the partition JSON (stored too, as by :func:`export_fused`), in the JSON's
+    order."""
     from onnx import helper
 
     root = executor.root
@@ -59,8 +67,27 @@ def compiled_model(executor: Any, stem: str) -> tuple[Any, list[tuple[str, bytes
     out = helper.make_model(graph, opset_imports=_opsets(model, nodes),
                             producer_name="clusterkit")
     out.ir_version = max(int(model.ir_version), 8)
-    out.metadata_props.extend(model.metadata_props)
+    out.metadata_props.extend(p for p in model.metadata_props
+                              if p.key not in (PARTITION_KEY, CONTEXTS_KEY))
+    plan = flat_plan(executor.graph, model_name)
+    out.metadata_props.add(key=PARTITION_KEY, value=json.dumps(plan))
+    out.metadata_props.add(key=CONTEXTS_KEY, value=json.dumps(_contexts(executor, out)))
     return out, binaries
+
+
+def _contexts(executor: Any, model: Any) -> list[dict[str, Any]]:
+    """Which EPContext node compiled which cluster of the partition JSON (its ``id``), in the
+    JSON's order of clusters; ``piece``: the piece's number when the EP refused the cluster
+    whole and it was carved."""
+    names = {nd.name for nd in model.graph.node if nd.op_type == "EPContext"}
+    rows = []
+    for u in executor.steps:
+        for name in sorted(n for n in names if n == u.name or n.startswith(u.name + ".")):
+            piece = u.name.rpartition(".piece")[2] if ".piece" in u.name else None
+            rows.append({"node": name, "cluster": u.subgraph.cluster_id, "device": u.device,
+                         "piece": None if piece is None else int(piece)})
+    order = {c.id: k for k, c in enumerate(executor.graph.partition.clusters)}
+    return sorted(rows, key=lambda r: (order.get(r["cluster"], -1), r["piece"] or 0))
 
 
 def _context_nodes(path: str, name: str, stem: str, first: int):
@@ -70,7 +97,8 @@ def _context_nodes(path: str, name: str, stem: str, first: int):
 
     ctx = onnx.load(path, load_external_data=False)
     folder = os.path.dirname(path)
-    nodes, files = [], []
+    nodes: list[Any] = []
+    files: list[tuple[str, bytes]] = []
     for k, node in enumerate(ctx.graph.node):
         if node.op_type != "EPContext":
             raise ExecutionError(f"the EP context model of step {name!r} holds a "
@@ -196,7 +224,6 @@ def run_deployed(path: str, ep: str, options: dict[str, str], feeds: dict[str, n
     """Run the compiled model at ``path`` as a user would deploy it: a fresh Python with only
     onnxruntime and the plugin EP ``ep`` (its provider ``options``), no clusterkit. Returns the
     outputs and ``{"on_ep": nodes onnxruntime gave the EP, "clusterkit_imported": False}``."""
-    import json
     import subprocess
     import sys
     import tempfile
@@ -205,11 +232,11 @@ def run_deployed(path: str, ep: str, options: dict[str, str], feeds: dict[str, n
 
     spec = find_ep(ep)
     with tempfile.TemporaryDirectory(prefix="clusterkit_deploy_") as tmp:
+        inputs, result = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
         cfg = {"model": os.path.abspath(path), "ep": spec.name, "module": spec.module,
-               "device_type": spec.device_type, "options": options,
-               "inputs": os.path.join(tmp, "inputs.npz"),
-               "outputs": os.path.join(tmp, "outputs.npz")}
-        np.savez(cfg["inputs"], **feeds)
+               "device_type": spec.device_type, "options": options, "inputs": inputs,
+               "outputs": result}
+        np.savez(inputs, **feeds)  # type: ignore[arg-type]
         with open(os.path.join(tmp, "cfg.json"), "w", encoding="utf-8") as fh:
             json.dump(cfg, fh)
         run = subprocess.run([sys.executable, "-c", DEPLOY_SCRIPT, fh.name],
@@ -218,8 +245,8 @@ def run_deployed(path: str, ep: str, options: dict[str, str], feeds: dict[str, n
             lines = [ln for ln in run.stderr.strip().splitlines() if ln.strip()]
             raise ExecutionError(f"onnxruntime could not run the compiled model {path!r}: "
                                  f"{lines[-1] if lines else f'exit {run.returncode}'}")
-        with np.load(cfg["outputs"]) as data:
+        with np.load(result) as data:
             outputs = {k: data[k] for k in data.files}
-        with open(cfg["outputs"] + ".json", encoding="utf-8") as fh:
+        with open(result + ".json", encoding="utf-8") as fh:
             facts = json.load(fh)
     return outputs, facts

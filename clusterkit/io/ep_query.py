@@ -353,7 +353,8 @@ def compile_on_ep(data: bytes, name: str, settings: Mapping[str, Any] | None = N
         try:
             session = ort.InferenceSession(data, opts)
         except Exception as exc:  # onnxruntime's own types
-            raise EpCompileError(spec.name, _ep_message(logs.text(), exc)) from None
+            untaken = _untaken(data, ep_recorder.read_record(recorder))
+            raise EpCompileError(spec.name, _ep_message(logs.text(), exc, untaken)) from None
         seconds = time.perf_counter() - start
         logged = logs.text()
     parts = session.get_provider_graph_assignment_info()
@@ -372,9 +373,25 @@ _LOG_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?\S+ \S+ \[(?P<sev>[EW]):onnxruntime
 _GENERIC = "fallback to CPU EP has been explicitly disabled"
 
 
-def _ep_message(logged: str, exc: BaseException) -> str:
+def _untaken(data: bytes, events: list) -> str | None:
+    """The nodes of the serialized model ``data`` that no group the EP handed over holds, in a
+    phrase (None when it took them all: it failed later)."""
+    import onnx
+
+    taken = {_TOKEN.sub("", n) for kind, items in events if kind == "group" for n, _ in items}
+    nodes = onnx.load_from_string(data).graph.node
+    left = [nd for nd in nodes if nd.name not in taken]
+    if not left:
+        return None
+    first = ", ".join(f"{nd.name!r} ({nd.op_type})" for nd in left[:3])
+    return (f"it takes {len(nodes) - len(left)} of the {len(nodes)} nodes, not "
+            f"{first}{', ...' if len(left) > 3 else ''}")
+
+
+def _ep_message(logged: str, exc: BaseException, untaken: str | None = None) -> str:
     """The EP's own reason for a failed session: its error lines in the log (onnxruntime's
-    generic "fallback disabled" line left out), else the exception's text; one line."""
+    generic "fallback disabled" line left out), else the nodes it did not take (``untaken``),
+    else the exception's text; one line."""
     found = []
     for line in logged.splitlines():
         m = _LOG_LINE.match(line.strip())
@@ -382,7 +399,9 @@ def _ep_message(logged: str, exc: BaseException) -> str:
             text = " ".join(m["text"].split())
             if text not in found:
                 found.append(text)
-    return "; ".join(found[:2])[:400] if found else _failure_text(exc)
+    if found:
+        return "; ".join(found[:2])[:400]
+    return untaken or _failure_text(exc)
 
 
 class _Logs:

@@ -703,7 +703,7 @@ def compare_outputs(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.
     are close (``np.allclose`` with ``rtol``/``atol``, NaNs equal). ``max_rel_diff`` is the
     largest absolute difference relative to the output's largest magnitude (an output of zeros:
     the absolute difference)."""
-    per = []
+    per: list[dict[str, Any]] = []
     worst = 0.0
     ok = set(expected) == set(actual)
     for name in expected:
