@@ -154,14 +154,20 @@ def original_model(args: argparse.Namespace, fused) -> onnx.ModelProto:
 def steps_line(executor: Executor, partitions: int) -> str:
     """``17 steps (9 subgraphs for the 9 partitions)``, saying how the subgraphs the executor
     runs came from the partitions when their counts differ: consecutive ones of one device
-    merged into one step, ones no output needs (values fixed before the run) dropped."""
-    subs = [u for u in executor.steps if u.kind == "subgraph"]
-    covered = sum(max(1, len(u.parts)) for u in subs)
+    merged into one step, ones the device's compiler refused carved into pieces or fallen back,
+    ones no output needs (values fixed before the run) dropped."""
+    subs = [u for u in executor.steps if u.kind == "subgraph" and not u.fallback_reason]
+    verdicts = [c["verdict"] for c in executor.clusters]
+    merged = sum(max(0, len(u.parts) - 1) for u in subs)
     how = []
-    if covered > len(subs):
-        how.append(f"{covered - len(subs)} merged with the one before them")
-    if partitions > covered:
-        how.append(f"{partitions - covered} not needed at run time")
+    if merged:
+        how.append(f"{merged} merged with the one before them")
+    if verdicts.count("split"):
+        how.append(f"{verdicts.count('split')} split into pieces the device compiles")
+    if verdicts.count("fell back"):
+        how.append(f"{verdicts.count('fell back')} fell back to the host")
+    if partitions > len(verdicts):
+        how.append(f"{partitions - len(verdicts)} not needed at run time")
     return (f"{plural(len(executor.steps), 'step')} ({plural(len(subs), 'subgraph')} for the "
             f"{plural(partitions, 'partition')}" + (f": {', '.join(how)})" if how else ")"))
 

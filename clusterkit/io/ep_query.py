@@ -302,10 +302,12 @@ def _add_ep(opts: Any, device: Any, options: dict[str, str]) -> None:
 class EpCompileError(BackendError):
     """An EP refused to compile a model whole (``reason``: the EP's own message, one line)."""
 
-    def __init__(self, ep: str, reason: str):
+    def __init__(self, ep: str, reason: str, untaken: list[str] | None = None):
         super().__init__(f"{ep} did not compile it: {reason}")
         self.ep = ep
         self.reason = reason
+        #: the computing nodes (names) the EP's GetCapability left out, when it answered
+        self.untaken = list(untaken or [])
 
 
 @dataclass
@@ -354,7 +356,8 @@ def compile_on_ep(data: bytes, name: str, settings: Mapping[str, Any] | None = N
             session = ort.InferenceSession(data, opts)
         except Exception as exc:  # onnxruntime's own types
             untaken = _untaken(data, ep_recorder.read_record(recorder))
-            raise EpCompileError(spec.name, _ep_message(logs.text(), exc, untaken)) from None
+            raise EpCompileError(spec.name, _ep_message(logs.text(), exc, untaken),
+                                 [nd.name for nd in untaken]) from None
         seconds = time.perf_counter() - start
         logged = logs.text()
     parts = session.get_provider_graph_assignment_info()
@@ -373,22 +376,34 @@ _LOG_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?\S+ \S+ \[(?P<sev>[EW]):onnxruntime
 _GENERIC = "fallback to CPU EP has been explicitly disabled"
 
 
-def _untaken(data: bytes, events: list) -> str | None:
-    """The nodes of the serialized model ``data`` that no group the EP handed over holds, in a
-    phrase (None when it took them all: it failed later)."""
+def _untaken(data: bytes, events: list) -> list[Any]:
+    """The computing nodes of the serialized model ``data`` (not those computed from constants
+    alone, which onnxruntime folds before the EP sees them) that no group the EP handed over
+    holds."""
     import onnx
 
+    graph = onnx.load_from_string(data).graph
     taken = {_TOKEN.sub("", n) for kind, items in events if kind == "group" for n, _ in items}
-    nodes = onnx.load_from_string(data).graph.node
-    left = [nd for nd in nodes if nd.name not in taken]
-    if not left:
+    fixed = {t.name for t in graph.initializer} | {""}
+    left = []
+    for nd in graph.node:
+        if all(t in fixed for t in nd.input):
+            fixed.update(nd.output)
+        elif nd.name not in taken:
+            left.append(nd)
+    return left
+
+
+def _untaken_text(untaken: list[Any]) -> str | None:
+    """The nodes the EP left out, in a phrase (None: it took every one and failed later)."""
+    if not untaken:
         return None
-    first = ", ".join(f"{nd.name!r} ({nd.op_type})" for nd in left[:3])
-    return (f"it takes {len(nodes) - len(left)} of the {len(nodes)} nodes, not "
-            f"{first}{', ...' if len(left) > 3 else ''}")
+    first = ", ".join(f"{nd.name!r} ({nd.op_type})" for nd in untaken[:3])
+    return (f"it does not take {len(untaken)} of the nodes: {first}"
+            f"{', ...' if len(untaken) > 3 else ''}")
 
 
-def _ep_message(logged: str, exc: BaseException, untaken: str | None = None) -> str:
+def _ep_message(logged: str, exc: BaseException, untaken: list[Any]) -> str:
     """The EP's own reason for a failed session: its error lines in the log (onnxruntime's
     generic "fallback disabled" line left out), else the nodes it did not take (``untaken``),
     else the exception's text; one line."""
@@ -397,11 +412,11 @@ def _ep_message(logged: str, exc: BaseException, untaken: str | None = None) -> 
         m = _LOG_LINE.match(line.strip())
         if m and m["sev"] == "E" and _GENERIC not in m["text"]:
             text = " ".join(m["text"].split())
-            if text not in found:
+            if not any(seen in text for seen in found):  # a line repeating an earlier one
                 found.append(text)
     if found:
         return "; ".join(found[:2])[:400]
-    return untaken or _failure_text(exc)
+    return _untaken_text(untaken) or _failure_text(exc)
 
 
 class _Logs:

@@ -393,7 +393,7 @@ class Executor:
         """The steps of a fused step its device refused to compile: the pieces the device
         compiles (:func:`clusterkit.runtime.refusals.carve_refused`) and host steps for the
         nodes no piece holds, in an order every edge between them follows."""
-        reason = f"{type(exc).__name__}: {exc}"
+        reason = str(exc) if isinstance(exc, ClusterkitError) else f"{type(exc).__name__}: {exc}"
         problem = self._problem()
         if problem is None or u.device not in problem.devices:
             return self._fall_back(u, reason)
@@ -410,7 +410,10 @@ class Executor:
             piece.runs_on = backend.runs_on()
             return piece
 
-        carved = carve_refused(problem, u.device, list(u.subgraph.nodes), reason, compile_piece)
+        by_name = {self.root.nodes[v].name: v for v in u.subgraph.nodes}
+        untaken = [by_name[n] for n in getattr(exc, "untaken", []) if n in by_name]
+        carved = carve_refused(problem, u.device, list(u.subgraph.nodes), reason, compile_piece,
+                               untaken)
         out: list[Step] = []
         host: list[int] = []
         for nodes, piece in carved.units + [([], None)]:

@@ -64,14 +64,19 @@ class _CompiledAcceptance:
 
 
 def carve_refused(problem: Problem, device: str, nodes: list[int], reason: str,
-                  compile_piece: Callable[[list[int]], object]) -> Carved:
+                  compile_piece: Callable[[list[int]], object],
+                  untaken: Sequence[int] = ()) -> Carved:
     """The pieces of the cluster ``nodes`` (sorted) on ``device`` that ``compile_piece``
     compiles (it raises when the device refuses), the cluster itself having been refused for
-    ``reason``; the rest falls back. A carving whose units would depend on each other in a
-    cycle sends the whole cluster back, with ``reason``."""
+    ``reason``; the rest falls back. ``untaken``: nodes the device's compiler already said it
+    does not take (they fall back at once, and no piece holds them). A carving whose units
+    would depend on each other in a cycle sends the whole cluster back, with ``reason``."""
     d = problem.devices.index(device)
     acc = _CompiledAcceptance(acceptance(problem), compile_piece, (nodes, reason))
-    pieces, fallen = split_cluster(problem, acc, d, nodes)  # type: ignore[arg-type]
+    left = set(untaken)
+    rest = [v for v in nodes if v not in left]
+    pieces, fallen = split_cluster(problem, acc, d, rest) if rest else ([], {})  # type: ignore
+    fallen = {**dict.fromkeys(sorted(left), reason), **fallen}
     order = piece_order(problem, nodes, pieces)
     if order is None:  # pragma: no cover - split_cluster returns acyclic carvings
         return Carved([([v], None) for v in nodes], dict.fromkeys(nodes, reason))
