@@ -47,7 +47,15 @@ REPO = Path(__file__).resolve().parent.parent
 QUICK = ("squeezenet1_1", "resnet18", "light_squeezenet")
 SEED = 0
 REPEAT = 2  # timed runs of clusterkit's route (after the one --check compares)
+SLOW_RUN = 10.0  # seconds: a slower first run is the only one (the emulated HTP on vgg19)
 TIMEOUT = float(os.environ.get("CLUSTERKIT_BENCH_QNN_TIMEOUT", "600"))
+#: seconds for the whole section (unset: no limit); a model not started in time is "not run"
+BUDGET = float(os.environ.get("CLUSTERKIT_BENCH_QNN_BUDGET", "0")) or None
+#: models run at once (each its routes one after the other): one takes the list from its cheap
+#: end, the other from its expensive end
+JOBS = int(os.environ.get("CLUSTERKIT_BENCH_QNN_JOBS", "1"))
+#: small files of heavy compute on the emulated HTP (dense convolutions), run last
+HEAVY = ("light_vgg19", "light_zfnet512", "light_bvlc_alexnet")
 EP = "QNNExecutionProvider"
 COLUMNS = ["model", "ck partitions", "ck compiled / split / fell back", "ck compile s",
            "ck run s", "ck check (fp16)", "ck max abs", "ck max rel", "ort QNN partitions",
@@ -109,17 +117,21 @@ def child_ck(model: str, out: str) -> None:
     _save(out, data)
     feeds = random_inputs(fused, seed=SEED)
     try:
-        outputs = executor.run(feeds)  # the first run: the one --check compares
         start = time.perf_counter()
-        for _ in range(REPEAT):
+        outputs = executor.run(feeds)  # the first run: the one --check compares
+        first = time.perf_counter() - start
+        runs = REPEAT if first < SLOW_RUN else 0
+        start = time.perf_counter()
+        for _ in range(runs):
             executor.run(feeds)
     except Exception as exc:
         data.update(error=f"run: {_line(exc)}")
         _save(out, data)
         return
-    data.update(mean_run_seconds=(time.perf_counter() - start) / REPEAT, stage="check")
+    mean = (time.perf_counter() - start) / runs if runs else first
+    data.update(mean_run_seconds=mean, runs=max(1, runs), stage="check")
     _save(out, data)
-    report: dict[str, Any] = {"runs": REPEAT, "mean_run_seconds": data["mean_run_seconds"]}
+    report: dict[str, Any] = {"runs": max(1, runs), "mean_run_seconds": mean}
     check_outputs(args, fused, executor, feeds, outputs, {}, report)
     data.update({k: report[k] for k in ("outputs_match", "max_abs_diff", "max_rel_diff", "rtol",
                                         "atol")}, stage="done")
@@ -182,7 +194,9 @@ def child_ort(model: str, out: str) -> None:
         _save(out, data)
         try:
             names = [o.name for o in sess.get_outputs()]
+            start = time.perf_counter()
             got = dict(zip(names, sess.run(names, feeds)))
+            data["run_seconds"] = time.perf_counter() - start
         except Exception as exc:
             data.update(runs=False, error=f"run: {_line(exc)}")
             _save(out, data)
@@ -215,6 +229,11 @@ def child_ort(model: str, out: str) -> None:
             return
         ctx["loads"] = True
         _save(out, data)
+        if data.get("run_seconds", 0.0) >= SLOW_RUN:  # a slow model: loading is the question
+            ctx["runs"] = "skipped"
+            data["stage"] = "done"
+            _save(out, data)
+            return
         try:
             names = [o.name for o in sess.get_outputs()]
             got = dict(zip(names, sess.run(names, feeds)))
@@ -267,18 +286,22 @@ def _env() -> dict[str, str]:
     return env
 
 
-def spawn(kind: str, model: Path, tmp: str) -> tuple[str, dict, float]:
+def spawn(kind: str, model: Path, tmp: str, deadline: float | None = None
+          ) -> tuple[str, dict, float]:
     """Run ``--child KIND MODEL`` in its own process group: its status ("ok", "timeout",
     "crash (SIGNAME)", "error (exit N): last stderr line"), the facts it saved, wall seconds."""
     out = os.path.join(tmp, f"{model.stem}.{kind}.json")
     log = os.path.join(tmp, f"{model.stem}.{kind}.log")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, str(model), out]
     start = time.perf_counter()
+    timeout = TIMEOUT if deadline is None else min(TIMEOUT, deadline - start)
+    if timeout < 30:
+        return "not run (section budget spent)", {}, 0.0
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=_env(),
                                 cwd=str(REPO), start_new_session=True)
         try:
-            code = proc.wait(timeout=TIMEOUT)
+            code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -290,7 +313,7 @@ def spawn(kind: str, model: Path, tmp: str) -> tuple[str, dict, float]:
     except (OSError, ValueError):
         data = {}
     if code is None:
-        status = f"timeout ({TIMEOUT:.0f} s, in {data.get('stage', 'start')})"
+        status = f"timeout ({timeout:.0f} s, in {data.get('stage', 'start')})"
     elif code < 0:
         status = f"crash ({signal.Signals(-code).name}, in {data.get('stage', 'start')})"
     elif code > 0:
@@ -353,6 +376,7 @@ def _ctx_cell(status: str, d: dict) -> str:
     if ctx.get("loads"):
         match = ctx.get("outputs_match")
         parts.append(("pass" if match else "FAIL") if match is not None else
+                     "not run (slow)" if ctx.get("runs") == "skipped" else
                      ("run failed" if ctx.get("runs") is False else status))
     text = " / ".join(p for p in parts if p)
     return text + (f" ({ctx['error']})" if ctx.get("error") else "")
@@ -375,58 +399,100 @@ def _models(quick: bool) -> list[Path]:
     paths = bundled_models() + light_models()
     if quick:
         paths = [p for p in paths if p.stem in QUICK]
-    return sorted(paths, key=lambda p: (p.stat().st_size, p.stem))
+    return sorted(paths, key=lambda p: (p.stem in HEAVY, p.stat().st_size, p.stem))
+
+
+def _model_row(path: Path, tmp: str, export: bool, deadline: float | None
+               ) -> tuple[list, list[str]]:
+    """The table row of one model and its notes (each route in its own interpreter)."""
+    print(f"  {path.stem} ...", file=sys.stderr, flush=True)
+    notes: list[str] = []
+    ck_status, ck, ck_s = spawn("ck", path, tmp, deadline)
+    ort_status, ort_d, ort_s = spawn("ort", path, tmp, deadline)
+    wall = ck_s + ort_s
+    if export:
+        ex_status, ex, ex_s = spawn("export", path, tmp, deadline)
+        ex_text, wall = export_cell(ex_status, ex), wall + ex_s
+        if not ex_text.startswith("yes / pass"):
+            notes.append(f"{path.stem}, clusterkit export --compile: {ex_text}")
+    else:
+        ex_text = "n/a (not built)"
+    row = ([path.stem] + ck_cells(ck_status, ck) + ort_cells(ort_status, ort_d)
+           + [ex_text, round(wall, 1)])
+    print(f"  {path.stem}: {row[1:]}", file=sys.stderr, flush=True)
+    for reason in ck.get("reasons", [])[:3]:
+        notes.append(f"{path.stem}, clusterkit: {reason}"[:400])
+    if len(ck.get("reasons", [])) > 3:
+        notes.append(f"{path.stem}, clusterkit: and {len(ck['reasons']) - 3} more "
+                     "clusters split or fell back")
+    if ck.get("runs") == 1:
+        notes.append(f"{path.stem}, clusterkit: ck run s is the checked run alone (slower "
+                     f"than {SLOW_RUN:g} s)")
+    for name, status, d in (("clusterkit", ck_status, ck), ("onnxruntime", ort_status, ort_d)):
+        if status != "ok":
+            notes.append(f"{path.stem}, {name}'s route: {status}")
+        elif d.get("error"):
+            notes.append(f"{path.stem}, {name}'s route: {d['error']}")
+        if d.get("bad_outputs"):
+            notes.append(f"{path.stem}, {name}'s route: outputs out of tolerance: "
+                         + ", ".join(d["bad_outputs"][:5]))
+    if ort_d.get("ctx", {}).get("error"):
+        notes.append(f"{path.stem}, onnxruntime's EPContext: {ort_d['ctx']['error']}")
+    return row, notes
 
 
 def run(quick: bool = False) -> dict:
+    import threading
+
     total = time.perf_counter()
-    rows, notes = {}, []
+    deadline = None if BUDGET is None else total + BUDGET
+    rows: dict[str, list] = {}
+    found: dict[str, list[str]] = {}
     export = export_available()
+    todo = _models(quick)
+    lock = threading.Lock()
+
+    def worker(cheap_first: bool) -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                path = todo.pop(0 if cheap_first else -1)
+            try:
+                row, notes = _model_row(path, tmp, export, deadline)
+            except Exception as exc:  # a fault of the bench itself: said in the row
+                row = [path.stem, f"bench error: {_line(exc)}"] + [""] * (len(COLUMNS) - 2)
+                notes = []
+            with lock:
+                rows[path.stem], found[path.stem] = row, notes
+
     with tempfile.TemporaryDirectory(prefix="bench_qnn_") as tmp:
-        for path in _models(quick):
-            print(f"  {path.stem} ...", file=sys.stderr, flush=True)
-            ck_status, ck, ck_s = spawn("ck", path, tmp)
-            ort_status, ort_d, ort_s = spawn("ort", path, tmp)
-            wall = ck_s + ort_s
-            if export:
-                ex_status, ex, ex_s = spawn("export", path, tmp)
-                ex_text, wall = export_cell(ex_status, ex), wall + ex_s
-                if not ex_text.startswith("yes / pass"):
-                    notes.append(f"{path.stem}, clusterkit export --compile: {ex_text}")
-            else:
-                ex_text = "n/a (not built)"
-            rows[path.stem] = ([path.stem] + ck_cells(ck_status, ck) + ort_cells(ort_status, ort_d)
-                               + [ex_text, round(wall, 1)])
-            print(f"  {path.stem}: {rows[path.stem][1:]}", file=sys.stderr, flush=True)
-            for reason in ck.get("reasons", [])[:3]:
-                notes.append(f"{path.stem}, clusterkit: {reason}"[:400])
-            if len(ck.get("reasons", [])) > 3:
-                notes.append(f"{path.stem}, clusterkit: and {len(ck['reasons']) - 3} more "
-                             "clusters split or fell back")
-            for name, status, d in (("clusterkit", ck_status, ck), ("onnxruntime", ort_status,
-                                                                    ort_d)):
-                if status != "ok":
-                    notes.append(f"{path.stem}, {name}'s route: {status}")
-                elif d.get("error"):
-                    notes.append(f"{path.stem}, {name}'s route: {d['error']}")
-                if d.get("bad_outputs"):
-                    notes.append(f"{path.stem}, {name}'s route: outputs out of tolerance: "
-                                 + ", ".join(d["bad_outputs"][:5]))
-            if ort_d.get("ctx", {}).get("error"):
-                notes.append(f"{path.stem}, onnxruntime's EPContext: {ort_d['ctx']['error']}")
+        threads = [threading.Thread(target=worker, args=(k % 2 == 0,))
+                   for k in range(max(1, JOBS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    notes = [n for k in sorted(found) for n in found[k]]
     notes += [
         "graph: --optimize basic; weights: clusterkit.io.weights.random_weights seed 0; inputs: "
         "random_inputs seed 0; QNN HTP (emulated) soc_model 60, enable_htp_fp16_precision 1",
         "ck: clusterkit run --selector qnn --strategy auto --backend qnn=ep --check "
-        f"(run_cmd's functions); ck run s: mean of {REPEAT} runs after the checked one; "
+        f"(run_cmd's functions); ck run s: mean of {REPEAT} runs after the checked one (the "
+        f"checked one alone when slower than {SLOW_RUN:g} s); "
         "ck compile s: the steps' compile seconds summed",
         "ort: one session, QNN EP registered with register_execution_provider_library, "
         "default session options, CPU fallback allowed; compile s: session creation; "
         "compared with the CPU provider on the unoptimized model at rtol = atol = 2e-2",
         "ort EPContext: ep.context_enable=1, embed mode 0: written / a new QNN session of the "
-        "context model loads / its outputs match",
-        f"each route of each model in its own interpreter, timeout {TIMEOUT:.0f} s; wall s: "
-        "both (all three) routes' interpreters",
+        f"context model loads / its outputs match (not run when the model's run took over "
+        f"{SLOW_RUN:g} s)",
+        "ck compiled export: clusterkit export MODEL --selector qnn --strategy auto --optimize "
+        "basic --random-weights 0 --compile -o OUT.onnx --verify (the compiled model run in a "
+        "fresh Python with onnxruntime and QNN alone): loads / its check",
+        f"each route of each model in its own interpreter, timeout {TIMEOUT:.0f} s"
+        + (f", section budget {BUDGET:.0f} s" if BUDGET else "")
+        + f", {max(1, JOBS)} model(s) at once; wall s: the routes' interpreters",
         f"total {time.perf_counter() - total:.1f} s"]
     return {"title": "QNN HTP: clusterkit's route against onnxruntime's own",
             "columns": COLUMNS, "rows": [rows[k] for k in sorted(rows)], "notes": notes}

@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 pytest.importorskip("onnxruntime_qnn", reason="needs clusterkit[qnn] (make test installs it)")
 
 import clusterkit as ck  # noqa: E402
+from clusterkit.constraints.acceptance import acceptance  # noqa: E402
 from clusterkit.errors import BackendError, SelectorError  # noqa: E402
 from clusterkit.export.compiled import (  # noqa: E402
     CONTEXTS_KEY,
@@ -253,3 +254,96 @@ def test_run_and_export_on_the_htp_from_the_command_line(tmp_path):
     assert exp.returncode == 0, exp.stderr
     assert "outputs match the original" in exp.stdout
     assert out.exists() and (tmp_path / "sq_ctx0.bin").exists()
+
+
+# ---------------------------------------------------------------------- the selector contract
+CNN = ["Conv", "Relu", "Add", "MaxPool", "GlobalAveragePool", "Flatten", "Gemm"]
+
+
+class RejectAbove(ck.OpsProperty):
+    """A compiler that takes at most ``limit`` nodes (``create_subgraph_node`` says no)."""
+
+    def __init__(self, limit: int):
+        super().__init__(CNN, device="npu")
+        self.limit = limit
+
+    def create_subgraph_node(self, subgraph):
+        return None if len(subgraph.nodes) > self.limit else super().create_subgraph_node(
+            subgraph)
+
+
+class CountConvs(ck.SubgraphSelector):
+    """A stateful selector: at most two Conv nodes per cluster."""
+
+    def __init__(self):
+        self.convs = 0
+
+    def select(self, node):
+        return self._take(node)
+
+    def select_input(self, node, new_node):
+        return self._take(new_node)
+
+    def select_output(self, node, new_node):
+        return self._take(new_node)
+
+    def _take(self, node):
+        if node.op_type not in CNN:
+            return False
+        if node.op_type == "Conv":
+            if self.convs == 2:
+                return False
+            self.convs += 1
+        return True
+
+    def reset(self):
+        self.convs = 0
+
+
+class TwoConvs(ck.SubgraphProperty):
+    def create_subgraph_selector(self):
+        return CountConvs()
+
+
+@pytest.mark.parametrize("prop", [RejectAbove(6), TwoConvs("npu")], ids=["rejecting", "stateful"])
+def test_the_compiled_steps_are_the_partitions_clusters_for_a_users_selector(resnet18_parts,
+                                                                             prop):
+    model = resnet18_parts[0]
+    part = ck.run_strategy(ck.make_problem(ck.load_graph(model), [prop]), "auto")
+    clusters = sorted(sorted(c.nodes) for c in part.clusters if c.device == "npu")
+    assert len(clusters) > 1
+    fused = fuse(part)
+    ex = Executor(fused, backends={"npu": f"ep:{QNN}[backend=htp]"})
+    steps = [u for u in ex.steps if u.device == "npu"]
+    assert all(u.runs_on == QNN for u in steps)
+    # merged steps only where the user's device accepts the union, else the clusters themselves
+    problem = part.problem
+    for u in steps:
+        members = [sorted(p.subgraph.nodes) for p in u.parts] or [sorted(u.subgraph.nodes)]
+        assert all(m in clusters for m in members)
+        assert acceptance(problem).verdict(sorted(u.subgraph.nodes), 0) is None
+    assert sorted(m for u in steps for m in ([sorted(p.subgraph.nodes) for p in u.parts]
+                                            or [sorted(u.subgraph.nodes)])) == clusters
+    feeds = random_inputs(fused)
+    assert compare_outputs(run_model(model, feeds), ex.run(feeds), *FP16)["outputs_match"]
+
+
+def test_a_saved_plan_runs_its_own_clusters_on_the_ep(tmp_path):
+    model = BUNDLED_MODELS / "resnet18.onnx"
+    plan = tmp_path / "plan.json"
+    cmd = [sys.executable, "-m", "clusterkit"]
+    made = subprocess.run(cmd + ["partition", str(model), "--selector", "qnn[max_nodes=12]",
+                                 "--strategy", "cycles", "--json", str(plan), "-q"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    wanted = sorted(len(c["nodes"]) for c in json.loads(plan.read_text())["clusters"]
+                    if c["device"] == "qnn")
+    out = tmp_path / "run.json"
+    run = subprocess.run(cmd + ["run", str(model), "--plan", str(plan), "--backend", "qnn=ep",
+                                "--random-weights", "--no-merge-steps", "--json", str(out)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(out.read_text())
+    got = sorted(s["nodes"] for s in report["subgraphs"] if s["device"] == "qnn")
+    assert got == wanted and {s["ep"] for s in report["subgraphs"] if s["device"] == "qnn"} == {QNN}
+    assert [c["verdict"] for c in report["clusters"]] == ["compiled"] * len(wanted)

@@ -29,6 +29,7 @@ from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.errors import BackendError, ConstraintError
 from clusterkit.fusion import fuse, source_model
 from clusterkit.io.files import write_atomic
+from clusterkit.io.loader import load_graph
 from clusterkit.io.optimize import optimize_model
 from clusterkit.result.model import Partition
 from clusterkit.result.plan import (
@@ -133,8 +134,12 @@ def partition_from_args(args: argparse.Namespace) -> Partition:
 def _partition(args: argparse.Namespace, problem, plan: dict | None, label: str) -> Partition:
     """Apply ``plan`` (read from ``label``) to ``problem``, or run the strategy on it."""
     if plan is not None:
+        made_from = None
+        if getattr(args, "random_weights", None) is not None:  # the plan names the file's nodes
+            made_from = load_graph(args.model, dims=dims_from_args(args),
+                                   optimize=optimize_from_args(args))
         part = apply_plan(problem, plan, model_name=model_label(args.model), label=label,
-                          force=args.force)
+                          force=args.force, made_from=made_from)
         part.selector = " ".join(args.selector)
         if "plan_by_name" in part.info:
             print(by_name_summary(part.info["plan_by_name"]))

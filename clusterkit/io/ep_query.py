@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import logging
 import os
 import re
 import sys
@@ -35,6 +36,7 @@ from clusterkit.io import ep_recorder
 if TYPE_CHECKING:
     import onnx
 
+log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 _REGISTERED: dict[str, Any] = {}  # EP name → the loaded recorder (ctypes.CDLL) or None
 #: a node name onnxruntime's layout transformation gave a copy of a graph node
@@ -197,7 +199,7 @@ def query_ep(model: onnx.ModelProto, name: str, settings: Mapping[str, str] | No
     :class:`BackendError` when the EP is not installed, offers no device, or fails before
     answering."""
     spec, options = ep_options(name, settings)
-    with _LOCK, _stdout_to_stderr():
+    with _LOCK, _captured_logs() as logs:
         recorder = _register(spec, importlib.import_module(spec.module))
         device = _device(spec, options)
         answer = EpAnswer(spec.name, ep_version(spec))
@@ -205,6 +207,7 @@ def query_ep(model: onnx.ModelProto, name: str, settings: Mapping[str, str] | No
         recorder.clusterkit_set_skip_compile(0 if compile else 1)
         _run_session(model, device, options, answer)
         _read_answer(ep_recorder.read_record(recorder), answer)
+        _debug_log(spec.name, logs.text())
     if not compile and answer.compiled is not None:
         answer.error = None  # the recorder's own stop, not a failure of the EP
     return answer
@@ -360,6 +363,7 @@ def compile_on_ep(data: bytes, name: str, settings: Mapping[str, Any] | None = N
                                  [nd.name for nd in untaken]) from None
         seconds = time.perf_counter() - start
         logged = logs.text()
+    _debug_log(spec.name, logged)
     parts = session.get_provider_graph_assignment_info()
     others = [(p.ep_name, n) for p in parts if p.ep_name != spec.name for n in p.get_nodes()]
     if others:
@@ -407,7 +411,7 @@ def _ep_message(logged: str, exc: BaseException, untaken: list[Any]) -> str:
     """The EP's own reason for a failed session: its error lines in the log (onnxruntime's
     generic "fallback disabled" line left out), else the nodes it did not take (``untaken``),
     else the exception's text; one line."""
-    found = []
+    found: list[str] = []
     for line in logged.splitlines():
         m = _LOG_LINE.match(line.strip())
         if m and m["sev"] == "E" and _GENERIC not in m["text"]:
@@ -458,23 +462,11 @@ def _captured_logs():
             os.close(saved[1])
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr():
-    """Within the block, what native code prints on stdout (the QNN libraries' banner) goes to
-    stderr, so that clusterkit's own stdout (tables, JSON) stays clean."""
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no stdout to protect
-        yield
-        return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+def _debug_log(ep: str, text: str) -> None:
+    """What onnxruntime and the EP's libraries printed (their log, the QNN banner): kept out
+    of clusterkit's output, shown with ``-v``."""
+    if text.strip():
+        log.debug("%s printed:\n%s", ep, text.rstrip())
 
 
 def graph_node_name(name: str, names: Mapping[str, Any]) -> str | None:

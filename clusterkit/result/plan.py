@@ -69,12 +69,15 @@ def plan_selectors(plan: dict[str, Any], label: str = "plan") -> list[str]:
 
 def apply_plan(problem: Problem, source: str | os.PathLike | dict,
                model_name: str | None = None, label: str | None = None, *,
-               force: bool = False) -> Partition:
+               force: bool = False, made_from: Graph | None = None) -> Partition:
     """The partition a plan (a file or its loaded JSON) describes, checked against ``problem``
     (its graph must be the model the plan was made for) and validated. Raises
     :class:`PartitionError` saying what does not match; ``label`` names the plan in messages.
     ``force``: a plan whose fingerprint differs from the model's is applied by node name; the
-    partition's ``info["plan_by_name"]`` then reports what did not match."""
+    partition's ``info["plan_by_name"]`` then reports what did not match. ``made_from``: the
+    graph the problem's was made from, node for node (the model before
+    :func:`clusterkit.io.weights.random_weights` replaced its weight stubs), whose nodes the
+    fingerprint is checked against (default: the problem's graph)."""
     label = label or plan_label(source)
     data = load_plan(source, label)
     g = problem.graph
@@ -85,7 +88,7 @@ def apply_plan(problem: Problem, source: str | os.PathLike | dict,
     where = f"{label} does not match model {name!r} ({g.n} nodes){hint}"
     report = mismatch = None
     if data.get("fingerprint") is not None:
-        nodes = source_nodes(g)
+        nodes = source_nodes(made_from if made_from is not None else g)
         if data["fingerprint"] != model_fingerprint(nodes):
             if force:
                 data, report = plan_by_name(data, nodes, problem.fallback, label)
