@@ -347,3 +347,30 @@ def test_a_saved_plan_runs_its_own_clusters_on_the_ep(tmp_path):
     got = sorted(s["nodes"] for s in report["subgraphs"] if s["device"] == "qnn")
     assert got == wanted and {s["ep"] for s in report["subgraphs"] if s["device"] == "qnn"} == {QNN}
     assert [c["verdict"] for c in report["clusters"]] == ["compiled"] * len(wanted)
+
+
+def test_ctrl_c_during_the_compile_of_an_export_writes_nothing(tmp_path):
+    """SIGINT while the HTP compiles the clusters (after the partition's summary line): exit
+    130, no model, no context binary, and no temporary folder of contexts left behind."""
+    import signal
+    import time
+
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "clusterkit", "export", str(BUNDLED_MODELS / "resnet50.onnx"),
+         "--selector", "qnn[max_nodes=6]", "--strategy", "cycles", "--random-weights",
+         "--compile", "-o", str(out / "r50.onnx")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp)}, start_new_session=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the summary: the compiles start now
+    assert "strategy cycles" in first, first
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert os.listdir(out) == []
+    # (the QNN library leaves a small ".ses" file of its own in TMPDIR at every run)
+    assert [name for name in os.listdir(tmp) if name != ".ses"] == []

@@ -149,3 +149,27 @@ def test_external_data_outside_the_model_folder_is_refused(saved, tmp_path):
     (tmp_path / weights.parent.name / weights.name).write_bytes(weights.read_bytes())
     with pytest.raises(ModelLoadError, match=r"cannot read external data '\.\./.*outside"):
         load_onnx(model)
+
+
+def test_a_large_models_constant_nodes_keep_their_values(monkeypatch):
+    """Shape inference of a model past SET_ASIDE_FROM runs with its large tensors' data set
+    aside; the graph is read from the inferred copy, so the data goes back into the copy too
+    (the values of its Constant nodes once came back empty, marked external)."""
+    from onnx import TensorProto, helper
+
+    monkeypatch.setattr(onnx_io, "SET_ASIDE_FROM", 1)
+    values = np.arange(160 * 160, dtype=np.float32).reshape(160, 160)
+    const = helper.make_node("Constant", [], ["w"], name="c",
+                             value=numpy_helper.from_array(values, "w"))
+    mm = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    g = helper.make_graph([const, mm], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 160])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 160])],
+                          [numpy_helper.from_array(values + 1, "unused")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    graph = load_onnx(model)
+    proto = graph.nodes[0].proto
+    assert proto.op_type == "Constant"
+    np.testing.assert_array_equal(numpy_helper.to_array(proto.attribute[0].t), values)
+    assert not uses_external_data(proto.attribute[0].t)
+    assert model.graph.node[0].attribute[0].t.raw_data  # the model given is left as it was

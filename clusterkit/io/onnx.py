@@ -86,31 +86,52 @@ def infer_model_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     known), else without it when data propagation fails, else ``proto`` itself (sizes unknown).
     A model past :data:`SET_ASIDE_FROM` (64 MB) is inferred with the data of its large tensors
     set aside meanwhile: shape inference reads the values of small tensors only."""
-    with _large_data_set_aside(proto):
+    with _large_data_set_aside(proto) as stash:
         for data_prop in (True, False):
             try:
-                return shape_inference.infer_shapes(proto, data_prop=data_prop)
+                inferred = shape_inference.infer_shapes(proto, data_prop=data_prop)
             except Exception:  # a model shape inference cannot handle still loads
                 continue
+            _put_back(inferred, stash)  # the copy holds the data set aside too
+            return inferred
     return proto
+
+
+def _put_back(inferred: onnx.ModelProto, stash: list) -> None:
+    """The raw data set aside from the source, written into the same tensors (by position:
+    inference keeps initializers and nodes in order) of its inferred copy."""
+    if not stash:
+        return
+    tensors = list(external_data_helper._get_all_tensors(inferred))
+    for k, raw, had_location, location in stash:
+        t = tensors[k]
+        t.raw_data = raw
+        if had_location:
+            t.data_location = location
+        else:
+            t.ClearField("data_location")
 
 
 @contextlib.contextmanager
 def _large_data_set_aside(proto: onnx.ModelProto):
     """Within the block, a model past :data:`SET_ASIDE_FROM` has the raw data of its tensors
     over :data:`SHAPE_TENSOR_BYTES` removed (marked external, so nothing checks it against the
-    dims); it is put back afterwards."""
+    dims); it is put back afterwards. Yields what it set aside: (tensor position, raw data,
+    location) each."""
     stash = []
+    tensors = []
     if proto.ByteSize() >= SET_ASIDE_FROM:
-        for t in external_data_helper._get_all_tensors(proto):
+        tensors = list(external_data_helper._get_all_tensors(proto))
+        for k, t in enumerate(tensors):
             if len(t.raw_data) > SHAPE_TENSOR_BYTES:
-                stash.append((t, t.raw_data, t.HasField("data_location"), t.data_location))
+                stash.append((k, t.raw_data, t.HasField("data_location"), t.data_location))
                 t.ClearField("raw_data")
                 t.data_location = onnx.TensorProto.EXTERNAL
     try:
-        yield
+        yield stash
     finally:
-        for t, raw, had_location, location in stash:
+        for k, raw, had_location, location in stash:
+            t = tensors[k]
             t.raw_data = raw
             if had_location:
                 t.data_location = location
