@@ -52,6 +52,7 @@ from clusterkit.selectors._tensor_checks import (
     const,
     dtype_in,
     inputs_between,
+    io_rank_at_most,
     not_const,
     outputs_at_most,
     per_tensor_dq,
@@ -110,6 +111,8 @@ def _global_rules(htp: bool, cpu: bool, htp_fp16_precision: bool,
     """The global conditions (every op)."""
     return [
         R("*", "does not support dynamic shapes", all_static(outputs=True)),
+        R("*", "HTP backend: a node with an input or output tensor of rank > 5", when(
+            lambda c, n: htp, io_rank_at_most(5))),
         R("*", "float32 models run on HTP only with", when(
             lambda c, n: htp and not htp_fp16_precision and not c.in_qdq(n)
             and n.op_type not in ("QuantizeLinear", "DequantizeLinear"),
