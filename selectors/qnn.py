@@ -16,8 +16,16 @@ Settings:
   QuantizeLinear reading a graph input and a DequantizeLinear writing a graph output stay on CPU.
 - ``qairt_sdk``: QAIRT SDK version as a tuple (default ``(2, 49)``, the doc's version).
 
+On HTP, a node with an input or output tensor of rank > 5 is refused (the backend's op
+validation), except the members of a ``Reshape -> Transpose -> Reshape`` chain with rank-6
+middle tensors that the EP's Rank6ToRank5Fusion lowers to rank 5 (constant shapes, a unit dim
+the perm keeps in place). Value inputs: the device keeps the default policy
+(``computes_value_inputs`` False: a Reshape's computed shape comes from another cluster); with
+static shapes those values are constants on every bundled model, where ``verify`` agrees.
+
 Fusion: ConvInteger, MatMulInteger and DynamicQuantizeLinear are taken only inside the documented
-``DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul [-> Add]`` chains. The other
+``DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul [-> Add]`` chains, and Erf
+only inside the Erf-GELU chain (the EP refuses a lone Erf). The other
 22 documented fusions are exposed by ``pattern_matches`` (their value notes are not checked).
 A partition that is a single QuantizeLinear or DequantizeLinear node is dropped, as the EP does.
 Final support is decided by QNN's backend validation (SDK/SoC dependent): see ``undecidable``.
