@@ -40,9 +40,12 @@ class TableProperty(SubgraphProperty):
     A node is taken when its table row exists, is supported, is ``available`` under the
     settings (e.g. CoreML's model format), and no rule refuses it. ``value_inputs`` (the
     constraint compiler's cuts) is the union of the available rows' ``value_inputs`` (keyed by
-    op type) plus ``extra_value_inputs``. ``dtype_qualifiers`` map the text in parentheses of a
-    table dtype (``"float16 (MLProgram only)"``) to whether the settings allow it;
-    ``dtype_field`` also checks input 0 against the row's ``dtypes`` for every op.
+    op type) plus ``extra_value_inputs``; ``computes_value_inputs`` is the device's value-input
+    policy (:class:`~clusterkit.selection.protocol.SubgraphProperty`; ``None``: the data's
+    ``value_input_policy.computes_value_inputs``, else False). ``dtype_qualifiers``
+    map the text in parentheses of a table dtype (``"float16 (MLProgram only)"``) to whether
+    the settings allow it; ``dtype_field`` also checks input 0 against the row's ``dtypes``
+    for every op.
 
     Fusion patterns are data (:attr:`patterns`, :meth:`pattern_matches`). The selector's
     ``select_input``/``select_output`` are the defaults (follow an edge when the new node is
@@ -73,8 +76,13 @@ class TableProperty(SubgraphProperty):
                  key: Callable[["Node"], str | None] | None = None, dtype_field: bool = False,
                  dtype_aliases: dict[str, str] | None = None,
                  unavailable_reason: str = "op is not available with these settings",
-                 subgraph_rules: Sequence[Callable[[Any], str | None]] = ()):
+                 subgraph_rules: Sequence[Callable[[Any], str | None]] = (),
+                 computes_value_inputs: bool | None = None):
         super().__init__(device)
+        policy = table.raw.get("value_input_policy") or {}
+        self.computes_value_inputs = bool(policy.get("computes_value_inputs", False)
+                                          if computes_value_inputs is None
+                                          else computes_value_inputs)
         self.name = name
         self.table = table
         self.settings = dict(settings or {})
@@ -181,6 +189,15 @@ class TableProperty(SubgraphProperty):
         """Why ``node`` is refused (the first reason), or ``None`` when it is taken."""
         reasons = self._reasons(self._context_of(node, graph), node)
         return f"{self.name}: {reasons[0]}" if reasons else None
+
+    def rules_passed(self, node: "Node", graph: "Graph | None" = None) -> list[str]:
+        """The table conditions of ``node``'s own op (not the global ones) whose rules it
+        passes: what the selector checked before taking it (empty: no modelled rule covers
+        the op)."""
+        ctx = self._context_of(node, graph)
+        key = self._key(node)
+        return [cond.text for rule, cond in self._per_op.get(key or "", ())
+                if not self._run(rule, cond, ctx, node)]
 
     def supported_mask(self, graph: "Graph") -> np.ndarray:
         """``select`` for every node of ``graph`` (bool array)."""

@@ -251,3 +251,14 @@ def io_dtypes_in(allowed: Iterable[str], suffix: str = "is not supported") -> Ch
         bad = sorted({t.dtype for t in ctx.io_tensors(node)} - allowed - {None})  # type: ignore[type-var]
         return f"tensor type {bad} {suffix}" if bad else None
     return run
+
+
+def io_rank_at_most(hi: int) -> Check:
+    """Every known input and output tensor of the node has rank at most ``hi`` (an unknown
+    shape passes); the refusal names the first tensor above it."""
+    def run(ctx: GraphContext, node: "Node") -> Optional[str]:
+        for t in ctx.io_tensors(node):
+            if t.shape is not None and len(t.shape) > hi:
+                return f"tensor {t.name!r} has rank {len(t.shape)} > {hi}"
+        return None
+    return run

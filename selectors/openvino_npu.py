@@ -21,6 +21,11 @@ partition for another node; when it is wholly taken, a model of at most three no
 node is a "supported only in a model" op, and a one-node Reshape whose shape is not an
 initializer or Expand whose output is not float16, are left to the CPU.
 
+Value inputs: the device computes them inside its clusters (``computes_value_inputs``, from the
+data's ``value_input_policy``): the real EP takes all 4,903 nodes of ``llama_48l_dynamic``,
+Reshapes whose shapes are computed by Shape -> Gather -> Concat chains included, as one
+partition, and so does clusterkit.
+
 Ops are keyed by op type (ORT's list does not separate the com.microsoft contrib ops); ops the
 OpenVINO ONNX frontend does not import are refused too. The NPU compiler may still reject ops
 at compile time: that is not decidable from the graph.

@@ -16,8 +16,16 @@ Settings:
   QuantizeLinear reading a graph input and a DequantizeLinear writing a graph output stay on CPU.
 - ``qairt_sdk``: QAIRT SDK version as a tuple (default ``(2, 49)``, the doc's version).
 
+On HTP, a node with an input or output tensor of rank > 5 is refused (the backend's op
+validation), except the members of a ``Reshape -> Transpose -> Reshape`` chain with rank-6
+middle tensors that the EP's Rank6ToRank5Fusion lowers to rank 5 (constant shapes, a unit dim
+the perm keeps in place). Value inputs: the device keeps the default policy
+(``computes_value_inputs`` False: a Reshape's computed shape comes from another cluster); with
+static shapes those values are constants on every bundled model, where ``verify`` agrees.
+
 Fusion: ConvInteger, MatMulInteger and DynamicQuantizeLinear are taken only inside the documented
-``DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul [-> Add]`` chains. The other
+``DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul [-> Add]`` chains, and Erf
+only inside the Erf-GELU chain (the EP refuses a lone Erf). The other
 22 documented fusions are exposed by ``pattern_matches`` (their value notes are not checked).
 A partition that is a single QuantizeLinear or DequantizeLinear node is dropped, as the EP does.
 Final support is decided by QNN's backend validation (SDK/SoC dependent): see ``undecidable``.
@@ -52,6 +60,7 @@ from clusterkit.selectors._tensor_checks import (
     const,
     dtype_in,
     inputs_between,
+    io_rank_at_most,
     not_const,
     outputs_at_most,
     per_tensor_dq,
@@ -76,12 +85,13 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
     conv_int = Fusion("ConvInteger", (3,))  # the chain's structure is the documented condition
     matmul_int = Fusion("MatMulInteger", (4,))
     dql = Fusion("DynamicQuantizeLinear", (3, 4))
+    erf = Fusion("Erf", (7,))  # the Erf-GELU chain
 
     def only(name: str, ok: bool):
         return setting(ok, f"needs the QNN {name} backend (backend={backend!r})")
 
     rules = (_global_rules(htp, cpu, htp_fp16_precision, offload_graph_io_quantization)
-             + _pool_norm_conv_rules(cpu) + _fused_integer_rules(conv_int, matmul_int, dql)
+             + _pool_norm_conv_rules(cpu) + _fused_integer_rules(conv_int, matmul_int, dql, erf)
              + _gather_gru_if_rules(cpu) + _norm_softmax_rules(htp, cpu, only)
              + _pool_matmul_nms_rules(htp, gpu, htp_bf16) + _pad_reduce_rules(htp)
              + _resize_shape_rules(htp, gpu, qairt_sdk, only))
@@ -100,7 +110,7 @@ def make_property(device: str = "qnn", *, backend: str = "htp", htp_fp16_precisi
     return TableProperty(device, name="qnn", table=table, rules=rules, notes=notes, settings={
         "backend": backend, "htp_fp16_precision": htp_fp16_precision, "htp_bf16": htp_bf16,
         "offload_graph_io_quantization": offload_graph_io_quantization,
-        "qairt_sdk": tuple(qairt_sdk)}, fusions=[conv_int, matmul_int, dql],
+        "qairt_sdk": tuple(qairt_sdk)}, fusions=[conv_int, matmul_int, dql, erf],
         subgraph_rules=(_lone_quantize_op,))
 
 
@@ -110,6 +120,8 @@ def _global_rules(htp: bool, cpu: bool, htp_fp16_precision: bool,
     """The global conditions (every op)."""
     return [
         R("*", "does not support dynamic shapes", all_static(outputs=True)),
+        R("*", "HTP backend: a node with an input or output tensor of rank > 5", when(
+            lambda c, n: htp and not _in_rank6_chain(c, n), io_rank_at_most(5))),
         R("*", "float32 models run on HTP only with", when(
             lambda c, n: htp and not htp_fp16_precision and not c.in_qdq(n)
             and n.op_type not in ("QuantizeLinear", "DequantizeLinear"),
@@ -159,8 +171,9 @@ def _pool_norm_conv_rules(cpu: bool) -> list:
     ]
 
 
-def _fused_integer_rules(conv_int: Fusion, matmul_int: Fusion, dql: Fusion) -> list:
-    """The fusion-only integer ops (DynamicQuantizeLinear chains)."""
+def _fused_integer_rules(conv_int: Fusion, matmul_int: Fusion, dql: Fusion,
+                         erf: Fusion) -> list:
+    """The fusion-only ops: the integer ops (DynamicQuantizeLinear chains) and Erf (GELU)."""
     return [
         R("ConvInteger", "only via the DynamicQuantizeLinear", in_pattern(
             conv_int, "ConvInteger is taken only in a DynamicQuantizeLinear -> ConvInteger -> "
@@ -170,6 +183,9 @@ def _fused_integer_rules(conv_int: Fusion, matmul_int: Fusion, dql: Fusion) -> l
                         "MatMulInteger -> Cast -> Mul chain"), fused=True),
         R("DynamicQuantizeLinear", "only via the ConvInteger / MatMulInteger", in_pattern(
             dql, "DynamicQuantizeLinear is taken only in a ConvInteger/MatMulInteger chain"),
+          fused=True),
+        R("Erf", "only via the Erf-GELU fusion", in_pattern(
+            erf, "Erf is taken only in an Erf-GELU chain (Div|Mul -> Erf -> Add -> Mul)"),
           fused=True),
     ]
 
@@ -335,6 +351,60 @@ def _resize_shape_rules(htp: bool, gpu: bool, qairt_sdk: tuple, only) -> list:
 
 
 # ---------------------------------------------------------------------- helpers
+#: Transpose perms of the rank-6 SpaceToDepth decompositions (DCR, CRD), which
+#: Rank6ToRank5Fusion leaves to the SpaceToDepth fusion
+_S2D_PERMS = ([0, 3, 5, 1, 2, 4], [0, 1, 3, 5, 2, 4])
+
+
+def _in_rank6_chain(ctx, node) -> bool:
+    """Is ``node`` a member of a Reshape -> Transpose -> Reshape chain that the QNN EP's
+    Rank6ToRank5Fusion lowers to rank 5 (onnxruntime-qnn
+    builder/qnn_node_group/reshape_transpose_rank5.cc: MatchRank6ToRank5Pattern,
+    ValidatePatternConditions)?"""
+    if node.op_type not in ("Reshape", "Transpose"):
+        return False
+    chain = _rank6_chain_of(ctx, node)
+    return chain is not None and _rank6_chain_ok(ctx, *chain)
+
+
+def _rank6_chain_of(ctx, node) -> tuple | None:
+    """The (Reshape, Transpose, Reshape) chain ``node`` can sit in, each link the only reader
+    of the previous node's output."""
+    def only_reader(n, op):
+        readers = ctx.consumers(n.outputs[0]) if n.outputs and n.outputs[0] else []
+        return readers[0] if len(readers) == 1 and readers[0].op_type == op else None
+
+    def feeder(n, op):
+        p = ctx.producer(n, 0)
+        return p if p is not None and p.op_type == op and only_reader(p, n.op_type) is n \
+            else None
+
+    if node.op_type == "Transpose":
+        first_, last = feeder(node, "Reshape"), only_reader(node, "Reshape")
+        return (first_, node, last) if first_ and last else None
+    mid = only_reader(node, "Transpose")
+    if mid is not None and (last := only_reader(mid, "Reshape")) is not None:
+        return node, mid, last
+    mid = feeder(node, "Transpose")
+    if mid is not None and (first_ := feeder(mid, "Reshape")) is not None:
+        return first_, mid, node
+    return None
+
+
+def _rank6_chain_ok(ctx, reshape1, transpose, reshape2) -> bool:
+    """Rank6ToRank5Fusion's conditions: constant shapes, rank-6 middle tensors sharing a unit
+    dim that the (non-SpaceToDepth) perm keeps in place, and rank <= 5 at the chain's ends."""
+    if not all(ctx.has_input(r, 1) and ctx.input(r, 1).is_constant for r in (reshape1, reshape2)):
+        return False
+    t0, t3 = ctx.shape(reshape1, 0), ctx.shape(reshape2, 0, out=True)
+    t1, t2 = ctx.shape(reshape1, 0, out=True), ctx.shape(transpose, 0, out=True)
+    if None in (t0, t1, t2, t3) or len(t1) != 6 or len(t2) != 6 or max(len(t0), len(t3)) > 5:
+        return False
+    perm = list(attr_of(transpose, "perm", []))
+    unit = next((i for i in range(6) if t1[i] == 1 and t2[i] == 1), None)
+    return unit is not None and len(perm) == 6 and perm not in _S2D_PERMS and perm[unit] == unit
+
+
 def _lone_quantize_op(subgraph) -> str | None:
     """The EP drops a partition that is a single QuantizeLinear or DequantizeLinear node."""
     if len(subgraph) == 1 and subgraph.op_types[0] in ("QuantizeLinear", "DequantizeLinear"):

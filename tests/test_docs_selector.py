@@ -26,10 +26,13 @@ def test_the_page_is_linked_from_the_readme_first_screen():
 
 def test_the_python_blocks_run(monkeypatch):
     monkeypatch.chdir(ROOT)
-    limits, capped, suite = blocks("python")
+    limits, policy, capped, suite = blocks("python")
     names: dict = {"ck": ck}
     exec(limits, names)
     assert (names["MyNpu"].max_nodes, names["MyNpu"].max_const_bytes) == (64, 8 << 20)
+    exec(policy, names)
+    assert names["MyNpu"].computes_value_inputs is True
+    assert ck.SubgraphProperty.computes_value_inputs is False
     exec(capped, names)
     graph = ck.load_graph(str(ROOT / "tests" / "data" / "models" / "resnet18.onnx"))
     prop = names["CappedNpu"]()

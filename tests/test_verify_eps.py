@@ -61,7 +61,10 @@ def test_selector_agrees_with_the_real_ep(path, selector):
     if graph.name in block["grouping_differs"]:
         assert len(r.partitions) == len(r.ep_partitions) and not r.same_partitions
     else:
-        assert r.same_partitions, r.notes
+        # the EP's groups, and clusterkit's strategy (with `partition`'s default constraints,
+        # the value-input cuts as the selector's policy says) forms no more partitions
+        assert r.same_partitions and not r.more_partitions, r.notes
+        assert r.agree
 
 
 def test_every_listed_disagreement_names_a_model_that_is_checked():

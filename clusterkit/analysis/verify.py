@@ -21,6 +21,7 @@ from typing import Any
 
 import onnx
 
+from clusterkit.analysis.explain import explain_by_reason
 from clusterkit.analysis.report import get_placement
 from clusterkit.api import partition
 from clusterkit.constraints.core import Constraints
@@ -64,6 +65,9 @@ class Verification:
     known_fault: str | None = None
     known_grouping: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: why clusterkit's strategy forms more partitions than the EP (the kinds of its splits
+    #: between clusters, most frequent first), when it does
+    grouping_reason: str | None = None
 
     @property
     def same_nodes(self) -> bool:
@@ -80,14 +84,21 @@ class Verification:
         return _as_sets(self.ep_partitions) == _as_sets(self.partitions)
 
     @property
+    def more_partitions(self) -> bool:
+        """clusterkit's strategy forms more partitions than the EP (a difference: the device
+        splits less than clusterkit's constraints, e.g. it computes value inputs inside)."""
+        return len(self.partitions) > len(self.ep_partitions)
+
+    @property
     def agree(self) -> bool:
-        return self.same_nodes and self.same_partitions
+        return self.same_nodes and self.same_partitions and not self.more_partitions
 
     def to_json(self) -> dict[str, Any]:
         """The JSON ``clusterkit verify --json`` writes."""
         data = asdict(self)
         data.update(agree=self.agree, same_nodes=self.same_nodes,
                     same_partitions=self.same_partitions, same_as_strategy=self.same_as_strategy,
+                    more_partitions=self.more_partitions,
                     ep_offloaded=sum(map(len, self.ep_partitions)),
                     offloaded=sum(map(len, self.partitions)))
         return data
@@ -140,9 +151,9 @@ def verify_graph(proto: onnx.ModelProto, graph: Graph, selector: str, *,
     prop = parse_selector(selector)
     ep, settings, verified = ep_of_selector(prop)
     answer = query_ep(proto, ep, settings, compile=compile)
-    # only the selector's own constraints: clusterkit's generic value-input cuts are an
-    # assumption about accelerators; here the EP's own answer is the reference
-    result = partition(graph, [prop], strategy, constraints=Constraints())
+    # the constraints `clusterkit partition` uses by default: the value-input cuts apply as the
+    # device's declared policy (computes_value_inputs) says, and the EP's answer is the judge
+    result = partition(graph, [prop], strategy, constraints=Constraints.default())
     report = compare(graph, answer, result)
     report.selector = selector
     report.known_fault = verified.get("ep_faults", {}).get(graph.name)
@@ -165,17 +176,56 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition) -> Verification:
     taken_ep = {i for g in ep_groups for i in g}
     taken = {i for g in mine for i in g}
     report.ort_grouped = onnxruntime_groups(graph, taken)
+    if report.more_partitions:
+        report.grouping_reason = grouping_reason(result)
     why = _fallback_details(result)
     for i in sorted(taken_ep - taken):
         node = graph.nodes[i]
         report.only_ep.append(NodeDiff(i, node.name, node.op_type,
                                        why.get(i, "clusterkit leaves it on the fallback")))
+    devices = result.device_of_nodes() if taken - taken_ep else []
     for i in sorted(taken - taken_ep):
         node = graph.nodes[i]
         report.only_selector.append(NodeDiff(i, node.name, node.op_type,
-                                             f"{answer.ep} does not take it"))
+                                             f"{answer.ep} does not take it; "
+                                             f"{selector_side(result, node, devices[i])}"))
     report.notes = _notes(report, unknown)
     return _as_source_indices(graph, report)
+
+
+def selector_side(result: Partition, node: Any, device: str) -> str:
+    """Why the selector of ``device`` took ``node``: the rules of its op it passed (a selector
+    with ``rules_passed``), or that none covers it; with the node's tensors' dtypes and
+    ranks."""
+    prop = next(p for p in result.problem.properties if p.device == device)
+    passed = getattr(prop, "rules_passed", None)
+    rules = passed(node, result.graph) if callable(passed) else []
+    name = getattr(prop, "name", device)
+    tensors = ", ".join(_tensor_text(result.graph, t) for t in (*node.inputs, *node.outputs) if t)
+    if rules:
+        checks = "; ".join(repr(r) for r in rules)
+        return f"{name} takes it: it passes the {node.op_type} rules {checks} (tensors: {tensors})"
+    return f"{name} takes it: no modelled rule covers {node.op_type} beyond the global ones " \
+           f"(tensors: {tensors})"
+
+
+def _tensor_text(graph: Graph, name: str) -> str:
+    """``'name' float32 rank 4`` (unknown parts as ``?``)."""
+    t = graph.tensors.get(name)
+    shape = None if t is None else t.shape
+    dtype = None if t is None else t.dtype
+    return f"{name!r} {dtype or '?'} rank {'?' if shape is None else len(shape)}"
+
+
+def grouping_reason(result: Partition) -> str:
+    """Why the strategy split the offloaded nodes into several partitions: the kinds of the
+    splits between two clusters (:func:`~clusterkit.analysis.explain.explain_by_reason`)."""
+    kinds = explain_by_reason(result)
+    if not kinds:
+        return "no edge between two offloaded nodes is split"
+    total = sum(map(len, kinds.values()))
+    parts = ", ".join(f"{len(lines):,} {kind}" for kind, lines in kinds.items())
+    return f"{total:,} splits between clusters: {parts}"
 
 
 def _as_source_indices(graph: Graph, report: Verification) -> Verification:
@@ -250,7 +300,10 @@ def _notes(report: Verification, unknown: list[str]) -> list[str]:
         notes.append(f"the same nodes, grouped differently: {report.ep} makes "
                      f"{len(report.ep_partitions)} partitions, onnxruntime's grouping of "
                      f"clusterkit's nodes {len(report.ort_grouped)}")
-    if report.same_nodes and not report.same_as_strategy:
+    if report.more_partitions:
+        notes.append(f"clusterkit forms more partitions ({len(report.partitions)}) than "
+                     f"{report.ep} ({len(report.ep_partitions)}): {report.grouping_reason}")
+    elif report.same_nodes and not report.same_as_strategy:
         notes.append(f"clusterkit's strategy groups these nodes into {len(report.partitions)} "
                      f"partitions, {report.ep} (as onnxruntime groups) into "
                      f"{len(report.ep_partitions)}")

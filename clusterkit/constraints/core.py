@@ -327,14 +327,7 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
                                   " there is no such edge") from None
         must_cut[e] = True
         reason[e] = CUT_EXPLICIT
-    value_inputs = dict(cons.value_inputs)
-    for prop in properties:
-        for op, pos in getattr(prop, "value_inputs", {}).items():
-            value_inputs[op] = tuple(sorted(set(value_inputs.get(op, ())) | set(pos)))
-    for e in _value_input_edges(graph, value_inputs):
-        if not must_cut[e]:
-            must_cut[e] = True
-            reason[e] = CUT_VALUE
+    _cut_value_inputs(graph, cons, properties, supported, edge_ok, must_cut, reason)
     pairs = set()
     for a_ref, b_ref in cons.never_together:
         a = resolve_node(graph, a_ref, "never-together pair")
@@ -384,8 +377,37 @@ def _edge_answers(graph: Graph, prop: SubgraphProperty, supported: np.ndarray) -
     return out
 
 
-def _value_input_edges(graph: Graph, value_inputs: dict[str, tuple[int, ...]]) -> list[int]:
-    """Edges producer→consumer carrying a non-constant tensor into a value input."""
+def _cut_value_inputs(graph: Graph, cons: Constraints, properties: list[SubgraphProperty],
+                      supported: np.ndarray, edge_ok: np.ndarray, must_cut: np.ndarray,
+                      reason: np.ndarray) -> None:
+    """The value-input cuts (``cons.value_inputs`` and each device's ``value_inputs``), in
+    place. An edge is a cut for every device, except where a device that declares
+    ``computes_value_inputs`` takes both ends (and the input is not one of its own
+    ``value_inputs``): there the two may share its cluster, and only the other devices that
+    take both ends are kept from following the edge (``edge_ok``)."""
+    value_inputs = dict(cons.value_inputs)
+    for prop in properties:
+        for op, pos in getattr(prop, "value_inputs", {}).items():
+            value_inputs[op] = tuple(sorted(set(value_inputs.get(op, ())) | set(pos)))
+    inside = [d for d, p in enumerate(properties) if getattr(p, "computes_value_inputs", False)]
+    for e, op, pos in _value_input_edges(graph, value_inputs):
+        u, v = int(graph.edge_src[e]), int(graph.edge_dst[e])
+        both = supported[:, u] & supported[:, v]
+        waived = [d for d in inside if both[d]
+                  and pos not in getattr(properties[d], "value_inputs", {}).get(op, ())]
+        if waived:
+            keep = both.copy()
+            keep[waived] = False
+            edge_ok[keep, e] = False
+        elif not must_cut[e]:
+            must_cut[e] = True
+            reason[e] = CUT_VALUE
+
+
+def _value_input_edges(graph: Graph, value_inputs: dict[str, tuple[int, ...]]
+                       ) -> list[tuple[int, str, int]]:
+    """(edge, op type, input position) of each edge producer→consumer carrying a non-constant
+    tensor into a value input."""
     out = []
     for node in graph.nodes:
         positions = value_inputs.get(node.op_type)
@@ -397,7 +419,7 @@ def _value_input_edges(graph: Graph, value_inputs: dict[str, tuple[int, ...]]) -
             ten = graph.tensors[node.inputs[pos]]
             if ten.producer is None or ten.is_constant:
                 continue
-            out.append(graph.edge_index(ten.producer, node.index))
+            out.append((graph.edge_index(ten.producer, node.index), node.op_type, pos))
     return out
 
 

@@ -92,10 +92,19 @@ class ContainOpSelector(SubgraphSelector):
 
 class SubgraphProperty:
     """A device (backend) with its selector. ``value_inputs`` maps op types to input positions
-    whose values the device must know (constraints it brings along)."""
+    whose values the device must know (constraints it brings along).
+
+    ``computes_value_inputs`` is the device's value-input policy: ``False`` (the default) when
+    an op's value input (a Reshape's shape, a Resize's scales: the constraints'
+    ``value_inputs``, by default :data:`~clusterkit.constraints.core.DEFAULT_VALUE_INPUTS`)
+    must be a constant or come from another cluster; ``True`` when the device computes such
+    values inside its own cluster (its compiler takes the shape computation with the Reshape),
+    so those cuts do not apply between two nodes it takes. The device's own ``value_inputs``
+    apply either way."""
 
     name: str = "property"
     value_inputs: dict[str, tuple[int, ...]] = {}
+    computes_value_inputs: bool = False
     #: the device's own limits (``None``: none): nodes per cluster at most / at least, and
     #: bytes of constants one cluster may hold (see :mod:`clusterkit.constraints.limits`)
     max_nodes: int | None = None

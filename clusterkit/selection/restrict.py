@@ -113,6 +113,7 @@ class OpFilterProperty(SubgraphProperty):
         self.ops = ops
         self.name = getattr(inner, "name", type(inner).__name__)
         self.value_inputs = dict(getattr(inner, "value_inputs", {}) or {})
+        self.computes_value_inputs = bool(getattr(inner, "computes_value_inputs", False))
 
     @property
     def device(self) -> str:
