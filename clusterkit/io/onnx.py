@@ -97,12 +97,13 @@ def infer_model_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     return proto
 
 
-def _put_back(inferred: onnx.ModelProto, stash: list) -> None:
-    """The raw data set aside from the source, written into the same tensors (by position:
-    inference keeps initializers and nodes in order) of its inferred copy."""
+def _put_back(model: onnx.ModelProto, stash: list) -> None:
+    """The raw data set aside from a model, written into the same tensors (by position) of
+    ``model``: the model itself, or its inferred copy (inference keeps initializers and nodes
+    in order)."""
     if not stash:
         return
-    tensors = list(external_data_helper._get_all_tensors(inferred))
+    tensors = list(external_data_helper._get_all_tensors(model))
     for k, raw, had_location, location in stash:
         t = tensors[k]
         t.raw_data = raw
@@ -119,10 +120,8 @@ def _large_data_set_aside(proto: onnx.ModelProto):
     dims); it is put back afterwards. Yields what it set aside: (tensor position, raw data,
     location) each."""
     stash = []
-    tensors = []
     if proto.ByteSize() >= SET_ASIDE_FROM:
-        tensors = list(external_data_helper._get_all_tensors(proto))
-        for k, t in enumerate(tensors):
+        for k, t in enumerate(external_data_helper._get_all_tensors(proto)):
             if len(t.raw_data) > SHAPE_TENSOR_BYTES:
                 stash.append((k, t.raw_data, t.HasField("data_location"), t.data_location))
                 t.ClearField("raw_data")
@@ -130,13 +129,7 @@ def _large_data_set_aside(proto: onnx.ModelProto):
     try:
         yield stash
     finally:
-        for k, raw, had_location, location in stash:
-            t = tensors[k]
-            t.raw_data = raw
-            if had_location:
-                t.data_location = location
-            else:
-                t.ClearField("data_location")
+        _put_back(proto, stash)
 
 
 def symbolic_dims(proto: onnx.ModelProto) -> list[str]:
