@@ -374,3 +374,36 @@ def test_ctrl_c_during_the_compile_of_an_export_writes_nothing(tmp_path):
     assert os.listdir(out) == []
     # (the QNN library leaves a small ".ses" file of its own in TMPDIR at every run)
     assert [name for name in os.listdir(tmp) if name != ".ses"] == []
+
+
+def test_a_refusal_costs_only_the_compiles_it_must(monkeypatch):
+    """The sandwich's cluster: one refused compile of the whole (the EP names Sinh as the node
+    it does not take), then one compile per piece; the pieces' steps reuse those sessions."""
+    import clusterkit.runtime.backends.ep_backend as ep_backend
+
+    calls = []
+    real = ep_backend.compile_on_ep
+
+    def counted(data, *args, **kwargs):
+        calls.append(len(onnx.load_from_string(data).graph.node))
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(ep_backend, "compile_on_ep", counted)
+    model = sandwich()
+    fused = fuse(ck.run_strategy(ck.make_problem(ck.load_graph(model),
+                                                 ["acc=ops:Conv,Relu,Sinh"]), "auto"))
+    ex = Executor(fused, backends={"acc": f"ep:{QNN}[backend=htp]"})
+    assert calls == [5, 2, 2]
+    assert [len(u.subgraph.nodes) for u in ex.steps] == [2, 1, 2]
+
+
+def test_a_missing_ep_is_one_line_naming_its_extra(monkeypatch):
+    from clusterkit.io import ep_query
+    from clusterkit.runtime.backends import get_backend
+
+    monkeypatch.setattr(ep_query, "plugin_eps", lambda: {})
+    with pytest.raises(BackendError, match=r"^QNNExecutionProvider is not installed: pip "
+                                           r"install 'clusterkit\[qnn\]'$"):
+        get_backend("ep:QNNExecutionProvider", device="npu")
+    with pytest.raises(BackendError, match=r"is not installed: pip install 'clusterkit\[qnn\]'"):
+        get_backend("ep", device="qnn", restrict=ck.parse_selector("qnn"))
