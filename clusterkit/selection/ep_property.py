@@ -115,6 +115,9 @@ def ep_of_property(prop: Any, where: str) -> tuple[str, dict[str, str]]:
     line, how to name an EP (``where``: what asked)."""
     if isinstance(prop, EpProperty):
         return prop.ep, dict(prop.settings)
+    if prop is None:
+        raise SelectorError(f"{where}: no selector says which plugin execution provider; name "
+                            "one: ep:EPNAME[key=value,...]")
     try:
         ep, settings, _ = ep_of_selector(prop)
     except SelectorError:
