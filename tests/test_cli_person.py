@@ -119,16 +119,19 @@ def test_the_gate_line_is_singular_too(capsys):
 
 
 def test_cut_tensors_of_unknown_size_are_said(capsys):
-    """t5_small with xnnpack cuts 36 tensors whose size shape inference does not know: the
-    summary must not claim ``cut_bytes 0``."""
+    """t5_small with xnnpack cuts 36 tensors whose size shape inference does not know (only
+    through symbolic dimensions): the summary must not claim ``cut_bytes 0``, and says the cut
+    with those dimensions at 1 instead of the count."""
     import clusterkit as ck
 
     path = str(BUNDLED_MODELS / "t5_small.onnx")
     m = ck.partition(path, "xnnpack").metrics()
     assert m["cut_tensors_unknown_size"] > 0
+    assert m["cut_tensors_estimated"] == m["cut_tensors_unknown_size"]
+    assert m["cut_bytes_estimated"] > m["cut_bytes"]
     line = _out(capsys, ["partition", path, "--selector", "xnnpack"]).splitlines()[0]
-    assert (f"cut_bytes ≥ {m['cut_bytes']:,}, {m['cut_tensors_unknown_size']} cut tensors of "
-            "unknown size") in line
+    assert (f"cut_bytes ≥ {m['cut_bytes']:,}, about {m['cut_bytes_estimated']:,} with symbolic "
+            "dimensions at 1 (compute nodes") in line
     assert "cut tensors of unknown size" not in _out(capsys, ["partition", RESNET, "--selector",
                                                               "coreml"])
 

@@ -7,9 +7,13 @@ clusters are coalesced once). The member ``cycles+levels`` contracts only while 
 partitions stay reachable (:mod:`clusterkit.engines.level_bound`). The result is the member
 partition that is lexicographically best by (fallback nodes, ``cut_bytes``, partitions), or with
 ``prefer="partitions"`` by (fallback nodes, partitions, ``cut_bytes``); ties go to the earlier
-member, so the answer is deterministic. When a device is *restrictive* (a stateful selector or
-limits of its own: :meth:`~clusterkit.constraints.acceptance.Acceptance.restrictive`) the ranking
-is always partitions before ``cut_bytes``, so that the default never forms more partitions than
+member, so the answer is deterministic. Where some cut tensors have sizes unknown only through
+symbolic dimensions, the cut with each of those at 1 (``cut_bytes_estimated``) breaks the ties
+of ``cut_bytes``, and the count of cut tensors of unknown size the last ties; a member at the
+lower bound then stops the portfolio only when no cut tensor is of unknown size. When a device
+is *restrictive* (a stateful selector or limits of its own:
+:meth:`~clusterkit.constraints.acceptance.Acceptance.restrictive`) the ranking is always
+partitions before ``cut_bytes``, so that the default never forms more partitions than
 its ``mxnet`` member at as few fallback nodes (the refinement and the polish are kept by the same
 ranking; ``info["auto"]["ranking"]`` says which one ran). The growth strategies (``mxnet``,
 ``hetero``) are members on graphs of at most ``growth_limit`` nodes (default
@@ -126,6 +130,8 @@ SCALE_SKIPPED = ("cycles+merge_non_adjacent", "cycles", "longest-path")
 SCALE_LIMIT: int | None = 50000
 #: the member that starts from a copy of the pair's graph
 LEVELS = "cycles+levels"
+#: (fallback nodes, cut_bytes, partitions, cut_bytes_estimated, cut tensors of unknown size)
+Figures = tuple[int, int, int, int, int]
 
 
 def run(problem: Problem, *, members: Sequence[str] | None = None,
@@ -172,14 +178,14 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
                    "scale_limit": scale_limit}
         start = time.perf_counter()
         part = _dropped_after(problem, options)
-        key = part.figures()
+        key = _figures(part)
         figures.append(_entry(DROPPED, key, start))
         if _rank(key, ranking) < _rank(best_key, ranking):
             best, best_key, winner = part, key, DROPPED
     info = dict(best.info)
     info["auto"] = {"winner": winner, "members": figures, "ranking": ranking,
                     "lower_bound": list(bound) if bound is not None else None,
-                    "at_lower_bound": best_key == bound}
+                    "at_lower_bound": best_key[:3] == bound}
     if skipped:  # only when the size left members out: small graphs keep their info as it was
         info["auto"]["skipped_for_size"] = skipped
     return dataclasses.replace(best, strategy="auto", info=info)
@@ -187,13 +193,13 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
 
 def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
                goal: tuple[tuple[int, int, int] | None, str], verdicts: dict,
-               figures: list[dict[str, Any]]) -> tuple[Partition, tuple[int, int, int], str]:
+               figures: list[dict[str, Any]]) -> tuple[Partition, Figures, str]:
     """Each member in turn, coalesced (each distinct raw partition once), until one reaches
     the bound (``goal``: the bound and the ranking); records each in ``figures`` and returns
     the best partition, its figures and its member name."""
     bound, ranking = goal
     best: Partition | None = None
-    best_key: tuple[int, int, int] | None = None
+    best_key: Figures | None = None
     done: dict[tuple[bool, bytes], Partition] = {}  # raw partition -> its coalesced one
     shared: dict[str, Any] = {}  # raw partitions found along with another member's (or makers)
     memo: dict = {}  # node levels for the refits, by node devices (one graph)
@@ -206,11 +212,11 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
             raw, memo=memo, floor=bound[2] if bound is not None else None)
         done[fingerprint] = coalesced
         part = widen(reject_subgraphs(coalesced, verdicts), problem)
-        key = part.figures()
+        key = _figures(part)
         figures.append(_entry(name, key, start))
         if best_key is None or _rank(key, ranking) < _rank(best_key, ranking):
             best, best_key, winner = part, key, name
-        if best_key == bound:  # no member beats it in any figure: the rest could only tie
+        if _at_bound(best_key, bound):  # no member beats it in any figure: the rest could tie
             break
     assert best is not None and best_key is not None
     return best, best_key, winner
@@ -234,16 +240,30 @@ def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
                                      fallback_reasons=reasons)
 
 
-def _entry(name: str, key: tuple[int, int, int], start: float) -> dict[str, Any]:
+def _entry(name: str, key: Figures, start: float) -> dict[str, Any]:
     """A member's record in ``info["auto"]``: its figures and the seconds since ``start``."""
     return {"name": name, "fallback_nodes": key[0], "cut_bytes": key[1], "partitions": key[2],
+            "cut_bytes_estimated": key[3], "cut_tensors_unknown_size": key[4],
             "seconds": round(time.perf_counter() - start, 6)}
 
 
-def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int], str],
+def _figures(part: Partition) -> Figures:
+    """(fallback nodes, cut_bytes, partitions, the cut with every symbolic dimension at 1,
+    cut tensors of unknown size): the figures ``auto`` ranks its members by (:func:`_rank`)."""
+    m = part.metrics()
+    return (*part.figures(), int(m["cut_bytes_estimated"]), int(m["cut_tensors_unknown_size"]))
+
+
+def _at_bound(key: Figures, bound: tuple[int, int, int] | None) -> bool:
+    """Whether ``key`` reaches the figures' lower bound with no cut tensor of unknown size (with
+    some, a later member at the bound could still have the lower estimate)."""
+    return key[:3] == bound and key[4] == 0
+
+
+def _polish_steps(problem: Problem, state: tuple[Partition, Figures, str],
                   goal: tuple[tuple[int, int, int] | None, str], polish: tuple[float, int],
                   verdicts: dict, figures: list[dict[str, Any]]
-                  ) -> tuple[Partition, tuple[int, int, int], str]:
+                  ) -> tuple[Partition, Figures, str]:
     """The refinement, then the CP-SAT polish (``polish``: its deterministic seconds and the
     node limit), each when the best so far may still improve (``goal``: the bound and the
     ranking); each is recorded in ``figures`` and kept when better. Returns the best
@@ -251,10 +271,10 @@ def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int]
     best, best_key, winner = state
     bound, ranking = goal
     seconds, limit = polish
-    if best_key != bound:
+    if not _at_bound(best_key, bound):
         start = time.perf_counter()
         part = reject_subgraphs(refine(best), verdicts)
-        key = part.figures()
+        key = _figures(part)
         figures.append(_entry("refine", key, start))
         if _rank(key, ranking) < _rank(best_key, ranking):
             best, best_key, winner = part, key, "refine"
@@ -262,7 +282,7 @@ def _polish_steps(problem: Problem, state: tuple[Partition, tuple[int, int, int]
         start = time.perf_counter()
         polished = _polish(problem, best, seconds, verdicts)
         if polished is not None:
-            key = polished.figures()
+            key = _figures(polished)
             figures.append(_entry("cpsat-polish", key, start))
             if _rank(key, ranking) < _rank(best_key, ranking):
                 best, best_key, winner = polished, key, "cpsat-polish"
@@ -282,7 +302,7 @@ def _polish(problem: Problem, best: Partition, seconds: float,
     return reject_subgraphs(part, verdicts)
 
 
-def _within(key: tuple[int, int, int], bound: tuple[int, int, int] | None, share: float) -> bool:
+def _within(key: Figures, bound: tuple[int, int, int] | None, share: float) -> bool:
     """Whether ``key`` is proven within ``share`` of the optimum cut (at the fewest fallback
     nodes), so that no search could gain more."""
     return bound is not None and key[0] == bound[0] and key[1] <= bound[1] * (1 + share)
@@ -297,9 +317,14 @@ def _ranking(problem: Problem, prefer: Prefer) -> Prefer:
         else "cut"
 
 
-def _rank(key: tuple[int, int, int], ranking: str) -> tuple[int, int, int]:
-    """A member's figures in the order ``ranking`` compares them (fallback nodes first)."""
-    return key if ranking == "cut" else (key[0], key[2], key[1])
+def _rank(key: Figures, ranking: str) -> tuple[int, ...]:
+    """A member's figures in the order ``ranking`` compares them (fallback nodes first): the
+    known cut bytes, then the estimate with every symbolic dimension at 1 (which only breaks
+    their ties), before partitions with ``"cut"``, after them with ``"partitions"``; the count
+    of cut tensors of unknown size breaks the remaining ties."""
+    if ranking == "cut":
+        return key[0], key[1], key[3], key[2], key[4]
+    return key[0], key[2], key[1], key[3], key[4]
 
 
 def _raw(name: str, prob: Problem, names: set[str], shared: dict[str, Any]) -> Partition:

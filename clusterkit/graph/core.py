@@ -322,7 +322,10 @@ class Graph:
 class TensorTable:
     """Tensors as arrays: ``producer`` (HOST=-1 for inputs), ``nbytes`` (0 when unknown),
     ``known`` (size known), ``free`` (folded: a constant or a static shape value),
-    ``is_output``, and the (tensor, consumer) incidence ``inc_tensor``/``inc_node``."""
+    ``is_output``, the (tensor, consumer) incidence ``inc_tensor``/``inc_node``, and
+    ``estimated``: ``nbytes`` where the size is known, the size with every symbolic dimension
+    at 1 where only symbolic dimensions are unknown (dtype and the other dimensions known),
+    else 0; ``estimable`` marks the tensors of known or estimated size (default: ``known``)."""
 
     names: list[str]
     producer: np.ndarray
@@ -332,6 +335,15 @@ class TensorTable:
     is_output: np.ndarray
     inc_tensor: np.ndarray
     inc_node: np.ndarray
+    estimated: np.ndarray | None = None
+    estimable: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.estimated is None:  # no symbolic shapes (graphs made from arrays)
+            self.estimated = self.nbytes
+            self.estimable = self.known
+        elif self.estimable is None:
+            self.estimable = self.known
 
     @classmethod
     def from_graph(cls, graph: Graph) -> "TensorTable":
@@ -353,8 +365,36 @@ class TensorTable:
         inc_node = np.fromiter(chain.from_iterable(consumers), dtype=np.int64,
                                count=int(per.sum()))
         inc_tensor = np.repeat(np.arange(count, dtype=np.int64), per)
+        estimated, estimable = nbytes, known
+        guess = [(k, _at_one(tens[k])) for k in np.flatnonzero(~known).tolist()]
+        guess = [(k, b) for k, b in guess if b is not None]
+        if guess:  # only the tensors of unknown size, once per graph
+            estimated, estimable = nbytes.copy(), known.copy()
+            at, size = zip(*guess)
+            estimated[list(at)] = size
+            estimable[list(at)] = True
         return cls(names, producer, nbytes, known, column("is_folded", bool),
-                   column("is_output", bool), inc_tensor, inc_node)
+                   column("is_output", bool), inc_tensor, inc_node, estimated, estimable)
+
+
+def _at_one(tensor: Tensor) -> int | None:
+    """The byte size of ``tensor`` with every symbolic dimension (a named one: a string) at 1,
+    or None when its dtype, rank or another dimension is unknown."""
+    shape, dtype = tensor.shape, tensor.dtype
+    if shape is None or dtype is None:
+        return None
+    if not all(isinstance(d, str) or (isinstance(d, (int, np.integer)) and d >= 0)
+               for d in shape):
+        return None
+    try:
+        item = np.dtype(dtype).itemsize
+    except TypeError:
+        return None
+    count = 1
+    for d in shape:
+        if not isinstance(d, str):
+            count *= int(d)
+    return min(count * item, 2 ** 63 - 1)
 
 
 def _split(idx: np.ndarray, ptr: np.ndarray) -> list[list[int]]:

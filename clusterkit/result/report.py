@@ -240,9 +240,16 @@ def folded_note(metrics: dict[str, Any]) -> str:
 
 def cut_note(metrics: dict[str, Any]) -> str:
     """``cut_bytes 1,024``, or ``cut_bytes ≥ 1,024, 12 cut tensors of unknown size`` when some
-    cut tensors have no known size (counted as 0 bytes)."""
+    cut tensors have no known size (counted as 0 bytes), or, when some of those are unknown only
+    through symbolic dimensions, ``cut_bytes ≥ 1,024, about 5,120 with symbolic dimensions at 1``
+    (the cut with each of them at 1; ``, 2 cut tensors not estimated`` for the others)."""
     unknown = int(metrics.get("cut_tensors_unknown_size") or 0)
     if not unknown:
         return f"cut_bytes {metrics['cut_bytes']:,}"
-    return (f"cut_bytes ≥ {metrics['cut_bytes']:,}, "
-            f"{plural(unknown, 'cut tensor')} of unknown size")
+    sized = int(metrics.get("cut_tensors_estimated") or 0)
+    if not sized:
+        return (f"cut_bytes ≥ {metrics['cut_bytes']:,}, "
+                f"{plural(unknown, 'cut tensor')} of unknown size")
+    rest = f", {plural(unknown - sized, 'cut tensor')} not estimated" if unknown > sized else ""
+    return (f"cut_bytes ≥ {metrics['cut_bytes']:,}, about "
+            f"{metrics['cut_bytes_estimated']:,} with symbolic dimensions at 1{rest}")
