@@ -10,7 +10,7 @@ import argparse
 import json
 
 from clusterkit.analysis.verify import Verification, verify
-from clusterkit.cli.common import add_dim_arg, dims_from_args
+from clusterkit.cli.common import add_dim_arg, check_output_args, dims_from_args
 from clusterkit.errors import ConstraintError
 from clusterkit.io.files import write_all
 from clusterkit.result.report import plural
@@ -37,6 +37,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_args(args, ("json",))
     if not args.selector.strip():
         raise ConstraintError("--selector takes a shipped selector, e.g. --selector qnn")
     report = verify(args.model, args.selector, strategy=args.strategy,
