@@ -97,8 +97,8 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
                  devices: DeviceMode | None = None, **options: Any) -> Partition:
     """Run ``strategy`` on a compiled problem with its ``options``; the result is timed (its
     ``seconds`` include the time the selectors took answering while the problem was compiled)
-    and (by default) validated. With ``coalesce_after``, clusters of one device are then merged while
-    the partition stays valid (:mod:`clusterkit.passes.coalesce`: never raises cut_bytes or
+    and (by default) validated. With ``coalesce_after``, clusters of one device are then merged
+    while the partition stays valid (:mod:`clusterkit.passes.coalesce`: never raises cut_bytes or
     partitions). ``selector`` labels the result. Unknown options are an error naming the
     strategy.
 
