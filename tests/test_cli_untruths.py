@@ -144,3 +144,11 @@ def test_the_report_picture_is_as_wide_as_its_box(capsys, tmp_path):
         pytest.skip("Graphviz's dot is not installed: the report holds the DOT text")
     assert 'width="100%"' in head.group(0) and "pt\"" not in head.group(0)
     assert "viewBox=" in head.group(0)
+
+
+def test_verify_json_says_wrote_on_stderr(tmp_path):
+    pytest.importorskip("onnxruntime_qnn", reason="needs clusterkit[qnn]")
+    path = tmp_path / "v.json"
+    proc = _cli("verify", RESNET18, "--selector", "qnn", "--no-compile", "--json", str(path))
+    assert proc.returncode in (0, 1) and path.exists()
+    assert proc.stderr == f"wrote {path}\n" and "wrote" not in proc.stdout
