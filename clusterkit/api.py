@@ -95,9 +95,10 @@ def check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> 
 def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
                  validate: bool = True, coalesce_after: bool = False,
                  devices: DeviceMode | None = None, **options: Any) -> Partition:
-    """Run ``strategy`` on a compiled problem with its ``options``; the result is timed and (by
-    default) validated. With ``coalesce_after``, clusters of one device are then merged while
-    the partition stays valid (:mod:`clusterkit.passes.coalesce`: never raises cut_bytes or
+    """Run ``strategy`` on a compiled problem with its ``options``; the result is timed (its
+    ``seconds`` include the time the selectors took answering while the problem was compiled)
+    and (by default) validated. With ``coalesce_after``, clusters of one device are then merged
+    while the partition stays valid (:mod:`clusterkit.passes.coalesce`: never raises cut_bytes or
     partitions). ``selector`` labels the result. Unknown options are an error naming the
     strategy.
 
@@ -122,7 +123,8 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
             and not strategy_spec(strategy).places_devices
             and "devices" not in inspect.signature(func).parameters):
         result = _cost_choice(problem, func, options, coalesce_after, result)
-    result.seconds = time.perf_counter() - start
+    # the selectors' answers on the graph (asked while compiling) are part of partitioning
+    result.seconds = time.perf_counter() - start + getattr(problem, "selector_seconds", 0.0)
     result.strategy = strategy
     if selector:
         result.selector = selector

@@ -55,6 +55,7 @@ def test_sweep_through_an_executor_matches_the_serial_sweep():
 
 def test_cli_compare_model_and_folder(tmp_path, capsys):
     out = tmp_path / "c.json"
+    (tmp_path / "dots").mkdir()
     assert main(["compare", str(BUNDLED_MODELS / "squeezenet1_1.onnx"), "--selector", SELECTOR,
                  "--strategies", "singleton", "--json", str(out), "--dot",
                  str(tmp_path / "dots")]) == 0

@@ -4,6 +4,7 @@ rule it breaks and with the node at fault named."""
 from __future__ import annotations
 
 import itertools
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -22,6 +23,7 @@ from clusterkit.testing.conformance import (
     ConformanceReport,
     check_selector,
     default_graphs,
+    rule_results,
 )
 from support.examples import TinyNpu, TinyNpuSelector
 from support.models import BUNDLED_MODELS, LIGHT_DIR
@@ -155,6 +157,45 @@ class SharedSelector(ck.SubgraphProperty):
         return self.sel
 
 
+class RaisesInCreateSubgraphNode(ck.SubgraphProperty):
+    def create_subgraph_selector(self):
+        return ck.ContainOpSelector(["Conv", "Relu"])
+
+    def create_subgraph_node(self, subgraph):
+        raise ValueError("no compiler for this chip")
+
+
+class RejectsEverySubgraph(RaisesInCreateSubgraphNode):
+    def create_subgraph_node(self, subgraph):
+        return None
+
+
+class ReturnsAString(RaisesInCreateSubgraphNode):
+    def create_subgraph_node(self, subgraph):
+        return "fused"
+
+
+class ContradictoryLimits(RaisesInCreateSubgraphNode):
+    """Limits set on the instance after it was made (the constructor refuses them declared on
+    the class)."""
+
+    def __init__(self):
+        super().__init__()
+        self.min_nodes, self.max_nodes = 5, 3
+
+    def create_subgraph_node(self, subgraph):
+        return ck.SubgraphProperty.create_subgraph_node(self, subgraph)
+
+
+class IgnoredLimit(ck.SubgraphProperty):
+    """Declares max_nodes 2: the strategies keep it (the rule passes) unless one forgets it."""
+
+    max_nodes = 2
+
+    def create_subgraph_selector(self):
+        return ck.ContainOpSelector(["Conv", "Relu"])
+
+
 BROKEN = [
     (NonBool(), "bool", "returned int"),
     (MutatesAttrs(), "no-mutation", "attrs changed"),
@@ -165,9 +206,13 @@ BROKEN = [
     (BadMask(), "mask", "supported_mask says True"),
     (ExplainsWrongly(), "explain", "but select says False"),
     (SharedSelector(), "property", "same object twice"),
+    (RejectsEverySubgraph(), "subgraph-node", "rejected all"),
+    (ReturnsAString(), "subgraph-node", "returned str"),
+    (ContradictoryLimits(), "limits", "min_nodes 5 is above max_nodes 3"),
 ]
 BROKEN_IDS = ["non-bool", "mutates-attrs", "reset", "filter-adds", "non-deterministic", "raises",
-              "mask", "explain", "property"]
+              "mask", "explain", "property", "rejects-every-subgraph", "subgraph-node-str",
+              "contradictory-limits"]
 
 
 @pytest.mark.parametrize("subject,rule,fragment", BROKEN, ids=BROKEN_IDS)
@@ -180,12 +225,14 @@ def test_broken_selectors_fail_exactly_their_rule(subject, rule, fragment):
     assert isinstance(err, SelectorError) and isinstance(err, AssertionError)
     text = str(err)
     assert fragment in text and f"[{rule}]" in text
-    assert ("light_bvlc_alexnet" in text) == (rule != "property")
+    graph_wide = rule in ("property", "limits") or subject.__class__ is RejectsEverySubgraph
+    assert ("light_bvlc_alexnet" in text) == (not graph_wide)
 
 
 @pytest.mark.parametrize("name, check", CHECKS, ids=[name for name, _ in CHECKS])
 def test_each_named_check_runs_alone_on_a_shipped_selector(name, check):
-    report = check(ck.get_selector("xnnpack"), [alexnet()], max_seeds=8)
+    spec = "xnnpack[max_nodes=8]" if name == "limits" else "xnnpack"  # a limit to check
+    report = check(ck.parse_selector(spec), [alexnet()], max_seeds=8)
     assert report.rules == (name,)
     assert check.__name__ == "check_" + name.replace("-", "_")
 
@@ -202,7 +249,7 @@ def test_a_broken_selector_fails_its_rule_check_and_passes_an_unrelated_one(subj
         checks[rule](subject, [fresh_alexnet()])
     assert info.value.rules == [rule]
     assert f"check_{rule.replace('-', '_')}(" in str(info.value) and fragment in str(info.value)
-    other = "bool" if rule == "mask" else "mask"
+    other = "bool" if rule in ("mask", "deterministic") else "deterministic"
     if rule == "raises":  # a raising call blocks every check that makes it, and is reported
         with pytest.raises(ConformanceError, match=r"\[raises\].*KeyError"):
             checks[other](subject, [fresh_alexnet()])
@@ -267,3 +314,74 @@ def test_a_count_limited_selector_passes_iff_reset_resets(limit):
     with pytest.raises(ConformanceError) as info:
         check_selector(Limited(), [alexnet()], max_seeds=8)
     assert info.value.rules == ["reset"]
+
+
+# ====================================================================== judged, or n/a
+def _status(subject, graphs=None) -> dict[str, str]:
+    _, results = rule_results(subject, graphs or [fresh_alexnet()], max_seeds=8)
+    return {r.rule: r.status for r in results}
+
+
+def test_a_raising_create_subgraph_node_fails_with_the_exception():
+    with pytest.raises(ConformanceError) as info:
+        check_selector(RaisesInCreateSubgraphNode(), [fresh_alexnet()], max_seeds=8)
+    assert info.value.rules == ["raises", "subgraph-node"]
+    assert "ValueError('no compiler for this chip')" in str(info.value)
+    with pytest.raises(ck.SelectorError, match="create_subgraph_node raised ValueError"):
+        ck.partition(fresh_alexnet(), [RaisesInCreateSubgraphNode()], "mxnet")  # as it says
+
+
+def test_a_select_returning_none_fails_bool_and_leaves_growth_rules_unjudged():
+    class NoneSelector(ck.SubgraphSelector):
+        def select(self, node):
+            return None
+
+    class NoneNpu(ck.SubgraphProperty):
+        def create_subgraph_selector(self):
+            return NoneSelector()
+
+    status = _status(NoneNpu())
+    assert status["bool"] == status["raises"] == "fail"
+    assert status["filter-subset"] == status["reset"] == status["subgraph-node"] == "n/a"
+    assert status["limits"] == "n/a"
+
+
+def test_a_selector_that_takes_nothing_passes_only_what_it_was_asked():
+    class Nothing(ck.SubgraphSelector):
+        def select(self, node):
+            return False
+
+    _, results = rule_results(Nothing(), [fresh_alexnet()], max_seeds=8)
+    status = {r.rule: r.status for r in results}
+    assert status["bool"] == status["deterministic"] == status["raises"] == "pass"
+    assert status["filter-subset"] == status["reset"] == "n/a"
+    reasons = {r.rule: r.reason for r in results}
+    assert reasons["filter-subset"].startswith("never called (")
+    assert reasons["property"] == "a selector, not a SubgraphProperty"
+
+
+def test_declared_limits_are_checked_on_the_strategies_partitions(monkeypatch):
+    from clusterkit import api
+    from clusterkit.testing.conformance import check_limits
+
+    report = check_limits(IgnoredLimit(), [fresh_alexnet()])
+    assert report.rules == ("limits",)  # every strategy keeps max_nodes 2
+    real = api.partition
+
+    def ignoring(graph, props, strategy):  # a strategy that forgot the device's limit
+        free = IgnoredLimit()
+        free.max_nodes = None
+        return real(graph, [free], strategy)
+
+    monkeypatch.setattr(api, "partition", ignoring)
+    with pytest.raises(ConformanceError) as info:
+        check_limits(IgnoredLimit(), [fresh_alexnet()])
+    assert info.value.rules == ["limits"]
+    assert re.search(r"strategy cycles: cluster \d+ has \d+ nodes, above max_nodes 2",
+                     str(info.value))
+
+
+def test_a_leaky_selector_fails_reset_and_passes_the_rest():
+    status = _status(ResetForgetsNothing())
+    assert status["reset"] == "fail"
+    assert [r for r, s in status.items() if s == "fail"] == ["reset"]

@@ -192,7 +192,7 @@ def test_a_fallback_reason_names_the_device_limit_that_sent_it_there(strategy):
     details = _fallback_details(part)
     heavy = [n for n in details if op[n] == "Conv"]
     assert heavy and all(weights[n] > 100_000 for n in heavy)  # the light ones went to a
-    assert all("a's max_const_bytes 100000" in details[n] for n in heavy), details
+    assert all("a's max_const_bytes 100,000" in details[n] for n in heavy), details
     adds = [n for n in details if op[n] == "Add"]
     assert adds and all("b's min_nodes 3" in details[n] for n in adds), details
 

@@ -191,6 +191,7 @@ def test_affinity_dot_labels_every_node_with_its_device(part):
 
 
 def test_dump_dot_writes_both_files(part, tmp_path):
+    (tmp_path / "d").mkdir()
     paths = dump_dot(part, tmp_path / "d", "m")
     assert [p.rsplit("/", 1)[1] for p in paths] == ["m_affinity.dot", "m_subgraphs.dot"]
     assert (tmp_path / "d" / "m_subgraphs.dot").read_text() == subgraphs_dot(part)

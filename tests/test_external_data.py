@@ -107,6 +107,7 @@ def test_run_check_matches(saved, tmp_path):
 def test_export_writes_external_data(saved, tmp_path):
     inline, external = saved
     out = tmp_path / "out" / "fused.onnx"
+    out.parent.mkdir()
     assert main(["export", str(external), "--selector", "coreml", "-o", str(out),
                  "--verify"]) == 0
     assert (tmp_path / "out" / "fused.onnx.data").is_file()

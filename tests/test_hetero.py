@@ -61,6 +61,7 @@ def test_seed_example_cli(tmp_path, capsys):
     model.write_text(json.dumps(data))
     out = tmp_path / "out.json"
     dumps = tmp_path / "dumps"
+    dumps.mkdir()
     rc = cli_main(["partition", str(model), "--strategy", "hetero", "--selector", "first=ops:A",
                    "--selector", "second=ops:A,B", "--fallback", "cpu", "--json", str(out),
                    "--dump-dot", str(dumps)])

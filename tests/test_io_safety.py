@@ -43,6 +43,7 @@ def _files(folder) -> list[str]:
 # ---------------------------------------------------------------------- write_atomic itself
 def test_write_atomic_writes_text_and_bytes_and_replaces(tmp_path):
     path = tmp_path / "sub" / "out.txt"
+    path.parent.mkdir()
     write_atomic(path, "héllo\n")
     assert path.read_bytes() == "héllo\n".encode("utf-8")
     write_atomic(path, b"\x00\x01")

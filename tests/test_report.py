@@ -151,6 +151,7 @@ def test_manual_affinity_reason_and_dumps(tmp_path):
     part = ck.run_strategy(problem, "hetero", affinity=["a=cpu", "b=acc"], fill_affinity=True)
     fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
     assert fell["a"]["reason"] == Category.MANUAL_AFFINITY
+    (tmp_path / "d").mkdir()
     paths = dump_dot(part, tmp_path / "d", "m")
     assert [p.rsplit("/", 1)[1] for p in paths] == ["m_affinity.dot", "m_subgraphs.dot"]
     aff = affinity_dot(part)

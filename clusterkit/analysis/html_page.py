@@ -79,12 +79,17 @@ def draw_partition(partition: Partition, max_nodes: int | None = 2000) -> Pictur
 
 def inline_svg(document: str) -> str:
     """The ``<svg>`` element of an SVG document, without the XML declaration, the doctype and
-    the comments, ready to sit inside HTML."""
+    the comments, ready to sit inside HTML, and as wide as the page's box (Graphviz's fixed
+    size in points, kept in its ``viewBox``, would open a wide graph on blank canvas, its nodes
+    off to the side)."""
     body = re.sub(r"<!--.*?-->", "", document, flags=re.S)
     start = body.find("<svg")
     if start < 0:
         raise RenderError("cannot draw SVG: Graphviz returned no <svg> element")
-    return body[start:].strip()
+    element = body[start:].strip()
+    head_end = element.find(">")
+    head = re.sub(r'\s(width|height)="[^"]*"', "", element[:head_end])
+    return head.replace("<svg", '<svg width="100%"', 1) + element[head_end:]
 
 
 def report_page(partition: Partition, *, model: str, comparison: Comparison | None = None,

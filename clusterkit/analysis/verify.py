@@ -149,7 +149,7 @@ def verify_graph(proto: onnx.ModelProto, graph: Graph, selector: str, *,
     """:func:`verify` on a graph :func:`optimized_graph` made (to check several selectors
     against one optimization of a model)."""
     prop = parse_selector(selector)
-    ep, settings, verified = ep_of_selector(prop)
+    ep, settings, verified = ep_of_selector(prop, selector)
     answer = query_ep(proto, ep, settings, compile=compile)
     # the constraints `clusterkit partition` uses by default: the value-input cuts apply as the
     # device's declared policy (computes_value_inputs) says, and the EP's answer is the judge

@@ -1,6 +1,7 @@
 """``clusterkit check-selector SPEC [--model M.onnx ...]``: every conformance rule of
 :mod:`clusterkit.testing.conformance` on a selector, one line each (``pass``, ``FAIL`` with the
-failures, or ``n/a`` when the selector has nothing the rule judges).
+failures, or ``n/a`` with the reason when the rule had nothing to judge: a rule whose calls
+were never made is never a pass).
 
 Exit 0 when every rule passes, 1 when one fails, 2 on an error (a file that does not import,
 a model that does not load).
@@ -15,9 +16,6 @@ from clusterkit.testing.conformance import DEFAULT_MODELS, RuleResult, rule_resu
 
 #: failures printed per rule
 SHOWN = 5
-#: why a rule was not judged
-NOT_JUDGED = {"explain": "the selector has no explain(node)",
-              "property": "a selector, not a SubgraphProperty"}
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -36,7 +34,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def result_lines(result: RuleResult) -> list[str]:
     """One line for the rule, then its failures (at most :data:`SHOWN`)."""
     status = {"pass": "pass", "fail": "FAIL", "n/a": "n/a "}[result.status]
-    text = f"not judged: {NOT_JUDGED[result.rule]}" if result.status == "n/a" else result.doc
+    text = f"not judged: {result.reason}" if result.status == "n/a" else result.doc
     lines = [f"{status}  {result.rule:<13}  {text}"]
     lines += [f"      {text}" for text in result.failures[:SHOWN]]
     if len(result.failures) > SHOWN:

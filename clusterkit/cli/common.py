@@ -14,6 +14,7 @@ from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Probl
 from clusterkit.engines import OptionFlag, get_strategy, registered_specs
 from clusterkit.engines.throughput import instance_problem
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError, UsageError
+from clusterkit.io.files import check_outputs
 from clusterkit.io.loader import load_graph
 from clusterkit.io.placement_instance import is_instance_file
 from clusterkit.modes import OPTIMIZE_LEVELS, OptimizeLevel, check_choice
@@ -259,6 +260,15 @@ def options_for(strategy: str, shared: dict[str, Any]) -> dict[str, Any]:
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return dict(shared)
     return {k: v for k, v in shared.items() if k in params}
+
+
+def check_output_args(args: argparse.Namespace, files: Iterable[str] = (),
+                      folders: Iterable[str] = ()) -> None:
+    """Refuse the output paths of the flags ``files`` (``json``, ``output``, ...) and the
+    output folders of the flags ``folders`` (``dump_dot``) before any work: a missing folder
+    is an error naming it (:func:`clusterkit.io.files.check_outputs`; none is ever created)."""
+    check_outputs([getattr(args, f, None) for f in files],
+                  [getattr(args, f, None) for f in folders])
 
 
 def model_label(path: str) -> str:

@@ -34,6 +34,7 @@ from clusterkit.analysis.compare import (
 )
 from clusterkit.analysis.isolated import quiet_worker, stop_pool
 from clusterkit.cli.common import (
+    check_output_args,
     constraints_from_args,
     dims_from_args,
     model_label,
@@ -96,6 +97,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_args(args, ("json", "jsonl"), ("dot",))
     if not args.selector:
         raise StrategyError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
     strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -153,7 +155,8 @@ def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict,
                                    options, executor=executor, **common)
     except SweepInterrupted as stop:  # Ctrl-C: the finished models' tables, then one line
         _print_all(stop.results)
-        kept = f", kept in {args.jsonl}" if args.jsonl else ""
+        kept = (f", kept in {args.jsonl}" if args.jsonl and stop.results
+                and os.path.exists(args.jsonl) else "")
         raise SweepInterrupted(f"{stop}{kept}", stop.results) from None
     _print_all(results)
     if args.jsonl:

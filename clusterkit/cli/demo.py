@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="reports", help="folder for the report files")
     parser.add_argument("--time-limit", type=float, default=30.0, help="cpsat seconds")
     args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)  # make demo's own report folder, by its name
     path = Path(args.model)
     if not path.exists():
         path = LIGHT / f"{args.model}.onnx"

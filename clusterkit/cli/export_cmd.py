@@ -10,9 +10,10 @@ deploy with onnxruntime and the EP alone, which ``--verify`` then runs exactly s
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 
-from clusterkit.cli.common import add_problem_args, dims_from_args, model_label
+from clusterkit.cli.common import add_problem_args, check_output_args, dims_from_args, model_label
 from clusterkit.cli.run_cmd import (
     add_plan_arg,
     add_weights_arg,
@@ -27,6 +28,8 @@ from clusterkit.io.files import write_all
 from clusterkit.result.json_format import partition_json_text
 from clusterkit.result.report import plural
 from clusterkit.runtime.executor import compare_outputs, random_inputs, run_model
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -54,6 +57,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_args(args, ("output", "json"))
     if (args.embed_context or args.backend) and not args.compile:
         raise UsageError("--embed-context and --backend go with --compile", "clusterkit export")
     part = partition_from_args(args)
@@ -65,6 +69,11 @@ def main(args: argparse.Namespace) -> int:
     model = export_fused(fused, model_name=name, check=not args.no_check)
     outputs: list[tuple[str, str | bytes]] = (
         [(args.json, partition_json_text(part, name))] if args.json else [])
+    cmp = None
+    if args.verify:  # before anything is written: a model onnxruntime cannot run is an error
+        feeds = random_inputs(fused)
+        cmp = compare_outputs(run_model(original_model(args, fused), feeds),
+                              run_model(model, feeds))
     external = wants_external_data(fused)
     data = model_bytes(model, args.output, external)
     if data is None:  # external data (as the source, or too large): written first, then the rest
@@ -73,15 +82,12 @@ def main(args: argparse.Namespace) -> int:
         outputs.insert(0, (args.output, data))
     write_all(outputs)
     domains = [op.domain for op in model.opset_import if op.domain.startswith("clusterkit.")]
-    print(f"wrote {args.output}: {len(model.graph.node)} nodes, {len(model.functions)} local "
-          f"functions in {', '.join(domains) or 'no device domain'}"
-          f"{'' if args.no_check else ' (onnx checker passed)'}")
+    log.info("wrote %s: %d nodes, %d local functions in %s%s", args.output,
+             len(model.graph.node), len(model.functions), ", ".join(domains) or
+             "no device domain", "" if args.no_check else " (onnx checker passed)")
     if args.json:
-        print(f"wrote {args.json}")
-    if args.verify:
-        feeds = random_inputs(fused)
-        cmp = compare_outputs(run_model(original_model(args, fused), feeds),
-                              run_model(model, feeds))
+        log.info("wrote %s", args.json)
+    if cmp is not None:
         verdict = "match" if cmp["outputs_match"] else "DO NOT match"
         print(f"exported model outputs {verdict} the original: max |diff| = "
               f"{cmp['max_abs_diff']:.3g}")
@@ -109,11 +115,11 @@ def export_compiled(args: argparse.Namespace, part, fused) -> int:
     ctx = [nd for nd in model.graph.node if nd.op_type == "EPContext"]
     print_clusters(executor)
     where = "inside" if args.embed_context else f"in {plural(len(written), 'file')} beside it"
-    print(f"wrote {args.output}: {plural(len(ctx), 'EPContext node')} (context {where}), "
-          f"{plural(len(model.graph.node) - len(ctx), 'host node')}")
+    log.info("wrote %s: %s (context %s), %s", args.output, plural(len(ctx), "EPContext node"),
+             where, plural(len(model.graph.node) - len(ctx), "host node"))
     if args.json:
         write_all([(args.json, partition_json_text(part, model_label(args.model)))])
-        print(f"wrote {args.json}")
+        log.info("wrote %s", args.json)
     if not args.verify:
         return 0
     return verify_compiled(args, fused, executor)

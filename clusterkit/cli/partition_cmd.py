@@ -29,6 +29,7 @@ from clusterkit.cli.common import (
     add_devices_arg,
     add_explain_limit_arg,
     add_problem_args,
+    check_output_args,
     model_label,
     optimize_from_args,
     problem_from_args,
@@ -70,6 +71,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_args(args, ("json", "split", "dot", "svg"), ("dump_dot",))
     # the graph's millions of objects live until the command ends and hold no cycles: the
     # collector is kept from walking them while they are made and in every later collection
     gc.disable()
@@ -143,22 +145,37 @@ def print_placement(partition: Partition, max_nodes: int = 10) -> None:
 
 def print_explanations(partition: Partition, limit: int) -> None:
     """Why adjacent supported nodes are apart: per reason its count, then up to ``limit`` pairs
-    in all (an equal share per reason, at least one each)."""
+    in all (an equal share per reason, at least one each, a share a reason does not fill
+    going to the others: every pair when there are at most ``limit``)."""
     explain = importlib.import_module("clusterkit.analysis.explain")
     groups = explain.explain_by_reason(partition)
     total = sum(len(lines) for lines in groups.values())
     print(f"{plural(total, 'adjacent supported node pair')} split"
           + (", by reason:" if total else ""))
-    per = max(1, max(0, limit) // max(1, len(groups)))
+    shares = explain_shares([len(lines) for lines in groups.values()], limit)
     shown = 0
-    for kind, lines in groups.items():
+    for (kind, lines), share in zip(groups.items(), shares):
         print(f"  {kind}: {len(lines)}")
-        for line in lines[:per if limit > 0 else 0]:
+        for line in lines[:share]:
             print("    " + line)
             shown += 1
     if shown < total:
         print(f"  ... {total - shown} more pairs (--explain-limit {limit}; raise it to list "
               "them)")
+
+
+def explain_shares(sizes: list[int], limit: int) -> list[int]:
+    """How many of each reason's ``sizes`` pairs to list within ``limit`` (none when it is 0 or
+    less): equal shares, at least one per reason, what a small reason leaves to the larger."""
+    if limit <= 0:
+        return [0] * len(sizes)
+    left = max(limit, sum(1 for n in sizes if n))
+    shares = [0] * len(sizes)
+    order = sorted(range(len(sizes)), key=lambda k: sizes[k])
+    for done, k in enumerate(order):
+        shares[k] = min(sizes[k], left // (len(order) - done))
+        left -= shares[k]
+    return shares
 
 
 def _prepared(pieces: Iterator[str]) -> Iterator[str]:

@@ -17,6 +17,7 @@ from clusterkit.cli.common import (
     add_devices_arg,
     add_explain_limit_arg,
     add_problem_args,
+    check_output_args,
     constraints_from_args,
     model_label,
     options_for,
@@ -48,6 +49,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_args(args, ("output",))
     strategies = _strategies(args.strategies)
     problem = problem_from_args(args)
     shared = strategy_options(args)

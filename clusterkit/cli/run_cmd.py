@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from clusterkit.api import run_strategy
 from clusterkit.cli.common import (
     add_problem_args,
+    check_output_args,
     dims_from_args,
     json_or_text,
     model_label,
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
     import onnx
 
     from clusterkit.constraints.core import Problem
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -212,6 +216,7 @@ def parse_pairs(items: list[str], flag: str) -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_args(args, ("json",))
     part = partition_from_args(args)
     print(part.summary())
     fused = fuse(part)
@@ -249,7 +254,7 @@ def main(args: argparse.Namespace) -> int:
         code = check_outputs(args, fused, executor, feeds, outputs, config, report)
     if args.json:
         write_atomic(args.json, json.dumps(report, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        log.info("wrote %s", args.json)
     return gate_status(metrics_failures(args, part.metrics()), code)
 
 

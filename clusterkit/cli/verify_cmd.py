@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 
 from clusterkit.analysis.verify import Verification, verify
-from clusterkit.cli.common import add_dim_arg, dims_from_args
+from clusterkit.cli.common import add_dim_arg, check_output_args, dims_from_args
 from clusterkit.errors import ConstraintError
 from clusterkit.io.files import write_all
 from clusterkit.result.report import plural
+
+log = logging.getLogger(__name__)
 
 #: at most this many differing nodes are printed per side (the JSON has them all)
 SHOWN = 20
@@ -37,6 +40,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_args(args, ("json",))
     if not args.selector.strip():
         raise ConstraintError("--selector takes a shipped selector, e.g. --selector qnn")
     report = verify(args.model, args.selector, strategy=args.strategy,
@@ -44,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         write_all([(args.json, json.dumps(report.to_json(), indent=1) + "\n")])
     print_report(report)
+    if args.json:
+        log.info("wrote %s", args.json)
     return 0 if report.agree else 1
 
 

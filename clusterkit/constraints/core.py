@@ -9,6 +9,7 @@ pairs, together groups, size limits). Selectors are compiled into it too.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence, Union
 
@@ -114,6 +115,9 @@ class Problem:
     group_of: np.ndarray
     constraints: Constraints
     limits: Limits
+    #: seconds the selectors took answering on the graph while compiling (``query``, the
+    #: edges): part of every partition's :attr:`~clusterkit.Partition.seconds`
+    selector_seconds: float = 0.0
 
     @property
     def min_size(self) -> int:
@@ -310,11 +314,13 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     n, m = graph.n, graph.num_edges
     supported = np.zeros((len(properties), n), dtype=bool)
     edge_ok = np.ones((len(properties), m), dtype=bool)
+    start = time.perf_counter()
     for d, prop in enumerate(properties):
         supported[d] = prop.query(graph)
         if limits.max_const[d] is not None:  # a node that alone holds too much fits nowhere
             supported[d] &= graph.const_bytes <= limits.max_const[d]
         edge_ok[d] = _edge_answers(graph, prop, supported[d])
+    selector_seconds = time.perf_counter() - start
     must_cut = np.zeros(m, dtype=bool)
     reason = np.zeros(m, dtype=np.int8)
     for u_ref, v_ref in cons.cut_edges:
@@ -351,7 +357,7 @@ def compile_problem(graph: Graph, cons: Constraints, properties: list[SubgraphPr
     for gi, group in enumerate(groups):
         group_of[group] = gi
     problem = Problem(graph, properties, devices, fallback, supported, edge_ok, must_cut, reason,
-                      never, groups, group_of, cons, limits)
+                      never, groups, group_of, cons, limits, selector_seconds)
     _check_groups(problem)
     _check_group_cycles(problem)
     return problem

@@ -130,8 +130,8 @@ class Limits:
         if cb is not None:
             held = cluster_const_bytes(self.graph, nodes)
             if held > cb:
-                return (f"its cluster holds {held} bytes of constants, above "
-                        f"{self.setting(d, 'bytes')} {cb}")
+                return (f"its cluster holds {held:,} bytes of constants, above "
+                        f"{self.setting(d, 'bytes')} {cb:,}")
         return None
 
     def setting(self, d: int, which: str) -> str:
@@ -160,12 +160,13 @@ class Limits:
         if self.max_size is not None:
             parts.append(f"max_size {self.max_size}")
         if self.max_const_bytes is not None:
-            parts.append(f"max_const_bytes {self.max_const_bytes}")
+            parts.append(f"max_const_bytes {self.max_const_bytes:,}")
         for d, dev in enumerate(self.devices):
-            own = [f"{k} {v}" for k, v, g in (("max_nodes", self.max_nodes[d], self.max_size),
-                                               ("min_nodes", self.min_nodes[d], self.min_size),
-                                               ("max_const_bytes", self.max_const[d],
-                                                self.max_const_bytes)) if v != g]
+            own = [f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
+                   for k, v, g in (("max_nodes", self.max_nodes[d], self.max_size),
+                                   ("min_nodes", self.min_nodes[d], self.min_size),
+                                   ("max_const_bytes", self.max_const[d],
+                                    self.max_const_bytes)) if v != g]
             if own:
                 parts.append(f"{dev}: " + ", ".join(own))
         return parts

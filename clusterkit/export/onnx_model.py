@@ -16,7 +16,6 @@ whose source kept its weights in external data is written the same way (see :fun
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -26,7 +25,13 @@ from typing import Any
 from clusterkit.errors import ExecutionError, WriteError
 from clusterkit.fusion import FusedGraph, fuse, initializer_map, source_model, value_info_map
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.io.files import replace_file, sync_file, write_atomic, write_error
+from clusterkit.io.files import (
+    check_output,
+    replace_file,
+    sync_file,
+    write_atomic,
+    write_error,
+)
 from clusterkit.io.onnx import had_external_data
 from clusterkit.result.json_format import make_partition_json, parse_partition_json
 from clusterkit.result.model import Partition
@@ -182,9 +187,7 @@ def _save_with_external_data(model, path: str) -> None:
 
     folder, name = os.path.split(os.path.abspath(path))
     try:
-        if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        os.makedirs(folder, exist_ok=True)
+        check_output(path)
         with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=folder) as tmp:
             copy = onnx.ModelProto()
             copy.CopyFrom(model)  # saving with external data rewrites the tensors it moves

@@ -58,6 +58,36 @@ class PluginEp:
     #: the arithmetic the EP computes in with these provider options (``fp32``, ``fp16``):
     #: what a comparison of its outputs must allow for
     precision: Callable[[Mapping[str, str]], str] = lambda options: "fp32"
+    #: the provider option keys the EP reads (clusterkit's own settings such as QNN's
+    #: ``backend`` included), None when clusterkit has no list: then an option it does not
+    #: know is passed on with a warning naming it (onnxruntime would ignore a misspelt one)
+    option_keys: frozenset[str] | None = None
+
+
+#: the QNN EP's provider options: those onnxruntime's qnn_execution_provider.cc reads and
+#: those onnxruntime-qnn 2.7's library names, with clusterkit's own ``backend`` (htp|gpu|cpu)
+#: and ``device_type``
+QNN_OPTION_KEYS = frozenset("""
+    backend backend_path backend_type device_type profiling_level profiling_file_path
+    rpc_control_latency htp_performance_mode htp_graph_finalization_optimization_mode
+    qnn_saver_path qnn_context_priority vtcm_mb device_id htp_arch soc_model
+    enable_htp_fp16_precision enable_htp_weight_sharing enable_htp_spill_fill_buffer
+    offload_graph_io_quantization enable_htp_shared_memory_allocator dump_json_qnn_graph
+    json_qnn_graph_dir dump_qnn_ir_dlc dump_qnn_ir_dlc_dir qnn_ir_backend_path kvcache_rewind
+    htp_share_resource_optimization enable_vtcm_backup_buffer_sharing
+    enable_htp_fp16_clamp_overflow enable_block_quant_weight_optimization
+    htp_graph_splitting_num_prepare_threads enable_dx12_shared_memory_allocator genie_log_level
+    enable_htp_prepare_only enable_htp_prepare_and_load disable_file_mapped_weights op_packages
+    enable_htp_monolithic_lstm num_graph_prepare_threads htp_bf16_enable op_affinity
+    enable_framework_op_trace framework_op_trace_dir dump_qnn_ep_input_graph
+    dump_qnn_ep_input_graph_dir extended_udma htp_reused_io_limit_mb enable_htp_graph_splitting
+    skip_qnn_version_check skip_backend_op_validation""".split())
+#: the OpenVINO EP's provider options (onnxruntime's OpenVINO EP documentation, and the names
+#: in onnxruntime-ep-openvino 1.8's library)
+OPENVINO_OPTION_KEYS = frozenset("""
+    device_type precision num_of_threads num_streams cache_dir context load_config
+    enable_opencl_throttling enable_qdq_optimizer disable_dynamic_shapes model_priority
+    reshape_input layout enable_causallm device_id device_luid""".split())
 
 
 def _qnn_options(module: Any, settings: dict[str, str]) -> dict[str, str]:
@@ -87,11 +117,14 @@ def _qnn_precision(options: Mapping[str, str]) -> str:
 #: the plugin EPs clusterkit knows by name (others are found by their package, see plugin_eps)
 KNOWN_EPS = {
     "QNNExecutionProvider": PluginEp("QNNExecutionProvider", "onnxruntime_qnn", "qnn",
-                                     options=_qnn_options, precision=_qnn_precision),
+                                     options=_qnn_options, precision=_qnn_precision,
+                                     option_keys=QNN_OPTION_KEYS),
     "OpenVINOExecutionProvider": PluginEp("OpenVINOExecutionProvider", "onnxruntime_ep_openvino",
                                           "openvino", virtual=True, device_type="NPU",
-                                          precision=lambda options: "fp16"),
+                                          precision=lambda options: "fp16",
+                                          option_keys=OPENVINO_OPTION_KEYS),
 }
+_WARNED: set[tuple[str, str]] = set()  # (EP, option) already warned about
 
 
 @dataclass
@@ -331,8 +364,32 @@ def ep_options(name: str, settings: Mapping[str, Any] | None = None
     """The installed EP ``name`` and the provider options ``settings`` become (a missing EP is
     a :class:`BackendError` naming its extra)."""
     spec = find_ep(name)
+    check_option_keys(spec, settings or {})
     module = importlib.import_module(spec.module)
     return spec, spec.options(module, {k: str(v) for k, v in (settings or {}).items()})
+
+
+def check_option_keys(spec: PluginEp, settings: Mapping[str, Any]) -> None:
+    """Refuse a provider option the EP does not read (onnxruntime would silently ignore it), by
+    name, with the closest key and the EP's list; for an EP without a list
+    (:attr:`PluginEp.option_keys`), warn once per option that it is passed on unchecked."""
+    import difflib
+
+    keys = spec.option_keys
+    if keys is None:
+        for key in settings:
+            if key != "device_type" and (spec.name, key) not in _WARNED:
+                _WARNED.add((spec.name, key))
+                log.warning("%s: provider option %r is passed on unchecked (clusterkit has no "
+                            "list of this EP's options; a misspelt one is ignored)", spec.name,
+                            key)
+        return
+    unknown = [k for k in settings if k not in keys]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(keys), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise BackendError(f"{spec.name} has no provider option {unknown[0]!r}{hint} (options: "
+                           f"{', '.join(sorted(keys))})")
 
 
 def compile_on_ep(data: bytes, name: str, settings: Mapping[str, Any] | None = None,

@@ -39,7 +39,8 @@ def read_input(path: PathLike, what: str = "model") -> bytes:
 
 
 def write_atomic(path: PathLike, data: str | bytes) -> None:
-    """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically, creating its folder.
+    """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically, in a folder that exists
+    (a missing folder is an error naming it: no folder is ever created).
 
     Raises :class:`WriteError` naming the path and the operating system's reason; the previous
     file, if any, is then left intact."""
@@ -92,13 +93,9 @@ def _stage(path: str, data: str | bytes | Iterable[str]) -> str:
     return the temporary's path."""
     pieces = [data] if isinstance(data, (str, bytes, bytearray, memoryview)) else data
     tmp = None
+    check_output(path)
     try:
-        if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         folder = os.path.dirname(os.path.abspath(path))
-        if os.path.exists(folder) and not os.path.isdir(folder):
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
-        os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                    dir=folder)
         with os.fdopen(fd, "wb") as fh:
@@ -116,6 +113,37 @@ def _stage(path: str, data: str | bytes | Iterable[str]) -> str:
             _remove(tmp)
         raise
     return tmp
+
+
+def check_output(path: PathLike) -> None:
+    """Refuse an output path before anything is made: a directory, or a file in a folder that
+    does not exist (named: clusterkit never creates a folder) or is not a folder. Raises
+    :class:`WriteError` (``cannot write 'PATH': ...``)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise write_error(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
+    folder = os.path.dirname(path)
+    if folder and not os.path.exists(folder):
+        raise WriteError(f"cannot write {path!r}: the folder {folder!r} does not exist")
+    if folder and not os.path.isdir(folder):
+        raise write_error(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
+
+
+def check_outputs(paths: Iterable[PathLike | None] = (),
+                  folders: Iterable[PathLike | None] = ()) -> None:
+    """:func:`check_output` for each given path (``None``: the flag was not given), and for each
+    output folder (``--dump-dot DIR``) that it exists and is a folder."""
+    for path in paths:
+        if path is not None:
+            check_output(path)
+    for folder in folders:
+        if folder is None:
+            continue
+        folder = os.fspath(folder)
+        if not os.path.exists(folder):
+            raise WriteError(f"cannot write into {folder!r}: the folder does not exist")
+        if not os.path.isdir(folder):
+            raise WriteError(f"cannot write into {folder!r}: it is not a folder")
 
 
 def _mode_for(path: str) -> int:

@@ -156,8 +156,8 @@ def dump_files(partition: "Partition", directory: str | os.PathLike,
 
 
 def dump_dot(partition: "Partition", directory: str | os.PathLike, model_name: str) -> list[str]:
-    """Write :func:`dump_files` into ``directory`` (created when missing), atomically; return
-    their paths."""
+    """Write :func:`dump_files` into ``directory`` (a folder that exists: none is created),
+    atomically; return their paths."""
     files = dump_files(partition, directory, model_name)
     write_all(files)
     return [path for path, _ in files]

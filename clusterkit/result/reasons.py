@@ -87,14 +87,14 @@ def infer_reason(problem: Problem, v: int,
     p = problem
     held, lim = int(p.graph.const_bytes[v]), p.limits
     if lim.max_const_bytes is not None and held > lim.max_const_bytes:
-        return Reason(Category.CONSTRAINT, f"it reads {held} bytes of constants, "
-                      f"above max_const_bytes {lim.max_const_bytes}")
+        return Reason(Category.CONSTRAINT, f"it reads {held:,} bytes of constants, "
+                      f"above max_const_bytes {lim.max_const_bytes:,}")
     sup: np.ndarray | list = p.supported[:, v] if p.devices else []
     takers = [d for d in range(len(p.devices)) if sup[d]]
     if not takers:
         over = _budgets_below(p, v, held)
         if over:
-            return Reason(Category.CONSTRAINT, f"it reads {held} bytes of constants, above "
+            return Reason(Category.CONSTRAINT, f"it reads {held:,} bytes of constants, above "
                           + ", ".join(over))
         return refusal_reason(p, v, ops_taken)
     limits = _size_limits(lim, takers)
@@ -109,7 +109,7 @@ def _budgets_below(p: Problem, v: int, held: int) -> list[str]:
     """The devices' own ``max_const_bytes`` below the ``held`` bytes node ``v`` reads alone
     (which took it off those devices), on devices whose op table does not rule it out."""
     lim, node = p.limits, p.graph.nodes[v]
-    return [f"{lim.setting(d, 'bytes')} {lim.max_const[d]}" for d in range(len(p.devices))
+    return [f"{lim.setting(d, 'bytes')} {lim.max_const[d]:,}" for d in range(len(p.devices))
             if (cap := lim.max_const[d]) is not None and held > cap
             and op_in_table(p.properties[d], node) is not False]
 

@@ -672,8 +672,13 @@ def _whole_session(model: Any, config: Mapping[str, Any] | None):
 
     backend = OnnxRuntimeBackend(device="reference_run", config=config)
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    return ort.InferenceSession(data, backend.session_options(),
-                                providers=list(backend.get_config("providers")))
+    try:
+        return ort.InferenceSession(data, backend.session_options(),
+                                    providers=list(backend.get_config("providers")))
+    except Exception as exc:  # onnxruntime's own types: an op it has no kernel for, ...
+        name = getattr(getattr(model, "graph", None), "name", None) or str(model)
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise BackendError(f"onnxruntime cannot run the model {name!r}: {text}") from None
 
 
 def run_model(model: Any, feeds: Mapping[str, np.ndarray],

@@ -94,18 +94,28 @@ class EpProperty(SubgraphProperty):
         return f"EpProperty({self.device}: {self.ep}{f'[{opts}]' if opts else ''})"
 
 
-def ep_of_selector(prop: Any) -> tuple[str, dict[str, str], dict[str, Any]]:
+def ep_of_selector(prop: Any, label: str | None = None
+                   ) -> tuple[str, dict[str, str], dict[str, Any]]:
     """The EP a shipped selector models, the EP settings that follow from the selector's own,
     and the selector data's ``verified`` block; a selector without one is a
-    :class:`SelectorError`."""
+    :class:`SelectorError` naming it (``label``: the spec as the user wrote it)."""
     table = getattr(prop, "table", None)
     verified = (getattr(table, "raw", None) or {}).get("verified")
     if not verified:
-        raise SelectorError(f"selector {getattr(prop, 'name', prop)!r} does not model an "
+        raise SelectorError(f"selector {label or selector_name(prop)!r} does not model an "
                             "installable plugin execution provider (its data has no 'verified')")
     settings = {k: str(prop.settings[k]) for k in verified.get("ep_settings", [])
                 if k in getattr(prop, "settings", {})}
     return verified["ep"], settings, verified
+
+
+def selector_name(prop: Any) -> str:
+    """What to call a selector in a message: its ``name``, unless that is the protocol's
+    placeholder (``"property"``, a user's class that set none), then its class's name."""
+    name = getattr(prop, "name", None)
+    if not name or name == SubgraphProperty.name:
+        return type(prop).__name__
+    return str(name)
 
 
 def ep_of_property(prop: Any, where: str) -> tuple[str, dict[str, str]]:
@@ -121,7 +131,7 @@ def ep_of_property(prop: Any, where: str) -> tuple[str, dict[str, str]]:
     try:
         ep, settings, _ = ep_of_selector(prop)
     except SelectorError:
-        name = getattr(prop, "name", None) or type(prop).__name__
+        name = selector_name(prop)
         raise SelectorError(f"{where}: selector {name!r} models no plugin execution provider; "
                             "name one: ep:EPNAME[key=value,...]") from None
     return ep, settings

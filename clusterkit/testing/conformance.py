@@ -20,7 +20,18 @@ every rule its own case (``pytest.mark.parametrize("name, check", CHECKS)``), an
 - ``explain``: when the subject has ``explain(node)``, it returns a ``str`` exactly for refused
   nodes and ``None`` for taken ones;
 - ``property``: ``create_subgraph_selector`` returns a new :class:`SubgraphSelector` per call and
-  ``value_inputs`` maps op types to tuples of non-negative input positions.
+  ``value_inputs`` maps op types to tuples of non-negative input positions;
+- ``subgraph-node``: a property's ``create_subgraph_node`` on the real subgraphs the growths make
+  (within its declared limits) returns a node or ``None`` (a rejection), never raises, and does
+  not reject every one of them;
+- ``limits``: a property's declared limits (``max_nodes``, ``min_nodes``, ``max_const_bytes``)
+  are well formed and not contradictory, and every cluster the strategies
+  (:data:`LIMIT_STRATEGIES`) give the device keeps them.
+
+A rule with nothing to judge is ``n/a``, never a pass: a subject that is not a property for the
+property rules, one without ``explain`` for that rule, and a rule whose calls were never made (a
+``query`` that raised before any ``select``, a selector that takes no node, so that no growth
+ever reached ``filter`` or ``reset``) with the reason (:attr:`RuleResult.reason`).
 
 A check run alone makes only the calls its rule needs; when one of those calls raises (or a
 factory returns no selector) the rule cannot be judged, and that failure is reported with it.
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -46,15 +58,32 @@ from clusterkit.selection.protocol import SubgraphProperty, SubgraphSelector, de
 #: Light-set models of the onnx package, used when no graphs are given.
 DEFAULT_MODELS = ("bvlc_alexnet", "squeezenet", "inception_v1", "shufflenet")
 RULES = ("bool", "raises", "no-mutation", "filter-subset", "deterministic", "reset", "mask",
-         "explain", "property")
+         "explain", "property", "subgraph-node", "limits")
+#: the strategies whose partitions the ``limits`` rule checks
+LIMIT_STRATEGIES = ("cycles", "longest-path", "mxnet", "hetero", "auto")
 #: What each rule needs exercised: the property, ``select`` on every node, the masks,
 #: ``explain``, and MXNet-style growths (which call ``filter`` and ``reset``).
 _PHASES = {
-    "bool": {"select", "growth"}, "raises": {"property", "select", "mask", "explain", "growth"},
-    "no-mutation": {"property", "select", "mask", "explain", "growth"},
+    "bool": {"select", "growth"},
+    "raises": {"property", "select", "mask", "explain", "growth", "subgraph"},
+    "no-mutation": {"property", "select", "mask", "explain", "growth", "subgraph"},
     "filter-subset": {"select", "growth"}, "deterministic": {"select", "growth"},
     "reset": {"select", "growth"}, "mask": {"select", "mask"}, "explain": {"select", "explain"},
     "property": {"property", "select"},
+    "subgraph-node": {"select", "growth", "subgraph"}, "limits": {"limits"},
+}
+#: why a rule was not exercised, when nothing it judges was ever called
+NEVER_CALLED = {
+    "bool": "select, select_input and select_output never answered",
+    "raises": "no protocol method was called",
+    "no-mutation": "no protocol method was called",
+    "filter-subset": "no growth took a node, so filter never ran",
+    "deterministic": "no answers of two fresh selectors to compare",
+    "reset": "no growth to repeat after reset (none took a node, or it was not deterministic)",
+    "mask": "supported_mask returned None, and no query answered",
+    "explain": "explain never answered",
+    "property": "create_subgraph_selector never answered",
+    "subgraph-node": "no growth made a subgraph within the declared limits",
 }
 
 
@@ -137,6 +166,9 @@ RULE_DOCS = {
     "mask": "``supported_mask`` (and a property's ``query``) equals ``select``.",
     "explain": "``explain`` returns a str exactly for the nodes ``select`` refuses.",
     "property": "A fresh selector per ``create_subgraph_selector``; well-formed value_inputs.",
+    "subgraph-node": "``create_subgraph_node`` on real subgraphs returns a node or None, never "
+                     "raises, and accepts some.",
+    "limits": "Declared limits are well formed and kept by every strategy's clusters.",
 }
 
 #: Every rule as ``(name, check)``, in :data:`RULES` order; each check takes the subject and
@@ -144,7 +176,8 @@ RULE_DOCS = {
 CHECKS: list[tuple[str, Callable[..., ConformanceReport]]] = [
     (rule, _named_check(rule, RULE_DOCS[rule])) for rule in RULES]
 (check_bool, check_raises, check_no_mutation, check_filter_subset, check_deterministic,
- check_reset, check_mask, check_explain, check_property) = (check for _, check in CHECKS)
+ check_reset, check_mask, check_explain, check_property, check_subgraph_node,
+ check_limits) = (check for _, check in CHECKS)
 
 
 def _check(subject: Any, graphs: Iterable[Any] | None, rules: Sequence[str], max_seeds: int,
@@ -162,28 +195,42 @@ def _run_rules(subject: Any, graphs: Iterable[Any] | None, rules: Sequence[str],
     """Exercise ``subject`` as ``rules`` need on every graph; the run (with its failures) and
     what it covered (``rules``: those that apply to the subject)."""
     run = _Run(subject)
+    run.phases = set().union(*(_PHASES[r] for r in rules))
     graph_list = default_graphs() if graphs is None else [load_graph(g) for g in graphs]
     if not graph_list:
         raise SelectorError(f"{check} needs at least one graph")
     phases = set().union(*(_PHASES[r] for r in rules))
     if "property" in phases:
         _check_property(run)
+    if "limits" in phases:
+        _check_declared_limits(run)
     for graph in graph_list:
         _check_graph(run, graph, phases, max_seeds, growth)
+        if "limits" in phases and run.limits_ok:
+            _check_strategy_limits(run, graph)
+    if "subgraph" in phases and run.prop is not None:
+        _check_some_accepted(run)
     applies = tuple(r for r in rules if (r != "explain" or callable(run.explainer))
-                    and (r != "property" or run.prop is not None))
+                    and (r not in PROPERTY_RULES or run.prop is not None)
+                    and (run.judged[r] or any(f[0] == r for f in run.failures)))
     return run, ConformanceReport(run.name, [g.name for g in graph_list],
                                   sum(g.n for g in graph_list), run.calls, run.seeds, applies)
 
 
+#: the rules only a :class:`SubgraphProperty` has anything for
+PROPERTY_RULES = ("property", "subgraph-node", "limits")
+
+
 @dataclass
 class RuleResult:
-    """One rule's verdict: ``status`` is ``"pass"``, ``"fail"`` or ``"n/a"`` (the subject has
-    nothing the rule judges: no ``explain``, not a property); ``failures`` as ``graph: text``."""
+    """One rule's verdict: ``status`` is ``"pass"``, ``"fail"`` or ``"n/a"`` (nothing to judge:
+    ``reason`` says why, such as no ``explain``, not a property, or its calls never made);
+    ``failures`` as ``graph: text``."""
 
     rule: str
     status: str
     failures: list[str] = field(default_factory=list)
+    reason: str = ""
 
     @property
     def doc(self) -> str:
@@ -200,8 +247,19 @@ def rule_results(subject: Any, graphs: Iterable[Any] | None = None, *, max_seeds
     for rule in RULES:
         mine = [f"{g}: {m}" for r, g, m in run.failures if r == rule]
         status = "fail" if mine else ("pass" if rule in report.rules else "n/a")
-        out.append(RuleResult(rule, status, mine))
+        out.append(RuleResult(rule, status, mine, "" if status != "n/a" else _why_not(run, rule)))
     return report, out
+
+
+def _why_not(run: "_Run", rule: str) -> str:
+    """Why ``rule`` was not judged on the subject of ``run``."""
+    if rule in PROPERTY_RULES and run.prop is None:
+        return "a selector, not a SubgraphProperty"
+    if rule == "explain" and not callable(run.explainer):
+        return "the selector has no explain(node)"
+    if rule == "limits" and not run.judged["limits"]:
+        return "the property declares no limits"
+    return f"never called ({NEVER_CALLED[rule]})"
 
 
 # ====================================================================== calling the subject
@@ -220,6 +278,10 @@ class _Run:
         self.seeds = 0
         self.graph_name = "(any graph)"
         self.prop: SubgraphProperty | None = None
+        self.judged: Counter[str] = Counter()  # per rule, how many answers it judged
+        self.limits_ok = False  # declared limits well formed, to be checked on partitions
+        self.subgraphs = {"accepted": 0, "rejected": 0}
+        self.phases: set[str] = set()
         if isinstance(subject, SubgraphProperty):
             self.prop = subject
             self.name = repr(subject)
@@ -262,6 +324,7 @@ class _Run:
     def call(self, sel: Any, method: str, node: Node, new: Node | None = None) -> bool:
         """``sel.method(node[, new])`` as a bool; a raise or a non-bool answer is recorded."""
         self.calls += 1
+        self.judged.update(("raises", "no-mutation"))
         args = (node,) if new is None else (node, new)
         label = node.name if new is None else f"{node.name!r} -> {new.name!r}"
         try:
@@ -269,6 +332,7 @@ class _Run:
         except Exception as exc:
             self.fail("raises", f"{method} raised {exc!r} on node {label}", blocking=True)
             raise _Abort from exc
+        self.judged["bool"] += 1
         if not isinstance(value, (bool, np.bool_)):
             self.fail("bool", f"{method} returned {type(value).__name__} {value!r} on node "
                               f"{label} ({(new or node).op_type}); expected a bool")
@@ -282,11 +346,13 @@ def _check_property(run: _Run) -> None:
     prop = run.prop
     if prop is None:
         return
+    run.judged.update(("raises", "no-mutation"))
     try:
         one, two = prop.create_subgraph_selector(), prop.create_subgraph_selector()
     except Exception as exc:
         run.fail("raises", f"create_subgraph_selector raised {exc!r}", blocking=True)
         return
+    run.judged["property"] += 1
     if one is two:
         run.fail("property", "create_subgraph_selector returned the same object twice; "
                              "engines need a fresh selector per growing cluster")
@@ -299,6 +365,101 @@ def _check_property(run: _Run) -> None:
                 isinstance(p, (int, np.integer)) and p >= 0 for p in pos):
             run.fail("property", f"value_inputs[{op!r}] = {pos!r}: expected a tuple of"
                                  " non-negative input positions")
+
+
+def _check_subgraph_node(run: _Run, graph: Graph, members: list[int], seed: Node) -> None:
+    """``subgraph-node``: ``create_subgraph_node`` on the subgraph a growth from ``seed`` kept
+    (skipped outside the property's declared size limits: engines never offer those)."""
+    prop = run.prop
+    if prop is None or not members:
+        return
+    lo, hi = getattr(prop, "min_nodes", None), getattr(prop, "max_nodes", None)
+    if (isinstance(lo, int) and len(members) < lo) or (isinstance(hi, int) and len(members) > hi):
+        return
+    from clusterkit.graph.subgraph import Subgraph, SubgraphNode
+
+    run.judged.update(("raises", "no-mutation"))
+    where = f"the {len(members)}-node subgraph grown from {seed.name!r}"
+    try:
+        made = prop.create_subgraph_node(Subgraph.from_nodes(graph, members, prop.device, 0))
+    except Exception as exc:
+        run.fail("raises", f"create_subgraph_node raised {exc!r} on {where}")
+        run.fail("subgraph-node", f"create_subgraph_node raised {exc!r} on {where}; a "
+                                  "partition with this device fails")
+        return
+    run.judged["subgraph-node"] += 1
+    if made is None:
+        run.subgraphs["rejected"] += 1
+    elif not isinstance(made, SubgraphNode):
+        run.fail("subgraph-node", f"create_subgraph_node returned {type(made).__name__} for "
+                                  f"{where}; expected a SubgraphNode or None (a rejection)")
+    else:
+        run.subgraphs["accepted"] += 1
+
+
+def _check_some_accepted(run: _Run) -> None:
+    """``subgraph-node``: a property that rejects every subgraph it is offered gets no cluster."""
+    rejected = run.subgraphs["rejected"]
+    if rejected and not run.subgraphs["accepted"]:
+        run.graph_name = "(every graph)"
+        run.fail("subgraph-node", f"create_subgraph_node rejected all {rejected} subgraphs it "
+                                  "was offered: the device would never get a cluster (declare "
+                                  "min_nodes or max_nodes for a size rule)")
+
+
+def _check_declared_limits(run: _Run) -> None:
+    """``limits``: each declared limit None or a non-negative int (min_nodes at least 1), and
+    min_nodes not above max_nodes."""
+    prop = run.prop
+    if prop is None:
+        return
+    values = {k: getattr(prop, k, None) for k in ("max_nodes", "min_nodes", "max_const_bytes")}
+    if all(v is None for v in values.values()):
+        return
+    run.judged["limits"] += 1
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (
+                1 if key != "max_const_bytes" else 0):
+            run.fail("limits", f"{key} = {value!r}: expected None or an integer >= "
+                               f"{1 if key != 'max_const_bytes' else 0}")
+            return
+    lo, hi = values["min_nodes"], values["max_nodes"]
+    if lo is not None and hi is not None and lo > hi:
+        run.fail("limits", f"min_nodes {lo} is above max_nodes {hi}: no cluster can keep both")
+        return
+    run.limits_ok = True
+
+
+def _check_strategy_limits(run: _Run, graph: Graph) -> None:
+    """``limits``: every cluster each strategy of :data:`LIMIT_STRATEGIES` gives the device on
+    ``graph`` keeps its declared limits (a raising ``create_subgraph_node`` is that rule's)."""
+    from clusterkit.api import partition
+    from clusterkit.constraints.limits import cluster_const_bytes
+
+    prop = run.prop
+    assert prop is not None  # limits_ok is set for properties only
+    hi, lo, cap = prop.max_nodes, prop.min_nodes, prop.max_const_bytes
+    for strategy in LIMIT_STRATEGIES:
+        try:
+            part = partition(graph, [prop], strategy)
+        except Exception as exc:
+            rule = "subgraph-node" if "create_subgraph_node" in str(exc) else "limits"
+            run.fail(rule, f"strategy {strategy} raised {exc}")
+            continue
+        run.judged["limits"] += 1
+        for c in part.clusters:
+            if c.device != prop.device:
+                continue
+            size, held = len(c.nodes), cluster_const_bytes(graph, c.nodes)
+            broken = ([f"{size} nodes, above max_nodes {hi}"] if hi is not None and size > hi
+                      else []) + ([f"{size} nodes, below min_nodes {lo}"]
+                                  if lo is not None and size < lo else [])
+            if cap is not None and held > cap:
+                broken.append(f"{held:,} bytes of constants, above max_const_bytes {cap:,}")
+            for text in broken:
+                run.fail("limits", f"strategy {strategy}: cluster {c.id} has {text}")
 
 
 def _check_graph(run: _Run, graph: Graph, phases: set[str], max_seeds: int,
@@ -323,6 +484,7 @@ def _exercise(run: _Run, graph: Graph, phases: set[str], max_seeds: int, growth:
     queried = _query(run, graph)
     first = [run.call(run.fresh(graph), "select", nd) for nd in graph.nodes]
     second = [run.call(run.fresh(graph), "select", nd) for nd in graph.nodes]
+    run.judged["deterministic"] += len(first)
     for nd, a, b in zip(graph.nodes, first, second):
         if a != b:
             run.fail("deterministic", f"select on node {nd.name!r} ({nd.op_type}) answered"
@@ -344,11 +506,12 @@ def _query(run: _Run, graph: Graph) -> np.ndarray | None:
     """A property's ``query(graph)``, made before its selectors see the graph."""
     if run.prop is None:
         return None
+    run.judged.update(("raises", "no-mutation"))
     try:
         return np.asarray(run.prop.query(graph))
-    except Exception as exc:
+    except Exception as exc:  # the selectors are still asked directly, node by node
         run.fail("raises", f"query raised {exc!r}", blocking=True)
-        raise _Abort from exc
+        return None
 
 
 def _check_masks(run: _Run, graph: Graph, queried: np.ndarray | None,
@@ -369,6 +532,7 @@ def _check_masks(run: _Run, graph: Graph, queried: np.ndarray | None,
 
 def _compare_mask(run: _Run, what: str, mask: np.ndarray, expected: list[bool],
                   graph: Graph) -> None:
+    run.judged["mask"] += 1
     if mask.shape != (graph.n,):
         run.fail("mask", f"{what} returned shape {mask.shape}, expected ({graph.n},)")
         return
@@ -388,6 +552,7 @@ def _check_explain(run: _Run, graph: Graph, taken: list[bool]) -> None:
         except Exception as exc:
             run.fail("raises", f"explain raised {exc!r} on node {nd.name!r}", blocking=True)
             return
+        run.judged["explain"] += 1
         if why is not None and not isinstance(why, str):
             run.fail("explain", f"explain returned {type(why).__name__} for node "
                                 f"{nd.name!r}; expected str or None")
@@ -401,9 +566,13 @@ def _check_seed(run: _Run, graph: Graph, v: int, growth: int) -> None:
     try:
         a = run.fresh(graph)
         run1 = _grow(run, a, graph, v, growth)
+        if "subgraph" in run.phases and run1[-1][0] == "filter":
+            _check_subgraph_node(run, graph, [u for u in run1[-1][1] if u >= 0], node)
         run3 = _grow(run, run.fresh(graph), graph, v, growth)
     except _Abort:
         return
+    grew = len(run1) > 1  # the seed was taken: there is a growth to compare
+    run.judged["deterministic"] += grew
     if run1 != run3:
         run.fail("deterministic", f"growth from node {node.name!r} differs between two "
                                   f"fresh selectors at {_first_diff(run1, run3)}")
@@ -417,6 +586,7 @@ def _check_seed(run: _Run, graph: Graph, v: int, growth: int) -> None:
         run2 = _grow(run, a, graph, v, growth)
     except _Abort:
         return
+    run.judged["reset"] += grew
     if run2 != run3:
         run.fail("reset", f"after reset, growth from node {node.name!r} differs from a "
                           f"fresh selector's at {_first_diff(run2, run3)}")
@@ -450,6 +620,7 @@ def _grow(run: _Run, sel: Any, graph: Graph, seed: int, growth: int) -> list[tup
         run.fail("raises", f"filter raised {exc!r} on a subgraph from {nodes[seed].name!r}",
                  blocking=True)
         raise _Abort from exc
+    run.judged["filter-subset"] += 1
     log.append(("filter", tuple(_check_filter(run, kept, cands, nodes[seed]))))
     return log
 
