@@ -15,10 +15,14 @@ import json
 import time
 from pathlib import Path
 
+import onnx
+
 import clusterkit as ck
 from clusterkit.io.loader import load_graph
 
 MODELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
+#: onnx's light set (GoogLeNet is ``light_inception_v1``)
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 CNN_OPS = ["Conv", "Relu", "Add", "MaxPool", "AveragePool", "Concat", "LRN",
            "GlobalAveragePool", "Flatten", "Gemm", "Dropout", "Softmax", "MatMul", "Mul",
            "Sigmoid", "HardSigmoid", "HardSwish", "Clip", "BatchNormalization", "Transpose",
@@ -76,7 +80,8 @@ def main() -> None:
     names = [m for m in args.models.split(",") if m] or sorted(p.stem for p in
                                                               MODELS.glob("*.onnx"))
     for name in names:
-        graph = load_graph(str(MODELS / f"{name}.onnx"))
+        path = MODELS / f"{name}.onnx"
+        graph = load_graph(str(path if path.exists() else LIGHT / f"{name}.onnx"))
         for sel in args.selectors.split(","):
             for limit in (float(x) for x in args.limits.split(",")):
                 start = time.perf_counter()

@@ -140,7 +140,8 @@ def strategy_options(strategy: str, options: dict[str, dict[str, Any]],
     heuristics = [p for name, p in parts.items() if not strategy_spec(name).exact]
     if "warm_start" not in opts and heuristics and opts.get("objective") != "throughput":
         objective = parse_objective(opts.get("objective", "cut"))
-        opts["warm_start"] = min(heuristics, key=lambda p: objective.key(p.metrics()))
+        opts["warm_start"] = min(heuristics, key=lambda p: (objective.key(p.metrics()),
+                                                             p.figures()))
     return opts
 
 

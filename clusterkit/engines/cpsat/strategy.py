@@ -158,7 +158,7 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *,
     phases.mark("read")
     res = accepted_result(res, warm, obj)
     phases.mark("acceptance")
-    info["wall_seconds"] = clock.elapsed()
+    res.info["wall_seconds"] = clock.elapsed()
     return res
 
 
