@@ -71,7 +71,7 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
         reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
         deterministic: bool = True, log: bool = False, coalesce: bool = True,
         method: Method = "auto", window: int | None = None, contiguous: bool = True,
-        work_limit: float | None = None) -> Partition:
+        work_limit: float | None = None, accept: bool = True) -> Partition:
     """Optimal partition (see the module docstring). ``time_limit``: wall-clock seconds the
     whole run keeps (warm start, reductions, search, reading and the acceptance split; at most
     :data:`OVERHEAD` more: the result's ``wall_seconds``), default 60; ``work_limit``: a budget
@@ -88,8 +88,9 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     component), ``lns`` (large-neighbourhood search from the warm start, see
     :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound
     meets the objective) or ``auto`` (the full model when its largest component is small enough to
-    prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default).
-    Raises :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
+    prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default);
+    ``accept``: split the answer where a device refuses a cluster, in the run's time (False:
+    the model's answer, which the front door then splits). Raises :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
     when it finds no partition.
 
     ``objective="throughput"`` (a placement instance only: :mod:`.throughput`) minimizes the
@@ -103,7 +104,7 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     res = optimize(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
                    warm_start=warm_start, reduce=reduce, require_offload=require_offload,
                    deterministic=deterministic, log=log, coalesce=coalesce, method=method,
-                   window=window, work_limit=work_limit)
+                   window=window, work_limit=work_limit, accept=accept)
     if res.partition is None:
         raise InfeasibleError(f"cpsat: {res.status}: {res.reason}", res.status, res.reason,
                               res.report)
@@ -115,9 +116,10 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *,
              warm_start: WarmSpec = True, reduce: bool | tuple[str, ...] = True,
              require_offload: bool = False, deterministic: bool = True, log: bool = False,
              coalesce: bool = True, method: Method = "auto", window: int | None = None,
-             work_limit: float | None = None) -> CpsatResult:
+             work_limit: float | None = None, accept: bool = True) -> CpsatResult:
     """Solve (options as :func:`run`); never raises for infeasibility (the status says it).
-    The result's partition is acceptable to its devices (:mod:`clusterkit.passes.acceptable`);
+    The result's partition is acceptable to its devices (:mod:`clusterkit.passes.acceptable`)
+    unless ``accept`` is False;
     ``info["phases"]`` holds the wall seconds of each step."""
     start = time.perf_counter()
     obj = parse_objective(objective)
@@ -156,7 +158,8 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *,
     if info["method"] == "lns":  # LNS never builds the whole model
         info.pop("model_objective", None)
     phases.mark("read")
-    res = accepted_result(res, warm, obj)
+    if accept:
+        res = accepted_result(res, warm, obj)
     phases.mark("acceptance")
     res.info["wall_seconds"] = clock.elapsed()
     return res
