@@ -90,7 +90,8 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     meets the objective) or ``auto`` (the full model when its largest component is small enough to
     prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default);
     ``accept``: split the answer where a device refuses a cluster, in the run's time (False:
-    the model's answer, which the front door then splits). Raises :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
+    the model's answer, which the front door then splits). Raises
+    :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
     when it finds no partition.
 
     ``objective="throughput"`` (a placement instance only: :mod:`.throughput`) minimizes the
