@@ -217,3 +217,19 @@ def test_compare_gives_cpsat_ten_wall_seconds_by_default(capsys):
                  "--strategies", "cycles,cpsat"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^cpsat: OPTIMAL.* of a 10 s wall limit$", out, re.M), out
+
+
+def test_a_limit_the_warm_start_uses_up_skips_the_rest_and_says_so():
+    """GoogLeNet with a 50 ms limit: one heuristic runs, the others and the search are skipped
+    and say so; the answer is that heuristic's, acceptable, UNKNOWN."""
+    from clusterkit.engines.cpsat.warmstart import OUT_OF_TIME
+
+    problem = ck.make_problem(INCEPTION, [RejectAbove(CNN_OPS, 40)])
+    res, wall = timed(solve, problem, "cut", time_limit=0.05)
+    assert wall < generous(0.05)
+    tried = res.info["warm_start"]["tried"]
+    assert OUT_OF_TIME in tried.values() and len(tried) > 1
+    assert res.info["search"].startswith("skipped") and res.status == "UNKNOWN"
+    assert res.info["limit"] == "wall_time"
+    assert all(len(c.nodes) <= 40 for c in res.partition.accelerator_clusters())
+    res.partition.validate()

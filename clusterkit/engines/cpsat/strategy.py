@@ -142,7 +142,10 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *,
     clock.reserve = after_search_reserve(clock)
     ic, ip, scale = integer_weights(obj.w_cut, obj.w_parts)
     info["method"] = choose_method(method, problem, red, ip)
-    if info["method"] == "lns":
+    if clock.left() <= 0:  # the warm start and the reductions used the time up
+        outcome = ComponentsOutcome(statuses=["UNKNOWN"], limit="wall_time")
+        info["search"] = "skipped: the time limit was reached before the search"
+    elif info["method"] == "lns":
         red, outcome, info["lns"] = _run_lns(problem, (ic, ip), warm, settings, clock, window,
                                              reduce, require_offload)
     else:
@@ -155,6 +158,7 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *,
     info.update({"weights": {"cut": obj.w_cut, "partitions": obj.w_parts},
                  "time_limit": float(time_limit), "work_limit": clock.work_limit,
                  "workers": settings.workers, "seed": settings.seed})
+    coalesce = coalesce and clock.elapsed() < clock.limit  # an improvement: in time only
     res = read_result(problem, red, outcome, obj, scale, warm, info, coalesce, start)
     if info["method"] == "lns":  # LNS never builds the whole model
         info.pop("model_objective", None)

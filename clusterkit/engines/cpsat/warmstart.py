@@ -4,12 +4,13 @@ Every heuristic engine of the registry (or the one named, or a partition given) 
 problem, checked with :meth:`Partition.validate` and split where its devices do not accept a
 cluster (:mod:`clusterkit.passes.acceptable`), as the front door does after any strategy; the
 best by the lexicographic key of :mod:`clusterkit.constraints.objectives` becomes the solver's
-hint and the floor of its result. With a clock, a heuristic whose turn comes once
-:data:`WARM_SHARE` of the run's time limit is spent is skipped (``tried`` says so).
+hint and the floor of its result. With a clock, a heuristic is skipped (``tried`` says so)
+when the longest one so far would end past :data:`WARM_SHARE` of the run's time limit.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from clusterkit.constraints.core import Problem
@@ -58,11 +59,13 @@ def warm_start(problem: Problem, spec: WarmSpec, objective: Objective,
     names = _strategy_names(spec)
     best = None
     tried: dict[str, Any] = {}
+    longest = 0.0  # wall seconds of the longest heuristic so far: what the next may take
     for name in names:
         if best is not None and clock is not None \
-                and clock.elapsed() >= WARM_SHARE * clock.limit:
+                and clock.elapsed() + longest >= WARM_SHARE * clock.limit:
             tried[name] = OUT_OF_TIME
             continue
+        began = time.perf_counter()
         try:
             part = _run_heuristic(problem, name)
         except Exception as exc:  # another engine failing must not stop the exact one
@@ -70,6 +73,7 @@ def warm_start(problem: Problem, spec: WarmSpec, objective: Objective,
                 raise
             tried[name] = f"failed: {exc}"
             continue
+        longest = max(longest, time.perf_counter() - began)
         key = objective.key(part.metrics())
         tried[name] = {"objective": key[1], "fallback_nodes": key[0]}
         if best is None or key < best[0]:
