@@ -1,6 +1,6 @@
 """cpsat's wall-clock time against its ``time_limit`` on the bundled models, with a selector
-whose ``create_subgraph_node`` rejects subgraphs above 40 nodes and a stateful one that grows
-at most 20 nodes per cluster (the selectors of ``tests/test_contract.py``).
+whose ``create_subgraph_node`` rejects subgraphs above 40 nodes (as ``tests/test_contract.py``'s)
+and the stateful one of ``examples/new_accelerator.py`` (at most 24 nodes per cluster).
 
     .venv/bin/python benchmarks/bench_cpsat_wall.py [--limits 5,10,60] [--models a,b] [--out F]
 
@@ -11,6 +11,7 @@ on a loaded graph), status, the steps' seconds.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -20,7 +21,9 @@ import onnx
 import clusterkit as ck
 from clusterkit.io.loader import load_graph
 
-MODELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
+REPO = Path(__file__).resolve().parents[1]
+MODELS = REPO / "tests" / "data" / "models"
+EXAMPLES = REPO / "examples"
 #: onnx's light set (GoogLeNet is ``light_inception_v1``)
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 CNN_OPS = ["Conv", "Relu", "Add", "MaxPool", "AveragePool", "Concat", "LRN",
@@ -41,33 +44,17 @@ class RejectAbove(ck.OpsProperty):
             subgraph)
 
 
-class Counting(ck.SubgraphSelector):
-    """A stateful selector: a cluster grows to at most ``limit`` nodes."""
-
-    def __init__(self, limit: int = 20):
-        self.limit, self.taken = limit, 0
-
-    def select(self, node):
-        ok = node.op_type in CNN_OPS
-        self.taken += ok
-        return ok
-
-    def select_input(self, node, new_node):
-        return self.taken < self.limit and self.select(new_node)
-
-    def select_output(self, node, new_node):
-        return self.taken < self.limit and self.select(new_node)
-
-    def reset(self):
-        self.taken = 0
+def tiny_npu() -> ck.SubgraphProperty:
+    """The stateful selector of ``examples/new_accelerator.py`` (24 nodes per cluster at most)."""
+    path = EXAMPLES / "new_accelerator.py"
+    spec = importlib.util.spec_from_file_location("new_accelerator", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TinyNpu()
 
 
-class CountingProperty(ck.SubgraphProperty):
-    def create_subgraph_selector(self):
-        return Counting()
-
-
-SELECTORS = {"reject>40": RejectAbove, "stateful<=20": lambda: CountingProperty("npu")}
+SELECTORS = {"reject>40": RejectAbove, "stateful<=24": tiny_npu}
 
 
 def main() -> None:
