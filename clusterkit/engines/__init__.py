@@ -25,7 +25,7 @@ _SOLVER_FLAGS = (
 _CPSAT_FLAGS = (
     _SOLVER_FLAGS[0],
     OptionFlag("time_limit", "wall-clock seconds the whole run keeps, warm start and splits "
-               "included, within 2 s more (default 60; compare and report give cpsat 10; "
+               "included, within 3 s more (default 60; compare and report give cpsat 10; "
                "placement: deterministic seconds)", type=float, metavar="SECONDS"),
     OptionFlag("work_limit", "a budget of CP-SAT's deterministic work units for the search "
                "(default none): the same answer on any machine when it, not --time-limit, "

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
 #: the default ``time_limit``: wall-clock seconds
 TIME_LIMIT = 60.0
-#: the stated overhead: a run returns within ``time_limit + OVERHEAD`` wall seconds
-OVERHEAD = 2.0
+#: the stated overhead: a run returns within ``time_limit + OVERHEAD`` wall seconds (the largest
+#: overrun measured: 2.7 s on llama_48l_dynamic, 11,298 nodes, limit 5 s, on a loaded two-core
+#: machine: the models of its components are built before the search can stop)
+OVERHEAD = 3.0
 #: share of the time limit after which the warm start runs no further heuristic
 WARM_SHARE = 0.5
 #: share of the time limit kept after the search (at most :data:`RESERVE_MAX` seconds)
