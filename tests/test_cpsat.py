@@ -355,8 +355,9 @@ def check_fallback_result(res):
 
 
 def test_deterministic_time_limit_gives_the_same_partition():
-    """A search cut short by its time limit ends the same way every time: with
-    ``deterministic`` (the default) the limit counts CP-SAT's deterministic seconds."""
+    """A search cut short by its work limit ends the same way every time: ``work_limit``
+    counts CP-SAT's deterministic units (the wall-clock ``time_limit``, 60 s, never decides
+    here)."""
     import networkx as nx
 
     from clusterkit.testing.synthetic import random_dag, to_node_link
@@ -366,7 +367,7 @@ def test_deterministic_time_limit_gives_the_same_partition():
     problem = Constraints(max_size=8).compile(graph, [
         OpsProperty(["Conv", "Relu", "Add", "MatMul"], device="npu"),
         OpsProperty(["Conv", "Mul", "Add"], device="gpu")])
-    runs = [solve(problem, "cut", time_limit=0.2, workers=1) for _ in range(3)]
+    runs = [solve(problem, "cut", work_limit=0.2, workers=1) for _ in range(3)]
     for res in runs:
         assert res.status == "FEASIBLE" and res.info["limit"] == "deterministic_time", res.info
         res.partition.validate()

@@ -184,7 +184,7 @@ def test_lns_improves_a_poor_start_on_a_synthetic_graph(objective, cons):
 
 def test_lns_is_deterministic():
     problem = synthetic_problem(60, 5, max_size=8)
-    runs = [solve(problem, "partitions", time_limit=0.3, method="lns", window=8, seed=3,
+    runs = [solve(problem, "partitions", work_limit=0.3, method="lns", window=8, seed=3,
                   warm_start="cycles")
             for _ in range(2)]
     names = [sorted(sorted(c.nodes) for c in r.partition.clusters) for r in runs]

@@ -23,7 +23,8 @@ from clusterkit.analysis.isolated import run_isolated
 from clusterkit.api import make_problem, run_strategy, selector_label
 from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
-from clusterkit.engines import strategy_specs
+from clusterkit.constraints.objectives import parse_objective
+from clusterkit.engines import strategy_spec, strategy_specs
 from clusterkit.errors import ClusterkitError, RenderError, SweepInterrupted
 from clusterkit.io.files import write_atomic
 from clusterkit.io.loader import load_graph
@@ -69,6 +70,7 @@ class Row:
     status: str = "ok"
     error: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    gap_to: str | None = None
 
 
 @dataclass
@@ -109,7 +111,8 @@ def compare(model: Any, selectors: Selectors, strategies: Iterable[str] | None =
         row = Row(label, strategy)
         try:
             part = run_strategy(problem, strategy, selector=selector,
-                                coalesce_after=coalesce_after, **options.get(strategy, {}))
+                                coalesce_after=coalesce_after,
+                                **strategy_options(strategy, options, parts))
         except Exception as exc:  # one strategy's failure is its row, not the comparison's end
             row.status, row.error = "error", describe_error(exc)
             rows.append(row)
@@ -118,6 +121,28 @@ def compare(model: Any, selectors: Selectors, strategies: Iterable[str] | None =
         rows.append(_fill_row(row, part, flops))
     _fill_gaps(rows)
     return Comparison(label, selector, problem.n, rows, parts)
+
+
+#: the wall-clock seconds ``compare`` (and so ``report``) gives cpsat unless told otherwise
+CPSAT_SECONDS = 10.0
+
+
+def strategy_options(strategy: str, options: dict[str, dict[str, Any]],
+                     parts: dict[str, Partition]) -> dict[str, Any]:
+    """``strategy``'s options in a comparison: cpsat gets a :data:`CPSAT_SECONDS` wall-clock
+    limit unless one is given, and the best partition of the strategies already run (by its
+    objective) as its warm start unless one is given, so that it starts from the answer it is
+    measured against (its info's ``warm_start`` names that strategy)."""
+    opts = dict(options.get(strategy, {}))
+    if strategy != "cpsat":
+        return opts
+    opts.setdefault("time_limit", CPSAT_SECONDS)
+    heuristics = [p for name, p in parts.items() if not strategy_spec(name).exact]
+    if "warm_start" not in opts and heuristics and opts.get("objective") != "throughput":
+        objective = parse_objective(opts.get("objective", "cut"))
+        opts["warm_start"] = min(heuristics, key=lambda p: (objective.key(p.metrics()),
+                                                             p.figures()))
+    return opts
 
 
 def _fill_row(row: Row, part: Partition, flops: np.ndarray) -> Row:
@@ -136,8 +161,16 @@ def _fill_row(row: Row, part: Partition, flops: np.ndarray) -> Row:
     status = part.info.get("status")
     if status:
         row.status = str(status)
-        row.info = {k: part.info[k] for k in ("objective", "bound") if k in part.info}
+        row.info = {k: part.info[k] for k in INFO_KEYS if part.info.get(k) is not None}
+        warm = part.info.get("warm_start")
+        if isinstance(warm, dict) and warm.get("strategy"):
+            row.info["warm_start"] = warm["strategy"]
     return row
+
+
+#: the keys of an exact strategy's info a row keeps
+INFO_KEYS = ("objective", "bound", "objective_name", "relaxed_status", "time_limit",
+             "wall_seconds", "limit", "reason")
 
 
 def describe_error(exc: BaseException) -> str:
@@ -146,17 +179,35 @@ def describe_error(exc: BaseException) -> str:
 
 
 def _fill_gaps(rows: list[Row]) -> None:
-    """Gap of each row's cut_bytes to the CP-SAT result (relative; 0 when both are 0)."""
+    """Gap of each row's cut_bytes to CP-SAT's result when it is proven optimal, else to its
+    proven bound (on the cut objective; relative, 0 when both are 0); never to an unproven
+    answer. ``gap_to`` says which (``cpsat``, ``bound``, or None: no gap)."""
     ref = next((r for r in rows if r.strategy == "cpsat" and r.error is None), None)
     if ref is None or ref.cut_bytes is None:
         return
+    base = gap_base(ref)
+    if base is None:
+        return
+    to, value = base
     for r in rows:
         if r.cut_bytes is None:
             continue
-        if ref.cut_bytes == 0:
+        r.gap_to = to
+        if value == 0:
             r.gap = 0.0 if r.cut_bytes == 0 else float("inf")
         else:
-            r.gap = (r.cut_bytes - ref.cut_bytes) / ref.cut_bytes
+            r.gap = (r.cut_bytes - value) / value
+
+
+def gap_base(ref: Row) -> tuple[str, float] | None:
+    """What the gaps are measured against: cpsat's cut when OPTIMAL, its proven bound on the
+    cut objective otherwise, None when there is neither."""
+    if ref.status == "OPTIMAL" and ref.cut_bytes is not None:
+        return "cpsat", float(ref.cut_bytes)
+    bound = ref.info.get("bound")
+    if bound is not None and ref.info.get("objective_name", "cut") == "cut":
+        return "bound", float(bound)
+    return None
 
 
 def _compare_model(path: str, selectors: Selectors, strategies: Sequence[str] | None,
@@ -325,7 +376,8 @@ def table_cells(result: dict[str, Any] | Comparison) -> tuple[list[str], list[li
     """The header and the formatted cells of one model's rows (``-`` for the figures of a row
     that failed)."""
     data = result.to_json() if isinstance(result, Comparison) else result
-    header = [c for c, _ in COLUMNS]
+    to = next((r.get("gap_to") for r in data["rows"] if r.get("gap_to")), "cpsat")
+    header = [f"gap vs {to}" if key == "gap" else c for c, key in COLUMNS]
     cells = [[_fmt(key, row.get(key)) if row.get("error") is None or key in ("strategy",
                                                                               "status")
               else "-" for _, key in COLUMNS] for row in data["rows"]]
@@ -345,6 +397,21 @@ def row_errors(result: dict[str, Any] | Comparison) -> list[str]:
             if row.get("error")]
 
 
+def cpsat_note(result: dict[str, Any] | Comparison) -> str | None:
+    """``cpsat: STATUS ...`` for a comparison with a cpsat row: its status and bound, where
+    it started from and its wall seconds against its limit (None without such a row)."""
+    from clusterkit.engines.cpsat.read import status_line  # cpsat's modules: on use only
+
+    data = result.to_json() if isinstance(result, Comparison) else result
+    row = next((r for r in data["rows"] if r["strategy"] == "cpsat" and not r.get("error")),
+               None)
+    if row is None or "time_limit" not in row.get("info", {}):
+        return None
+    info = dict(row["info"], status=row["status"],
+                warm_start={"strategy": row["info"].get("warm_start")})
+    return f"cpsat: {status_line(info)}"
+
+
 def format_table(result: dict[str, Any] | Comparison) -> str:
     """A fixed-width text table of one model's rows."""
     header, lines = table_cells(result)
@@ -353,6 +420,9 @@ def format_table(result: dict[str, Any] | Comparison) -> str:
     out = [table_title(result), "  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in lines]
     out += ["  " + line for line in row_errors(result)]
+    note = cpsat_note(result)
+    if note:
+        out.append(note)
     return "\n".join(out)
 
 

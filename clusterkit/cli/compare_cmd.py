@@ -25,6 +25,7 @@ from clusterkit.analysis.compare import (
     NUMERIC_COLUMNS,
     compare,
     compare_many,
+    cpsat_note,
     default_strategies,
     failed_models,
     row_errors,
@@ -177,6 +178,9 @@ def print_comparison(result) -> None:
     print_table([(h, h in NUMERIC_COLUMNS) for h in header], cells, title=table_title(result))
     for line in row_errors(result):
         print("  " + line)
+    note = cpsat_note(result)
+    if note:
+        print(note)
 
 
 def _check_executor_args(args: argparse.Namespace) -> None:

@@ -89,6 +89,10 @@ def main(args: argparse.Namespace) -> int:
     print(result.summary())
     if "throughput" in result.info:
         print(throughput_line(result.info["throughput"]))
+    elif args.strategy == "cpsat" and result.info.get("status"):
+        from clusterkit.engines.cpsat.read import status_line  # cpsat's modules: on use only
+
+        print(f"cpsat: {status_line(result.info)}")
     print_placement(result)
     hint = raw_graph_hint(args, result.problem.properties)
     if hint:

@@ -9,7 +9,7 @@ import argparse
 import logging
 from typing import Any
 
-from clusterkit.analysis.compare import compare, default_strategies
+from clusterkit.analysis.compare import compare, cpsat_note, default_strategies
 from clusterkit.analysis.explain import explain
 from clusterkit.analysis.html_page import draw_partition, report_page
 from clusterkit.api import run_strategy
@@ -65,6 +65,9 @@ def main(args: argparse.Namespace) -> int:
         comparison = compare(problem.graph, args.selector, strategies,
                              constraints_from_args(args), args.fallback, compared, name=name,
                              coalesce_after=args.coalesce)
+        note = cpsat_note(comparison)
+        if note:  # the compared cpsat's budget (10 s unless --time-limit) and its status
+            print(note)
     picture = draw_partition(result, args.svg_max_nodes)
     if picture.note:
         log.warning("the report shows the DOT text, not a picture: %s", picture.note)

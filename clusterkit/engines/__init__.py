@@ -22,6 +22,16 @@ _SOLVER_FLAGS = (
     OptionFlag("workers", "solver workers", type=int),
     OptionFlag("seed", "random seed", type=int),
 )
+_CPSAT_FLAGS = (
+    _SOLVER_FLAGS[0],
+    OptionFlag("time_limit", "wall-clock seconds the whole run keeps, warm start and splits "
+               "included, within 3 s more (default 60; compare and report give cpsat 10; "
+               "placement: deterministic seconds)", type=float, metavar="SECONDS"),
+    OptionFlag("work_limit", "a budget of CP-SAT's deterministic work units for the search "
+               "(default none): the same answer on any machine when it, not --time-limit, "
+               "stops the search", type=float, metavar="UNITS"),
+    *_SOLVER_FLAGS[2:],
+)
 _HETERO_FLAGS = (
     OptionFlag("affinity", "manual affinity NAME=DEVICE, re:REGEX=DEVICE or I-J=DEVICE",
                kind="many", metavar="RULE"),
@@ -46,7 +56,7 @@ SHIPPED: tuple[StrategySpec, ...] = (
                  flags=_HETERO_FLAGS),
     StrategySpec("cpsat", "clusterkit.engines.cpsat.strategy:run",
                  "CP-SAT: the optimum by an objective, or a bound", places_devices=True,
-                 exact=True, flags=_SOLVER_FLAGS),
+                 exact=True, flags=_CPSAT_FLAGS),
     StrategySpec("placement", "clusterkit.engines.placement:run",
                  "CP-SAT placement by a cost model", places_devices=True, clusters=False,
                  exact=True, flags=_SOLVER_FLAGS),

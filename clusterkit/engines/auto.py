@@ -114,6 +114,9 @@ POLISH_GAIN = 0.01
 #: the CP-SAT polish runs on graphs of at most this many nodes (its wall-clock cost per
 #: deterministic second grows with the model, beyond the refinement's)
 POLISH_LIMIT = 300
+#: the polish's wall-clock guard: this multiple of its deterministic seconds plus this margin
+#: (as the placement engine's solves; cpsat is not imported before the polish runs)
+POLISH_GUARD = (10.0, 30.0)
 #: the member that runs without ``min_size`` and drops the small clusters afterwards
 DROPPED = "auto+drop-small"
 #: members computed together (one contraction)
@@ -291,11 +294,14 @@ def _polish_steps(problem: Problem, state: tuple[Partition, Figures, str],
 
 def _polish(problem: Problem, best: Partition, seconds: float,
             verdicts: dict) -> Partition | None:
-    """CP-SAT on the cut objective from ``best`` for ``seconds`` deterministic seconds, with the
-    front door's rejections applied (``verdicts``: the run's cache of them); None when it finds
+    """CP-SAT on the cut objective from ``best`` for ``seconds`` deterministic seconds (its
+    ``work_limit``: the same answer on any machine; the wall clock only guards against a runaway,
+    as for the placement engine's solves), with the front door's rejections applied
+    (``verdicts``: the run's cache of them); None when it finds
     nothing."""
     try:
-        part = get_strategy("cpsat")(problem, objective="cut", time_limit=seconds,
+        part = get_strategy("cpsat")(problem, objective="cut", work_limit=seconds,
+                                     time_limit=POLISH_GUARD[0] * seconds + POLISH_GUARD[1],
                                      warm_start=best, method="full")
     except StrategyError:
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from clusterkit.constraints.core import Problem
 from clusterkit.constraints.objectives import Objective
 from clusterkit.engines.cpsat.reduce import Reduction
 from clusterkit.errors import ClusterkitError, StrategyError
+from clusterkit.passes.acceptable import make_acceptable
 from clusterkit.passes.coalesce import coalesce as coalesce_clusters
 from clusterkit.result.model import Partition
 
@@ -210,6 +211,68 @@ def read_result(problem: Problem, red: Reduction, outcome: ComponentsOutcome, ob
     out = Partition(problem, chosen.clusters, strategy="cpsat", selector=chosen.selector,
                     info=info, solve_report=report)
     return CpsatResult(report, out, info)
+
+
+#: the reason of a result the acceptance split changed
+RELAXED = ("the acceptance split changed the solver's answer: its optimum was for the relaxed "
+           "problem (the model does not know the devices' verdicts on whole subgraphs)")
+
+
+def accepted_result(res: CpsatResult, warm: Partition | None, objective: Objective
+                    ) -> CpsatResult:
+    """``res`` with every cluster acceptable to its device (the split of
+    :mod:`clusterkit.passes.acceptable`, which the front door would apply anyway). When the
+    split changes the answer, the model's optimum was for a relaxed problem: ``relaxed_status``
+    keeps the model's status, the status is at best FEASIBLE (OPTIMAL only if the split answer
+    still meets the bound), the bound stays (the real problem is the more constrained one)
+    unless the split sent nodes to the fallback, and the warm start is taken when better."""
+    part = res.partition
+    if part is None:
+        return res
+    split = make_acceptable(part)
+    if split is part:
+        return res
+    chosen, reason = split, RELAXED
+    if warm is not None and objective.key(warm.metrics()) < objective.key(split.metrics()):
+        chosen, reason = warm, RELAXED + "; the warm start is better and is returned"
+    fb, value = objective.key(chosen.metrics())
+    bound = res.bound if fb == res.fallback_nodes else None
+    status = "FEASIBLE" if res.status == "OPTIMAL" else res.status
+    if bound is not None:
+        bound = min(bound, value)
+        if res.status == "OPTIMAL" and value - bound <= 1e-9 * max(1.0, value):
+            status = "OPTIMAL"
+    report = SolveReport(status, value, bound, res.report.limit, fb, objective.label, reason)
+    info = dict(res.info)
+    info.update(report.to_info())
+    info["relaxed_status"] = res.status
+    info["acceptance"] = split.info.get("acceptance")
+    out = replace(chosen, strategy="cpsat", info=info, solve_report=report)
+    return CpsatResult(report, out, info)
+
+
+def status_line(info: dict[str, Any]) -> str:
+    """The one line an exact run's status is said in: ``OPTIMAL``, ``FEASIBLE (gap <= X% to
+    bound B)`` or ``UNKNOWN``, with what changed it (the acceptance split, the warm start) and
+    its wall seconds against its limit."""
+    status, value, bound = info.get("status"), info.get("objective"), info.get("bound")
+    text = f"{status}"
+    if status == "FEASIBLE" and value is not None and bound is not None:
+        gap = (value - bound) / value if value else 0.0
+        text += f" (gap <= {100 * gap:.1f}% to bound {bound:,.6g})"
+    elif status == "FEASIBLE":
+        text += " (no proven bound)"
+    notes = []
+    if info.get("relaxed_status") == "OPTIMAL" and status != "OPTIMAL":
+        notes.append("OPTIMAL for the relaxed problem, before the acceptance split")
+    warm = info.get("warm_start") or {}
+    if warm.get("strategy") and (status == "UNKNOWN" or "warm start" in info.get("reason", "")):
+        notes.append(f"the answer is the warm start from {warm['strategy']}")
+    elif warm.get("strategy"):
+        notes.append(f"started from {warm['strategy']}")
+    if info.get("wall_seconds") is not None and info.get("time_limit") is not None:
+        notes.append(f"{info['wall_seconds']:.1f} s of a {info['time_limit']:g} s wall limit")
+    return text + "".join(f"; {n}" for n in notes)
 
 
 def _checked_partition(problem: Problem, red: Reduction, outcome: ComponentsOutcome

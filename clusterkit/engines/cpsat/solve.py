@@ -58,6 +58,18 @@ class SolverSettings:
         return cls(int(workers), int(seed), bool(log), bool(deterministic))
 
 
+def check_work_limit(engine: str, work_limit: Any) -> float | None:
+    """``work_limit`` as a float (None: none); a bad one is a :class:`StrategyError` naming
+    it."""
+    if work_limit is None:
+        return None
+    if isinstance(work_limit, bool) or not isinstance(work_limit, Real) \
+            or not work_limit > 0:  # type: ignore[operator]  # a Real compares with 0
+        raise StrategyError(f"{engine}: option work_limit must be > 0 deterministic units, got "
+                            f"{work_limit!r}")
+    return float(work_limit)
+
+
 @dataclass
 class ComponentSolution:
     """Ranks and devices (-1: fallback) per super-node of a component, with the solver's figures;
@@ -74,50 +86,77 @@ class ComponentSolution:
     from_hint: bool = False
 
 
-#: With ``deterministic`` a search is bounded by CP-SAT's deterministic time (the same count of
-#: deterministic seconds as the time limit); the wall clock only guards against a runaway, at
-#: this multiple of the limit plus a margin.
+#: Without a clock, a search is bounded by CP-SAT's deterministic time (the same count of
+#: deterministic seconds as the budget); the wall clock only guards against a runaway, at this
+#: multiple of the budget plus a margin (the placement engine's solves, ``auto``'s polish).
 WALL_SAFETY = 10.0
 WALL_MARGIN = 30.0
 
 
 class Clock:
-    """The time budget of one run: deterministic seconds spent by the solves (``deterministic``)
-    or wall-clock seconds since the run started."""
+    """The budget of one run, passed down to every step: a wall-clock deadline ``time_limit``
+    seconds after the run started, which always holds, and with ``work_limit`` a budget of
+    CP-SAT's deterministic units spent by the solves (the same input then gives the same answer,
+    unless the deadline stops a search first: ``kind`` says which limit stops one now).
+    ``reserve`` wall seconds before the deadline are kept for the steps after the search."""
 
-    def __init__(self, time_limit: float, deterministic: bool = True):
+    def __init__(self, time_limit: float, deterministic: bool = True,
+                 work_limit: float | None = None, start: float | None = None):
         self.limit = float(time_limit)
+        self.work_limit = None if work_limit is None else float(work_limit)
         self.deterministic = deterministic
-        self.start = time.perf_counter()
+        self.start = time.perf_counter() if start is None else start
         self.spent = 0.0
+        self.reserve = 0.0
+
+    def elapsed(self) -> float:
+        """Wall-clock seconds since the run started."""
+        return time.perf_counter() - self.start
 
     def used(self) -> float:
-        return self.spent if self.deterministic else time.perf_counter() - self.start
+        """What the budget has used: work units with a work limit, else wall seconds."""
+        return self.spent if self.work_limit is not None else self.elapsed()
 
     def left(self) -> float:
-        """Seconds left (none once the wall-clock limit is reached)."""
-        return 0.0 if self.wall_left() <= 0 else self.limit - self.used()
+        """What is left for the search in the budget's units (none once the deadline, less the
+        reserve, is reached)."""
+        wall = self.wall_left()
+        if wall <= 0:
+            return 0.0
+        return self.work_limit - self.spent if self.work_limit is not None else wall
 
     def wall_left(self) -> float:
-        """Wall-clock seconds left: before the safety limit with ``deterministic``, else before
-        the time limit."""
-        cap = WALL_SAFETY * self.limit + WALL_MARGIN if self.deterministic else self.limit
-        return cap - (time.perf_counter() - self.start)
+        """Wall-clock seconds left for the search: before the deadline less the reserve."""
+        return self.limit - self.reserve - self.elapsed()
+
+    def share(self, fraction: float) -> "Clock":
+        """A clock for a part of the run: ``fraction`` of what is left of each limit."""
+        sub = Clock(self.elapsed() + fraction * max(0.0, self.wall_left()), self.deterministic,
+                    None if self.work_limit is None
+                    else self.spent + fraction * max(0.0, self.work_limit - self.spent),
+                    self.start)
+        sub.spent = self.spent
+        return sub
+
+    def absorb(self, sub: "Clock") -> None:
+        """Take over what a clock of :meth:`share` spent."""
+        self.spent = max(self.spent, sub.spent)
 
     def charge(self, solver: cp_model.CpSolver) -> None:
         """Account for one finished solve."""
-        if self.deterministic:
-            self.spent += _deterministic_seconds(solver)
+        self.spent += _deterministic_seconds(solver)
 
     def charge_overhead(self, seconds: float) -> None:
-        """Account for work outside the solver (deterministic seconds, counted as given)."""
-        if self.deterministic:
+        """Account for work outside the solver (work units, counted as given; the wall clock
+        counts itself)."""
+        if self.work_limit is not None:
             self.spent += seconds
 
     @property
     def kind(self) -> str:
-        """The limit that stops a search now: ``deterministic_time`` or ``wall_time``."""
-        if self.deterministic and self.wall_left() > 0:
+        """The limit that stops a search now: ``deterministic_time`` (the work limit) or
+        ``wall_time``."""
+        if self.work_limit is not None and self.wall_left() > 0:
             return "deterministic_time"
         return "wall_time"
 
@@ -134,17 +173,40 @@ def solver_parameters(budget: float, settings: SolverSettings, wall: float = mat
     """A CP-SAT solver with the run's settings, limited to ``budget`` seconds: deterministic
     ones with ``settings.deterministic`` (and wall-clock ones up to the safety multiple, at most
     ``wall``), else wall-clock ones."""
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
+    solver = _solver(settings)
     budget = max(0.01, float(budget))
     if settings.deterministic:
-        prm.max_deterministic_time = budget
-        prm.max_time_in_seconds = max(0.01, min(WALL_SAFETY * budget + WALL_MARGIN, wall))
+        solver.parameters.max_deterministic_time = budget
+        solver.parameters.max_time_in_seconds = max(0.01, min(WALL_SAFETY * budget + WALL_MARGIN,
+                                                              wall))
+    else:
+        solver.parameters.max_time_in_seconds = budget
+    return solver
+
+
+def clock_parameters(budget: float, settings: SolverSettings, clock: Clock) -> cp_model.CpSolver:
+    """A CP-SAT solver for one search of a run with ``clock``: ``budget`` work units (with a
+    work limit; the deadline's wall seconds at most) or wall seconds (without)."""
+    solver = _solver(settings)
+    wall = max(0.01, clock.wall_left())
+    budget = max(0.01, float(budget))
+    if clock.work_limit is not None:
+        solver.parameters.max_deterministic_time = budget
+        solver.parameters.max_time_in_seconds = wall
+    else:
+        solver.parameters.max_time_in_seconds = min(budget, wall)
+    return solver
+
+
+def _solver(settings: SolverSettings) -> cp_model.CpSolver:
+    """A CP-SAT solver with the settings but no limit: workers interleaved deterministically
+    with ``settings.deterministic``."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    if settings.deterministic:
         prm.interleave_search = True
         prm.interleave_batch_size = 1
         prm.subsolvers.extend(SUBSOLVERS)
-    else:
-        prm.max_time_in_seconds = budget
     if settings.workers:
         prm.num_workers = settings.workers
     prm.random_seed = int(settings.seed)
@@ -157,7 +219,7 @@ def stop_limit(status: str, solver: cp_model.CpSolver, clock: Clock) -> str | No
     clock when the solve used up its wall-clock seconds, else the clock's own kind."""
     if status in FINISHED:
         return None
-    if clock.deterministic and \
+    if clock.work_limit is None or \
             solver.WallTime() >= 0.999 * solver.parameters.max_time_in_seconds:
         return "wall_time"
     return clock.kind
@@ -165,7 +227,7 @@ def stop_limit(status: str, solver: cp_model.CpSolver, clock: Clock) -> str | No
 
 def _run(model: ClusterModel, budget: float, settings: SolverSettings, clock: Clock
          ) -> tuple[cp_model.CpSolver, str]:
-    solver = solver_parameters(budget, settings, clock.wall_left())
+    solver = clock_parameters(budget, settings, clock)
     code = solver.Solve(model.m)
     clock.charge(solver)
     return solver, STATUS.get(code, "UNKNOWN")

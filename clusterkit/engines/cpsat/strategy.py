@@ -36,6 +36,7 @@ from clusterkit.engines.cpsat.read import (
     ComponentsOutcome,
     CpsatResult,
     SolveReport,
+    accepted_result,
     infeasible_result,
     read_result,
 )
@@ -44,40 +45,53 @@ from clusterkit.engines.cpsat.relax import cut_relaxation, partitions_bound
 from clusterkit.engines.cpsat.solve import (
     Clock,
     SolverSettings,
+    check_work_limit,
     solve_component,
     unsolved_component,
 )
 from clusterkit.engines.cpsat.throughput import run_throughput
+from clusterkit.engines.cpsat.timing import (
+    OVERHEAD,
+    TIME_LIMIT,
+    Phases,
+    after_search_reserve,
+)
 from clusterkit.engines.cpsat.warmstart import WarmSpec
 from clusterkit.engines.cpsat.warmstart import warm_start as warm_start_partition
 from clusterkit.errors import InfeasibleError, StrategyError
 from clusterkit.modes import Method, check_choice
 from clusterkit.result.model import Partition
 
-__all__ = ["CpsatResult", "SolveReport", "optimize", "run", "solve_components"]
+__all__ = ["OVERHEAD", "TIME_LIMIT", "CpsatResult", "SolveReport", "optimize", "run",
+           "solve_components"]
 
 
-def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float = 60.0,
+def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float = TIME_LIMIT,
         workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
         reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
         deterministic: bool = True, log: bool = False, coalesce: bool = True,
-        method: Method = "auto", window: int | None = None, contiguous: bool = True
-        ) -> Partition:
-    """Optimal partition (see the module docstring). ``time_limit``: seconds for the search
-    (CP-SAT's deterministic seconds with ``deterministic``, wall-clock ones otherwise; the
-    result's ``limit`` says which limit stopped it, if any); ``warm_start``: True (best heuristic),
+        method: Method = "auto", window: int | None = None, contiguous: bool = True,
+        work_limit: float | None = None, accept: bool = True) -> Partition:
+    """Optimal partition (see the module docstring). ``time_limit``: wall-clock seconds the
+    whole run keeps (warm start, reductions, search, reading and the acceptance split; at most
+    :data:`OVERHEAD` more: the result's ``wall_seconds``), default 60; ``work_limit``: a budget
+    of CP-SAT's deterministic work units for the searches (None: none), which makes a run that
+    a limit stops reproducible as long as ``time_limit`` does not stop it first (the result's
+    ``limit`` says which limit stopped it, if any); ``warm_start``: True (best heuristic),
     False, a strategy name or a Partition; ``reduce``: True, False or reduction names;
     ``require_offload``: every node some device takes must be offloaded (may be infeasible);
-    ``deterministic``: interleave the CP-SAT workers and bound each search by deterministic
-    time so that the same input gives the same partition (False: let them race against the
-    wall clock, sometimes faster); ``coalesce``: merge clusters of one device while valid after
+    ``deterministic``: interleave the CP-SAT workers so that a search that finishes, or that
+    ``work_limit`` stops, gives the same partition for the same input (False: let them race,
+    sometimes faster); ``coalesce``: merge clusters of one device while valid after
     solving (never raises the objective: see :mod:`clusterkit.passes.coalesce`; it breaks
     ties of equal cut towards fewer partitions); ``method``: ``full`` (one exact model per
     component), ``lns`` (large-neighbourhood search from the warm start, see
     :mod:`clusterkit.engines.cpsat.lns`; FEASIBLE with a relaxation bound unless that bound
     meets the objective) or ``auto`` (the full model when its largest component is small enough to
-    prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default).
-    Raises :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
+    prove, LNS beyond); ``window``: super-nodes of LNS's first window (None: its default);
+    ``accept``: split the answer where a device refuses a cluster, in the run's time (False:
+    the model's answer, which the front door then splits). Raises
+    :class:`~clusterkit.errors.InfeasibleError` (``status``, ``reason``, ``report``)
     when it finds no partition.
 
     ``objective="throughput"`` (a placement instance only: :mod:`.throughput`) minimizes the
@@ -85,55 +99,74 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     if objective == "throughput":
         return run_throughput(problem, contiguous=contiguous, time_limit=time_limit,
                               workers=workers, seed=seed, warm_start=warm_start,
-                              deterministic=deterministic, log=log)
+                              deterministic=deterministic, log=log, work_limit=work_limit)
     if contiguous is not True:
         raise StrategyError("cpsat: option contiguous applies to objective=throughput only")
     res = optimize(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
                    warm_start=warm_start, reduce=reduce, require_offload=require_offload,
                    deterministic=deterministic, log=log, coalesce=coalesce, method=method,
-                   window=window)
+                   window=window, work_limit=work_limit, accept=accept)
     if res.partition is None:
         raise InfeasibleError(f"cpsat: {res.status}: {res.reason}", res.status, res.reason,
                               res.report)
     return res.partition
 
 
-def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *, time_limit: float = 60.0,
-             workers: int = 2, seed: int = 0, warm_start: WarmSpec = True,
-             reduce: bool | tuple[str, ...] = True, require_offload: bool = False,
-             deterministic: bool = True, log: bool = False, coalesce: bool = True,
-             method: Method = "auto", window: int | None = None) -> CpsatResult:
-    """Solve (options as :func:`run`); never raises for infeasibility (the status says it)."""
+def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *,
+             time_limit: float = TIME_LIMIT, workers: int = 2, seed: int = 0,
+             warm_start: WarmSpec = True, reduce: bool | tuple[str, ...] = True,
+             require_offload: bool = False, deterministic: bool = True, log: bool = False,
+             coalesce: bool = True, method: Method = "auto", window: int | None = None,
+             work_limit: float | None = None, accept: bool = True) -> CpsatResult:
+    """Solve (options as :func:`run`); never raises for infeasibility (the status says it).
+    The result's partition is acceptable to its devices (:mod:`clusterkit.passes.acceptable`)
+    unless ``accept`` is False;
+    ``info["phases"]`` holds the wall seconds of each step."""
     start = time.perf_counter()
     obj = parse_objective(objective)
     settings = _check_options(time_limit, workers, seed, reduce, deterministic, log)
     _check_method(method, window)
-    clock = Clock(float(time_limit), settings.deterministic)
-    warm, warm_info = warm_start_partition(problem, warm_start, obj)
-    info: dict[str, Any] = {"warm_start": warm_info}
+    clock = Clock(float(time_limit), settings.deterministic,
+                  check_work_limit("cpsat", work_limit), start)
+    phases = Phases(clock)
+    warm, warm_info = warm_start_partition(problem, warm_start, obj, clock)
+    phases.mark("warm_start")
+    info: dict[str, Any] = {"warm_start": warm_info, "phases": phases.seconds}
     if require_offload:
         reason = offload_contradiction(problem)
         if reason:
             return infeasible_result(reason, obj, dict(info, reductions={}), start)
     red = reduce_problem(problem, w_parts=obj.w_parts, enable=reduce,
                          require_offload=require_offload)
+    phases.mark("reductions")
+    clock.reserve = after_search_reserve(clock)
     ic, ip, scale = integer_weights(obj.w_cut, obj.w_parts)
     info["method"] = choose_method(method, problem, red, ip)
-    if info["method"] == "lns":
+    if clock.left() <= 0:  # the warm start and the reductions used the time up
+        outcome = ComponentsOutcome(statuses=["UNKNOWN"], limit="wall_time")
+        info["search"] = "skipped: the time limit was reached before the search"
+    elif info["method"] == "lns":
         red, outcome, info["lns"] = _run_lns(problem, (ic, ip), warm, settings, clock, window,
                                              reduce, require_offload)
     else:
         outcome = solve_components(red, ic, ip, hint_assignment(red.graph, warm), settings, clock)
+    phases.mark("search")
     info["reductions"] = red.stats
     if outcome.failed:
         why = explain_infeasible(problem, red) if require_offload else ""
         return infeasible_result(why or outcome.failed, obj, info, start)
     info.update({"weights": {"cut": obj.w_cut, "partitions": obj.w_parts},
-                 "time_limit": float(time_limit), "workers": settings.workers,
-                 "seed": settings.seed})
+                 "time_limit": float(time_limit), "work_limit": clock.work_limit,
+                 "workers": settings.workers, "seed": settings.seed})
+    coalesce = coalesce and clock.elapsed() < clock.limit  # an improvement: in time only
     res = read_result(problem, red, outcome, obj, scale, warm, info, coalesce, start)
     if info["method"] == "lns":  # LNS never builds the whole model
         info.pop("model_objective", None)
+    phases.mark("read")
+    if accept:
+        res = accepted_result(res, warm, obj)
+    phases.mark("acceptance")
+    res.info["wall_seconds"] = clock.elapsed()
     return res
 
 
@@ -189,9 +222,9 @@ def _run_lns(problem: Problem, weights: tuple[int, int], warm: Partition | None,
                          require_offload=require_offload)
     relaxed = cut_relaxation(problem) if ic else None
     share = LNS_SHARE if relaxed is not None else 1.0
-    sub = Clock(clock.limit * share, settings.deterministic)
+    sub = clock.share(share)
     outcome, stats = solve_lns(problem, red, ic, ip, warm, settings, sub, window)
-    clock.charge_overhead(sub.used())
+    clock.absorb(sub)
     if relaxed is not None and clock.left() > 0 and stats.get("stop") != "bound reached":
         rred = reduce_problem(relaxed, w_parts=0, enable=reduce, require_offload=require_offload)
         cut = solve_components(rred, 1, 0, None, settings, clock)

@@ -32,7 +32,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
-from clusterkit.engines.cpsat.solve import STATUS, SolverSettings, solver_parameters
+from clusterkit.engines.cpsat.solve import (
+    STATUS,
+    Clock,
+    SolverSettings,
+    check_work_limit,
+    clock_parameters,
+)
 from clusterkit.engines.throughput import (
     Units,
     build_units,
@@ -292,11 +298,12 @@ def slots_to_devices(inst: PlacementInstance, units: Units, slots: list[int], ho
 def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
                      time_limit: float = 60.0, workers: int = 2, seed: int = 0,
                      deterministic: bool = True, log: bool = False,
-                     warm: np.ndarray | None = None) -> ThroughputResult:
+                     warm: np.ndarray | None = None, work_limit: float | None = None
+                     ) -> ThroughputResult:
     """The exact ``throughput`` optimum (see the module docstring), warm-started from
     ``warm`` (a device per node) or else :func:`chain_heuristic`; never worse than the warm
-    start. ``time_limit``: deterministic seconds with ``deterministic`` (wall-clock seconds
-    never beyond it either), else wall-clock ones."""
+    start. ``time_limit``: wall-clock seconds of the search; ``work_limit``: CP-SAT's
+    deterministic units as well (the answer reproducible unless the wall limit stops it)."""
     start = time.perf_counter()
     settings = SolverSettings.checked("cpsat", time_limit, workers, seed, log, deterministic)
     warm = _feasible_warm(inst, warm)
@@ -304,7 +311,9 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     slots = chain_slots(inst, tm.units, warm, contiguous) if warm is not None else None
     if slots is not None and warm is not None:
         add_hint(tm, slots, _host_slot_of(inst, tm.units, warm, slots))
-    solver = solver_parameters(time_limit, settings, wall=float(time_limit))
+    clock = Clock(float(time_limit), settings.deterministic, check_work_limit("cpsat", work_limit))
+    solver = clock_parameters(work_limit if work_limit is not None else time_limit, settings,
+                              clock)
     code = solver.Solve(tm.m)
     device = warm
     load = float(device_loads(inst, warm).max()) if warm is not None else math.inf
@@ -351,7 +360,8 @@ def _host_slot_of(inst: PlacementInstance, units: Units, device: np.ndarray,
 
 def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: float = 60.0,
                    workers: int = 2, seed: int = 0, warm_start: Any = True,
-                   deterministic: bool = True, log: bool = False) -> Partition:
+                   deterministic: bool = True, log: bool = False,
+                   work_limit: float | None = None) -> Partition:
     """``cpsat`` with ``objective="throughput"``: :func:`solve_throughput` as a partition whose
     ``info["throughput"]`` holds the status, the bound, the warm start and every load.
     ``warm_start``: True (the chain heuristic), False (the all-host placement) or a
@@ -372,7 +382,8 @@ def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: flo
         raise StrategyError(f"cpsat: objective=throughput takes warm_start true, false or a "
                             f"partition, got {warm_start!r}")
     res = solve_throughput(inst, contiguous=contiguous, time_limit=time_limit, workers=workers,
-                           seed=seed, deterministic=deterministic, log=log, warm=warm)
+                           seed=seed, deterministic=deterministic, log=log, warm=warm,
+                           work_limit=work_limit)
     figures = {"objective": "throughput", "method": "cpsat", "status": res.status,
                "contiguous": contiguous, "bound": res.bound, "warm_start": res.warm_start,
                "solve_seconds": res.seconds, **res.info}
