@@ -299,6 +299,7 @@ def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
     ``objective``) with each node kept on its placed device. ``cluster_share`` of the time limit
     goes to the clustering (deterministic seconds, as ``cpsat`` counts them), the rest to the
     placement. The partition's ``solve_report`` is the placement's (objective in seconds)."""
+    from clusterkit.engines.cpsat.solve import WALL_MARGIN, WALL_SAFETY
     from clusterkit.engines.cpsat.strategy import SolveReport, optimize
 
     obj = parse_objective(objective)
@@ -315,8 +316,9 @@ def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
     for d in range(nd):
         mask[d] = res.devices == d
     restricted = dataclasses.replace(problem, supported=mask)
-    clustered = optimize(restricted, obj.label, time_limit=time_limit * cluster_share,
-                         workers=workers, seed=seed)
+    work = time_limit * cluster_share  # deterministic seconds: the same answer on any machine
+    clustered = optimize(restricted, obj.label, work_limit=work,
+                         time_limit=WALL_SAFETY * work + WALL_MARGIN, workers=workers, seed=seed)
     if clustered.partition is None:  # pragma: no cover - clustering with a fallback is feasible
         raise StrategyError(f"placement: clustering failed: {clustered.reason}")
     final_dev = np.full(problem.n, -1, dtype=np.int64)
