@@ -182,8 +182,8 @@ def verify_ir(args: argparse.Namespace, part, fused) -> int:
     feeds = random_inputs(fused, dims=dims_from_args(args))
     expected = run_model(original_model(args, fused), feeds)
     r = check_hetero(part, args.output, feeds, expected)
-    stand = f" ({', '.join(r['stand_ins'])}: the CPU plugin under that name)" \
-        if r["stand_ins"] else ""
+    stand = "".join(f" ({d}: the CPU plugin registered as {n})"
+                    for d, n in r["stand_ins"].items())
     print(f"{r['device']}{stand}: HETERO_NUMBER_OF_SUBMODELS {r['submodels']}, compiled in "
           f"{r['compile_seconds']:.3f}s")
     for dev, v in r["per_device"].items():

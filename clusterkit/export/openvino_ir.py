@@ -181,13 +181,15 @@ def hetero_devices(affinity: Mapping[str, str], fallback: str) -> str:
 
 
 def load_hetero(xml: str | os.PathLike, core: Any = None, device: str | None = None,
-                config: Mapping[str, Any] | None = None, fallback: str | None = None) -> Any:
-    """Read the IR, set every op's ``affinity`` from ``OUT.affinity.json`` and compile it with
-    ``device`` (default: :func:`hetero_devices`, ``fallback`` last); the compiled model."""
+                config: Mapping[str, Any] | None = None, fallback: str | None = None,
+                rename: Mapping[str, str] | None = None) -> Any:
+    """Read the IR, set every op's ``affinity`` from ``OUT.affinity.json`` (each device
+    renamed by ``rename``, when given) and compile it with ``device`` (default:
+    :func:`hetero_devices`, ``fallback`` last); the compiled model."""
     ov = openvino()
     core = core or ov.Core()
     with open(affinity_path(xml), encoding="utf-8") as fh:
-        affinity = json.load(fh)
+        affinity = {k: (rename or {}).get(v, v) for k, v in json.load(fh).items()}
     model = core.read_model(os.fspath(xml))
     for op in model.get_ops():
         name = op.get_friendly_name()

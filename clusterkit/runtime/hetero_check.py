@@ -39,23 +39,42 @@ def cpu_plugin_library() -> str:
     return os.path.join(os.path.dirname(ov.__file__), "libs", "libopenvino_intel_cpu_plugin.so")
 
 
-def hetero_core(devices: Sequence[str], fp32: bool = True) -> tuple[Any, list[str]]:
-    """An ``openvino.Core`` with every device of ``devices``; the names registered as the CPU
-    plugin's stand-in (see the module docstring)."""
+def ov_device_names(devices: Sequence[str], known: Sequence[str]) -> dict[str, str]:
+    """Each device of the split → the OpenVINO device that compiles it: itself when OpenVINO
+    knows it (in any case: ``cpu`` is ``CPU``), else the CPU plugin's stand-in, named after
+    it (the device itself when its name holds ``CPU``, else ``<name>CPU``: OpenVINO loads a
+    plugin library only under a name holding the plugin's own)."""
+    upper = {d.upper(): d for d in known}
+    return {d: d if d in known else upper.get(d.upper()) or (d if "CPU" in d else f"{d}CPU")
+            for d in dict.fromkeys(devices)}
+
+
+def hetero_core(devices: Sequence[str], fp32: bool = True) -> tuple[Any, dict[str, str]]:
+    """An ``openvino.Core`` with every device of ``devices`` and the OpenVINO name of each
+    (:func:`ov_device_names`); the ones OpenVINO did not know are the CPU plugin's stand-ins
+    (see the module docstring)."""
     ov = openvino()
     core = ov.Core()
-    known = set(core.available_devices)
-    stand_ins = [d for d in dict.fromkeys(devices) if d not in known]
-    for name in stand_ins:
+    known = list(core.available_devices)
+    names = ov_device_names(devices, known)
+    for name in names.values():
+        if name in known:
+            continue
         try:
             core.register_plugin(cpu_plugin_library(), name)
         except Exception as exc:
             raise BackendError(f"OpenVINO cannot register the CPU plugin as device {name!r}: "
                                f"{' '.join(str(exc).split())[:300]}") from None
+        known.append(name)
     if fp32:
-        for name in dict.fromkeys(devices):
+        for name in dict.fromkeys(names.values()):
             core.set_property(name, {"INFERENCE_PRECISION_HINT": "f32"})
-    return core, stand_ins
+    return core, names
+
+
+def ov_known() -> list[str]:
+    """The devices a fresh ``openvino.Core`` knows."""
+    return list(openvino().Core().available_devices)
 
 
 def submodel_devices(compiled: Any) -> list[str]:
@@ -113,21 +132,26 @@ def run_compiled(compiled: Any, feeds: Mapping[str, np.ndarray],
     return {n: np.asarray(request.get_tensor(ports[n]).data).copy() for n in names}, request
 
 
-def _cluster_verdict(k: int, cluster: Any, where: list[int], holds: dict[int, set[int]],
+_WHY = ("HETERO's collector walks the ops in order and joins each to the subgraph of an input "
+        "of the same device where no cycle results; it does not take the largest subgraph "
+        "first as clusterkit (and HETERO's automatic mode) does")
+
+
+def _cluster_verdict(k: int, where: dict[int, list[str]], holds: dict[int, set[int]],
                      partition: Any) -> tuple[str, str]:
-    """(verdict, why) for one accelerator cluster: in which submodels HETERO put its ops."""
+    """(verdict, why) for one accelerator cluster: the submodels holding its ops (``where``:
+    submodel → its op names there)."""
     if not where:
         return "absent", "none of its ops is in a submodel (all folded as constants)"
     if len(where) > 1:
-        return "split", (f"HETERO put its ops in submodels {', '.join(map(str, where))}: its "
-                         "collector keeps a subgraph connected and acyclic, and breaks it where "
-                         "joining would make a cycle")
-    others = sorted(c for c in holds[where[0]] if c != k)
+        parts = "; ".join(f"submodel {s}: {', '.join(names[:4])}"
+                          f"{', ...' if len(names) > 4 else ''}" for s, names in where.items())
+        return "split", f"its ops are in {len(where)} submodels ({parts}): {_WHY}"
+    (s,) = where
+    others = sorted(c for c in holds[s] if c != k)
     if others:
-        ids = ", ".join(str(partition.clusters[c].id) for c in others if c >= 0) or "fallback"
-        return "merged", (f"HETERO's collector joined it with cluster(s) {ids} of the same "
-                          "device in submodel {where[0]}: they are adjacent and joining makes "
-                          "no cycle in its view")
+        ids = ", ".join(str(partition.clusters[c].id) if c >= 0 else "fallback" for c in others)
+        return "merged", f"submodel {s} also holds ops of cluster(s) {ids}: {_WHY}"
     return "equal", ""
 
 
@@ -142,10 +166,11 @@ def compare_submodels(partition: Any, affinity: Any, devices: list[str],
     for k, c in enumerate(partition.clusters):
         if c.device == partition.fallback:
             continue
-        where = [s for s in range(len(devices)) if k in holds[s]]
-        verdict, why = _cluster_verdict(k, c, where, holds, partition)
+        where = {s: [n for n in ops.get(s, []) if affinity.cluster.get(n) == k]
+                 for s in range(len(devices)) if k in holds[s]}
+        verdict, why = _cluster_verdict(k, where, holds, partition)
         rows.append({"cluster": c.id, "device": c.device, "nodes": len(c.nodes),
-                     "submodels": where, "verdict": verdict, "why": why})
+                     "submodels": list(where), "verdict": verdict, "why": why})
     host = {n for names in ops.values() for n in names
             if affinity.device.get(n) == partition.fallback}
     fb_sub = sum(1 for d in devices if d == partition.fallback)
@@ -172,11 +197,13 @@ def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
     from clusterkit.runtime.executor import compare_outputs
 
     with open(affinity_path(xml), encoding="utf-8") as fh:
-        device = hetero_devices(json.load(fh), partition.fallback)
-    core, stand_ins = hetero_core(device.split(":", 1)[1].split(","))
+        order = hetero_devices(json.load(fh), partition.fallback).split(":", 1)[1].split(",")
+    core, names = hetero_core(order)
+    device = "HETERO:" + ",".join(names[d] for d in order)
+    stand_ins = {d: n for d, n in names.items() if n not in ov_known()}
     start = time.perf_counter()
     try:
-        compiled = load_hetero(xml, core, device, {"PERF_COUNT": True})
+        compiled = load_hetero(xml, core, device, {"PERF_COUNT": True}, rename=names)
     except BackendError:
         raise
     except Exception as exc:
@@ -185,8 +212,9 @@ def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
     seconds = time.perf_counter() - start
     actual, request = run_compiled(compiled, feeds, list(expected))
     model = core.read_model(xml)
+    back = {n: d for d, n in names.items()}
     report = compare_submodels(partition, op_affinities(model, partition),
-                               submodel_devices(compiled),
+                               [back.get(d, d) for d in submodel_devices(compiled)],
                                submodel_ops(request.get_profiling_info()), model)
     number = int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS"))
     if number != report["submodels"]:
