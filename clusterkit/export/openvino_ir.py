@@ -122,7 +122,7 @@ def op_affinities(model: Any, partition: Any) -> Affinities:
         for i in op.inputs():
             readers[i.get_source_output().get_node().get_friendly_name()].append(
                 op.get_friendly_name())
-    for op, name in zip(reversed(ops), reversed(names)):  # rule 2: the first placed reader
+    for name in reversed(names):  # rule 2: the first placed reader
         if name not in place:
             got = [place[r] for r in readers[name] if r in place]
             if got:
