@@ -23,7 +23,7 @@ from clusterkit.cli.run_cmd import (
 )
 from clusterkit.errors import UsageError
 from clusterkit.export.onnx_model import export_fused, model_bytes, save_model, wants_external_data
-from clusterkit.fusion import fuse
+from clusterkit.fusion import fuse, source_model
 from clusterkit.io.files import write_all
 from clusterkit.result.json_format import partition_json_text
 from clusterkit.result.report import plural
@@ -37,6 +37,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_problem_args(p, selector_required=False)
     add_plan_arg(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="the model to write")
+    p.add_argument("--format", choices=("onnx", "openvino"), default="onnx",
+                   help="onnx (default), or openvino: OpenVINO IR (OUT.xml + OUT.bin, full "
+                   "precision) and OUT.affinity.json, every op's device for OpenVINO HETERO "
+                   "(--verify then compiles it with the real HETERO plugin)")
     p.add_argument("--json", metavar="FILE", help="also write the partition JSON (a plan) here")
     p.add_argument("--no-check", action="store_true", help="skip the onnx checker")
     p.add_argument("--verify", action="store_true",
@@ -60,9 +64,14 @@ def main(args: argparse.Namespace) -> int:
     check_output_args(args, ("output", "json"))
     if (args.embed_context or args.backend) and not args.compile:
         raise UsageError("--embed-context and --backend go with --compile", "clusterkit export")
+    if args.format == "openvino" and (args.compile or args.no_check):
+        raise UsageError("--format openvino goes without --compile and --no-check",
+                         "clusterkit export")
     part = partition_from_args(args)
     print(part.summary())
     fused = fuse(part)
+    if args.format == "openvino":
+        return export_ir(args, part, fused)
     if args.compile:
         return export_compiled(args, part, fused)
     name = model_label(args.model)
@@ -144,3 +153,48 @@ def verify_compiled(args: argparse.Namespace, fused, executor) -> int:
           f"EP): outputs {verdict} the original: max |diff| = {cmp['max_abs_diff']:.3g} (rtol "
           f"{rtol:g}, atol {atol:g})")
     return 0 if cmp["outputs_match"] else 1
+
+
+def export_ir(args: argparse.Namespace, part, fused) -> int:
+    """``--format openvino``: the IR and its affinity map; with ``--verify``, HETERO compiles
+    it and its submodels and outputs are checked against the clusters and the original."""
+    from clusterkit.export.openvino_ir import affinity_path, export_openvino, hetero_devices
+
+    aff = export_openvino(part, args.output, model=source_model(fused))
+    counts = {d: sum(1 for v in aff.device.values() if v == d) for d in dict.fromkeys(
+        [*part.problem.devices, part.fallback])}
+    log.info("wrote %s (and its .bin): %s", args.output, plural(len(aff.device), "op"))
+    print(f"wrote {affinity_path(args.output)}: "
+          + ", ".join(f"{d} {n} ops" for d, n in counts.items())
+          + f" ({len(aff.unmapped)} mapped to nothing: given {part.fallback})")
+    print(f"compile with {hetero_devices(aff.device, part.fallback)}")
+    if args.json:
+        write_all([(args.json, partition_json_text(part, model_label(args.model)))])
+        log.info("wrote %s", args.json)
+    return verify_ir(args, part, fused) if args.verify else 0
+
+
+def verify_ir(args: argparse.Namespace, part, fused) -> int:
+    """Compile the IR with the real HETERO plugin; print its submodels against the clusters
+    and its outputs against onnxruntime on the original."""
+    from clusterkit.runtime.hetero_check import check_hetero
+
+    feeds = random_inputs(fused, dims=dims_from_args(args))
+    expected = run_model(original_model(args, fused), feeds)
+    r = check_hetero(part, args.output, feeds, expected)
+    stand = "".join(f" ({d}: the CPU plugin registered as {n})"
+                    for d, n in r["stand_ins"].items())
+    print(f"{r['device']}{stand}: HETERO_NUMBER_OF_SUBMODELS {r['submodels']}, compiled in "
+          f"{r['compile_seconds']:.3f}s")
+    for dev, v in r["per_device"].items():
+        print(f"  {dev}: {plural(v['submodels'], 'submodel')}, clusterkit "
+              f"{plural(v['clusters'], 'cluster' if dev != part.fallback else 'host group')}")
+    for row in r["clusters"]:
+        if row["verdict"] not in ("equal", "absent"):
+            print(f"  cluster {row['cluster']} ({row['device']}, "
+                  f"{plural(row['nodes'], 'node')}): {row['verdict']}: {row['why']}")
+    same = "are" if r["same_split"] else "are NOT"
+    verdict = "match" if r["outputs_match"] else "DO NOT match"
+    print(f"HETERO's submodels {same} clusterkit's clusters; outputs {verdict} the original: "
+          f"max |diff| = {r['max_abs_diff']:.3g} (rtol {r['rtol']:g}, atol {r['atol']:g})")
+    return 0 if r["outputs_match"] and r["same_split"] else 1

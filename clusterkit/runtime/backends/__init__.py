@@ -3,7 +3,8 @@
 A backend is a class deriving from :class:`~clusterkit.runtime.backends.base.Backend`, registered
 under a name. Shipped: ``onnxruntime`` (subgraphs become onnxruntime sessions), ``ep`` (each
 subgraph compiled by an installed onnxruntime plugin EP alone: ``ep:EPNAME[key=value,...]``) and
-``reference`` (the onnx package's numpy reference evaluator). :func:`get_backend` makes an
+``reference`` (the onnx package's numpy reference evaluator) and ``openvino`` (each subgraph
+compiled by OpenVINO's runtime: ``openvino[device=CPU,...]``). :func:`get_backend` makes an
 instance for one device, optionally restricted to the op set of a selector's property; it takes
 a backend's name or a spec (:func:`parse_backend_spec`).
 """
@@ -23,6 +24,7 @@ BACKENDS: Registry[Callable[..., Backend]] = Registry("backend", BackendError, {
     "onnxruntime": "clusterkit.runtime.backends.onnxruntime_backend:OnnxRuntimeBackend",
     "ep": "clusterkit.runtime.backends.ep_backend:EpBackend",
     "reference": "clusterkit.runtime.backends.reference:ReferenceBackend",
+    "openvino": "clusterkit.runtime.backends.openvino_backend:OpenVinoBackend",
 })
 
 
@@ -39,27 +41,26 @@ def backend_names() -> list[str]:
 
 
 def parse_backend_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """A backend spec → (backend name, config): ``NAME`` (no config), or ``ep:EPNAME`` with
+    """A backend spec → (backend name, config): ``NAME`` (no config), ``NAME[key=value,...]``
+    (config keys of that backend, e.g. ``openvino[device=CPU]``), or ``ep:EPNAME`` with
     ``[key=value,...]`` provider options (``{"ep": EPNAME, "options": {...}}``). A malformed
     spec is a :class:`BackendError`."""
     from clusterkit.errors import SelectorError
     from clusterkit.selection.specs import split_settings
 
     name, colon, rest = spec.strip().partition(":")
-    if not colon:
-        if "[" in name:
-            raise BackendError(f"backend spec {spec!r}: settings go with ep:EPNAME[...]")
-        return name, {}
-    if name != "ep":
+    if colon and name != "ep":
         raise BackendError(f"backend spec {spec!r}: only 'ep:' takes an EP's name (backends: "
                            f"{', '.join(backend_names())})")
     try:
-        ep, items = split_settings(rest)
+        head, items = split_settings(rest if colon else name)
     except SelectorError as exc:
         raise BackendError(str(exc).replace("selector spec", "backend spec")) from None
-    if not ep:
+    if not colon:
+        return head, dict(items)
+    if not head:
         raise BackendError(f"backend spec {spec!r}: no EP name after 'ep:'")
-    return "ep", {"ep": ep, "options": dict(items)}
+    return "ep", {"ep": head, "options": dict(items)}
 
 
 def get_backend(name: str, device: str | None = None, restrict: SubgraphProperty | None = None,

@@ -1,0 +1,227 @@
+"""clusterkit's split compiled by the real OpenVINO HETERO plugin, and checked against it.
+
+:func:`hetero_core` gives an ``openvino.Core`` knowing every device of the split: a device name
+OpenVINO does not know is the CPU plugin registered a second time under that name
+(``core.register_plugin(<openvino/libs/libopenvino_intel_cpu_plugin.so>, NAME)``), a stand-in
+for the accelerator; on a machine with the real device the same IR compiles with
+``HETERO:NPU,CPU`` or ``HETERO:GPU,CPU``. Every device computes in float32
+(``INFERENCE_PRECISION_HINT``: the CPU plugin's default is bf16 where the CPU has it).
+
+:func:`check_hetero` compiles the IR with its affinities (:func:`~clusterkit.export.openvino_ir.
+load_hetero`), reads ``HETERO_NUMBER_OF_SUBMODELS`` and each submodel's device (the compiled
+model's exported header lists them), reads each submodel's ops from HETERO's per-subgraph
+performance counters (``subgraphK: <op>``), and compares them with clusterkit's clusters: each
+accelerator cluster must be one submodel of its device holding its ops and no other cluster's;
+the fallback's ops make as many submodels as they have connected groups. Where HETERO's own
+subgraph collector merges or splits differently, the verdict names the cluster and says why.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import time
+import xml.etree.ElementTree as ET
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from clusterkit.errors import BackendError
+from clusterkit.export.openvino_ir import affinity_path, load_hetero, openvino
+
+_SUBGRAPH = re.compile(r"^subgraph(\d+): (.*)$")
+
+
+def cpu_plugin_library() -> str:
+    """The CPU plugin's library inside the ``openvino`` package."""
+    ov = openvino()
+    return os.path.join(os.path.dirname(ov.__file__), "libs", "libopenvino_intel_cpu_plugin.so")
+
+
+def ov_device_names(devices: Sequence[str], known: Sequence[str]) -> dict[str, str]:
+    """Each device of the split → the OpenVINO device that compiles it: itself when OpenVINO
+    knows it (in any case: ``cpu`` is ``CPU``), else the CPU plugin's stand-in, named after
+    it (the device itself when its name holds ``CPU``, else ``<name>CPU``: OpenVINO loads a
+    plugin library only under a name holding the plugin's own)."""
+    upper = {d.upper(): d for d in known}
+    return {d: d if d in known else upper.get(d.upper()) or (d if "CPU" in d else f"{d}CPU")
+            for d in dict.fromkeys(devices)}
+
+
+def hetero_core(devices: Sequence[str], fp32: bool = True) -> tuple[Any, dict[str, str]]:
+    """An ``openvino.Core`` with every device of ``devices`` and the OpenVINO name of each
+    (:func:`ov_device_names`); the ones OpenVINO did not know are the CPU plugin's stand-ins
+    (see the module docstring)."""
+    ov = openvino()
+    core = ov.Core()
+    known = list(core.available_devices)
+    names = ov_device_names(devices, known)
+    for name in names.values():
+        if name in known:
+            continue
+        try:
+            core.register_plugin(cpu_plugin_library(), name)
+        except Exception as exc:
+            raise BackendError(f"OpenVINO cannot register the CPU plugin as device {name!r}: "
+                               f"{' '.join(str(exc).split())[:300]}") from None
+        known.append(name)
+    if fp32:
+        for name in dict.fromkeys(names.values()):
+            core.set_property(name, {"INFERENCE_PRECISION_HINT": "f32"})
+    return core, names
+
+
+def ov_known() -> list[str]:
+    """The devices a fresh ``openvino.Core`` knows."""
+    return list(openvino().Core().available_devices)
+
+
+def submodel_devices(compiled: Any) -> list[str]:
+    """Each HETERO submodel's device, in order, from the exported model's header."""
+    blob = io.BytesIO()
+    compiled.export_model(blob)
+    data = blob.getvalue()
+    end = data.find(b"</hetero>")
+    if not data.startswith(b"<?xml") or end < 0:
+        raise BackendError("the HETERO compiled model's export has no <hetero> header")
+    root = ET.fromstring(data[:end + len(b"</hetero>")])
+    return [e.get("device", "") for e in root.iter("compiled_submodel")]
+
+
+def submodel_ops(profiling: Sequence[Any]) -> dict[int, list[str]]:
+    """Each submodel's op names, from HETERO's per-subgraph performance counters."""
+    out: dict[int, list[str]] = {}
+    for info in profiling:
+        m = _SUBGRAPH.match(info.node_name)
+        if m:
+            out.setdefault(int(m.group(1)), []).append(m.group(2))
+    return out
+
+
+def _components(names: set[str], model: Any) -> int:
+    """How many connected groups the ops ``names`` of ``model`` make (edges among them)."""
+    parent = {n: n for n in names}
+
+    def find(a: str) -> str:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for op in model.get_ordered_ops():
+        b = op.get_friendly_name()
+        for i in op.inputs():
+            a = i.get_source_output().get_node().get_friendly_name()
+            if a in names and b in names:
+                parent[find(a)] = find(b)
+    return len({find(n) for n in names})
+
+
+def run_compiled(compiled: Any, feeds: Mapping[str, np.ndarray],
+                 names: Sequence[str]) -> tuple[dict[str, np.ndarray], Any]:
+    """One inference of an OpenVINO compiled model: the outputs ``names`` (ONNX tensor names)
+    and the request (for its performance counters)."""
+    request = compiled.create_infer_request()
+    ports = {n: p for p in compiled.outputs for n in p.get_names()}
+    missing = [n for n in names if n not in ports]
+    if missing:
+        raise BackendError(f"the OpenVINO model has no output {missing[0]!r}")
+    ins = {n: np.ascontiguousarray(feeds[n]) for n in feeds}
+    request.infer(ins)
+    return {n: np.asarray(request.get_tensor(ports[n]).data).copy() for n in names}, request
+
+
+_WHY = ("HETERO's collector walks the ops in order and joins each to the subgraph of an input "
+        "of the same device where no cycle results; it does not take the largest subgraph "
+        "first as clusterkit (and HETERO's automatic mode) does")
+
+
+def _cluster_verdict(k: int, where: dict[int, list[str]], holds: dict[int, set[int]],
+                     partition: Any) -> tuple[str, str]:
+    """(verdict, why) for one accelerator cluster: the submodels holding its ops (``where``:
+    submodel → its op names there)."""
+    if not where:
+        return "absent", "none of its ops is in a submodel (all folded as constants)"
+    if len(where) > 1:
+        parts = "; ".join(f"submodel {s}: {', '.join(names[:4])}"
+                          f"{', ...' if len(names) > 4 else ''}" for s, names in where.items())
+        return "split", f"its ops are in {len(where)} submodels ({parts}): {_WHY}"
+    (s,) = where
+    others = sorted(c for c in holds[s] if c != k)
+    if others:
+        ids = ", ".join(str(partition.clusters[c].id) if c >= 0 else "fallback" for c in others)
+        return "merged", f"submodel {s} also holds ops of cluster(s) {ids}: {_WHY}"
+    return "equal", ""
+
+
+def compare_submodels(partition: Any, affinity: Any, devices: list[str],
+                      ops: dict[int, list[str]], model: Any) -> dict[str, Any]:
+    """clusterkit's clusters against HETERO's submodels (see the module docstring)."""
+    holds = {k: {affinity.cluster[n] for n in ops.get(k, []) if n in affinity.cluster}
+             for k in range(len(devices))}
+    wrong = sorted({n for k, names in ops.items() for n in names
+                    if n in affinity.device and affinity.device[n] != devices[k]})
+    rows = []
+    for k, c in enumerate(partition.clusters):
+        if c.device == partition.fallback:
+            continue
+        where = {s: [n for n in ops.get(s, []) if affinity.cluster.get(n) == k]
+                 for s in range(len(devices)) if k in holds[s]}
+        verdict, why = _cluster_verdict(k, where, holds, partition)
+        rows.append({"cluster": c.id, "device": c.device, "nodes": len(c.nodes),
+                     "submodels": list(where), "verdict": verdict, "why": why})
+    host = {n for names in ops.values() for n in names
+            if affinity.device.get(n) == partition.fallback}
+    fb_sub = sum(1 for d in devices if d == partition.fallback)
+    per_device = {d: {"clusters": sum(1 for r in rows if r["device"] == d),
+                      "submodels": devices.count(d)}
+                  for d in dict.fromkeys([*partition.problem.devices, partition.fallback])}
+    per_device[partition.fallback]["clusters"] = _components(host, model) if host else 0
+    same = (not wrong and all(r["verdict"] in ("equal", "absent") for r in rows)
+            and all(v["clusters"] == v["submodels"] for v in per_device.values()))
+    return {"submodels": len(devices), "submodel_devices": devices, "per_device": per_device,
+            "clusters": rows, "fallback_submodels": fb_sub, "wrong_device_ops": wrong,
+            "same_split": same}
+
+
+def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
+                 expected: Mapping[str, np.ndarray], rtol: float = 1e-4,
+                 atol: float = 1e-5) -> dict[str, Any]:
+    """Compile the IR ``xml`` (written by :func:`~clusterkit.export.openvino_ir.export_openvino`
+    for ``partition``) with the real HETERO plugin, run it on ``feeds``, and compare its
+    submodels with the clusters and its outputs with ``expected``."""
+    import json
+
+    from clusterkit.export.openvino_ir import hetero_devices, op_affinities
+    from clusterkit.runtime.executor import compare_outputs
+
+    with open(affinity_path(xml), encoding="utf-8") as fh:
+        order = hetero_devices(json.load(fh), partition.fallback).split(":", 1)[1].split(",")
+    core, names = hetero_core(order)
+    device = "HETERO:" + ",".join(names[d] for d in order)
+    stand_ins = {d: n for d, n in names.items() if n not in ov_known()}
+    start = time.perf_counter()
+    try:
+        compiled = load_hetero(xml, core, device, {"PERF_COUNT": True}, rename=names)
+    except BackendError:
+        raise
+    except Exception as exc:
+        raise BackendError(f"HETERO cannot compile {xml}: {' '.join(str(exc).split())[:400]}"
+                           ) from None
+    seconds = time.perf_counter() - start
+    actual, request = run_compiled(compiled, feeds, list(expected))
+    model = core.read_model(xml)
+    back = {n: d for d, n in names.items()}
+    report = compare_submodels(partition, op_affinities(model, partition),
+                               [back.get(d, d) for d in submodel_devices(compiled)],
+                               submodel_ops(request.get_profiling_info()), model)
+    number = int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS"))
+    if number != report["submodels"]:
+        raise BackendError(f"HETERO_NUMBER_OF_SUBMODELS is {number} but the exported header "
+                           f"lists {report['submodels']} submodels")
+    cmp = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+    report.update(device=device, stand_ins=stand_ins, compile_seconds=seconds,
+                  max_abs_diff=cmp["max_abs_diff"], outputs_match=cmp["outputs_match"],
+                  rtol=rtol, atol=atol)
+    return report
