@@ -196,3 +196,22 @@ def test_a_model_with_external_data_optimizes_as_the_inline_one(tmp_path):
     assert main(["run", str(folder / "resnet18.onnx"), "--selector", "coreml", "--optimize",
                  "basic", "--check", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["outputs_match"] is True
+
+
+def test_an_ir3_models_folded_initializers_leave_no_dangling_inputs():
+    """Below IR 4 every initializer is a graph input too; the optimized graph keeps none of the
+    inputs whose initializers onnxruntime folded away, so every input left is given a value
+    (an initializer) or read by a node, and the model runs on what random_inputs feeds it."""
+    from clusterkit.runtime.executor import random_inputs, run_model
+    from support.models import LIGHT_DIR
+
+    source = LIGHT_DIR / "light_shufflenet.onnx"
+    assert onnx.load(source).ir_version < 4
+    proto = optimize_model(source, "basic")
+    inits = {t.name for t in proto.graph.initializer}
+    read = {t for n in proto.graph.node for t in n.input}
+    assert all(vi.name in inits or vi.name in read for vi in proto.graph.input)
+    graph = load_graph(source, optimize="basic")
+    feeds = random_inputs(graph)
+    assert set(feeds) == {"gpu_0/data_0"}
+    run_model(onnx.load(source), feeds)  # the original takes exactly those feeds

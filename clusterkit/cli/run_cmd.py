@@ -89,7 +89,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="--check relative tolerance (default: the backends' precision: 1e-4 "
                    "for fp32, 2e-2 for an fp16 device such as the QNN HTP)")
     p.add_argument("--atol", type=float, default=None,
-                   help="--check absolute tolerance (default: 1e-5 for fp32, 2e-2 for fp16)")
+                   help="--check absolute tolerance (default: 1e-5 for fp32, 5e-2 for fp16)")
     p.add_argument("--perf-counts", action="store_true",
                    help="collect per-node timings and print the slowest nodes")
     p.add_argument("--no-fold-static", action="store_true",

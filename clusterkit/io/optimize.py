@@ -51,8 +51,19 @@ def optimize_model(model: str | os.PathLike | onnx.ModelProto, level: OptimizeLe
         except Exception as exc:  # onnx raises several types for a bad file
             raise ModelLoadError(f"cannot read the model onnxruntime optimized from {label}: "
                                  f"{_first_line(exc)}") from exc
+    _drop_folded_inputs(optimized, {t.name for t in proto.graph.initializer})
     declare_initializers(optimized)
     return optimized
+
+
+def _drop_folded_inputs(optimized: onnx.ModelProto, initializers: set[str]) -> None:
+    """Below IR version 4 every initializer is also a graph input; onnxruntime's folding drops
+    the initializers it used up but keeps their inputs, which would then be graph inputs that
+    nothing gives (the light ``shufflenet``'s 251): they go too."""
+    kept = {t.name for t in optimized.graph.initializer}
+    gone = [vi for vi in optimized.graph.input if vi.name in initializers and vi.name not in kept]
+    for vi in gone:
+        optimized.graph.input.remove(vi)
 
 
 def declare_initializers(proto: onnx.ModelProto) -> None:

@@ -40,10 +40,11 @@ from clusterkit.selection.protocol import SubgraphProperty, call_select
 #: (rtol, atol) a comparison with onnxruntime's CPU provider allows by the backend's precision.
 #: fp32: reassociated float32 sums (different kernels, fused ops). fp16: the HTP computes in
 #: fp16, whose unit round-off is 2**-11 (about 4.9e-4); rounding at each of a few tens of
-#: layers and in every long accumulation compounds it, and a real accelerator's error on the
-#: bundled CNNs reaches about 1e-2 of the outputs' magnitude (squeezenet: 1.5e-3 with outputs
-#: up to 3.6; resnet50: 8e-3 with outputs up to 16.8), so 2e-2 relative and absolute
-TOLERANCES = {"fp32": (1e-4, 1e-5), "fp16": (2e-2, 2e-2)}
+#: layers and in every long accumulation compounds it. Measured on the HTP (random weights,
+#: the same on onnxruntime's own QNN route as on clusterkit's): relative to the outputs'
+#: magnitude about 5e-4 to 4e-3 (resnet50 3.4e-2 absolute with outputs up to 69), and up to
+#: 2.8e-2 absolute where outputs are near zero (efficientnet_b0): 2e-2 relative, 5e-2 absolute
+TOLERANCES = {"fp32": (1e-4, 1e-5), "fp16": (2e-2, 5e-2)}
 
 METRICS = ("FULL_DEVICE_NAME", "DEVICE", "BACKEND", "SUPPORTED_OPS", "SUPPORTED_CONFIG_KEYS",
            "SUPPORTED_METRICS")
