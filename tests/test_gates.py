@@ -96,9 +96,9 @@ def test_run_gates(tmp_path, capsys):
     out = tmp_path / "r.json"
     argv = ["run", RESNET18, "--selector", "coreml", "--json", str(out)]
     assert cli_main(argv + ["--max-partitions", "2"]) == 0
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == f"wrote {out}\n"  # a message: stderr, no gate line
     out.unlink()
     assert cli_main(argv + ["--require-full"]) == 3
-    assert capsys.readouterr().err.strip() == ("clusterkit: gate failed: --require-full: 1 "
-                                               "compute nodes on the fallback")
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"wrote {out}", "clusterkit: gate failed: --require-full: 1 compute nodes on the fallback"]
     assert json.loads(out.read_text())["model"] == "resnet18"    # written anyway
