@@ -29,6 +29,7 @@ import numpy as np
 
 from clusterkit.errors import BackendError
 from clusterkit.export.openvino_ir import affinity_path, load_hetero, openvino
+from clusterkit.graph.algorithms import UnionFind
 
 _SUBGRAPH = re.compile(r"^subgraph(\d+): (.*)$")
 
@@ -101,21 +102,15 @@ def submodel_ops(profiling: Sequence[Any]) -> dict[int, list[str]]:
 
 def _components(names: set[str], model: Any) -> int:
     """How many connected groups the ops ``names`` of ``model`` make (edges among them)."""
-    parent = {n: n for n in names}
-
-    def find(a: str) -> str:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
+    index = {n: k for k, n in enumerate(sorted(names))}
+    sets = UnionFind(len(index))
     for op in model.get_ordered_ops():
-        b = op.get_friendly_name()
+        b = index.get(op.get_friendly_name())
         for i in op.inputs():
-            a = i.get_source_output().get_node().get_friendly_name()
-            if a in names and b in names:
-                parent[find(a)] = find(b)
-    return len({find(n) for n in names})
+            a = index.get(i.get_source_output().get_node().get_friendly_name())
+            if a is not None and b is not None:
+                sets.union(a, b)
+    return len({sets.find(k) for k in range(len(index))})
 
 
 def run_compiled(compiled: Any, feeds: Mapping[str, np.ndarray],
