@@ -6,6 +6,7 @@ compiled by OpenVINO's runtime in the executor; the seed's HETERO example end to
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -155,3 +156,33 @@ def test_cli_export_openvino_verify(tmp_path, capsys):
     assert rc == 0, out
     assert "HETERO's submodels are clusterkit's clusters; outputs match" in out
     assert (tmp_path / "sq.affinity.json").exists()
+
+
+def test_the_guides_dot_dumps_match_clusterkits(tmp_path):
+    """HETERO's own dumps (OPENVINO_HETERO_VISUALIZE=1: the guide's hetero_affinity and
+    hetero_subgraphs files) against clusterkit's --dump-dot of the same partition: HETERO draws
+    exactly the clusters clusterkit draws, and each dump gives every device one colour."""
+    from clusterkit.result.dot import affinity_dot, subgraphs_dot
+    from clusterkit.runtime.hetero_check import compare_dot_dumps, hetero_dots
+
+    model = onnx.load(str(MODELS_DIR / "squeezenet1_1.onnx"))
+    part = ck.partition(model, ["CPUB=ops:Conv,Relu"], strategy="hetero", fallback="CPU")
+    xml = tmp_path / "sq.xml"
+    export_openvino(part, str(xml))
+    work = tmp_path / "dumps"
+    work.mkdir()
+    hetero = hetero_dots(str(xml), ["CPUB", "CPU"], str(work))
+    assert "subgraph=" in hetero["subgraphs"] and "device=CPUB" in hetero["affinity"]
+    ours = {"affinity": affinity_dot(part), "subgraphs": subgraphs_dot(part)}
+    r = compare_dot_dumps(part, str(xml), hetero, ours)
+    offloaded = [c for c in part.clusters if c.device == "CPUB"]
+    assert r["clusterkit_draws_the_clusters"] and r["same_split"]
+    assert [row["verdict"] for row in r["clusters"]] == ["equal"] * len(offloaded)
+    assert r["one_colour_per_device"]
+    assert set(r["colours"]["hetero"]) == set(r["colours"]["clusterkit"]) == {"CPU", "CPUB"}
+    # HETERO's subgraph dump colours by submodel (from a palette it cycles): one colour each
+    by_sub: dict[str, set[str]] = {}
+    for sub, colour in re.findall(r"subgraph=(\d+)\\ndevice=\w+\" fillcolor=(\w+)",
+                                  hetero["subgraphs"]):
+        by_sub.setdefault(sub, set()).add(colour)
+    assert len(by_sub) == r["submodels"] and all(len(c) == 1 for c in by_sub.values())

@@ -317,8 +317,9 @@ def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
         mask[d] = res.devices == d
     restricted = dataclasses.replace(problem, supported=mask)
     work = time_limit * cluster_share  # deterministic seconds: the same answer on any machine
-    clustered = optimize(restricted, obj.label, work_limit=work,
-                         time_limit=WALL_SAFETY * work + WALL_MARGIN, workers=workers, seed=seed)
+    clustered = optimize(restricted, obj.label, work_limit=work, accept=False,  # the front
+                         time_limit=WALL_SAFETY * work + WALL_MARGIN,  # door's split follows
+                         workers=workers, seed=seed)
     if clustered.partition is None:  # pragma: no cover - clustering with a fallback is feasible
         raise StrategyError(f"placement: clustering failed: {clustered.reason}")
     final_dev = np.full(problem.n, -1, dtype=np.int64)

@@ -220,3 +220,98 @@ def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
                   max_abs_diff=cmp["max_abs_diff"], outputs_match=cmp["outputs_match"],
                   rtol=rtol, atol=atol)
     return report
+
+
+# ---------------------------------------------------------------------- the guide's DOT dumps
+#: an op of HETERO's dumps (written with ``OPENVINO_HETERO_VISUALIZE=1``): its label's first
+#: line is the op's friendly name; ``subgraph=K`` in the subgraph dump; then ``device=D``
+_HETERO_OP = re.compile(r'label="(?P<name>[^"\\]*)\\n[^"]*?(?:\\nsubgraph=(?P<sub>\d+))?'
+                        r'\\ndevice=(?P<device>[^"\\]*)" fillcolor=(?P<colour>[^ \]]+)')
+#: a node of clusterkit's ``--dump-dot`` files: ``n<index>`` and its colour
+_CK_NODE = re.compile(r'\bn(?P<index>\d+) \[label="[^"]*", fillcolor="(?P<colour>[^"]+)"\]')
+#: a cluster block of clusterkit's ``<model>_subgraphs.dot``
+_CK_CLUSTER = re.compile(r'subgraph cluster_(?P<id>\d+) \{(?P<body>[^}]*)\}', re.S)
+
+
+def hetero_dots(xml: str, devices: Sequence[str], folder: str) -> dict[str, str]:
+    """HETERO's two dumps for the IR ``xml`` compiled on ``devices`` (its affinities set):
+    ``{"affinity": text, "subgraphs": text}``, the guide's ``hetero_affinity_*.dot`` (a colour
+    per device) and ``hetero_subgraphs_*.dot`` (a colour per submodel). Compiled in a fresh
+    process whose working folder is ``folder``, with ``OPENVINO_HETERO_VISUALIZE=1`` (OpenVINO
+    reads it when it compiles and writes into the working folder)."""
+    import glob
+    import subprocess
+    import sys
+
+    script = ("import sys; from clusterkit.runtime.hetero_check import compile_split; "
+              "compile_split(sys.argv[1], sys.argv[2].split(','))")
+    run = subprocess.run([sys.executable, "-c", script, os.path.abspath(xml), ",".join(devices)],
+                         cwd=folder, env={**os.environ, "OPENVINO_HETERO_VISUALIZE": "1"},
+                         capture_output=True, text=True, check=False)
+    out = {}
+    for kind in ("affinity", "subgraphs"):
+        found = sorted(glob.glob(os.path.join(folder, f"hetero_{kind}_*.dot")))
+        if run.returncode != 0 or not found:
+            last = (run.stderr.strip().splitlines() or ["no dump written"])[-1]
+            raise BackendError(f"HETERO wrote no {kind} dump for {xml}: {last}")
+        with open(found[0], encoding="utf-8") as fh:
+            out[kind] = fh.read()
+    return out
+
+
+def compile_split(xml: str, order: Sequence[str]) -> Any:
+    """The IR ``xml`` compiled by HETERO on the devices ``order`` (stand-ins registered)."""
+    core, names = hetero_core(order)
+    return load_hetero(xml, core, "HETERO:" + ",".join(names[d] for d in order), {},
+                       rename=names)
+
+
+def compare_dot_dumps(partition: Any, xml: str, hetero: Mapping[str, str],
+                      clusterkit: Mapping[str, str]) -> dict[str, Any]:
+    """HETERO's dumps (:func:`hetero_dots`) against clusterkit's ``--dump-dot`` files of the
+    same partition (``{"affinity": text, "subgraphs": text}``): the clusters HETERO's subgraph
+    dump draws (each op's ``subgraph=K``, through the affinity map) compared as
+    :func:`compare_submodels` compares the compiled submodels; whether clusterkit's subgraph
+    dump draws exactly the partition's clusters; and each affinity dump's colours by device
+    (one colour per device in each, HETERO's palette and clusterkit's differing)."""
+    from clusterkit.export.openvino_ir import op_affinities
+
+    ops: dict[int, list[str]] = {}
+    sub_device: dict[int, str] = {}
+    for m in _HETERO_OP.finditer(hetero["subgraphs"]):
+        ops.setdefault(int(m["sub"]), []).append(m["name"])
+        sub_device[int(m["sub"])] = m["device"]
+    model = openvino().Core().read_model(xml)
+    every = list(dict.fromkeys([*partition.problem.devices, partition.fallback]))
+    back = {v: d for d, v in ov_device_names(every, ov_known()).items()}
+    order = sorted(ops)
+    report = compare_submodels(partition, op_affinities(model, partition),
+                               [back.get(sub_device[k], sub_device[k]) for k in order],
+                               {i: ops[k] for i, k in enumerate(order)}, model)
+    drawn = {int(m["id"]): sorted(int(n["index"]) for n in _CK_NODE.finditer(m["body"]))
+             for m in _CK_CLUSTER.finditer(clusterkit["subgraphs"])}
+    offloaded = {c.id: sorted(int(partition.graph.nodes[v].source_index) for v in c.nodes)
+                 for c in partition.clusters if c.device != partition.fallback}
+    colours = {"hetero": _colours((back.get(m["device"], m["device"]), m["colour"])
+                                  for m in _HETERO_OP.finditer(hetero["affinity"])),
+               "clusterkit": _colours(_ck_devices(partition, clusterkit["affinity"]))}
+    report.update(clusterkit_draws_the_clusters=drawn == offloaded, colours=colours,
+                  one_colour_per_device=all(len(c) == 1 for dump in colours.values()
+                                            for c in dump.values()))
+    return report
+
+
+def _ck_devices(partition: Any, text: str) -> list[tuple[str, str]]:
+    """(device, colour) of each node clusterkit's affinity dump draws."""
+    device = {int(partition.graph.nodes[v].source_index): c.device
+              for c in partition.clusters for v in c.nodes}
+    return [(device[int(m["index"])], m["colour"]) for m in _CK_NODE.finditer(text)
+            if int(m["index"]) in device]
+
+
+def _colours(pairs: Any) -> dict[str, list[str]]:
+    """Device → the distinct colours it is drawn in."""
+    out: dict[str, set[str]] = {}
+    for device, colour in pairs:
+        out.setdefault(device, set()).add(colour)
+    return {d: sorted(c) for d, c in out.items()}
