@@ -10,7 +10,8 @@ partition that is lexicographically best by (fallback nodes, ``cut_bytes``, part
 member, so the answer is deterministic. Where some cut tensors have sizes unknown only through
 symbolic dimensions, the cut with each of those at 1 (``cut_bytes_estimated``) breaks the ties
 of ``cut_bytes``, and the count of cut tensors of unknown size the last ties; a member at the
-lower bound then stops the portfolio only when no cut tensor is of unknown size. When a device
+lower bound then stops the portfolio only when its estimate adds nothing to its known cut.
+When a device
 is *restrictive* (a stateful selector or limits of its own:
 :meth:`~clusterkit.constraints.acceptance.Acceptance.restrictive`) the ranking is always
 partitions before ``cut_bytes``, so that the default never forms more partitions than
@@ -258,9 +259,11 @@ def _figures(part: Partition) -> Figures:
 
 
 def _at_bound(key: Figures, bound: tuple[int, int, int] | None) -> bool:
-    """Whether ``key`` reaches the figures' lower bound with no cut tensor of unknown size (with
-    some, a later member at the bound could still have the lower estimate)."""
-    return key[:3] == bound and key[4] == 0
+    """Whether ``key`` reaches the figures' lower bound and its estimated cut adds nothing to
+    its known one (a cut tensor sized only through symbolic dimensions would let a later
+    member at the bound have the lower estimate; tensors with no size at all estimate to
+    nothing for every member, so they do not keep the portfolio going)."""
+    return key[:3] == bound and key[3] == key[1]
 
 
 def _polish_steps(problem: Problem, state: tuple[Partition, Figures, str],
