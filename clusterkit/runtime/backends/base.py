@@ -347,3 +347,12 @@ def _as_bool(value: Any, key: str, backend: Backend) -> bool:
         return bool(value)
     raise BackendError(f"backend {backend.name!r}: config key {key!r} takes a bool, got {value!r}")
 
+
+
+def require_input_types(sub: Subgraph, inputs: Sequence[str], compiler: str) -> None:
+    """A compiler that builds a subgraph before its first run (an EP, OpenVINO) needs each
+    runtime input's type; an input without one is a :class:`BackendError` naming it."""
+    unknown = [t for t in inputs if sub.graph.tensors[t].dtype is None]
+    if unknown:
+        raise BackendError(f"{compiler} compiles subgraphs with known input types; "
+                           f"{unknown[0]!r} has none")

@@ -26,7 +26,7 @@ from clusterkit.fusion import StaticInfo
 from clusterkit.graph.core import Node
 from clusterkit.graph.subgraph import Subgraph
 from clusterkit.io.ep_query import EpCompileError, compile_on_ep, ep_options
-from clusterkit.runtime.backends.base import CompiledSubgraph
+from clusterkit.runtime.backends.base import CompiledSubgraph, require_input_types
 from clusterkit.runtime.backends.onnxruntime_backend import OnnxRuntimeBackend
 from clusterkit.selection.ep_property import ep_of_property
 
@@ -126,10 +126,7 @@ class EpBackend(OnnxRuntimeBackend):
 
     def _compile(self, sub: Subgraph, inputs: list[str], outputs: list[str], name: str,
                  static: StaticInfo | None) -> CompiledSubgraph:
-        unknown = [t for t in inputs if sub.graph.tensors[t].dtype is None]
-        if unknown:
-            raise BackendError(f"{self.ep} compiles subgraphs with known input types; "
-                               f"{unknown[0]!r} has none")
+        require_input_types(sub, inputs, self.ep)
         self._context = None
         compiled = super()._compile(sub, inputs, outputs, name, static)
         compiled.context = self._context

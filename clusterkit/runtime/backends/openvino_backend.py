@@ -22,7 +22,12 @@ from clusterkit.export.openvino_ir import openvino, read_onnx
 from clusterkit.fusion import StaticInfo, subgraph_model
 from clusterkit.graph.core import Node
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.runtime.backends.base import Backend, CompiledSubgraph, _as_bool
+from clusterkit.runtime.backends.base import (
+    Backend,
+    CompiledSubgraph,
+    _as_bool,
+    require_input_types,
+)
 
 _PRECISIONS = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 
@@ -100,10 +105,7 @@ class OpenVinoBackend(Backend):
 
     def _compile(self, sub: Subgraph, inputs: list[str], outputs: list[str], name: str,
                  static: StaticInfo | None) -> CompiledSubgraph:
-        unknown = [t for t in inputs if sub.graph.tensors[t].dtype is None]
-        if unknown:
-            raise BackendError(f"OpenVINO compiles subgraphs with known input types; "
-                               f"{unknown[0]!r} has none")
+        require_input_types(sub, inputs, "OpenVINO")
         model = read_onnx(subgraph_model(sub, outputs, name=name, static=static))
         try:
             compiled = self.core.compile_model(model, self._config["device"], self.properties())
