@@ -221,6 +221,10 @@ def notes(live: bool, scored: bool, limit: float) -> list[str]:
             "from contig, so never above it",
             "contig / DP: our contiguous max load over the DP optimum; heur / best bound: the "
             "heuristic over the contiguous bound (an upper bound of its excess)",
+            "latency/ rows: the paper's latency-inputs/ graphs (up to 14 accelerators and 8 "
+            "CPUs), each CPU a device of its own as its DP treats them; its -expert evaluator "
+            "sums every CPU into one group, so 'ours by dp.exe' there is max(accelerator "
+            "loads, sum of CPU loads), not the DP's objective",
             "reproduce: make bench, or .venv/bin/python benchmarks/bench_placement.py"]
 
 

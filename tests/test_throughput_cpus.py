@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +205,26 @@ def test_cli_objective_flag_for_auto_and_cpsat(tmp_path: Path) -> None:
                      "throughput", cwd=tmp_path)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "objective" in bad.stderr
+
+
+@pytest.mark.skipif(not (os.environ.get("DNN_PARTITIONING") and shutil.which("g++")),
+                    reason="set DNN_PARTITIONING to a checkout of msr-fiddle/dnn-partitioning")
+def test_the_papers_evaluator_sums_the_cpus(tmp_path: Path) -> None:
+    """The paper's ``dp.exe -expert`` (compiled here) scores a split of the latency set with
+    every CPU in one group (its ``computeLoadForResultOrg``): our accelerator loads and the
+    sum of our CPU loads give its figure exactly."""
+    src = Path(os.environ["DNN_PARTITIONING"]) / "throughput-dp" / "dp.cpp"
+    exe = tmp_path / "dp.exe"
+    subprocess.run(["g++", "-O2", "-o", str(exe), str(src)], check=True, timeout=300)
+    inst = read_instance(RESNET)
+    device = chain_heuristic(inst).device
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps(split_dict(inst, device)))
+    with open(RESNET, "rb") as fh:
+        err = subprocess.run([str(exe), "-expert", str(split)], stdin=fh, timeout=120,
+                             capture_output=True, text=True).stderr
+    theirs = float(err.rsplit("max-load of the split:", 1)[1].split()[0])
+    loads = device_loads(inst, device)
+    k = inst.accelerators
+    assert theirs == pytest.approx(max(loads[:k].max(), loads[k:].sum()), rel=1e-5)
+    assert theirs > loads.max()  # so its figure is not the DP's objective with several CPUs

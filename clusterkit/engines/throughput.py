@@ -1,11 +1,12 @@
 """Throughput placement: split a placement instance (:mod:`clusterkit.io.placement_instance`)
-over ``k`` interchangeable accelerators and the host so that the largest device load is least.
+over ``k`` interchangeable accelerators and its ``c`` CPUs (``maxCPUs``, each a device of its
+own, as the paper's DP and IP treat them) so that the largest device load is least.
 
 The load is the one of Tarnawski et al.'s evaluator (``dp.cpp``, ``computeLoadForResultOrg``):
 an accelerator's load is the accelerator latency of its nodes plus, once per node ``u``, the
 transfer cost of ``u``'s output when ``u`` is on it and some consumer of ``u`` is on another
 device, and when ``u`` is elsewhere and some consumer of ``u`` is on it (several consumers on one
-device count once); the host's load is its nodes' CPU latency (it pays no transfers). Must-link
+device count once); a CPU's load is its nodes' CPU latency (it pays no transfers). Must-link
 groups (``colorClass``) share a device, an accelerator holds at most ``memory_limit`` bytes,
 unsupported nodes stay on the host.
 
