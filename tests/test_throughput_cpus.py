@@ -241,3 +241,25 @@ def test_the_papers_evaluator_sums_the_cpus(tmp_path: Path) -> None:
     k = inst.accelerators
     assert theirs == pytest.approx(max(loads[:k].max(), loads[k:].sum()), rel=1e-5)
     assert theirs > loads.max()  # so its figure is not the DP's objective with several CPUs
+
+
+def test_an_instance_from_a_model_shows_its_names_and_op_types(tmp_path: Path) -> None:
+    """Nodes with the model's ``name`` and ``opType``: the report shows them, and the
+    accelerators still take exactly the ``supportedOnFpga`` nodes."""
+    ops = ["Conv", "Relu", "TopK", "Gemm"]
+    doc = small_doc(4, [(0, 1, 0.5), (1, 2, 0.5), (2, 3, 0.5)], supported=1, cpu=4.0, k=2)
+    for nd, op in zip(doc["nodes"], ops):
+        nd.update(name=f"/{op.lower()}_{nd['id']}", opType=op)
+    doc["nodes"][2]["supportedOnFpga"] = 0  # TopK runs on a CPU only
+    path = tmp_path / "model_instance.json"
+    path.write_text(json.dumps(doc))
+    proc = clusterkit("partition", str(path), "--objective", "throughput", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for op in ops:
+        assert op in proc.stdout
+    assert "/topk_2" in proc.stdout and "PlacedOp" not in proc.stdout
+    assert "unknown size" not in proc.stdout and "transfers 1 (" in proc.stdout
+    assert "(chain_heuristic, FEASIBLE, contiguous)" in proc.stdout
+    inst = read_instance(path)
+    device = chain_heuristic(inst).device
+    assert device[2] < 0 and not placement_problems(inst, device)

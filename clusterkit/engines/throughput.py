@@ -43,7 +43,7 @@ from clusterkit.io.placement_instance import (
 )
 from clusterkit.result.model import Partition
 from clusterkit.result.reasons import Category, Reason
-from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
+from clusterkit.selection.protocol import OpsProperty, SubgraphProperty, SubgraphSelector
 
 #: bisection steps of the heuristic (the load interval shrinks 2**-STEPS)
 STEPS = 30
@@ -441,10 +441,12 @@ def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
     segs = [_segments(units, scans[o].order, ends) for _, o, ends, _ in found]
     loads = [float(device_loads(inst, _seg_devices(inst, units, seg, segment_devices(kinds)))
                    .max()) for seg, (_, _, _, kinds) in zip(segs, found)]
-    best = int(np.argmin(loads))  # by the true load: a scan without host-only units omits theirs
-    _, o, _, kinds = found[best]
-    device = refine_chain(inst, units, segs[best], segment_devices(kinds))
-    contiguous = len(scans[o].order) == units.count
+    # by the true load (a scan without host-only units omits theirs), a full order on ties
+    best = min(range(len(found)), key=lambda i: (loads[i], len(scans[found[i][1]].order)
+                                                 != units.count))
+    device = refine_chain(inst, units, segs[best], segment_devices(found[best][3]))
+    slots = device_slots(inst, device)
+    contiguous = device_chain(units, [int(slots[m[0]]) for m in units.members]) is not None
     return HeuristicResult(device, float(device_loads(inst, device).max()), contiguous)
 
 
@@ -457,6 +459,23 @@ def _segments(units: Units, order: Sequence[int], ends: Sequence[int]) -> list[i
             seg[u] = k
         start = end
     return seg
+
+
+def device_chain(units: Units, dev: list[int]) -> list[int] | None:
+    """The used devices (``dev``: one per unit) in an order every arc between two of them
+    follows, smallest first among the ready ones; None when there is none."""
+    before: dict[int, set[int]] = {d: set() for d in set(dev)}
+    for a in range(units.count):
+        for b in units.succ[a]:
+            if dev[a] != dev[b]:
+                before[dev[b]].add(dev[a])
+    chain: list[int] = []
+    while len(chain) < len(before):
+        ready = sorted(d for d in before if d not in chain and before[d] <= set(chain))
+        if not ready:
+            return None
+        chain.append(ready[0])
+    return chain
 
 
 def _scans(inst: PlacementInstance, units: Units, exact_units: int) -> list[SegmentScanner]:
@@ -630,10 +649,41 @@ def instance_of(problem: Problem) -> PlacementInstance | None:
     return model if isinstance(model, PlacementInstance) else None
 
 
+class SupportedSelector(SubgraphSelector):
+    """Selects the nodes an instance supports on an accelerator (by graph node name)."""
+
+    def __init__(self, names: frozenset[str]):
+        self.names = names
+
+    def select(self, node: Any) -> bool:
+        return node.name in self.names
+
+
+class SupportedProperty(SubgraphProperty):
+    """An accelerator of an instance whose nodes carry the model's op types: it takes the
+    nodes ``supportedOnFpga`` marks, whatever their op type."""
+
+    name = "instance"
+
+    def __init__(self, names: frozenset[str], device: str):
+        super().__init__(device)
+        self.names = names
+
+    def create_subgraph_selector(self) -> SubgraphSelector:
+        return SupportedSelector(self.names)
+
+    def __repr__(self) -> str:
+        return f"SupportedProperty({self.device}: supportedOnFpga)"
+
+
 def instance_properties(inst: PlacementInstance) -> list[SubgraphProperty]:
-    """One device per accelerator, ``fpga0 .. fpga{k-1}``, each taking every supported node."""
+    """One device per accelerator, ``fpga0 .. fpga{k-1}``, each taking every supported node
+    (by op type :data:`ACC_OP`, or by name when the nodes carry the model's op types)."""
     names = device_names(inst)[:inst.accelerators]
-    return [OpsProperty([ACC_OP], device=name) for name in names]
+    if inst.op_types is None:
+        return [OpsProperty([ACC_OP], device=name) for name in names]
+    taken = frozenset(n for n, ok in zip(graph_names(inst), inst.supported.tolist()) if ok)
+    return [SupportedProperty(taken, device=name) for name in names]
 
 
 def instance_problem(graph: Graph, properties: list[SubgraphProperty] | None = None,

@@ -63,6 +63,8 @@ class PlacementInstance:
     memory_limit: float
     #: bytes of each edge's tensor (the edges' optional ``size``; NaN where not given)
     edge_size: np.ndarray | None = None
+    #: the model's op type of every node (the nodes' optional ``opType``; None: not given)
+    op_types: list[str | None] | None = None
 
     @property
     def n(self) -> int:
@@ -138,7 +140,13 @@ def instance_from_dict(data: Any, name: str = "instance", where: str = "instance
         supported=arr[:, 3] != 0, backward=arr[:, 4] != 0, color=color, out_cost=cost,
         edge_src=src, edge_dst=dst, accelerators=int(data["maxFPGAs"]),
         cpus=int(data.get("maxCPUs", 1)), memory_limit=float(data["maxSizePerFPGA"]),
-        edge_size=esize)
+        edge_size=esize, op_types=_op_types(nodes))
+
+
+def _op_types(nodes: list[dict]) -> list[str | None] | None:
+    """The nodes' ``opType`` fields (None per node without one; None when no node has one)."""
+    ops = [None if nd.get("opType") is None else str(nd["opType"]) for nd in nodes]
+    return ops if any(op is not None for op in ops) else None
 
 
 def _node_row(nd: dict) -> tuple:
@@ -192,7 +200,8 @@ def graph_names(inst: PlacementInstance) -> list[str]:
 
 def instance_graph(inst: PlacementInstance, source: str = "memory") -> Graph:
     """The instance as a Graph: one node per instance node (named by :func:`graph_names`, op
-    type :data:`ACC_OP`, or :data:`HOST_OP` when no accelerator supports it), one output tensor
+    type its ``opType``, else :data:`ACC_OP`, or :data:`HOST_OP` when no accelerator supports
+    it), one output tensor
     per node, of the bytes its edges' ``size`` give (unknown without; 0 for a node without
     consumers, whose output the instance charges nothing for). The instance itself is
     kept as ``graph.model``. Built straight from the arrays: each distinct edge once, grouped
@@ -206,8 +215,9 @@ def instance_graph(inst: PlacementInstance, source: str = "memory") -> Graph:
     dst = np.array([v for (_, v), _ in pairs], dtype=np.int64)
     nbytes = [None if b != b else int(b) for _, b in pairs]  # NaN: not given
     sink = np.bincount(inst.edge_src, minlength=inst.n) == 0
-    data: list[dict[str, Any]] = [{"op": ACC_OP if ok else HOST_OP} for ok in
-                                  inst.supported.tolist()]
+    ops = inst.op_types or [None] * inst.n
+    data: list[dict[str, Any]] = [{"op": op or (ACC_OP if ok else HOST_OP)} for op, ok in
+                                  zip(ops, inst.supported.tolist())]
     for v in np.flatnonzero(sink).tolist():  # a sink's output costs nothing in the instance
         data[v]["bytes"] = 0
     graph = graph_from_lists(graph_names(inst), data, src, dst, nbytes,

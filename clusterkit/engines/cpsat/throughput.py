@@ -43,6 +43,7 @@ from clusterkit.engines.throughput import (
     Units,
     build_units,
     chain_heuristic,
+    device_chain,
     device_loads,
     device_slots,
     instance_of,
@@ -258,7 +259,7 @@ def chain_slots(inst: PlacementInstance, units: Units, device: np.ndarray,
             seen += [d for d in group if d not in seen]
             pos.update({d: base + i for i, d in enumerate(seen)})
         return ([pos[d] for d in dev], list(range(k, nslot))) if len(pos) == nslot else None
-    chain = _device_chain(units, dev)
+    chain = device_chain(units, dev)
     if chain is None:
         return None
     idle = [d for d in range(nslot) if d not in chain]
@@ -269,23 +270,6 @@ def chain_slots(inst: PlacementInstance, units: Units, device: np.ndarray,
         return None
     at = {d: i for i, d in enumerate(full)}
     return [at[d] for d in dev], [i for i, d in enumerate(full) if d >= k]
-
-
-def _device_chain(units: Units, dev: list[int]) -> list[int] | None:
-    """The used devices (``dev``: one per unit) in an order every arc between two of them
-    follows, smallest first among the ready ones; None when there is none."""
-    before: dict[int, set[int]] = {d: set() for d in set(dev)}
-    for a in range(units.count):
-        for b in units.succ[a]:
-            if dev[a] != dev[b]:
-                before[dev[b]].add(dev[a])
-    chain: list[int] = []
-    while len(chain) < len(before):
-        ready = sorted(d for d in before if d not in chain and before[d] <= set(chain))
-        if not ready:
-            return None
-        chain.append(ready[0])
-    return chain
 
 
 def add_hint(tm: ThroughputModel, slots: list[int], cpu_slots: list[int]) -> None:
