@@ -263,3 +263,27 @@ def test_an_instance_from_a_model_shows_its_names_and_op_types(tmp_path: Path) -
     inst = read_instance(path)
     device = chain_heuristic(inst).device
     assert device[2] < 0 and not placement_problems(inst, device)
+
+
+def test_auto_takes_the_objective_everywhere(tmp_path: Path) -> None:
+    """``--objective`` for ``auto`` on a model: ``partitions`` is ``prefer=partitions``;
+    ``throughput`` needs a placement instance, one line naming it."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for v, op in enumerate(["Conv", "Relu", "Cpu", "Conv", "Relu"]):
+        g.add_node(v, op=op)
+    g.add_edges_from([(0, 1), (1, 2), (2, 3), (3, 4), (0, 3)])
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(nx.node_link_data(g, edges="edges")))
+    base = ["partition", str(path), "--selector", "ops:Conv,Relu", "--strategy", "auto"]
+    runs = {}
+    for extra in (["--objective", "partitions"], ["--option", "prefer=partitions"]):
+        out = tmp_path / "p.json"
+        proc = clusterkit(*base, *extra, "--json", str(out), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        runs[" ".join(extra)] = json.loads(out.read_text())["clusters"]
+    assert runs["--objective partitions"] == runs["--option prefer=partitions"]
+    bad = clusterkit(*base, "--objective", "throughput", cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "objective throughput needs a placement instance" in bad.stderr
