@@ -67,6 +67,7 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
+from clusterkit.constraints.objectives import parse_objective
 from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.cycles import run_both, run_then_levels
@@ -151,8 +152,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member, on
     graphs of at most ``polish_limit`` nodes (0: neither it nor the refinement);
     ``objective``: the spelling every strategy shares (``--objective``): ``throughput`` (a
-    placement instance's only one, its default there), or ``cut`` / ``partitions`` (the same
-    as ``prefer``)."""
+    placement instance's only one, its default there), ``cut`` / ``partitions`` (the same
+    as ``prefer``) or cpsat's weights (checked; ``auto`` then ranks by ``prefer``)."""
     prefer = _objective_preference(problem, objective, prefer)
     if isinstance(problem.graph.model, PlacementInstance):  # the fast throughput answer
         # imported here: the throughput engine imports networkx, which nothing else of auto
@@ -210,7 +211,10 @@ def _objective_preference(problem: Problem, objective: str | None, prefer: Prefe
     if objective == "throughput":
         raise StrategyError("auto: objective throughput needs a placement instance (a "
                             "maxFPGAs/nodes/edges .json file)")
-    return check_choice("auto: option objective", objective, PREFERENCES)
+    if objective in PREFERENCES:
+        return check_choice("auto: option objective", objective, PREFERENCES)
+    parse_objective(objective)  # weights are cpsat's: checked, and auto ranks by ``prefer``
+    return prefer
 
 
 def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
