@@ -287,3 +287,23 @@ def test_auto_takes_the_objective_everywhere(tmp_path: Path) -> None:
     bad = clusterkit(*base, "--objective", "throughput", cwd=tmp_path)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "objective throughput needs a placement instance" in bad.stderr
+
+
+def test_a_partition_keeps_which_cpu_runs_each_node() -> None:
+    """Every CPU is the fallback in a partition; its ``throughput.nodes`` say which CPU runs
+    which node, so a warm start and the split file get the same devices back."""
+    from clusterkit.api import run_strategy
+    from clusterkit.engines.throughput import instance_problem, partition_devices
+    from clusterkit.io.loader import load_graph
+
+    inst = read_instance(RESNET)
+    problem = instance_problem(load_graph(RESNET))
+    part = run_strategy(problem, "auto")
+    want = chain_heuristic(inst).device
+    got = partition_devices(part, problem.graph.model)
+    assert got.tolist() == want.tolist() and len(set(want[want < 0].tolist())) > 1
+    again = run_strategy(problem, "cpsat", objective="throughput", warm_start=part,
+                         time_limit=2.0, workers=1)
+    fig = again.info["throughput"]
+    assert fig["warm_start"] == pytest.approx(float(device_loads(inst, want).max()))
+    assert fig["max_load"] <= fig["warm_start"]
