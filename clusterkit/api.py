@@ -88,8 +88,10 @@ def check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> 
     unknown = sorted(set(options) - set(params))
     if unknown:
         allowed = ", ".join(k for k in params if k != "problem") or "none"
+        hint = ("; the objectives are auto's and cpsat's (--strategy auto or cpsat)"
+                if unknown[0] == "objective" else "")
         raise StrategyError(f"strategy {strategy!r} has no option {unknown[0]!r} "
-                            f"(options: {allowed})")
+                            f"(options: {allowed}){hint}")
 
 
 def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",

@@ -89,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
     print(result.summary())
     if "throughput" in result.info:
         print(throughput_line(result.info["throughput"]))
+        print_loads(result.info["throughput"])
     elif args.strategy == "cpsat" and result.info.get("status"):
         from clusterkit.engines.cpsat.read import status_line  # cpsat's modules: on use only
 
@@ -125,6 +126,36 @@ def throughput_line(fig: dict) -> str:
     return (f"throughput: max load {fig['max_load']:.6g} on {fig['bottleneck']} "
             f"({fig.get('method')}, {fig.get('status')}, "
             f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{tail})")
+
+
+#: the per-device table of a throughput placement
+LOAD_COLUMNS = [("device", False), ("nodes", True), ("pieces", True), ("compute", True),
+                ("transfers", True), ("load", True), ("", False)]
+
+
+def load_rows(fig: dict) -> tuple[list[list[str]], list[str]]:
+    """The rows of :data:`LOAD_COLUMNS` for every device that holds a node (the bottleneck
+    marked), and the names of the idle ones."""
+    rows, idle = [], []
+    for name, load in fig["loads"].items():
+        count = len(fig.get("nodes", {}).get(name, ()))
+        if not count and not load:
+            idle.append(name)
+            continue
+        pieces = fig.get("pieces", {}).get(name)
+        rows.append([name, str(count), "-" if pieces is None else plural(pieces, "piece"),
+                     f"{fig.get('compute', {}).get(name, load):.6g}",
+                     f"{fig.get('transfers', {}).get(name, 0.0):.6g}", f"{load:.6g}",
+                     "bottleneck" if name == fig["bottleneck"] else ""])
+    return rows, idle
+
+
+def print_loads(fig: dict) -> None:
+    """Every busy device's nodes, pieces and load (compute + transfers), then the idle ones."""
+    rows, idle = load_rows(fig)
+    print_table(LOAD_COLUMNS, rows, title="device loads:")
+    if idle:
+        print(f"idle: {', '.join(idle)}")
 
 
 def print_placement(partition: Partition, max_nodes: int = 10) -> None:

@@ -68,6 +68,7 @@ import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
 from clusterkit.constraints.core import Problem
+from clusterkit.constraints.objectives import parse_objective
 from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.engines.common import enforce_min_size
 from clusterkit.engines.cycles import run_both, run_then_levels
@@ -141,7 +142,7 @@ Figures = tuple[int, int, int, int, int]
 def run(problem: Problem, *, members: Sequence[str] | None = None,
         growth_limit: int | None = GROWTH_LIMIT, devices: DeviceMode = "cost",
         prefer: Prefer = "cut", polish: float = 0.5, polish_limit: int = POLISH_LIMIT,
-        scale_limit: int | None = SCALE_LIMIT) -> Partition:
+        scale_limit: int | None = SCALE_LIMIT, objective: str | None = None) -> Partition:
     """The best coalesced member partition (see the module docstring). ``members``: names from
     :func:`portfolio_members` (default: all, the growth ones only up to ``growth_limit`` nodes,
     when given; the :data:`SCALE_SKIPPED` ones only up to ``scale_limit`` nodes, unless named
@@ -150,7 +151,11 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     ``"priority"`` (each node on its first supporting device); ``prefer``: ``"cut"`` (default:
     rank by fallback nodes, cut_bytes, partitions) or ``"partitions"`` (fallback nodes,
     partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member, on
-    graphs of at most ``polish_limit`` nodes (0: neither it nor the refinement)."""
+    graphs of at most ``polish_limit`` nodes (0: neither it nor the refinement);
+    ``objective``: the spelling every strategy shares (``--objective``): ``throughput`` (a
+    placement instance's only one, its default there), ``cut`` / ``partitions`` (the same
+    as ``prefer``) or cpsat's weights (checked; ``auto`` then ranks by ``prefer``)."""
+    prefer = _objective_preference(problem, objective, prefer)
     if isinstance(problem.graph.model, PlacementInstance):  # the fast throughput answer
         # imported here: the throughput engine imports networkx, which nothing else of auto
         # needs (a tenth of a CPU second)
@@ -193,6 +198,24 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     if skipped:  # only when the size left members out: small graphs keep their info as it was
         info["auto"]["skipped_for_size"] = skipped
     return dataclasses.replace(best, strategy="auto", info=info)
+
+
+def _objective_preference(problem: Problem, objective: str | None, prefer: Prefer) -> Prefer:
+    """``prefer`` as ``objective`` says (None: as it is); an objective ``auto`` cannot rank
+    by on this problem is an error naming it."""
+    instance = isinstance(problem.graph.model, PlacementInstance)
+    if objective is None or (instance and objective == "throughput"):
+        return prefer
+    if instance:
+        raise StrategyError(f"auto: a placement instance has objective throughput only, "
+                            f"got {objective!r}")
+    if objective == "throughput":
+        raise StrategyError("auto: objective throughput needs a placement instance (a "
+                            "maxFPGAs/nodes/edges .json file)")
+    if objective in PREFERENCES:
+        return check_choice("auto: option objective", objective, PREFERENCES)
+    parse_objective(objective)  # weights are cpsat's: checked, and auto ranks by ``prefer``
+    return prefer
 
 
 def _portfolio(problem: Problem, names: list[tuple[str, Problem]],

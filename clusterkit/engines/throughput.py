@@ -1,11 +1,12 @@
 """Throughput placement: split a placement instance (:mod:`clusterkit.io.placement_instance`)
-over ``k`` interchangeable accelerators and the host so that the largest device load is least.
+over ``k`` interchangeable accelerators and its ``c`` CPUs (``maxCPUs``, each a device of its
+own, as the paper's DP and IP treat them) so that the largest device load is least.
 
 The load is the one of Tarnawski et al.'s evaluator (``dp.cpp``, ``computeLoadForResultOrg``):
 an accelerator's load is the accelerator latency of its nodes plus, once per node ``u``, the
 transfer cost of ``u``'s output when ``u`` is on it and some consumer of ``u`` is on another
 device, and when ``u`` is elsewhere and some consumer of ``u`` is on it (several consumers on one
-device count once); the host's load is its nodes' CPU latency (it pays no transfers). Must-link
+device count once); a CPU's load is its nodes' CPU latency (it pays no transfers). Must-link
 groups (``colorClass``) share a device, an accelerator holds at most ``memory_limit`` bytes,
 unsupported nodes stay on the host.
 
@@ -29,12 +30,20 @@ import numpy as np
 
 from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.errors import StrategyError
-from clusterkit.graph.algorithms import strong_components, topological_order
+from clusterkit.graph.algorithms import is_acyclic, strong_components, topological_order
 from clusterkit.graph.core import Graph
-from clusterkit.io.placement_instance import ACC_OP, HOST, PlacementInstance, split_text
+from clusterkit.io.placement_instance import (
+    ACC_OP,
+    HOST,
+    PlacementInstance,
+    cpu_device,
+    cpu_slots,
+    graph_names,
+    split_text,
+)
 from clusterkit.result.model import Partition
 from clusterkit.result.reasons import Category, Reason
-from clusterkit.selection.protocol import OpsProperty, SubgraphProperty
+from clusterkit.selection.protocol import OpsProperty, SubgraphProperty, SubgraphSelector
 
 #: bisection steps of the heuristic (the load interval shrinks 2**-STEPS)
 STEPS = 30
@@ -49,44 +58,61 @@ ON_HOST = Reason(Category.CONSTRAINT, "the throughput placement runs it on the h
 MOVE_EDGE = 32
 
 
-def device_loads(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> np.ndarray:
-    """Load of every device (``k`` accelerators, then the host) under ``device`` (one device
-    index per node, :data:`HOST` = -1 for the host), by the evaluator's definition."""
-    k = inst.accelerators
+def device_slots(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Position of each node's device in :func:`device_names`' order: accelerator ``d`` is
+    ``d``, CPU ``j`` (device ``HOST - j``) is ``k + j``."""
     dev = np.asarray(device, dtype=np.int64)
-    slot = np.where(dev == HOST, k, dev)
-    lat = np.where(dev == HOST, inst.cpu_latency, inst.acc_latency)
-    loads = np.bincount(slot, weights=lat, minlength=k + 1)[:k + 1]
+    return np.where(dev < 0, inst.accelerators + (HOST - dev), dev)
+
+
+def load_parts(inst: PlacementInstance, device: Sequence[int] | np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Compute and transfer load of every device (``k`` accelerators, then the CPUs of
+    :func:`cpu_slots`) under ``device`` (one device index per node: ``0..k-1``, or
+    :func:`~clusterkit.io.placement_instance.cpu_device`), by the evaluator's definition; each
+    CPU a device of its own, paying no transfers (as the paper's DP and IP)."""
+    k = inst.accelerators
+    nd = k + cpu_slots(inst)
+    dev = np.asarray(device, dtype=np.int64)
+    slot = device_slots(inst, dev)
+    lat = np.where(dev < 0, inst.cpu_latency, inst.acc_latency)
+    compute = np.bincount(slot, weights=lat, minlength=nd)[:nd]
     src, dst = inst.edge_src, inst.edge_dst
     cross = slot[src] != slot[dst]
-    pairs = np.unique(src[cross] * (k + 1) + slot[dst[cross]])  # (u, consumer's device) once
-    u, b = pairs // (k + 1), pairs % (k + 1)
+    pairs = np.unique(src[cross] * nd + slot[dst[cross]])  # (u, consumer's device) once
+    u, b = pairs // nd, pairs % nd
     payers = np.unique(u)
-    comm = np.bincount(slot[payers], weights=inst.out_cost[payers], minlength=k + 1)
-    comm += np.bincount(b, weights=inst.out_cost[u], minlength=k + 1)
-    comm[k] = 0.0  # the host pays no transfers
-    return loads + comm
+    comm = np.bincount(slot[payers], weights=inst.out_cost[payers], minlength=nd)[:nd]
+    comm += np.bincount(b, weights=inst.out_cost[u], minlength=nd)[:nd]
+    comm[k:] = 0.0  # the CPUs pay no transfers
+    return compute, comm
+
+
+def device_loads(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Load of every device (:func:`load_parts`' compute plus transfers)."""
+    compute, comm = load_parts(inst, device)
+    return compute + comm
 
 
 def latency_bound(inst: PlacementInstance) -> float:
     """A lower bound of every placement's max load, transfers, memory and must-link groups
     ignored: the least ``T`` for which the host (host-only nodes first, then the nodes of least
     CPU/accelerator time ratio, the last one split) holds at most ``T`` of CPU time and leaves
-    at most ``k * T`` of accelerator time."""
-    k = inst.accelerators
+    at most ``k * T`` of accelerator time (``c * T`` of CPU time with ``c`` CPUs)."""
+    k, c = inst.accelerators, inst.cpus
     if k < 1:
-        return float(inst.cpu_latency.sum())
+        return float(inst.cpu_latency.sum()) / max(c, 1)
     forced = float(inst.cpu_latency[~inst.supported].sum())
     acc, cpu = inst.acc_latency[inst.supported], inst.cpu_latency[inst.supported]
-    if inst.cpus < 1:
+    if c < 1:
         return float(acc.sum()) / k
     order = np.argsort(cpu / np.maximum(acc, 1e-300), kind="stable")
     cpu_pre = np.concatenate(([0.0], np.cumsum(cpu[order])))
     acc_left = float(acc.sum()) - np.concatenate(([0.0], np.cumsum(acc[order])))
-    lo, hi = forced, max(forced, float(acc.sum()) / k)
+    lo, hi = forced / c, max(forced / c, float(acc.sum()) / k)
     for _ in range(60):
         mid = (lo + hi) / 2
-        room = mid - forced
+        room = c * mid - forced
         j = int(np.searchsorted(cpu_pre, room, side="right")) - 1  # whole nodes on the host
         left = acc_left[j]
         if j < len(order):  # and a share of the next one
@@ -102,10 +128,10 @@ def placement_problems(inst: PlacementInstance,
     unsupported node on an accelerator, a split must-link group, an accelerator over memory."""
     dev = np.asarray(device, dtype=np.int64)
     out = []
-    bad = np.flatnonzero((dev < HOST) | (dev >= inst.accelerators))
+    bad = np.flatnonzero((dev < cpu_device(cpu_slots(inst) - 1)) | (dev >= inst.accelerators))
     if len(bad):
         out.append(f"node {inst.ids[bad[0]]} has no device ({dev[bad[0]]})")
-    bad = np.flatnonzero(~inst.supported & (dev != HOST))
+    bad = np.flatnonzero(~inst.supported & (dev >= 0))
     if len(bad):
         out.append(f"node {inst.ids[bad[0]]} is not supported on an accelerator")
     first = np.full(int(inst.color.max(initial=-1)) + 1, -2, dtype=np.int64)
@@ -116,7 +142,7 @@ def placement_problems(inst: PlacementInstance,
         elif first[c] != dev[v]:
             out.append(f"node {inst.ids[v]} is split from its colorClass")
             break
-    if inst.cpus < 1 and (dev == HOST).any():
+    if inst.cpus < 1 and (dev < 0).any():
         out.append("the instance allows no CPU (maxCPUs 0)")
     for d in range(inst.accelerators):
         used = float(inst.size[dev == d].sum())
@@ -128,17 +154,59 @@ def placement_problems(inst: PlacementInstance,
 
 def load_figures(inst: PlacementInstance,
                  device: Sequence[int] | np.ndarray) -> dict[str, Any]:
-    """The figures a partition JSON carries: every device's load, the bottleneck and the max."""
-    loads = device_loads(inst, device)
+    """The figures a partition JSON carries: every device's load (``loads``), split into
+    ``compute`` and ``transfers``, its ``pieces`` (:func:`device_pieces`) and ``nodes`` (the
+    instance's ids), the bottleneck and the max."""
+    compute, comm = load_parts(inst, device)
+    loads = compute + comm
     names = device_names(inst)
     worst = int(np.argmax(loads))
+    slot = device_slots(inst, device)
+    pieces = device_pieces(inst, device)
     return {"loads": {n: float(x) for n, x in zip(names, loads)},
-            "bottleneck": names[worst], "max_load": float(loads[worst])}
+            "bottleneck": names[worst], "max_load": float(loads[worst]),
+            "compute": {n: float(x) for n, x in zip(names, compute)},
+            "transfers": {n: float(x) for n, x in zip(names, comm)},
+            "pieces": dict(zip(names, pieces)),
+            "nodes": {n: np.sort(inst.ids[slot == d]).tolist() for d, n in enumerate(names)}}
 
 
 def device_names(inst: PlacementInstance) -> list[str]:
-    """``fpga0 .. fpga{k-1}`` then ``cpu`` (the host), the order of :func:`device_loads`."""
-    return [f"fpga{d}" for d in range(inst.accelerators)] + ["cpu"]
+    """``fpga0 .. fpga{k-1}`` then the CPUs: ``cpu`` (one CPU) or ``cpu0 .. cpu{c-1}``, the
+    order of :func:`device_loads`."""
+    cpus = ["cpu"] if cpu_slots(inst) == 1 else [f"cpu{j}" for j in range(inst.cpus)]
+    return [f"fpga{d}" for d in range(inst.accelerators)] + cpus
+
+
+def device_pieces(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> list[int]:
+    """Per device (:func:`device_names`' order), its contiguous pieces in the paper's sense:
+    on the units' order (:func:`build_units`), a device's units split where a path of units
+    leaves the device and comes back (the most returns along a path, plus one); 0 when idle.
+    A unit whose nodes sit on several devices (a non-contiguous placement may split a cycle of
+    groups) counts one more piece on each device but its first node's."""
+    units = build_units(inst)
+    slot = device_slots(inst, device)
+    u_slot = [int(slot[m[0]]) for m in units.members]
+    nd = inst.accelerators + cpu_slots(inst)
+    src = [a for a, bs in enumerate(units.succ) for _ in bs]
+    dst = [b for bs in units.succ for b in bs]
+    order = topological_order(units.count, src, dst, key=[m[0] for m in units.members])
+    # ret[u][d]: the most times a path of units ending at u has entered device d
+    ret: list[dict[int, int]] = [{} for _ in range(units.count)]
+    for u in order:
+        ret[u][u_slot[u]] = max(ret[u].get(u_slot[u], 0), 1)
+        for w in units.succ[u]:
+            for d, r in ret[u].items():
+                step = r + (d == u_slot[w] != u_slot[u])
+                if step > ret[w].get(d, 0):
+                    ret[w][d] = step
+    pieces = [0] * nd
+    for u in range(units.count):
+        pieces[u_slot[u]] = max(pieces[u_slot[u]], ret[u][u_slot[u]])
+    for u, m in enumerate(units.members):  # a unit split over devices: a piece elsewhere each
+        for d in set(slot[m].tolist()) - {u_slot[u]}:
+            pieces[d] += 1
+    return pieces
 
 
 @dataclass
@@ -324,12 +392,15 @@ class SegmentScanner:
 
 
 def chain_kinds(inst: PlacementInstance) -> list[list[bool]]:
-    """Device chains the bisection tries: the accelerators alone, and the host first or last
-    (:func:`_segment_dp` places the host anywhere)."""
+    """Device chains the bisection tries: the accelerators alone, and the CPUs (one or all)
+    first or last (:func:`_segment_dp` places the CPUs anywhere)."""
     acc = [False] * inst.accelerators
     if inst.cpus < 1:
         return [acc]
-    return [acc, [True] + acc, acc + [True]]
+    kinds = [acc, [True] + acc, acc + [True]]
+    if inst.cpus > 1:
+        kinds += [[True] * inst.cpus + acc, acc + [True] * inst.cpus]
+    return kinds
 
 
 @dataclass
@@ -346,20 +417,17 @@ def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
     """The best chain found over :func:`unit_orders` and :func:`chain_kinds`: cut each order
     by bisection on the load (greedy segments), and where the order has at most
     ``exact_units`` units also optimally for that order (:func:`_segment_dp`); then
-    :func:`refine_chain`. A unit holding a host-only node goes to the host (then the split may
-    not be contiguous). Raises :class:`StrategyError` when memory admits no chain."""
+    :func:`refine_chain`. Units holding a host-only node stay in the order (a CPU segment
+    takes them), and are also tried outside it, on the first CPU (then the split may not be
+    contiguous). Raises :class:`StrategyError` when memory admits no chain."""
     units = units or build_units(inst)
-    found: list[tuple[float, int, list[int], list[bool]]] = []  # cap, order, ends, kinds
-    scans = []
-    orders = unit_orders(units)
-    for order in orders if units.count <= exact_units else orders[:1]:
-        scan = SegmentScanner(inst, units, order)
-        scan.order = [u for u in order if not scan.host_only[u]]
-        scans.append(scan)
+    found: list[tuple[float, int, list[int], list[bool]]] = []  # cap, scan, ends, kinds
+    scans = _scans(inst, units, exact_units)
+    for o, scan in enumerate(scans):
         for kinds in chain_kinds(inst):
             got = _bisect(inst, scan, kinds)
             if got is not None:
-                found.append((got[0], len(scans) - 1, got[1], list(kinds)))
+                found.append((got[0], o, got[1], list(kinds)))
     if not found:
         raise StrategyError(f"instance {inst.name!r}: no chain of {inst.accelerators} "
                             f"accelerators holds the nodes within maxSizePerFPGA "
@@ -367,23 +435,73 @@ def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
     cap = min(f[0] for f in found)
     for o, scan in enumerate(scans):
         if len(scan.order) <= exact_units:
-            c, ends, kinds = _segment_dp(scan, inst.accelerators, min(inst.cpus, 1), cap)
+            c, ends, kinds = _segment_dp(scan, inst.accelerators, inst.cpus, cap)
             if ends is not None:
                 found.append((c, o, ends, kinds))
-    _, o, ends, kinds = min(found, key=lambda f: f[0])
+    segs = [_segments(units, scans[o].order, ends) for _, o, ends, _ in found]
+    loads = [float(device_loads(inst, _seg_devices(inst, units, seg, segment_devices(kinds)))
+                   .max()) for seg, (_, _, _, kinds) in zip(segs, found)]
+    # by the true load (a scan without host-only units omits theirs), a full order on ties
+    best = min(range(len(found)), key=lambda i: (loads[i], len(scans[found[i][1]].order)
+                                                 != units.count))
+    device = refine_chain(inst, units, segs[best], segment_devices(found[best][3]))
+    slots = device_slots(inst, device)
+    contiguous = device_chain(units, [int(slots[m[0]]) for m in units.members]) is not None
+    return HeuristicResult(device, float(device_loads(inst, device).max()), contiguous)
+
+
+def _segments(units: Units, order: Sequence[int], ends: Sequence[int]) -> list[int]:
+    """Segment per unit of a cut of ``order`` at ``ends`` (-1: a unit outside the order)."""
     seg = [-1] * units.count
     start = 0
     for k, end in enumerate(ends):
-        for u in scans[o].order[start:end]:
+        for u in order[start:end]:
             seg[u] = k
         start = end
-    seg_dev, acc = [], 0
+    return seg
+
+
+def device_chain(units: Units, dev: list[int]) -> list[int] | None:
+    """The used devices (``dev``: one per unit) in an order every arc between two of them
+    follows, smallest first among the ready ones; None when there is none."""
+    before: dict[int, set[int]] = {d: set() for d in set(dev)}
+    for a in range(units.count):
+        for b in units.succ[a]:
+            if dev[a] != dev[b]:
+                before[dev[b]].add(dev[a])
+    chain: list[int] = []
+    while len(chain) < len(before):
+        ready = sorted(d for d in before if d not in chain and before[d] <= set(chain))
+        if not ready:
+            return None
+        chain.append(ready[0])
+    return chain
+
+
+def _scans(inst: PlacementInstance, units: Units, exact_units: int) -> list[SegmentScanner]:
+    """A scanner per order of :func:`unit_orders` (the first only beyond ``exact_units``
+    units), with every unit, and without the host-only ones when there are any (with a CPU)."""
+    orders = unit_orders(units)
+    scans = []
+    for order in orders if units.count <= exact_units else orders[:1]:
+        scan = SegmentScanner(inst, units, order)
+        scans.append(scan)
+        if inst.cpus >= 1 and any(scan.host_only):
+            apart = SegmentScanner(inst, units, order)
+            apart.order = [u for u in order if not apart.host_only[u]]
+            scans.append(apart)
+    return scans
+
+
+def segment_devices(kinds: Sequence[bool]) -> list[int]:
+    """The device of each segment of a chain (True = a CPU): accelerators and CPUs each
+    numbered in chain order."""
+    out, acc, cpu = [], 0, 0
     for host in kinds:
-        seg_dev.append(HOST if host else acc)
+        out.append(cpu_device(cpu) if host else acc)
+        cpu += host
         acc += not host
-    device = refine_chain(inst, units, seg, seg_dev)
-    contiguous = not any(scans[o].host_only)
-    return HeuristicResult(device, float(device_loads(inst, device).max()), contiguous)
+    return out
 
 
 def _bisect(inst: PlacementInstance, scan: SegmentScanner, kinds: Sequence[bool]
@@ -409,7 +527,7 @@ def _bisect(inst: PlacementInstance, scan: SegmentScanner, kinds: Sequence[bool]
 def _segment_dp(scan: SegmentScanner, accelerators: int, cpus: int, cap: float
                 ) -> tuple[float, list[int] | None, list[bool]]:
     """The optimal cut of ``scan.order`` into consecutive segments on up to ``accelerators``
-    accelerators and ``cpus`` (0 or 1) hosts in any chain order (least max load), among
+    accelerators and ``cpus`` CPUs in any chain order (least max load), among
     segments of load at most ``cap``: ``dp.cpp``'s program restricted to one order,
     ``best[a, c][j]`` = least max load of the first ``j`` units on ``a`` accelerator and ``c``
     host segments. Returns the load, the segment ends and their kinds (True = host)."""
@@ -464,8 +582,8 @@ def refine_chain(inst: PlacementInstance, units: Units, seg: list[int], seg_dev:
     for _ in range(rounds):
         loads = device_loads(inst, device)
         worst = int(np.argmax(loads))
-        b = next((s for s, d in enumerate(seg_dev) if (d if d != HOST else inst.accelerators)
-                  == worst), None)
+        slots = device_slots(inst, seg_dev).tolist()
+        b = next((s for s, d in enumerate(slots) if d == worst), None)
         if b is None:
             break
         move = _best_move(inst, units, (seg, seg_dev, device), b, (preds, mem, host_only), best)
@@ -502,9 +620,9 @@ def _best_move(inst: PlacementInstance, units: Units, state: tuple, b: int, fact
         low = max((seg[p] for p in preds[u]), default=0)
         high = min((seg[w] for w in units.succ[u]), default=len(seg_dev) - 1)
         for to in range(max(low, 0), high + 1):
-            if to == b or (host_only[u] and seg_dev[to] != HOST):
+            if to == b or (host_only[u] and seg_dev[to] >= 0):
                 continue
-            if seg_dev[to] != HOST and used[to] + mem[u] > inst.memory_limit:
+            if seg_dev[to] >= 0 and used[to] + mem[u] > inst.memory_limit:
                 continue
             device[units.members[u]] = seg_dev[to]
             key = np.sort(device_loads(inst, device))[::-1]
@@ -531,15 +649,48 @@ def instance_of(problem: Problem) -> PlacementInstance | None:
     return model if isinstance(model, PlacementInstance) else None
 
 
+class SupportedSelector(SubgraphSelector):
+    """Selects the nodes an instance supports on an accelerator (by graph node name)."""
+
+    def __init__(self, names: frozenset[str]):
+        self.names = names
+
+    def select(self, node: Any) -> bool:
+        return node.name in self.names
+
+
+class SupportedProperty(SubgraphProperty):
+    """An accelerator of an instance whose nodes carry the model's op types: it takes the
+    nodes ``supportedOnFpga`` marks, whatever their op type."""
+
+    name = "instance"
+
+    def __init__(self, names: frozenset[str], device: str):
+        super().__init__(device)
+        self.names = names
+
+    def create_subgraph_selector(self) -> SubgraphSelector:
+        return SupportedSelector(self.names)
+
+    def __repr__(self) -> str:
+        return f"SupportedProperty({self.device}: supportedOnFpga)"
+
+
 def instance_properties(inst: PlacementInstance) -> list[SubgraphProperty]:
-    """One device per accelerator, ``fpga0 .. fpga{k-1}``, each taking every supported node."""
-    return [OpsProperty([ACC_OP], device=name) for name in device_names(inst)[:-1]]
+    """One device per accelerator, ``fpga0 .. fpga{k-1}``, each taking every supported node
+    (by op type :data:`ACC_OP`, or by name when the nodes carry the model's op types)."""
+    names = device_names(inst)[:inst.accelerators]
+    if inst.op_types is None:
+        return [OpsProperty([ACC_OP], device=name) for name in names]
+    taken = frozenset(n for n, ok in zip(graph_names(inst), inst.supported.tolist()) if ok)
+    return [SupportedProperty(taken, device=name) for name in names]
 
 
 def instance_problem(graph: Graph, properties: list[SubgraphProperty] | None = None,
                      constraints: Constraints | None = None) -> Problem:
     """The compiled problem of an instance graph: its accelerators (unless ``properties`` are
-    given) and the host ``cpu`` as fallback. Must-link groups stay in the instance (a group
+    given) and the host ``cpu`` as fallback (every CPU of ``maxCPUs``: which one runs a node
+    is in ``info["throughput"]["nodes"]``). Must-link groups stay in the instance (a group
     of a training graph need not be convex, which a ``together`` constraint requires)."""
     inst = graph.model
     if not isinstance(inst, PlacementInstance):
@@ -549,31 +700,43 @@ def instance_problem(graph: Graph, properties: list[SubgraphProperty] | None = N
 
 
 def graph_positions(problem: Problem, inst: PlacementInstance) -> np.ndarray:
-    """``pos[i]``: the instance index of graph node ``i`` (nodes are named by their id)."""
-    index = {int(i): k for k, i in enumerate(inst.ids.tolist())}
-    return np.array([index[int(nd.name)] for nd in problem.graph.nodes], dtype=np.int64)
+    """``pos[i]``: the instance index of graph node ``i`` (named by :func:`graph_names`)."""
+    index = {name: k for k, name in enumerate(graph_names(inst))}
+    return np.array([index[nd.name] for nd in problem.graph.nodes], dtype=np.int64)
 
 
 def to_partition(problem: Problem, inst: PlacementInstance, device: np.ndarray,
                  strategy: str, figures: dict[str, Any]) -> Partition:
-    """A partition with ``device`` (per instance node): an accelerator's nodes split into
-    clusters by the number of device changes on the longest path to them (so no path leaves
-    a cluster and comes back, and the clusters form a DAG); ``figures`` go to
-    ``info["throughput"]`` with every device's load."""
+    """A partition with ``device`` (per instance node), every CPU's nodes on the fallback: one
+    cluster per accelerator where that keeps the clusters a DAG, else an accelerator's nodes
+    split by the number of device changes on the longest path to them (so no path leaves a
+    cluster and comes back); ``figures`` go to ``info["throughput"]`` with every device's
+    load (:func:`load_figures`)."""
     pos = graph_positions(problem, inst)
     names = device_names(inst)
     index = {name: d for d, name in enumerate(problem.devices)}
     per_node = device[pos]
-    dev = np.array([-1 if d == HOST else index.get(names[d], -2) for d in per_node.tolist()],
+    dev = np.array([-1 if d < 0 else index.get(names[d], -2) for d in per_node.tolist()],
                    dtype=np.int64)
     if (dev == -2).any():
         raise StrategyError(f"instance {inst.name!r}: the problem lacks device "
                             f"{names[int(per_node[dev == -2][0])]!r}")
-    labels = change_levels(problem.graph, dev) * (len(names) + 1) + dev + 1
+    labels = cluster_labels(problem.graph, dev)
     info = {"throughput": {**figures, **load_figures(inst, device)}}
     chosen = np.flatnonzero((dev == -1) & inst.supported[pos]).tolist()
     return Partition.from_assignment(problem, labels, dev, strategy=strategy, info=info,
                                      fallback_reasons={v: ON_HOST for v in chosen})
+
+
+def cluster_labels(graph: Graph, dev: np.ndarray) -> np.ndarray:
+    """A cluster label per node: its device when the graph of devices (each fallback node,
+    ``dev`` -1, a unit of its own) has no cycle, else device and :func:`change_levels`."""
+    unit = np.where(dev >= 0, dev, int(dev.max(initial=0)) + 1 + np.arange(graph.n))
+    src, dst = unit[graph.edge_src], unit[graph.edge_dst]
+    apart = src != dst
+    if is_acyclic(int(unit.max(initial=0)) + 1, src[apart], dst[apart]):
+        return dev + 1
+    return change_levels(graph, dev) * (int(dev.max(initial=0)) + 2) + dev + 1
 
 
 def change_levels(graph: Graph, dev: np.ndarray) -> np.ndarray:
@@ -590,14 +753,22 @@ def change_levels(graph: Graph, dev: np.ndarray) -> np.ndarray:
 
 
 def partition_devices(part: Partition, inst: PlacementInstance) -> np.ndarray:
-    """Device per instance node (:data:`HOST` = -1) of a partition of an instance graph."""
+    """Device per instance node of a partition of an instance graph: its accelerators' by
+    their clusters, its fallback nodes on the CPU ``info["throughput"]["nodes"]`` names
+    (:data:`HOST` when it names none)."""
     pos = graph_positions(part.problem, inst)
     names = device_names(inst)
-    by_name = {n: d for d, n in enumerate(names[:-1])}
+    by_name = {n: d for d, n in enumerate(names[:inst.accelerators])}
     device = np.full(inst.n, HOST, dtype=np.int64)
     for c in part.clusters:
         if c.device in by_name:
             device[pos[list(c.nodes)]] = by_name[c.device]
+    listed = part.info.get("throughput", {}).get("nodes", {})
+    index = {int(i): k for k, i in enumerate(inst.ids.tolist())}
+    for j, name in enumerate(names[inst.accelerators:]):
+        at = np.array([index[int(i)] for i in listed.get(name, ())], dtype=np.int64)
+        at = at[device[at] == HOST] if len(at) else at
+        device[at] = cpu_device(j)
     return device
 
 
@@ -607,7 +778,8 @@ def partition_split_text(part: Partition) -> str:
     if inst is None:
         raise StrategyError(f"--split: graph {part.graph.name!r} is not a placement instance")
     device = partition_devices(part, inst)
-    return split_text(inst, device, {"strategy": part.strategy, **load_figures(inst, device)})
+    figures = {k: v for k, v in load_figures(inst, device).items() if k != "nodes"}
+    return split_text(inst, device, {"strategy": part.strategy, **figures})
 
 
 def run_heuristic(problem: Problem) -> Partition:
@@ -620,7 +792,7 @@ def run_heuristic(problem: Problem) -> Partition:
     if problems:
         raise StrategyError(f"auto: instance {inst.name!r}: the chain heuristic found no "
                             f"feasible placement ({problems[0]}); try --strategy cpsat "
-                            "--option objective=throughput")
+                            "--objective throughput")
     figures = {"objective": "throughput", "method": "chain_heuristic", "status": "FEASIBLE",
                "contiguous": res.contiguous, "bound": None}
     return to_partition(problem, inst, res.device, "auto", figures)

@@ -9,8 +9,10 @@ optional ``colorClass`` (nodes that must share a device); an edge has ``sourceId
 and ``cost``, the transfer time of its source's output - one figure per source node, as the
 paper's evaluator requires. :class:`PlacementInstance` keeps them as numpy arrays in the file's
 node order (index ``i`` is node ``ids[i]``); an assignment is one device per index: ``0..k-1``
-an accelerator, :data:`HOST` the CPU. The file is recognised by its keys (:func:`is_instance`),
-so it shares the ``.json`` extension with node-link graphs.
+an accelerator, :data:`HOST` the (first) CPU and ``HOST - j`` CPU ``j`` of ``maxCPUs``
+(:func:`cpu_device`; every CPU a device of its own, as the paper's DP and IP treat them). The
+file is recognised by its keys (:func:`is_instance`), so it shares the ``.json`` extension with
+node-link graphs.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from clusterkit.graph.core import Graph
 from clusterkit.io.files import read_input, write_atomic
 from clusterkit.io.node_link import graph_from_lists
 
-#: device index of the host (the CPU) in an assignment
+#: device index of the host (the first CPU) in an assignment; CPU ``j`` is ``HOST - j``
 HOST = -1
 #: the keys that make a JSON document an instance of this format
 INSTANCE_KEYS = ("maxFPGAs", "maxSizePerFPGA", "nodes", "edges")
@@ -59,6 +61,10 @@ class PlacementInstance:
     accelerators: int
     cpus: int
     memory_limit: float
+    #: bytes of each edge's tensor (the edges' optional ``size``; NaN where not given)
+    edge_size: np.ndarray | None = None
+    #: the model's op type of every node (the nodes' optional ``opType``; None: not given)
+    op_types: list[str | None] | None = None
 
     @property
     def n(self) -> int:
@@ -70,6 +76,17 @@ class PlacementInstance:
         for u, v in zip(self.edge_src.tolist(), self.edge_dst.tolist()):
             out[u].append(v)
         return out
+
+
+def cpu_device(j: int) -> int:
+    """The device index of CPU ``j`` (0-based) in an assignment: ``HOST - j``."""
+    return HOST - j
+
+
+def cpu_slots(inst: PlacementInstance) -> int:
+    """How many CPU devices an assignment may name: ``maxCPUs``, at least one (a ``maxCPUs``
+    0 instance still has the host, which :func:`placement_problems` forbids using)."""
+    return max(inst.cpus, 1)
 
 
 def is_instance(data: Any) -> bool:
@@ -113,7 +130,7 @@ def instance_from_dict(data: Any, name: str = "instance", where: str = "instance
     pos = {i: k for k, i in enumerate(ids)}
     if len(pos) != len(ids):
         raise ModelLoadError(f"{where!r}: node ids repeat")
-    src, dst, cost = _edges(data["edges"], pos, where)
+    src, dst, cost, esize = _edges(data["edges"], pos, where)
     color = _colors([c[5] for c in cols])
     arr = np.array([c[:5] for c in cols], dtype=np.float64).reshape(len(cols), 5)
     return PlacementInstance(
@@ -122,7 +139,14 @@ def instance_from_dict(data: Any, name: str = "instance", where: str = "instance
         cpu_latency=arr[:, 0], acc_latency=arr[:, 1], size=arr[:, 2],
         supported=arr[:, 3] != 0, backward=arr[:, 4] != 0, color=color, out_cost=cost,
         edge_src=src, edge_dst=dst, accelerators=int(data["maxFPGAs"]),
-        cpus=int(data.get("maxCPUs", 1)), memory_limit=float(data["maxSizePerFPGA"]))
+        cpus=int(data.get("maxCPUs", 1)), memory_limit=float(data["maxSizePerFPGA"]),
+        edge_size=esize, op_types=_op_types(nodes))
+
+
+def _op_types(nodes: list[dict]) -> list[str | None] | None:
+    """The nodes' ``opType`` fields (None per node without one; None when no node has one)."""
+    ops = [None if nd.get("opType") is None else str(nd["opType"]) for nd in nodes]
+    return ops if any(op is not None for op in ops) else None
 
 
 def _node_row(nd: dict) -> tuple:
@@ -141,14 +165,16 @@ def _colors(raw: list[Any]) -> np.ndarray:
 
 
 def _edges(edges: Any, pos: dict[int, int], where: str
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Edge index arrays and the per-source transfer cost (one figure per source node)."""
-    src, dst = [], []
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Edge index arrays, the per-source transfer cost (one figure per source node) and each
+    edge's bytes (its optional ``size``, NaN when absent)."""
+    src, dst, size = [], [], []
     cost = np.zeros(len(pos), dtype=np.float64)
     given = np.zeros(len(pos), dtype=bool)
     for e in edges:
         try:
             u, v, c = pos[int(e["sourceId"])], pos[int(e["destId"])], float(e["cost"])
+            size.append(float(e.get("size", "nan")))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelLoadError(f"{where!r}: edge {e!r} names an unknown node or lacks "
                                  f"{exc}") from exc
@@ -160,20 +186,41 @@ def _edges(edges: Any, pos: dict[int, int], where: str
         cost[u], given[u] = c, True
         src.append(u)
         dst.append(v)
-    return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), cost
+    return (np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), cost,
+            np.array(size, dtype=np.float64))
+
+
+def graph_names(inst: PlacementInstance) -> list[str]:
+    """The graph's node names: the instance's ``name`` fields when every node has a distinct
+    one (the model's node names), else the ids."""
+    ids = [str(int(i)) for i in inst.ids.tolist()]
+    named = len(set(inst.names)) == inst.n and inst.names != ids
+    return list(inst.names) if named else ids
 
 
 def instance_graph(inst: PlacementInstance, source: str = "memory") -> Graph:
-    """The instance as a Graph: one node per instance node (named by its id, op type
-    :data:`ACC_OP`, or :data:`HOST_OP` when no accelerator supports it), one output tensor per
-    node. The instance itself is kept as ``graph.model``. Built straight from the arrays: each
-    distinct edge once, grouped by source in node order (as node-link graphs are read)."""
-    pairs = list(dict.fromkeys(zip(inst.edge_src.tolist(), inst.edge_dst.tolist())))
-    pairs.sort(key=lambda e: e[0])  # stable: each source's edges keep their order
-    src = np.array([u for u, _ in pairs], dtype=np.int64)
-    dst = np.array([v for _, v in pairs], dtype=np.int64)
-    data = [{"op": ACC_OP if ok else HOST_OP} for ok in inst.supported.tolist()]
-    graph = graph_from_lists([int(i) for i in inst.ids], data, src, dst, [None] * len(pairs),
+    """The instance as a Graph: one node per instance node (named by :func:`graph_names`, op
+    type its ``opType``, else :data:`ACC_OP`, or :data:`HOST_OP` when no accelerator supports
+    it), one output tensor
+    per node, of the bytes its edges' ``size`` give (unknown without; 0 for a node without
+    consumers, whose output the instance charges nothing for). The instance itself is
+    kept as ``graph.model``. Built straight from the arrays: each distinct edge once, grouped
+    by source in node order (as node-link graphs are read)."""
+    size = inst.edge_size if inst.edge_size is not None else np.full(len(inst.edge_src), np.nan)
+    seen: dict[tuple[int, int], float] = {}
+    for u, v, b in zip(inst.edge_src.tolist(), inst.edge_dst.tolist(), size.tolist()):
+        seen.setdefault((u, v), b)  # each distinct edge once, its first size
+    pairs = sorted(seen.items(), key=lambda e: e[0][0])  # stable: a source's edges keep order
+    src = np.array([u for (u, _), _ in pairs], dtype=np.int64)
+    dst = np.array([v for (_, v), _ in pairs], dtype=np.int64)
+    nbytes = [None if b != b else int(b) for _, b in pairs]  # NaN: not given
+    sink = np.bincount(inst.edge_src, minlength=inst.n) == 0
+    ops = inst.op_types or [None] * inst.n
+    data: list[dict[str, Any]] = [{"op": op or (ACC_OP if ok else HOST_OP)} for op, ok in
+                                  zip(ops, inst.supported.tolist())]
+    for v in np.flatnonzero(sink).tolist():  # a sink's output costs nothing in the instance
+        data[v]["bytes"] = 0
+    graph = graph_from_lists(graph_names(inst), data, src, dst, nbytes,
                              name=inst.name, source=source)
     graph.model = inst
     return graph
@@ -186,10 +233,13 @@ def load_instance_graph(path: str | os.PathLike) -> Graph:
 
 def split_dict(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> dict[str, Any]:
     """The paper's split format: ``{"fpgas": [{"nodes": [ids]}] * k, "cpus": [{"nodes":
-    [ids]}]}`` with the original ids, sorted, every accelerator listed (an idle one empty)."""
+    [ids]}] * c}`` with the original ids, sorted, every accelerator and CPU listed (an idle one
+    empty; ``c`` = :func:`cpu_slots`)."""
     dev = np.asarray(device, dtype=np.int64)
     fpgas = [{"nodes": np.sort(inst.ids[dev == d]).tolist()} for d in range(inst.accelerators)]
-    return {"fpgas": fpgas, "cpus": [{"nodes": np.sort(inst.ids[dev == HOST]).tolist()}]}
+    cpus = [{"nodes": np.sort(inst.ids[dev == cpu_device(j)]).tolist()}
+            for j in range(cpu_slots(inst))]
+    return {"fpgas": fpgas, "cpus": cpus}
 
 
 def split_text(inst: PlacementInstance, device: Sequence[int] | np.ndarray,

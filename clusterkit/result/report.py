@@ -212,8 +212,18 @@ def summary_line(partition: PartitionLike) -> str:
     return (f"{partition.graph.name}: strategy {partition.strategy}, "
             f"{plural(m['partitions'], 'partition')}, largest {m['largest_cluster']} nodes, "
             f"{m['compute_offloaded']}/{m['compute_nodes']} compute nodes offloaded"
-            f"{folded_note(m)}, {cut_note(m)} (compute nodes: {devs}), "
+            f"{folded_note(m)}, {_cut_or_transfers(partition, m)} (compute nodes: {devs}), "
             f"{partition.seconds:.3f}s")
+
+
+def _cut_or_transfers(partition: PartitionLike, metrics: dict[str, Any]) -> str:
+    """:func:`cut_note`, or for a throughput placement whose instance gives no edge sizes (only
+    their costs) the total transfer load instead of a cut of unknown size."""
+    fig = partition.info.get("throughput")
+    if not fig or not metrics.get("cut_tensors_unknown_size") or "transfers" not in fig:
+        return cut_note(metrics)
+    return (f"transfers {sum(fig['transfers'].values()):.6g} (the instance gives edge costs, "
+            "not sizes)")
 
 
 def _compute_nodes_per_device(partition: PartitionLike) -> dict[str, int]:

@@ -4,12 +4,12 @@ instance (definitions in :mod:`clusterkit.engines.throughput`), exact, with a pr
 Phases as the rest of the package: build (slots, variables, loads), solve, read. Units (must-link
 groups; for contiguous placements fused along cycles of the order) go to *slots*:
 
-- non-contiguous: slot ``d < k`` is accelerator ``d``, slot ``k`` the host (when ``maxCPUs`` >=
-  1); ``x[u, s]`` booleans, one slot per unit;
-- contiguous: ``k`` (+1 with a CPU) slots form the chain; ``y[u, s]`` = "unit ``u`` sits at slot
+- non-contiguous: slot ``d < k`` is accelerator ``d``, slots ``k .. k+c-1`` the ``c =
+  maxCPUs`` CPUs; ``x[u, s]`` booleans, one slot per unit;
+- contiguous: ``k + c`` slots form the chain; ``y[u, s]`` = "unit ``u`` sits at slot
   ``s`` or later", monotone in ``s`` and along every order arc (so each slot is the difference of
   two ideals: the paper's contiguity), ``x[u, s] = y[u, s] - y[u, s+1]``; ``cpu[s]`` marks the
-  one slot that is the host.
+  ``c`` slots that are CPUs (each CPU a device of its own, as the paper's DP and IP).
 
 A node ``v`` with consumers in other units pays its transfer cost on slot ``s`` as sender
 (``out >= x[unit(v), s] - x[w, s]`` for each consumer unit ``w``) and as receiver (``in >= x[w,
@@ -43,7 +43,9 @@ from clusterkit.engines.throughput import (
     Units,
     build_units,
     chain_heuristic,
+    device_chain,
     device_loads,
+    device_slots,
     instance_of,
     latency_bound,
     partition_devices,
@@ -51,7 +53,7 @@ from clusterkit.engines.throughput import (
     to_partition,
 )
 from clusterkit.errors import InfeasibleError, StrategyError
-from clusterkit.io.placement_instance import HOST, PlacementInstance
+from clusterkit.io.placement_instance import HOST, PlacementInstance, cpu_device
 from clusterkit.result.model import Partition
 
 #: the largest scaled load: coefficients are times * SCALE_TOP / (sum of all times)
@@ -90,8 +92,8 @@ class ThroughputModel:
 
 
 def slot_count(inst: PlacementInstance) -> int:
-    """Accelerators plus one host slot when the instance allows a CPU."""
-    return inst.accelerators + (1 if inst.cpus >= 1 else 0)
+    """Accelerators plus one slot per CPU the instance allows."""
+    return inst.accelerators + max(inst.cpus, 0)
 
 
 def build(inst: PlacementInstance, contiguous: bool) -> ThroughputModel:
@@ -104,10 +106,14 @@ def build(inst: PlacementInstance, contiguous: bool) -> ThroughputModel:
     x = [[m.NewBoolVar(f"x{u}_{s}") for s in range(nslot)] for u in range(units.count)]
     cpu = _cpu_slots(m, inst, nslot, contiguous)
     y = _chain(m, units, x, nslot) if contiguous else None
+    if contiguous and inst.cpus > 1:
+        _used_first(m, x, cpu)
     if not contiguous:
         for row in x:
             m.AddExactlyOne(row)
-        _order_accelerators(m, x, inst.accelerators)
+        k = inst.accelerators
+        _order_interchangeable(m, x, list(range(k)))
+        _order_interchangeable(m, x, list(range(k, nslot)))
     tm = ThroughputModel(m, units, x, cpu, y, _transfer_terms(inst, units, scale), [], [],
                          m.NewIntVar(0, int(SCALE_TOP) + 1, "T"), scale)
     _loads(inst, tm)
@@ -117,14 +123,29 @@ def build(inst: PlacementInstance, contiguous: bool) -> ThroughputModel:
 
 def _cpu_slots(m: cp_model.CpModel, inst: PlacementInstance, nslot: int, contiguous: bool
                ) -> list[Any]:
-    """``cpu[s]``: slot ``s`` is the host (constants for non-contiguous models)."""
+    """``cpu[s]``: slot ``s`` is a CPU (constants for non-contiguous models)."""
     if inst.cpus < 1:
         return [0] * nslot
     if not contiguous:
-        return [0] * (nslot - 1) + [1]
+        return [0] * inst.accelerators + [1] * inst.cpus
     cpu = [m.NewBoolVar(f"cpu{s}") for s in range(nslot)]
-    m.AddExactlyOne(cpu)
+    m.Add(sum(cpu) == inst.cpus)
     return cpu
+
+
+def _used_first(m: cp_model.CpModel, x: list[list[Any]], cpu: list[Any]) -> None:
+    """Symmetry breaking of a chain's idle slots: the busy slots come first, and among the idle
+    ones the CPUs first (an idle slot's place and kind change no load)."""
+    nslot = len(cpu)
+    used = [m.NewBoolVar(f"used{s}") for s in range(nslot)]
+    for s in range(nslot):
+        m.AddBoolOr([row[s] for row in x]).OnlyEnforceIf(used[s])
+        for row in x:
+            m.AddImplication(row[s], used[s])
+        if s:
+            m.AddImplication(used[s], used[s - 1])
+            if not isinstance(cpu[s], int):
+                m.AddImplication(cpu[s], cpu[s - 1]).OnlyEnforceIf(used[s - 1].Not())
 
 
 def _chain(m: cp_model.CpModel, units: Units, x: list[list[Any]], nslot: int
@@ -143,24 +164,25 @@ def _chain(m: cp_model.CpModel, units: Units, x: list[list[Any]], nslot: int
     return y
 
 
-def _order_accelerators(m: cp_model.CpModel, x: list[list[Any]], k: int) -> None:
-    """Symmetry breaking of interchangeable accelerators: a unit may open accelerator ``s > 0``
-    only when some lower unit is on accelerator ``s - 1`` (``seen[s]``: some unit so far is)."""
-    seen = [0] * k
+def _order_interchangeable(m: cp_model.CpModel, x: list[list[Any]], cols: list[int]) -> None:
+    """Symmetry breaking of interchangeable devices (the slots ``cols``, all accelerators or
+    all CPUs): a unit may open slot ``cols[i]``, ``i > 0``, only when some lower unit is on
+    ``cols[i - 1]`` (``seen[i]``: some unit so far is)."""
+    seen: list[Any] = [0] * len(cols)
     for u, row in enumerate(x):
-        for s in range(1, k):
-            if isinstance(seen[s - 1], int):
-                m.Add(row[s] == 0)
+        for i in range(1, len(cols)):
+            if isinstance(seen[i - 1], int):
+                m.Add(row[cols[i]] == 0)
             else:
-                m.AddImplication(row[s], seen[s - 1])
+                m.AddImplication(row[cols[i]], seen[i - 1])
         nxt = []
-        for s in range(k):
+        for i, s in enumerate(cols):
             b = m.NewBoolVar(f"seen{u}_{s}")
-            m.AddBoolOr([row[s]] + ([] if isinstance(seen[s], int) else [seen[s]])
+            m.AddBoolOr([row[s]] + ([] if isinstance(seen[i], int) else [seen[i]])
                         ).OnlyEnforceIf(b)
             m.AddImplication(row[s], b)
-            if not isinstance(seen[s], int):
-                m.AddImplication(seen[s], b)
+            if not isinstance(seen[i], int):
+                m.AddImplication(seen[i], b)
             nxt.append(b)
         seen = nxt
 
@@ -222,41 +244,36 @@ def _when(m: cp_model.CpModel, ct: Any, cpu: Any, host: bool) -> None:
 
 
 def chain_slots(inst: PlacementInstance, units: Units, device: np.ndarray,
-                contiguous: bool) -> list[int] | None:
-    """Slot per unit for ``device`` (one device per node): the device's place in the chain
-    (accelerators and the host ordered by the order arcs) when ``contiguous`` - None when they
-    form no chain - else the device itself (the host: slot ``k``)."""
-    k = inst.accelerators
+                contiguous: bool) -> tuple[list[int], list[int]] | None:
+    """Slot per unit for ``device`` (one device per node) and the slots that are CPUs: the
+    device's place in the chain (accelerators and CPUs ordered by the order arcs) when
+    ``contiguous`` - None when they form no chain - else the device itself, accelerators and
+    CPUs each renumbered by their first unit (the symmetry breaking's order)."""
+    k, nslot = inst.accelerators, slot_count(inst)
     first = [int(mb[0]) for mb in units.members]
-    dev = [k if device[v] == HOST else int(device[v]) for v in first]
-    if not contiguous:  # accelerators renumbered by their first unit (symmetry breaking)
-        acc = list(dict.fromkeys(d for d in dev if d != k))
-        acc += [d for d in range(k) if d not in acc]
-        pos = {d: i for i, d in enumerate(acc)}
-        pos[k] = k
-        return [pos[d] for d in dev]
-    before: dict[int, set[int]] = {d: set() for d in set(dev)}
-    for a in range(units.count):
-        for b in units.succ[a]:
-            if dev[a] != dev[b]:
-                before[dev[b]].add(dev[a])
-    chain: list[int] = []
-    while len(chain) < len(before):
-        ready = sorted(d for d in before if d not in chain and before[d] <= set(chain))
-        if not ready:
-            return None
-        chain.append(ready[0])
-    used = [d for d in chain if d != k]
-    spare = [d for d in range(k) if d not in used]
-    full = chain + spare if k in chain or inst.cpus < 1 else chain + spare + [k]
-    if len(full) != slot_count(inst):
+    dev = device_slots(inst, device[first]).tolist()
+    if not contiguous:
+        pos: dict[int, int] = {}
+        for group, base in ((range(k), 0), (range(k, nslot), k)):
+            seen = list(dict.fromkeys(d for d in dev if d in group))
+            seen += [d for d in group if d not in seen]
+            pos.update({d: base + i for i, d in enumerate(seen)})
+        return ([pos[d] for d in dev], list(range(k, nslot))) if len(pos) == nslot else None
+    chain = device_chain(units, dev)
+    if chain is None:
         return None
-    pos = {d: i for i, d in enumerate(full)}
-    return [pos[d] for d in dev]
+    idle = [d for d in range(nslot) if d not in chain]
+    if inst.cpus > 1:  # idle CPUs first (:func:`_used_first`)
+        idle.sort(key=lambda d: d < k)
+    full = chain + idle
+    if len(full) != nslot:
+        return None
+    at = {d: i for i, d in enumerate(full)}
+    return [at[d] for d in dev], [i for i, d in enumerate(full) if d >= k]
 
 
-def add_hint(tm: ThroughputModel, slots: list[int], host_slot: int) -> None:
-    """Hint every variable from a slot per unit (``host_slot``: the slot that is the host)."""
+def add_hint(tm: ThroughputModel, slots: list[int], cpu_slots: list[int]) -> None:
+    """Hint every variable from a slot per unit (``cpu_slots``: the slots that are CPUs)."""
     m = tm.m
     m.ClearHints()
     for u, s0 in enumerate(slots):
@@ -267,7 +284,7 @@ def add_hint(tm: ThroughputModel, slots: list[int], host_slot: int) -> None:
                 m.AddHint(tm.y[u][s], int(s0 >= s))
     for s, c in enumerate(tm.cpu):
         if not isinstance(c, int):
-            m.AddHint(c, int(s == host_slot))
+            m.AddHint(c, int(s in cpu_slots))
     for s in range(len(tm.out)):
         for t, (u, outs, _) in enumerate(tm.terms):
             here = slots[u] == s
@@ -275,20 +292,20 @@ def add_hint(tm: ThroughputModel, slots: list[int], host_slot: int) -> None:
             m.AddHint(tm.inn[s][t], int(not here and any(slots[w] == s for w in outs)))
 
 
-def read_slots(tm: ThroughputModel, solver: cp_model.CpSolver) -> tuple[list[int], int]:
-    """Slot per unit and the host's slot (-1: none) of the solver's solution."""
+def read_slots(tm: ThroughputModel, solver: cp_model.CpSolver) -> tuple[list[int], list[int]]:
+    """Slot per unit and the slots that are CPUs of the solver's solution."""
     slots = [next(s for s, var in enumerate(row) if solver.Value(var)) for row in tm.x]
-    host = [s for s, c in enumerate(tm.cpu) if (c if isinstance(c, int) else solver.Value(c))]
-    return slots, (host[0] if host else -1)
+    cpus = [s for s, c in enumerate(tm.cpu) if (c if isinstance(c, int) else solver.Value(c))]
+    return slots, cpus
 
 
-def slots_to_devices(inst: PlacementInstance, units: Units, slots: list[int], host: int
-                     ) -> np.ndarray:
-    """Device per node: the host slot is :data:`HOST`, accelerator slots are numbered in
-    slot order."""
-    acc = [s for s in range(slot_count(inst)) if s != host]
+def slots_to_devices(inst: PlacementInstance, units: Units, slots: list[int],
+                     cpu_slots: list[int]) -> np.ndarray:
+    """Device per node: the CPU slots are the CPUs and the others the accelerators, each
+    numbered in slot order."""
+    acc = [s for s in range(slot_count(inst)) if s not in cpu_slots]
     dev_of_slot = {s: i for i, s in enumerate(acc)}
-    dev_of_slot[host] = HOST
+    dev_of_slot.update({s: cpu_device(j) for j, s in enumerate(cpu_slots)})
     device = np.empty(inst.n, dtype=np.int64)
     for u, s in enumerate(slots):
         device[units.members[u]] = dev_of_slot[s]
@@ -309,8 +326,8 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     warm = _feasible_warm(inst, warm)
     tm = build(inst, contiguous)
     slots = chain_slots(inst, tm.units, warm, contiguous) if warm is not None else None
-    if slots is not None and warm is not None:
-        add_hint(tm, slots, _host_slot_of(inst, tm.units, warm, slots))
+    if slots is not None:
+        add_hint(tm, *slots)
     clock = Clock(float(time_limit), settings.deterministic, check_work_limit("cpsat", work_limit))
     solver = clock_parameters(work_limit if work_limit is not None else time_limit, settings,
                               clock)
@@ -345,19 +362,6 @@ def _feasible_warm(inst: PlacementInstance, warm: np.ndarray | None) -> np.ndarr
     return None if placement_problems(inst, warm) else warm
 
 
-def _host_slot_of(inst: PlacementInstance, units: Units, device: np.ndarray,
-                  slots: list[int]) -> int:
-    """The slot the host takes in ``slots`` (derived from ``device``)."""
-    for u, mb in enumerate(units.members):
-        if device[mb[0]] == HOST:
-            return slots[u]
-    if inst.cpus < 1:
-        return -1
-    taken = set(slots)
-    free = [s for s in range(slot_count(inst)) if s not in taken]
-    return free[-1] if free else -1
-
-
 def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: float = 60.0,
                    workers: int = 2, seed: int = 0, warm_start: Any = True,
                    deterministic: bool = True, log: bool = False,
@@ -368,7 +372,7 @@ def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: flo
     Partition of the same instance."""
     inst = instance_of(problem)
     if inst is None:
-        raise StrategyError("cpsat: objective=throughput needs a placement instance (a "
+        raise StrategyError("cpsat: objective throughput needs a placement instance (a "
                             "maxFPGAs/nodes/edges .json file)")
     if not isinstance(contiguous, bool):
         raise StrategyError(f"cpsat: option contiguous must be true or false, got "
