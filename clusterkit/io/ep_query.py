@@ -346,19 +346,6 @@ class EpCompileError(BackendError):
         self.untaken = list(untaken or [])
 
 
-@dataclass
-class EpSession:
-    """A session whose every node the EP took: ``session`` (an ``onnxruntime.InferenceSession``),
-    ``partitions`` (how many subgraphs of the model the EP compiled), ``seconds`` (the session's
-    creation: the EP's compile) and ``log`` (what onnxruntime and the EP logged meanwhile)."""
-
-    ep: str
-    session: Any
-    partitions: int
-    seconds: float
-    log: str = ""
-
-
 def ep_options(name: str, settings: Mapping[str, Any] | None = None
                ) -> tuple[PluginEp, dict[str, str]]:
     """The installed EP ``name`` and the provider options ``settings`` become (a missing EP is
@@ -392,18 +379,17 @@ def check_option_keys(spec: PluginEp, settings: Mapping[str, Any]) -> None:
                            f"{', '.join(sorted(keys))})")
 
 
-def compile_on_ep(data: bytes, name: str, settings: Mapping[str, Any] | None = None,
-                  opts: Any = None) -> EpSession:
-    """A session of the serialized model ``data`` on the plugin EP ``name`` alone: onnxruntime's
-    CPU fallback is disabled (``session.disable_cpu_ep_fallback``) and its assignment record is
-    checked, so a model the EP does not take whole, or fails to compile, raises
-    :class:`EpCompileError` with the EP's own message (never a silent CPU run). ``opts``: the
-    ``onnxruntime.SessionOptions`` to start from (threads, profiling, EP context entries)."""
-    import time
-
+def compile_on_ep(data: bytes, spec: PluginEp, options: Mapping[str, str], opts: Any = None):
+    """An ``onnxruntime.InferenceSession`` of the serialized model ``data`` on the plugin EP
+    ``spec`` alone, with its provider ``options`` (as :func:`ep_options` made them):
+    onnxruntime's CPU fallback is disabled (``session.disable_cpu_ep_fallback``) and its
+    assignment record is checked, so a model the EP does not take whole, or fails to compile,
+    raises :class:`EpCompileError` with the EP's own message (never a silent CPU run).
+    ``opts``: the ``onnxruntime.SessionOptions`` to start from (threads, profiling, EP context
+    entries)."""
     import onnxruntime as ort
 
-    spec, options = ep_options(name, settings)
+    options = dict(options)  # _device takes device_type out
     opts = opts if opts is not None else ort.SessionOptions()
     opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     with _LOCK, _captured_logs() as logs:
@@ -411,23 +397,21 @@ def compile_on_ep(data: bytes, name: str, settings: Mapping[str, Any] | None = N
         _add_ep(opts, _device(spec, options), options)
         recorder.clusterkit_clear()
         recorder.clusterkit_set_skip_compile(0)
-        start = time.perf_counter()
         try:
             session = ort.InferenceSession(data, opts)
         except Exception as exc:  # onnxruntime's own types
             untaken = _untaken(data, ep_recorder.read_record(recorder))
             raise EpCompileError(spec.name, _ep_message(logs.text(), exc, untaken),
                                  [nd.name for nd in untaken]) from None
-        seconds = time.perf_counter() - start
         logged = logs.text()
     _debug_log(spec.name, logged)
-    parts = session.get_provider_graph_assignment_info()
-    others = [(p.ep_name, n) for p in parts if p.ep_name != spec.name for n in p.get_nodes()]
+    others = [(p.ep_name, n) for p in session.get_provider_graph_assignment_info()
+              if p.ep_name != spec.name for n in p.get_nodes()]
     if others:
         ep, node = others[0]
         raise EpCompileError(spec.name, f"{len(others)} of the nodes ran on {ep} (first "
                              f"{node.name!r}, {node.op_type})")
-    return EpSession(spec.name, session, len(parts), seconds, logged)
+    return session
 
 
 #: an onnxruntime log line: colour codes, time, severity and source location before the text

@@ -348,7 +348,6 @@ def _as_bool(value: Any, key: str, backend: Backend) -> bool:
     raise BackendError(f"backend {backend.name!r}: config key {key!r} takes a bool, got {value!r}")
 
 
-
 def require_input_types(sub: Subgraph, inputs: Sequence[str], compiler: str) -> None:
     """A compiler that builds a subgraph before its first run (an EP, OpenVINO) needs each
     runtime input's type; an input without one is a :class:`BackendError` naming it."""

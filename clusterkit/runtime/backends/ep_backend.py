@@ -12,8 +12,9 @@ With ``context_dir`` set, each compile also writes the EP's compiled form there 
 model, ``embed_context``: its context binary inside, else in a file beside it):
 :mod:`clusterkit.export.compiled` assembles them into one deployable model.
 
-Verdicts are cached per backend instance (one per device of a run) by the subgraph's nodes and
-outputs, so a subgraph tried twice (a merged step, a piece of a split) is compiled once.
+A refusal raises :class:`~clusterkit.io.ep_query.EpCompileError` (the EP's message, and the
+nodes its GetCapability left out); the executor carves the cluster
+(:mod:`clusterkit.runtime.refusals`), which asks each node set once.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from clusterkit.errors import BackendError
 from clusterkit.fusion import StaticInfo
 from clusterkit.graph.core import Node
 from clusterkit.graph.subgraph import Subgraph
-from clusterkit.io.ep_query import EpCompileError, compile_on_ep, ep_options
-from clusterkit.runtime.backends.base import CompiledSubgraph, require_input_types
+from clusterkit.io.ep_query import compile_on_ep, ep_options
+from clusterkit.runtime.backends.base import CompiledSubgraph, _as_bool, require_input_types
 from clusterkit.runtime.backends.onnxruntime_backend import OnnxRuntimeBackend
 from clusterkit.selection.ep_property import ep_of_property
 
@@ -55,7 +56,6 @@ class EpBackend(OnnxRuntimeBackend):
                 self._config["options"] = settings
         self.spec, self.provider_options = ep_options(self._config["ep"],
                                                       self._config["options"] or {})
-        self.verdicts: dict[tuple, CompiledSubgraph | str] = {}
         self._context: str | None = None
         self._contexts = 0
 
@@ -69,8 +69,6 @@ class EpBackend(OnnxRuntimeBackend):
                 raise BackendError(f"backend 'ep': context_dir {value!r} is not a folder")
             return None if value is None else str(value)
         if key == "embed_context":
-            from clusterkit.runtime.backends.base import _as_bool
-
             return _as_bool(value, key, self)
         if key == "options":
             if not isinstance(value, Mapping):
@@ -103,27 +101,6 @@ class EpBackend(OnnxRuntimeBackend):
     def supports_op(self, node: Node, opset: Mapping[str, int]) -> bool:
         return True  # the EP is the judge, at compile time
 
-    def compile(self, subgraph: Subgraph, name: str | None = None,
-                static: StaticInfo | None = None, outputs: Any = None) -> CompiledSubgraph:
-        """:meth:`Backend.compile`, with the verdict cached by (nodes, outputs): a subgraph the
-        EP refused raises the same :class:`EpCompileError` again without a new compile."""
-        key = (tuple(subgraph.nodes), None if outputs is None else tuple(outputs))
-        got = self.verdicts.get(key)
-        if isinstance(got, str):
-            raise EpCompileError(self.ep, got)
-        if got is not None:
-            return got
-        try:
-            compiled = super().compile(subgraph, name=name, static=static, outputs=outputs)
-        except EpCompileError as exc:
-            self.verdicts[key] = exc.reason
-            raise
-        except BackendError as exc:
-            self.verdicts[key] = str(exc)
-            raise EpCompileError(self.ep, str(exc)) from exc
-        self.verdicts[key] = compiled
-        return compiled
-
     def _compile(self, sub: Subgraph, inputs: list[str], outputs: list[str], name: str,
                  static: StaticInfo | None) -> CompiledSubgraph:
         require_input_types(sub, inputs, self.ep)
@@ -142,9 +119,7 @@ class EpBackend(OnnxRuntimeBackend):
             so.add_session_config_entry("ep.context_file_path", self._context)
             so.add_session_config_entry("ep.context_embed_mode",
                                         "1" if self._config["embed_context"] else "0")
-        run = compile_on_ep(model.SerializeToString(), self.ep, self._config["options"] or {},
-                            so)
-        return run.session
+        return compile_on_ep(model.SerializeToString(), self.spec, self.provider_options, so)
 
     def __repr__(self) -> str:
         return f"EpBackend({self.ep}, device={self.device!r})"
