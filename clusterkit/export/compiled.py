@@ -52,6 +52,7 @@ def compiled_model(executor: Any, stem: str, model_name: str | None = None
     binaries: list[tuple[str, bytes]] = []
     nodes: list[Any] = []
     value_infos: list[Any] = []
+    rows: list[dict[str, Any]] = []
     for u in executor.steps:
         context = u.compiled.context if u.compiled is not None else None
         if context is not None:
@@ -59,6 +60,7 @@ def compiled_model(executor: Any, stem: str, model_name: str | None = None
             nodes.extend(ctx_nodes)
             value_infos.extend(infos)
             binaries.extend(files)
+            rows.extend(_context_row(u, nd.name) for nd in ctx_nodes)
         elif u.kind != "constants":
             nodes.extend(root.nodes[v].proto for v in u.subgraph.nodes)
     fixed = _fixed_values(executor, nodes)
@@ -71,21 +73,21 @@ def compiled_model(executor: Any, stem: str, model_name: str | None = None
                               if p.key not in (PARTITION_KEY, CONTEXTS_KEY))
     plan = flat_plan(executor.graph, model_name)
     out.metadata_props.add(key=PARTITION_KEY, value=json.dumps(plan))
-    out.metadata_props.add(key=CONTEXTS_KEY, value=json.dumps(_contexts(executor, out)))
+    out.metadata_props.add(key=CONTEXTS_KEY, value=json.dumps(_in_json_order(executor, rows)))
     return out, binaries
 
 
-def _contexts(executor: Any, model: Any) -> list[dict[str, Any]]:
-    """Which EPContext node compiled which cluster of the partition JSON (its ``id``), in the
-    JSON's order of clusters; ``piece``: the piece's number when the EP refused the cluster
-    whole and it was carved."""
-    names = {nd.name for nd in model.graph.node if nd.op_type == "EPContext"}
-    rows = []
-    for u in executor.steps:
-        for name in sorted(n for n in names if n == u.name or n.startswith(u.name + ".")):
-            piece = u.name.rpartition(".piece")[2] if ".piece" in u.name else None
-            rows.append({"node": name, "cluster": u.subgraph.cluster_id, "device": u.device,
-                         "piece": None if piece is None else int(piece)})
+def _context_row(u: Any, node: str) -> dict[str, Any]:
+    """Which cluster of the partition JSON (its ``id``) the EPContext node ``node`` of step
+    ``u`` compiled; ``piece``: the piece's number when the EP refused the cluster whole and it
+    was carved (step ``NAME.pieceK``)."""
+    piece = u.name.rpartition(".piece")[2] if ".piece" in u.name else None
+    return {"node": node, "cluster": u.subgraph.cluster_id, "device": u.device,
+            "piece": None if piece is None else int(piece)}
+
+
+def _in_json_order(executor: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` in the partition JSON's order of clusters, pieces in order."""
     order = {c.id: k for k, c in enumerate(executor.graph.partition.clusters)}
     return sorted(rows, key=lambda r: (order.get(r["cluster"], -1), r["piece"] or 0))
 

@@ -21,6 +21,7 @@ back to the host and is reported in :attr:`Executor.fallbacks`.
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -360,31 +361,30 @@ class Executor:
 
     def _compile_merged(self, u: Step) -> bool:
         """Compile a merged step on its device; False if the device refuses it."""
-        backend = self.backends[u.device]
         try:
-            u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
-                                         outputs=u.outputs)
+            self._compile_on(u, self.backends[u.device])
         except Exception:
             return False
-        u.compile_seconds = u.compiled.compile_seconds
-        u.runs_on = backend.runs_on()
         self._record(u, "compiled", steps=[u.name])
         return True
+
+    def _compile_on(self, u: Step, backend: Backend) -> None:
+        """Compile ``u`` with ``backend`` (raising what it raises) and note what ran it."""
+        u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
+                                     outputs=u.outputs)
+        u.compile_seconds = u.compiled.compile_seconds
+        u.runs_on = backend.runs_on()
 
     def _compile_step(self, u: Step) -> list[Step]:
         """Compile ``u`` on its backend: ``[u]``, or for a fused step its device refuses, the
         steps it is carved into (:meth:`_carve`)."""
-        backend = self.backends[u.device] if u.kind == "subgraph" else self.host
         try:
-            u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
-                                         outputs=u.outputs)
+            self._compile_on(u, self.backends[u.device] if u.kind == "subgraph" else self.host)
         except Exception as exc:
             if u.kind != "subgraph":
                 raise ExecutionError(f"the host backend {self.host.name!r} cannot compile "
                                      f"{u.name!r}: {exc}") from exc
             return self._carve(u, exc)
-        u.compile_seconds = u.compiled.compile_seconds
-        u.runs_on = backend.runs_on()
         if u.kind == "subgraph":
             self._record(u, "compiled", steps=[u.name])
         return [u]
@@ -399,15 +399,11 @@ class Executor:
             return self._fall_back(u, reason)
         needed = set(u.outputs) | {t for v in u.subgraph.nodes
                                    for t in self.root.nodes[v].all_inputs()}
-        backend = self.backends[u.device]
-        names = iter(range(1 << 30))
+        names = itertools.count()
 
         def compile_piece(nodes: list[int]) -> Step:
             piece = self._step_of(nodes, u, needed, f"{u.name}.piece{next(names)}", "subgraph")
-            piece.compiled = backend.compile(piece.subgraph, name=piece.name, static=self.static,
-                                             outputs=piece.outputs)
-            piece.compile_seconds = piece.compiled.compile_seconds
-            piece.runs_on = backend.runs_on()
+            self._compile_on(piece, self.backends[u.device])
             return piece
 
         by_name = {self.root.nodes[v].name: v for v in u.subgraph.nodes}
@@ -445,16 +441,14 @@ class Executor:
         self.fallbacks.append({"step": u.name, "unit": u.name, "device": u.device,
                                "backend": u.backend, "error": reason})
         try:
-            u.compiled = self.host.compile(u.subgraph, name=u.name, static=self.static,
-                                           outputs=u.outputs)
+            self._compile_on(u, self.host)
         except Exception as exc2:
             raise ExecutionError(f"subgraph {u.name!r} failed to compile on device "
                                  f"{u.device!r} ({reason}) and on the host ({exc2})") from exc2
         if record:
             self._record(u, "fell back", steps=[u.name], fallen=len(u.subgraph.nodes),
                          reason=reason)
-        u.backend, u.device, u.runs_on = self.host.name, self.host_device, self.host.runs_on()
-        u.compile_seconds = u.compiled.compile_seconds
+        u.backend, u.device = self.host.name, self.host_device
         return [u]
 
     def _record(self, u: Step, verdict: str, **facts: Any) -> None:
