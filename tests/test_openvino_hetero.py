@@ -186,3 +186,37 @@ def test_the_guides_dot_dumps_match_clusterkits(tmp_path):
                                   hetero["subgraphs"]):
         by_sub.setdefault(sub, set()).add(colour)
     assert len(by_sub) == r["submodels"] and all(len(c) == 1 for c in by_sub.values())
+
+
+def det_model() -> onnx.ModelProto:
+    """Relu -> Det -> Abs: OpenVINO's ONNX front end has no conversion rule for Det (measured
+    with openvino 2026.4), onnxruntime's CPU provider runs it."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Det", ["r"], ["d"], name="det"),
+             helper.make_node("Abs", ["d"], ["y"], name="abs")]
+    graph = helper.make_graph(
+        nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_cluster_openvino_refuses_is_carved_with_openvinos_message():
+    model = det_model()
+    part = ck.partition(model, ["CPUB=ops:Relu,Det,Abs"], strategy="hetero", fallback="CPU")
+    assert [len(c.nodes) for c in part.clusters if c.device == "CPUB"] == [3]
+    fused = fuse(part)
+    executor = Executor(fused, backends={"CPUB": "openvino[device=CPU]"})
+    feeds = random_inputs(fused)
+    cmp = compare_outputs(run_model(model, feeds), executor.run(feeds))
+    assert cmp["outputs_match"], cmp
+    [record] = executor.clusters
+    assert record["verdict"] == "split" and record["pieces"] == 2 and record["fallen"] == 1
+    # OpenVINO's own words: its ONNX front end has no conversion rule for the op
+    assert record["reason"].startswith("OpenVINO's ONNX front end cannot read")
+    assert "No conversion rule found for operations: Det" in record["reason"]
+    runs = {u.name: (u.runs_on, [root_of(part.problem.graph).nodes[v].name
+                                 for v in u.subgraph.nodes]) for u in executor.steps}
+    on_ov = sorted(names for on, names in runs.values() if on == "OpenVINO:CPU")
+    assert on_ov == [["abs"], ["relu"]]
+    assert any(names == ["det"] and on.startswith("CPUExecutionProvider")
+               for on, names in runs.values())

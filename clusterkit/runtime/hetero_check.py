@@ -113,6 +113,13 @@ def _components(names: set[str], model: Any) -> int:
     return len({sets.find(k) for k in range(len(index))})
 
 
+def _last_line(exc: Exception) -> str:
+    """The last non-empty line of an OpenVINO exception (its own message; the lines before it
+    are the C++ file positions it passed through)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[-1][:400] if lines else type(exc).__name__
+
+
 def run_compiled(compiled: Any, feeds: Mapping[str, np.ndarray],
                  names: Sequence[str]) -> tuple[dict[str, np.ndarray], Any]:
     """One inference of an OpenVINO compiled model: the outputs ``names`` (ONNX tensor names)
@@ -205,7 +212,14 @@ def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
         raise BackendError(f"HETERO cannot compile {xml}: {' '.join(str(exc).split())[:400]}"
                            ) from None
     seconds = time.perf_counter() - start
-    actual, request = run_compiled(compiled, feeds, list(expected))
+    try:
+        actual, request = run_compiled(compiled, feeds, list(expected))
+    except BackendError:
+        raise
+    except Exception as exc:  # OpenVINO's own failure to wire or run its submodels
+        number = compiled.get_property("HETERO_NUMBER_OF_SUBMODELS")
+        raise BackendError(f"HETERO compiled {xml} into {number} submodels but cannot run it: "
+                           f"{_last_line(exc)}") from None
     model = core.read_model(xml)
     back = {n: d for d, n in names.items()}
     report = compare_submodels(partition, op_affinities(model, partition),
@@ -217,7 +231,8 @@ def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
                            f"lists {report['submodels']} submodels")
     cmp = compare_outputs(expected, actual, rtol=rtol, atol=atol)
     report.update(device=device, stand_ins=stand_ins, compile_seconds=seconds,
-                  max_abs_diff=cmp["max_abs_diff"], outputs_match=cmp["outputs_match"],
+                  max_abs_diff=cmp["max_abs_diff"], max_rel_diff=cmp["max_rel_diff"],
+                  outputs_match=cmp["outputs_match"],
                   rtol=rtol, atol=atol)
     return report
 
