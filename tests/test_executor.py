@@ -78,6 +78,7 @@ def _configs(index: int, path) -> list[tuple[str, str]]:
     return [("few", strategy), ("two", "singleton")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index,path", list(enumerate(ALL_MODELS)),
                          ids=[model_id(p) for p in ALL_MODELS])
 def test_fused_run_and_export_match_onnxruntime(index, path):

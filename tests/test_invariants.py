@@ -16,11 +16,13 @@ plain description (``support.fuzz.Spec``), not by ``Partition.validate``:
   offloading as many, cuts fewer bytes (cut bytes computed here), and ``cpsat`` equals it.
 
 Problems per run (seeded, so every run draws the same ones; ``support.fuzz`` says what they
-cover): each heuristic strategy, and any newly registered one, 2,000 problems of 4..14 nodes plus
+cover): each heuristic strategy, and any newly registered one, 1,000 problems of 4..14 nodes plus
 300 tiny ones; ``cpsat`` and ``placement`` (CP-SAT with a 2 s limit and one worker) 80 of 4..9
 nodes plus 60 tiny ones. With today's six heuristics (singleton, cycles, longest-path, mxnet,
-hetero, auto) that is 6 x 2,300 + 2 x 140 = 14,080 problems per run, and every fifth of the
-larger ones is built and run a second time for determinism.
+hetero, auto) that is 6 x 1,300 + 2 x 140 = 8,080 problems per run, and every fifth of the
+larger ones is built and run a second time for determinism. (Until 2026-12 it was 2,000 per
+heuristic; the second thousand cost a fifth of the suite's time, and every failure the fuzzing
+found stays below as a fixed case.)
 Failures found by the fuzzing stay below as fixed regression cases. The selector contract's
 suite draws 150 problems per heuristic (25 per exact strategy) whose devices count, filter,
 reject above a size or declare ``max_nodes``/``min_nodes`` (``support.fuzz.contract_spec``).
@@ -50,7 +52,7 @@ from support.fuzz import (
 
 EXACT = ("cpsat", "placement")
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}
-PROBLEMS, EXACT_PROBLEMS = 2000, 80
+PROBLEMS, EXACT_PROBLEMS = 1000, 80
 TINY, EXACT_TINY = 300, 60
 CHUNKS = 4  # each heuristic's problems run as this many test cases
 
@@ -199,6 +201,7 @@ def run_checked(spec: Spec, problem: Problem, strategy: str, seed: int) -> Parti
     return part
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy, chunk", cases())
 def test_invariants_on_random_problems(strategy, chunk):
     kind = "exact" if strategy in EXACT else "invariants"
@@ -212,6 +215,7 @@ def test_invariants_on_random_problems(strategy, chunk):
                 f"{strategy} is not deterministic on problem seed {seed}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", strategy_names())
 def test_no_strategy_beats_the_exhaustive_optimum(strategy):
     for seed in range(EXACT_TINY if strategy in EXACT else TINY):

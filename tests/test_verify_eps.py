@@ -44,6 +44,7 @@ def verified_block(selector: str) -> dict:
     return ep_of_selector(parse_selector(selector))[2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selector", SELECTORS)
 @pytest.mark.parametrize("path", MODELS, ids=model_id)
 def test_selector_agrees_with_the_real_ep(path, selector):

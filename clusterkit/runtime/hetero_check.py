@@ -173,8 +173,9 @@ def compare_submodels(partition: Any, affinity: Any, devices: list[str],
         verdict, why = _cluster_verdict(k, where, holds, partition)
         rows.append({"cluster": c.id, "device": c.device, "nodes": len(c.nodes),
                      "submodels": list(where), "verdict": verdict, "why": why})
-    host = {n for names in ops.values() for n in names
-            if affinity.device.get(n) == partition.fallback}
+    host = {op.get_friendly_name() for op in model.get_ordered_ops()  # as HETERO joins them:
+            if affinity.device.get(op.get_friendly_name()) == partition.fallback  # constants
+            and op.get_type_name() not in ("Parameter", "Constant")}  # and inputs cut
     fb_sub = sum(1 for d in devices if d == partition.fallback)
     per_device = {d: {"clusters": sum(1 for r in rows if r["device"] == d),
                       "submodels": devices.count(d)}
@@ -192,7 +193,10 @@ def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
                  atol: float = 1e-5) -> dict[str, Any]:
     """Compile the IR ``xml`` (written by :func:`~clusterkit.export.openvino_ir.export_openvino`
     for ``partition``) with the real HETERO plugin, run it on ``feeds``, and compare its
-    submodels with the clusters and its outputs with ``expected``."""
+    submodels with the clusters and its outputs with ``expected`` (``outputs_match``), and with
+    the same IR compiled unsplit on the fallback's device (``split_keeps_outputs``: whether the
+    split changes OpenVINO's outputs, apart from the kernel differences between OpenVINO and
+    whoever computed ``expected``)."""
     import json
 
     from clusterkit.export.openvino_ir import hetero_devices, op_affinities
@@ -230,10 +234,15 @@ def check_hetero(partition: Any, xml: str, feeds: Mapping[str, np.ndarray],
         raise BackendError(f"HETERO_NUMBER_OF_SUBMODELS is {number} but the exported header "
                            f"lists {report['submodels']} submodels")
     cmp = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+    unsplit = compare_outputs(
+        run_compiled(core.compile_model(model, names[order[-1]], {"INFERENCE_PRECISION_HINT":
+                                                                 "f32"}), feeds,
+                     list(expected))[0], actual, rtol=rtol, atol=atol)
     report.update(device=device, stand_ins=stand_ins, compile_seconds=seconds,
                   max_abs_diff=cmp["max_abs_diff"], max_rel_diff=cmp["max_rel_diff"],
-                  outputs_match=cmp["outputs_match"],
-                  rtol=rtol, atol=atol)
+                  outputs_match=cmp["outputs_match"], unsplit_device=names[order[-1]],
+                  unsplit_max_abs_diff=unsplit["max_abs_diff"],
+                  split_keeps_outputs=unsplit["outputs_match"], rtol=rtol, atol=atol)
     return report
 
 
