@@ -143,7 +143,7 @@ def live_peak(doc: dict, nodes: set[int]) -> float:
     the last node of ``nodes`` (file order) that touches it."""
     order = [nd["id"] for nd in doc["nodes"] if nd["id"] in nodes]
     best = 0.0
-    for step, i in enumerate(order):
+    for step in range(len(order)):
         total = 0.0
         for t in doc.get("tensors", []):
             at = [k for k, j in enumerate(order) if j in t["nodes"]]
