@@ -22,8 +22,10 @@ from clusterkit.errors import (
     ExecutionError,
     GraphError,
     InfeasibleError,
+    MemoryShortfallError,
     ModelLoadError,
     PartitionError,
+    PlatformError,
     RenderError,
     SelectorError,
     StrategyError,
@@ -69,15 +71,33 @@ _LAZY = {
     "register_backend": "clusterkit.runtime.backends",
     "export_fused": "clusterkit.export", "export_partition": "clusterkit.export",
     "compare": "clusterkit.analysis.compare", "format_table": "clusterkit.analysis.compare",
+    "Platform": "clusterkit.constraints.platform",
+    "AcceleratorSpec": "clusterkit.constraints.platform",
+    "CpuSpec": "clusterkit.constraints.platform",
+    "read_platform": "clusterkit.constraints.platform",
+    "model_instance": "clusterkit.constraints.platform",
+    "PlacementInstance": "clusterkit.io.placement_instance",
+    "read_instance": "clusterkit.io.placement_instance",
+    "write_instance": "clusterkit.io.placement_instance",
+    "profile_model": "clusterkit.runtime.profile",
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from clusterkit.analysis.compare import compare, format_table
+    from clusterkit.constraints.platform import (
+        AcceleratorSpec,
+        CpuSpec,
+        Platform,
+        model_instance,
+        read_platform,
+    )
     from clusterkit.export.onnx_model import export_fused, export_partition
     from clusterkit.fusion import FusedGraph, flatten, fuse
     from clusterkit.io.onnx import load_onnx
+    from clusterkit.io.placement_instance import PlacementInstance, read_instance, write_instance
     from clusterkit.runtime.backends import OnnxRuntimeBackend, get_backend, register_backend
     from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
+    from clusterkit.runtime.profile import profile_model
 
 
 #: old public names (deprecated, with a warning): old -> new
@@ -121,4 +141,8 @@ __all__ = [
     "fuse", "flatten", "FusedGraph", "Executor", "run_model", "random_inputs", "compare_outputs",
     "OnnxRuntimeBackend", "get_backend", "register_backend", "export_fused", "export_partition",
     "compare", "format_table",
+    # throughput placement on a platform, loaded on first use
+    "Platform", "AcceleratorSpec", "CpuSpec", "read_platform", "model_instance",
+    "PlacementInstance", "read_instance", "write_instance", "profile_model",
+    "MemoryShortfallError", "PlatformError",
 ]

@@ -16,6 +16,8 @@ class                  builtin           why
 ``PartitionError``     ``ValueError``    an invalid partition
 ``StrategyError``      ``ValueError``    an unknown strategy name or a bad strategy option
 ``InfeasibleError``    ``ValueError``    a solver found no partition (a ``StrategyError``)
+``MemoryShortfall...`` ``ValueError``    ``MemoryShortfallError``: no split fits the memory
+``PlatformError``      ``ValueError``    a malformed platform file (a ``ConstraintError``)
 ``BackendError``       ``RuntimeError``  a backend failed to query, compile or run
 ``ExecutionError``     ``RuntimeError``  running a graph or a worker process failed
 ``RenderError``        ``RuntimeError``  a picture could not be drawn (Graphviz missing or failing)
@@ -80,6 +82,22 @@ class InfeasibleError(StrategyError):
     def __reduce__(self):
         """Pickled with its fields (a worker process raises it, the parent reads them)."""
         return type(self), (str(self), self.status, self.reason, self.report)
+
+
+class MemoryShortfallError(InfeasibleError):
+    """No split of a placement instance fits the accelerators' memory (and no CPU takes the
+    rest); the message names the device and the bytes over its limit."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message, "INFEASIBLE", reason or message)
+
+    def __reduce__(self):
+        return type(self), (str(self), self.reason)
+
+
+class PlatformError(ConstraintError):
+    """A platform file (accelerators, CPUs and their figures) is malformed; the message names
+    the file and the field."""
 
 
 class BackendError(ClusterkitError, RuntimeError):

@@ -22,7 +22,8 @@ BUILTIN = {"ModelLoadError": ValueError, "WriteError": OSError, "GraphError": Va
            "CycleError": ValueError,
            "SelectorError": ValueError, "ConstraintError": ValueError,
            "PartitionError": ValueError, "StrategyError": ValueError,
-           "InfeasibleError": ValueError,
+           "InfeasibleError": ValueError, "MemoryShortfallError": ValueError,
+           "PlatformError": ValueError,
            "BackendError": RuntimeError, "ExecutionError": RuntimeError,
            "RenderError": RuntimeError, "UsageError": ValueError}
 

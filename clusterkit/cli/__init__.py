@@ -14,7 +14,7 @@ from clusterkit.cli.logs import add_verbosity_args, configure_logging, verbosity
 from clusterkit.errors import ClusterkitError, UsageError
 
 COMMANDS = ["partition", "run", "export", "compare", "report", "selectors", "check-selector",
-            "verify"]
+            "verify", "profile", "placement-instance"]
 
 
 class Parser(argparse.ArgumentParser):

@@ -16,7 +16,7 @@ from clusterkit.engines.throughput import instance_problem
 from clusterkit.errors import ConstraintError, ModelLoadError, StrategyError, UsageError
 from clusterkit.io.files import check_outputs
 from clusterkit.io.loader import load_graph
-from clusterkit.io.placement_instance import is_instance_file
+from clusterkit.io.placement_instance import PlacementInstance, instance_graph, is_instance_file
 from clusterkit.modes import OPTIMIZE_LEVELS, OptimizeLevel, check_choice
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import check_op_types, parse_selectors
@@ -201,8 +201,34 @@ def _pair(text: str, flag: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def add_platform_arg(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """--platform FILE: the accelerators and CPUs of a throughput placement."""
+    p.add_argument("--platform", metavar="FILE", required=required,
+                   help="a platform file (accelerators: count, selector, memory, speed, link; "
+                   "CPUs): place the model's nodes on its devices for throughput, as a "
+                   "placement instance (docs/placement-instance.md)")
+
+
+def instance_from_args(args: argparse.Namespace) -> PlacementInstance:
+    """The placement instance of ``args.model`` on ``--platform`` (``--dim``, ``--optimize``
+    as for any model)."""
+    from clusterkit.constraints.platform import model_instance, read_platform
+
+    if args.selector:
+        raise UsageError("--platform names the devices and their selector: give no --selector",
+                         getattr(args, "_prog", "clusterkit"))
+    platform = read_platform(args.platform)
+    graph = load_graph(args.model, dims=dims_from_args(args), optimize=optimize_from_args(args))
+    return model_instance(graph, platform, name=model_label(args.model))
+
+
 def problem_from_args(args: argparse.Namespace) -> Problem:
-    """Load the model and compile the constraints with the selectors."""
+    """Load the model and compile the constraints with the selectors (or, with
+    ``--platform``, the placement instance of the model on the platform)."""
+    if getattr(args, "platform", None):
+        inst = instance_from_args(args)
+        graph = instance_graph(inst, source=args.model)
+        return instance_problem(graph, constraints=constraints_from_args(args))
     if not args.selector and not is_instance_file(args.model):
         raise UsageError("the following arguments are required: --selector (unless MODEL is a "
                          "placement instance)", getattr(args, "_prog", "clusterkit"))

@@ -28,6 +28,7 @@ from clusterkit.api import run_strategy
 from clusterkit.cli.common import (
     add_devices_arg,
     add_explain_limit_arg,
+    add_platform_arg,
     add_problem_args,
     check_output_args,
     model_label,
@@ -52,10 +53,13 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("partition", help="partition a model and report the clusters")
-    add_problem_args(p, selector_required=False, unless="MODEL is a placement instance")
+    add_problem_args(p, selector_required=False,
+                     unless="MODEL is a placement instance or --platform is given")
+    add_platform_arg(p)
     p.add_argument("--json", metavar="FILE", help="write the partition JSON here")
-    p.add_argument("--split", metavar="FILE", help="placement instances: write the split in "
-                   "the paper's format ({fpgas: [{nodes}], cpus: [{nodes}]}, original ids) here")
+    p.add_argument("--split", metavar="FILE", help="placement instances and --platform: write "
+                   "the split in the paper's format ({fpgas: [{nodes}], cpus: [{nodes}]}, "
+                   "original ids) here")
     p.add_argument("--dot", metavar="FILE", help="write a DOT picture of the clusters here")
     p.add_argument("--svg", metavar="FILE",
                    help="write the picture of the clusters as SVG here (needs Graphviz's dot)")

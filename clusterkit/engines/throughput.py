@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from clusterkit.constraints.core import Constraints, Problem
+from clusterkit.engines.activations import activation_problems, check_memory, repair_activations
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import is_acyclic, strong_components, topological_order
 from clusterkit.graph.core import Graph
@@ -149,7 +150,7 @@ def placement_problems(inst: PlacementInstance,
         if used > inst.memory_limit:
             out.append(f"accelerator {d} holds {used:.0f} bytes, over maxSizePerFPGA "
                        f"{inst.memory_limit:.0f}")
-    return out
+    return out + activation_problems(inst, dev)
 
 
 def load_figures(inst: PlacementInstance,
@@ -782,12 +783,26 @@ def partition_split_text(part: Partition) -> str:
     return split_text(inst, device, {"strategy": part.strategy, **figures})
 
 
+def heuristic_placement(inst: PlacementInstance) -> HeuristicResult:
+    """:func:`chain_heuristic`, then groups moved to the host where an accelerator is over its
+    activation limit (:func:`~clusterkit.engines.activations.repair_activations`)."""
+    res = chain_heuristic(inst)
+    if not activation_problems(inst, res.device):
+        return res
+    device = repair_activations(inst, res.device)
+    units = build_units(inst)
+    slots = device_slots(inst, device)
+    contiguous = device_chain(units, [int(slots[m[0]]) for m in units.members]) is not None
+    return HeuristicResult(device, float(device_loads(inst, device).max()), contiguous)
+
+
 def run_heuristic(problem: Problem) -> Partition:
     """The fast answer on a placement instance (``auto`` gives it): :func:`chain_heuristic`."""
     inst = instance_of(problem)
     if inst is None:
         raise StrategyError(f"graph {problem.graph.name!r} is not a placement instance")
-    res = chain_heuristic(inst)
+    check_memory(inst)
+    res = heuristic_placement(inst)
     problems = placement_problems(inst, res.device)
     if problems:
         raise StrategyError(f"auto: instance {inst.name!r}: the chain heuristic found no "

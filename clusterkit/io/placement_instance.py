@@ -12,14 +12,16 @@ node order (index ``i`` is node ``ids[i]``); an assignment is one device per ind
 an accelerator, :data:`HOST` the (first) CPU and ``HOST - j`` CPU ``j`` of ``maxCPUs``
 (:func:`cpu_device`; every CPU a device of its own, as the paper's DP and IP treat them). The
 file is recognised by its keys (:func:`is_instance`), so it shares the ``.json`` extension with
-node-link graphs.
+node-link graphs. clusterkit's own optional fields (nodes' ``name`` and ``opType``, edges'
+``size``, the activation limit ``maxActivationsPerFPGA`` and its ``tensors``) are read here and
+written by :func:`instance_dict`; every field, with its unit, is in ``docs/placement-instance.md``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -65,6 +67,12 @@ class PlacementInstance:
     edge_size: np.ndarray | None = None
     #: the model's op type of every node (the nodes' optional ``opType``; None: not given)
     op_types: list[str | None] | None = None
+    #: each accelerator's memory for activations (``maxActivationsPerFPGA``; inf: no limit)
+    activation_limit: float = float("inf")
+    #: bytes of every activation tensor (the top-level ``tensors``' ``size``; empty: none)
+    tensor_size: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: per tensor, the node indices that produce or read it (``tensors[].nodes``, as ids)
+    tensor_nodes: list[np.ndarray] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -140,7 +148,22 @@ def instance_from_dict(data: Any, name: str = "instance", where: str = "instance
         supported=arr[:, 3] != 0, backward=arr[:, 4] != 0, color=color, out_cost=cost,
         edge_src=src, edge_dst=dst, accelerators=int(data["maxFPGAs"]),
         cpus=int(data.get("maxCPUs", 1)), memory_limit=float(data["maxSizePerFPGA"]),
-        edge_size=esize, op_types=_op_types(nodes))
+        edge_size=esize, op_types=_op_types(nodes),
+        activation_limit=float(data.get("maxActivationsPerFPGA", float("inf"))),
+        **_tensors(data.get("tensors", []), pos, where))
+
+
+def _tensors(raw: Any, pos: dict[int, int], where: str) -> dict[str, Any]:
+    """The activation tensors (``{"size": bytes, "nodes": [ids]}`` each) as the instance's
+    ``tensor_size`` and ``tensor_nodes`` (node indices)."""
+    try:
+        size = np.array([float(t["size"]) for t in raw], dtype=np.float64)
+        touched = [np.array(sorted({pos[int(i)] for i in t["nodes"]}), dtype=np.int64)
+                   for t in raw]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelLoadError(f"{where!r}: a tensor names an unknown node or lacks {exc}") \
+            from exc
+    return {"tensor_size": size, "tensor_nodes": touched}
 
 
 def _op_types(nodes: list[dict]) -> list[str | None] | None:
@@ -229,6 +252,47 @@ def instance_graph(inst: PlacementInstance, source: str = "memory") -> Graph:
 def load_instance_graph(path: str | os.PathLike) -> Graph:
     """Read an instance file as a Graph (see :func:`instance_graph`)."""
     return instance_graph(read_instance(path), source=os.fspath(path))
+
+
+def instance_dict(inst: PlacementInstance) -> dict[str, Any]:
+    """The instance as the paper's JSON document (what :func:`instance_from_dict` reads back as
+    the same problem): one edge per consumer with the source's one ``cost``, nodes in index
+    order, clusterkit's optional fields where the instance has them (see the module
+    docstring)."""
+    ids = inst.ids.tolist()
+    nodes = []
+    for k in range(inst.n):
+        row: dict[str, Any] = {"id": ids[k], "name": inst.names[k],
+                               "supportedOnFpga": int(inst.supported[k]),
+                               "cpuLatency": float(inst.cpu_latency[k]),
+                               "fpgaLatency": float(inst.acc_latency[k]),
+                               "size": float(inst.size[k]),
+                               "isBackwardNode": int(inst.backward[k]),
+                               "colorClass": int(inst.color[k])}
+        if inst.op_types is not None and inst.op_types[k] is not None:
+            row["opType"] = inst.op_types[k]
+        nodes.append(row)
+    sizes = inst.edge_size if inst.edge_size is not None else [None] * len(inst.edge_src)
+    edges = []
+    for u, v, b in zip(inst.edge_src.tolist(), inst.edge_dst.tolist(), list(sizes)):
+        edge: dict[str, Any] = {"sourceId": ids[u], "destId": ids[v],
+                                "cost": float(inst.out_cost[u])}
+        if b is not None and b == b:  # NaN: no size given
+            edge["size"] = float(b)
+        edges.append(edge)
+    out: dict[str, Any] = {"maxFPGAs": inst.accelerators, "maxCPUs": inst.cpus,
+                           "maxSizePerFPGA": inst.memory_limit, "nodes": nodes, "edges": edges}
+    if np.isfinite(inst.activation_limit):
+        out["maxActivationsPerFPGA"] = inst.activation_limit
+    if len(inst.tensor_size):
+        out["tensors"] = [{"size": float(b), "nodes": inst.ids[t].tolist()}
+                          for b, t in zip(inst.tensor_size.tolist(), inst.tensor_nodes)]
+    return out
+
+
+def write_instance(path: str | os.PathLike, inst: PlacementInstance) -> None:
+    """Write :func:`instance_dict` to ``path`` atomically."""
+    write_atomic(path, json.dumps(instance_dict(inst)) + "\n")
 
 
 def split_dict(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> dict[str, Any]:

@@ -32,6 +32,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
+from clusterkit.engines.activations import activation_cut, check_memory
 from clusterkit.engines.cpsat.solve import (
     STATUS,
     Clock,
@@ -42,10 +43,10 @@ from clusterkit.engines.cpsat.solve import (
 from clusterkit.engines.throughput import (
     Units,
     build_units,
-    chain_heuristic,
     device_chain,
     device_loads,
     device_slots,
+    heuristic_placement,
     instance_of,
     latency_bound,
     partition_devices,
@@ -318,11 +319,12 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
                      warm: np.ndarray | None = None, work_limit: float | None = None
                      ) -> ThroughputResult:
     """The exact ``throughput`` optimum (see the module docstring), warm-started from
-    ``warm`` (a device per node) or else :func:`chain_heuristic`; never worse than the warm
+    ``warm`` (a device per node) or else :func:`heuristic_placement`; never worse than the warm
     start. ``time_limit``: wall-clock seconds of the search; ``work_limit``: CP-SAT's
     deterministic units as well (the answer reproducible unless the wall limit stops it)."""
     start = time.perf_counter()
     settings = SolverSettings.checked("cpsat", time_limit, workers, seed, log, deterministic)
+    check_memory(inst)
     warm = _feasible_warm(inst, warm)
     tm = build(inst, contiguous)
     slots = chain_slots(inst, tm.units, warm, contiguous) if warm is not None else None
@@ -331,12 +333,13 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     clock = Clock(float(time_limit), settings.deterministic, check_work_limit("cpsat", work_limit))
     solver = clock_parameters(work_limit if work_limit is not None else time_limit, settings,
                               clock)
-    code = solver.Solve(tm.m)
+    code, got, cuts = solve_within_memory(inst, tm, solver, clock)
     device = warm
     load = float(device_loads(inst, warm).max()) if warm is not None else math.inf
     warm_load = load if warm is not None else None
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        got = slots_to_devices(inst, tm.units, *read_slots(tm, solver))
+    if got is None and code == cp_model.OPTIMAL:  # cut short: the optimum is not proven
+        code = cp_model.FEASIBLE
+    if got is not None:
         got_load = float(device_loads(inst, got).max())
         if got_load < load:
             device, load = got, got_load
@@ -347,16 +350,51 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     bound = max(solver.BestObjectiveBound() / tm.scale, latency_bound(inst))
     info = {"slots": slot_count(inst), "units": tm.units.count, "terms": len(tm.terms),
             "wall": solver.WallTime(), "deterministic_time": solver.deterministic_time,
-            "hinted": slots is not None}
+            "hinted": slots is not None, "activation_cuts": cuts}
     return ThroughputResult(device, load, min(bound, load), STATUS[code], contiguous,
                             warm_load, time.perf_counter() - start, info)
 
 
+def solve_within_memory(inst: PlacementInstance, tm: ThroughputModel, solver: cp_model.CpSolver,
+                        clock: Clock) -> tuple[int, np.ndarray | None, int]:
+    """Solve ``tm``; while the answer puts an accelerator over its activation limit, add that
+    accelerator's :func:`~clusterkit.engines.activations.activation_cut` (those nodes share no
+    accelerator) and solve again, within the clock's wall time. Returns the last status, the
+    answer within memory (None: none found) and the number of cuts."""
+    cuts = 0
+    while True:
+        code = solver.Solve(tm.m)
+        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return code, None, cuts
+        got = slots_to_devices(inst, tm.units, *read_slots(tm, solver))
+        over = [c for d in range(inst.accelerators)
+                if (c := activation_cut(inst, got, d)) is not None]
+        if not over:
+            return code, got, cuts
+        if clock.wall_left() <= 0.01:
+            return code, None, cuts
+        for nodes in over:
+            add_cut(tm, nodes)
+            cuts += 1
+        solver.parameters.max_time_in_seconds = max(0.01, clock.wall_left())
+
+
+def add_cut(tm: ThroughputModel, nodes: list[int]) -> None:
+    """The units of ``nodes`` are not all on one accelerator slot."""
+    units = sorted({int(tm.units.unit_of[v]) for v in nodes})
+    for s, is_cpu in enumerate(tm.cpu):
+        if isinstance(is_cpu, int) and is_cpu:
+            continue  # a CPU slot holds anything
+        ct = tm.m.Add(sum(tm.x[u][s] for u in units) <= len(units) - 1)
+        if not isinstance(is_cpu, int):
+            ct.OnlyEnforceIf(is_cpu.Not())
+
+
 def _feasible_warm(inst: PlacementInstance, warm: np.ndarray | None) -> np.ndarray | None:
-    """``warm`` (else the chain heuristic's answer) when it is a feasible placement."""
+    """``warm`` (else the heuristic's answer, within memory) when it is a feasible placement."""
     if warm is None:
         try:
-            warm = chain_heuristic(inst).device
+            warm = heuristic_placement(inst).device
         except StrategyError:  # no chain fits memory: the solver starts cold
             return None
     return None if placement_problems(inst, warm) else warm
