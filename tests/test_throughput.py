@@ -192,6 +192,23 @@ def test_cpsat_equals_brute_force(seed: int, contiguous: bool) -> None:
         assert is_chain(doc, split)
 
 
+def test_a_better_non_contiguous_warm_start_is_kept_and_called_so() -> None:
+    """1 -> 2 -> 3, one accelerator: 1 and 3 are fast there, 2 on the CPU. Accelerator {1, 3}
+    and the CPU {2} (max load 2) leave and re-enter the accelerator; every contiguous split
+    costs more. cpsat keeps the better warm start, says it is not contiguous, gives the
+    contiguous optimum beside it, and a bound that holds for every placement."""
+    doc = doc_of([node(1, 1.0, 10.0), node(2, 10.0, 1.0), node(3, 1.0, 10.0)],
+                 [(1, 2, 0.0), (2, 3, 0.0)], k=1)
+    inst = instance_from_dict(doc)
+    warm = devices_of(inst, {1: 0, 2: HOST, 3: 0})
+    res = solve_throughput(inst, contiguous=True, time_limit=10.0, workers=1, warm=warm)
+    assert res.device.tolist() == warm.tolist() and res.max_load == pytest.approx(2.0)
+    assert not res.contiguous
+    assert res.info["contiguous_optimum"] == pytest.approx(brute_force(doc, True))
+    assert brute_force(doc, True) > 2.0
+    assert res.bound <= brute_force(doc, False) * (1 + 1e-9)
+
+
 # ------------------------------------------------------------------ heuristic and real data
 def test_heuristic_is_a_feasible_chain_within_the_bound() -> None:
     doc = json.loads(BERT.read_text())

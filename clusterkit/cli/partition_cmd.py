@@ -127,8 +127,11 @@ def throughput_line(fig: dict) -> str:
     """One line of a throughput placement's figures: max load, bottleneck, status, bound."""
     bound = fig.get("bound")
     tail = f", proven bound {bound:.6g}" if bound is not None else ""
-    return (f"throughput: max load {fig['max_load']:.6g} on {fig['bottleneck']} "
-            f"({fig.get('method')}, {fig.get('status')}, "
+    head = f"throughput: max load {fig['max_load']:.6g} on {fig['bottleneck']}"
+    if fig.get("contiguous_optimum") is not None:
+        return (f"{head} ({fig.get('method')}: its non-contiguous warm start, below the "
+                f"contiguous optimum {fig['contiguous_optimum']:.6g} ({fig.get('status')}){tail})")
+    return (f"{head} ({fig.get('method')}, {fig.get('status')}, "
             f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{tail})")
 
 

@@ -339,10 +339,12 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     warm_load = load if warm is not None else None
     if got is None and code == cp_model.OPTIMAL:  # cut short: the optimum is not proven
         code = cp_model.FEASIBLE
-    if got is not None:
+    if got is not None:  # the model's answer, unless the warm start is strictly better
         got_load = float(device_loads(inst, got).max())
-        if got_load < load:
+        if got_load < load or (slots is None and math.isclose(got_load, load, rel_tol=1e-9)):
             device, load = got, got_load
+    # a warm start that forms no chain is a non-contiguous answer, whatever was asked
+    asked, contiguous = contiguous, contiguous and (device is got or slots is not None)
     if device is None:
         why = "no placement found that keeps colorClass, maxSizePerFPGA and host-only nodes"
         raise InfeasibleError(f"cpsat: instance {inst.name!r}: {STATUS[code]}: {why}",
@@ -351,6 +353,9 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     info = {"slots": slot_count(inst), "units": tm.units.count, "terms": len(tm.terms),
             "wall": solver.WallTime(), "deterministic_time": solver.deterministic_time,
             "hinted": slots is not None, "activation_cuts": cuts}
+    if got is not None and asked and not contiguous:  # the model bounds only
+        info["contiguous_optimum"] = got_load  # contiguous placements, not the warm start
+        bound = latency_bound(inst)
     return ThroughputResult(device, load, min(bound, load), STATUS[code], contiguous,
                             warm_load, time.perf_counter() - start, info)
 
@@ -427,6 +432,6 @@ def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: flo
                            seed=seed, deterministic=deterministic, log=log, warm=warm,
                            work_limit=work_limit)
     figures = {"objective": "throughput", "method": "cpsat", "status": res.status,
-               "contiguous": contiguous, "bound": res.bound, "warm_start": res.warm_start,
+               "contiguous": res.contiguous, "bound": res.bound, "warm_start": res.warm_start,
                "solve_seconds": res.seconds, **res.info}
     return to_partition(problem, inst, res.device, "cpsat", figures)
