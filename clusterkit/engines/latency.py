@@ -17,7 +17,7 @@ pieces by the most times a path enters it (``greedy.cpp``'s ``reworkSplitIntoCon
 each piece a call of its own, as that evaluator does.
 
 **Heuristic** (:func:`latency_heuristic`): the all-CPU placement, the throughput heuristic's
-answer, and a greedy fill of the accelerators along each unit order (the paper's latency
+answer (up to :data:`CHAIN_UNITS` units), and a greedy fill of the accelerators along each unit order (the paper's latency
 baseline, kept contiguous); the best by latency, then a local search moving boundary units and
 whole pieces while the latency drops. Each evaluation is ``O(n + m)``; the run makes at most
 ``C + EVAL_BUDGET / (n + m)`` of them (``C`` candidates), about ``O(EVAL_BUDGET)`` overall.
@@ -51,6 +51,11 @@ from clusterkit.result.model import Partition
 EVAL_BUDGET = 2_000_000
 #: ... and at most this many evaluations on any graph
 MAX_EVALS = 3000
+#: the local search tries this many CPU units on an idle accelerator
+SEEDS = 16
+#: the throughput heuristic's answer is a candidate up to this many units (it takes seconds
+#: beyond)
+CHAIN_UNITS = 1000
 
 
 @dataclass
@@ -312,8 +317,9 @@ def _starts(inst: PlacementInstance, units: Units) -> list[np.ndarray]:
     if inst.cpus >= 1:
         out.append(np.full(inst.n, HOST, dtype=np.int64))
     try:
-        chain = heuristic_placement(inst).device
-        out.append(np.where(chain < 0, HOST, chain))
+        if units.count <= CHAIN_UNITS:
+            chain = heuristic_placement(inst).device
+            out.append(np.where(chain < 0, HOST, chain))
     except StrategyError:  # memory admits no chain: the other candidates
         pass
     for order in unit_orders(units):
@@ -361,9 +367,11 @@ def improve(inst: PlacementInstance, units: Units, device: np.ndarray) -> np.nda
 
 def _moves(inst: PlacementInstance, units: Units, device: np.ndarray
            ) -> list[tuple[np.ndarray, int]]:
-    """Whole accelerators to the CPU, then boundary units to a neighbour's device."""
+    """Whole accelerators to the CPU, boundary units to a neighbour's device, then the
+    :data:`SEEDS` CPU units that an accelerator runs fastest (by time saved) to an idle one."""
     moves: list[tuple[np.ndarray, int]] = []
-    for d in sorted(set(device[device >= 0].tolist())):
+    busy = sorted(set(device[device >= 0].tolist()))
+    for d in busy:
         moves.append((np.flatnonzero(device == d), HOST))
     seen = set()
     for a, succ in enumerate(units.succ):
@@ -375,6 +383,13 @@ def _moves(inst: PlacementInstance, units: Units, device: np.ndarray
                 if (u, to) not in seen:
                     seen.add((u, to))
                     moves.append((np.asarray(units.members[u], dtype=np.int64), to))
+    idle = [d for d in range(inst.accelerators) if d not in busy]
+    if idle:
+        gain = [(float((inst.acc_latency[m] - inst.cpu_latency[m]).sum()), u)
+                for u, m in enumerate(units.members)
+                if device[m[0]] < 0 and inst.supported[m].all()]
+        for _, u in sorted(gain)[:SEEDS]:
+            moves.append((np.asarray(units.members[u], dtype=np.int64), idle[0]))
     return moves
 
 

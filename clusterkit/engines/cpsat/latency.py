@@ -231,8 +231,8 @@ def solve_latency(inst: PlacementInstance, *, time_limit: float = 60.0, workers:
     code, got, cuts = _solve_within_memory(inst, lm, solver, clock)
     device, best = warm, latency_of(inst, warm) if warm is not None else math.inf
     warm_lat = best if warm is not None else None
-    if got is None and code == cp_model.OPTIMAL:
-        code = cp_model.FEASIBLE
+    if got is None and code in (cp_model.OPTIMAL, cp_model.UNKNOWN) and warm is not None:
+        code = cp_model.FEASIBLE  # cut short, or no better answer found: the warm start's
     if got is not None and latency_of(inst, got) < best:
         device, best = got, latency_of(inst, got)
     if device is None:
