@@ -19,7 +19,7 @@ Prefer = Literal["cut", "partitions"]
 #: how cpsat solves: one exact model per part, large-neighbourhood search, or chosen by size
 Method = Literal["auto", "full", "lns"]
 #: the objectives by name (cpsat also takes weights: ``"cut=1,partitions=1000"`` or a mapping)
-ObjectiveName = Literal["cut", "partitions", "throughput"]
+ObjectiveName = Literal["cut", "partitions", "throughput", "latency"]
 #: the onnxruntime graph optimizations a model is read after (``none``: the raw graph)
 OptimizeLevel = Literal["none", "basic"]
 

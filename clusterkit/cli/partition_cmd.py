@@ -93,6 +93,8 @@ def main(args: argparse.Namespace) -> int:
     print(result.summary())
     if "throughput" in result.info:
         print(throughput_line(result.info["throughput"]))
+        if "latency" in result.info:
+            print(latency_line(result.info["latency"]))
         print_loads(result.info["throughput"])
     elif args.strategy == "cpsat" and result.info.get("status"):
         from clusterkit.engines.cpsat.read import status_line  # cpsat's modules: on use only
@@ -132,6 +134,15 @@ def throughput_line(fig: dict) -> str:
         return (f"{head} ({fig.get('method')}: its non-contiguous warm start, below the "
                 f"contiguous optimum {fig['contiguous_optimum']:.6g} ({fig.get('status')}){tail})")
     return (f"{head} ({fig.get('method')}, {fig.get('status')}, "
+            f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{tail})")
+
+
+def latency_line(fig: dict) -> str:
+    """One line of a latency placement's figures: latency, critical path, status, bound."""
+    bound = fig.get("bound")
+    tail = f", proven bound {bound:.6g}" if bound is not None else ""
+    return (f"latency: {fig['latency']:.6g} along {' -> '.join(fig['critical_path'])} "
+            f"({fig.get('method')}, {fig.get('status')}, "
             f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{tail})")
 
 

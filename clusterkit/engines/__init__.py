@@ -18,7 +18,8 @@ from clusterkit.registry import Registry
 _SOLVER_FLAGS = (
     OptionFlag("objective", "cut, partitions, or W1*cut+W2*partitions style weights as "
                "'cut=1,partitions=1000'; throughput (placement instances: the least largest "
-               "device load; auto gives the fast answer, cpsat the optimum)"),
+               "device load; auto gives the fast answer, cpsat the optimum); latency "
+               "(placement instances: the least single-sample latency)"),
     OptionFlag("time_limit", "seconds", type=float),
     OptionFlag("workers", "solver workers", type=int),
     OptionFlag("seed", "random seed", type=int),

@@ -153,12 +153,16 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     partitions, cut_bytes); ``polish``: CP-SAT's deterministic seconds for the last member, on
     graphs of at most ``polish_limit`` nodes (0: neither it nor the refinement);
     ``objective``: the spelling every strategy shares (``--objective``): ``throughput`` (a
-    placement instance's only one, its default there), ``cut`` / ``partitions`` (the same
-    as ``prefer``) or cpsat's weights (checked; ``auto`` then ranks by ``prefer``)."""
+    placement instance's default) or ``latency`` (:mod:`clusterkit.engines.latency`),
+    ``cut`` / ``partitions`` (the same as ``prefer``) or cpsat's weights
+    (checked; ``auto`` then ranks by ``prefer``)."""
     prefer = _objective_preference(problem, objective, prefer)
     if isinstance(problem.graph.model, PlacementInstance):  # the fast throughput answer
         # imported here: the throughput engine imports networkx, which nothing else of auto
         # needs (a tenth of a CPU second)
+        if objective == "latency":
+            from clusterkit.engines.latency import run_latency_heuristic
+            return run_latency_heuristic(problem)
         from clusterkit.engines.throughput import run_heuristic
         return run_heuristic(problem)
     if polish < 0:
@@ -204,13 +208,13 @@ def _objective_preference(problem: Problem, objective: str | None, prefer: Prefe
     """``prefer`` as ``objective`` says (None: as it is); an objective ``auto`` cannot rank
     by on this problem is an error naming it."""
     instance = isinstance(problem.graph.model, PlacementInstance)
-    if objective is None or (instance and objective == "throughput"):
+    if objective is None or (instance and objective in ("throughput", "latency")):
         return prefer
     if instance:
-        raise StrategyError(f"auto: a placement instance has objective throughput only, "
-                            f"got {objective!r}")
-    if objective == "throughput":
-        raise StrategyError("auto: objective throughput needs a placement instance (a "
+        raise StrategyError(f"auto: a placement instance has objectives throughput and "
+                            f"latency only, got {objective!r}")
+    if objective in ("throughput", "latency"):
+        raise StrategyError(f"auto: objective {objective} needs a placement instance (a "
                             "maxFPGAs/nodes/edges .json file)")
     if objective in PREFERENCES:
         return check_choice("auto: option objective", objective, PREFERENCES)

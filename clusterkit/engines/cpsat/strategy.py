@@ -95,13 +95,21 @@ def run(problem: Problem, *, objective: ObjectiveSpec = "cut", time_limit: float
     when it finds no partition.
 
     ``objective="throughput"`` (a placement instance only: :mod:`.throughput`) minimizes the
-    largest device load instead, ``contiguous`` (default) as the paper's chains or not."""
+    largest device load instead, ``contiguous`` (default) as the paper's chains or not;
+    ``objective="latency"`` the single-sample latency (:mod:`.latency`)."""
+    if objective == "latency":
+        from clusterkit.engines.cpsat.latency import run_latency  # on use only
+
+        return run_latency(problem, contiguous=contiguous, time_limit=time_limit,
+                           workers=workers, seed=seed, warm_start=warm_start,
+                           deterministic=deterministic, log=log, work_limit=work_limit)
     if objective == "throughput":
         return run_throughput(problem, contiguous=contiguous, time_limit=time_limit,
                               workers=workers, seed=seed, warm_start=warm_start,
                               deterministic=deterministic, log=log, work_limit=work_limit)
     if contiguous is not True:
-        raise StrategyError("cpsat: option contiguous applies to objective=throughput only")
+        raise StrategyError("cpsat: option contiguous applies to objective=throughput "
+                          "and latency only")
     res = optimize(problem, objective, time_limit=time_limit, workers=workers, seed=seed,
                    warm_start=warm_start, reduce=reduce, require_offload=require_offload,
                    deterministic=deterministic, log=log, coalesce=coalesce, method=method,
