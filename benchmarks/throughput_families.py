@@ -211,9 +211,9 @@ def _resnet34(rng: random.Random) -> list[tuple[str, float, float, list[int]]]:
 def families(quick: bool = False) -> dict[str, list[Any]]:
     """The bench's instances per family: layered DAGs of 50 to 2,000 nodes, the vision
     chains; the model family is built by the bench (it reads the models)."""
-    sizes = (50, 120, 300) if quick else (50, 80, 120, 200, 300, 500, 800, 1200, 1600, 2000)
+    sizes = (50, 120, 300) if quick else (50, 80, 120, 200, 300, 500, 1000, 2000)
     layered = [layered_dag(100 + i, n) for i, n in enumerate(sizes)]
-    vision = [vision_chain(s) for s in range(4 if quick else 12)]
+    vision = [vision_chain(s) for s in range(4 if quick else 8)]
     return {"layered": layered, "vision": vision}
 
 

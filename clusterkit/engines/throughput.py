@@ -70,7 +70,7 @@ CUT_BUDGET = 8e6
 #: why a supported node is on the host: the placement put it there
 ON_HOST = Reason(Category.CONSTRAINT, "the throughput placement runs it on the host (the CPU), "
                  "which lowers the largest device load")
-#: moves the local search (:func:`refine_chain`) tries per call
+#: moves the local search (:func:`refine_chain`) tries per call (fewer beyond 500 units)
 EVALUATIONS = 30_000
 
 
@@ -422,16 +422,16 @@ def transfer_matrix(inst: PlacementInstance, costs: UnitCosts, order: Sequence[i
     first = np.r_[True, node[1:] != node[:-1]] if len(key) else np.zeros(0, dtype=bool)
     last = np.r_[first[1:], True] if len(key) else first
     c = inst.out_cost[node]
-    avoid = np.zeros((n + 1, n + 1))
-    np.add.at(avoid, (np.where(first, 0, np.r_[0, p[:-1] + 1][:len(p)]), p), c)
+    side = n + 1
+    gap_lo = np.where(first, 0, np.r_[0, p[:-1] + 1][:len(p)])
     tail = last & (p < n)
-    np.add.at(avoid, (p[tail] + 1, np.full(int(tail.sum()), n)), c[tail])
+    avoid = np.bincount(np.r_[gap_lo * side + p, (p[tail] + 1) * side + n],
+                        weights=np.r_[c, c[tail]], minlength=side * side).reshape(side, side)
     np.cumsum(avoid, axis=0, out=avoid)
     avoid = np.cumsum(avoid[:, ::-1], axis=1)[:, ::-1]  # sum over a <= i, b >= j
-    whole = np.zeros((n + 1, n + 1))
-    inside = np.flatnonzero(last & (p < n))
-    lo = np.maximum.accumulate(np.where(first, np.arange(len(p)), 0))[inside]
-    np.add.at(whole, (p[lo], p[inside] + 1), c[inside])
+    lo = np.maximum.accumulate(np.where(first, np.arange(len(p)), 0))[tail]
+    whole = np.bincount(p[lo] * side + p[tail] + 1, weights=c[tail],
+                        minlength=side * side).reshape(side, side)
     whole = np.cumsum(whole[::-1], axis=0)[::-1]
     np.cumsum(whole, axis=1, out=whole)  # sum over a >= i, b <= j
     return float(c[first].sum()) - avoid - whole
@@ -444,10 +444,14 @@ def accelerator_matrix(inst: PlacementInstance, costs: UnitCosts, order: Sequenc
     idx = np.asarray(order, dtype=np.int64)
     lat, size, host = (np.r_[0.0, np.cumsum(x[idx])] for x in
                        (costs.acc, costs.size, costs.host_only.astype(np.float64)))
-    m = lat[None, :] - lat[:, None] + transfer_matrix(inst, costs, order, len(costs.acc))
-    bad = (size[None, :] - size[:, None] > inst.memory_limit) | (host[None, :] > host[:, None])
-    m[bad] = np.inf
-    m[np.tril_indices(len(idx) + 1, -1)] = np.inf
+    m = transfer_matrix(inst, costs, order, len(costs.acc))
+    m += lat[None, :]
+    m -= lat[:, None]
+    # prefix sums only grow: row i is out of memory or holds a host-only unit from r[i] on
+    r = np.minimum(np.searchsorted(size, size + inst.memory_limit, side="right"),
+                   np.searchsorted(host, host, side="right"))
+    cols = np.arange(len(idx) + 1)
+    m[(cols[None, :] >= r[:, None]) | (cols[None, :] < cols[:, None])] = np.inf
     np.fill_diagonal(m, 0.0)
     return m
 
@@ -705,7 +709,8 @@ def polish(inst: PlacementInstance, units: Units, costs: UnitCosts, chain: Chain
     for _ in range(turns):
         if rounds:
             chain = improve_chain(inst, units, costs, chain, rounds)
-        got = refine_chain(inst, units, costs, chain, EVALUATIONS)
+        got = refine_chain(inst, units, costs, chain,
+                           min(EVALUATIONS, int(EVALUATIONS * 500 / max(units.count, 1))))
         if not _smaller(got.loads, chain.loads):
             break
         chain = got
