@@ -63,8 +63,9 @@ ROUNDS = 40
 STALL = 4
 #: the segment moves of a kick (see :func:`improve_chain`) and their odds
 KICK = (-2, -1, 0, 0, 0, 0, 0, 0, 1, 2)
-#: the best this many first cuts are polished (:func:`polish`)
+#: the best this many first cuts are polished (:func:`polish`), in at most TURNS turns
 POLISHED = 3
+TURNS = 2
 #: cuts of an order of n units the heuristic makes: CUT_BUDGET / n^2 (at least 2)
 CUT_BUDGET = 8e6
 #: why a supported node is on the host: the placement put it there
@@ -687,7 +688,7 @@ def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
         budget = max(2, int(CUT_BUDGET / max(units.count, 1) ** 2))
         orders = _with_host_only_apart(inst, costs, start_orders(units, costs))
         orders = orders[:max(2, budget // 2)]
-        rounds = min(ROUNDS, (budget - len(orders)) // (5 * POLISHED))
+        rounds = min(ROUNDS, (budget - len(orders)) // (5 * POLISHED * TURNS))
         found = [cut_order(inst, units, costs, order) for order in orders]
     ranked = sorted((c for c in found if c is not None), key=lambda c: _ranked(c, units))
     chains = [polish(inst, units, costs, c, rounds) for c in ranked[:POLISHED]]
@@ -703,7 +704,7 @@ def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
 
 
 def polish(inst: PlacementInstance, units: Units, costs: UnitCosts, chain: Chain,
-           rounds: int, turns: int = 4) -> Chain:
+           rounds: int, turns: int = TURNS) -> Chain:
     """:func:`improve_chain` and :func:`refine_chain` by turns while either helps (at most
     ``turns`` turns; with no ``rounds``, the local search only)."""
     for _ in range(turns):
