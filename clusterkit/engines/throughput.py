@@ -14,15 +14,20 @@ unsupported nodes stay on the host.
 a chain of ideals of the forward graph with must-link groups contracted (a backward node follows
 its group; a group with backward nodes only is ordered by its backward edges reversed, as the
 artificial forward nodes of ``dp.cpp``). :class:`Units` holds that order: strongly connected
-groups of it fused into one unit, a DAG over units. The fast :func:`chain_heuristic` cuts a
-topological order of the units into consecutive segments - by bisection on the load, then
-(up to :data:`EXACT_UNITS` units) optimally for that order by ``dp.cpp``'s program restricted to
-it - and moves single units between segments while that helps; a segment's load is kept exactly
-while it grows (per node: its consumers' units inside the segment).
+groups of it fused into one unit, a DAG over units. Every chain of ideals is a cut of some
+topological order of the units into consecutive segments, so the fast :func:`chain_heuristic`
+searches orders: it cuts several (:func:`start_orders`: the file's, as soon and as late as
+possible, and two that keep the host-only units' hull together) optimally for each order by
+``dp.cpp``'s program restricted to it (:func:`segment_dp` over the exact load of every segment,
+:func:`accelerator_matrix`, O(n^2)), then re-cuts orders in which its best cut is itself a cut
+(:func:`improve_chain`: never worse) and moves single units between segments
+(:func:`refine_chain`), by turns. Beyond :data:`EXACT_UNITS` units it cuts the file's order by
+bisection on the load instead.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -50,13 +55,25 @@ from clusterkit.selection.protocol import OpsProperty, SubgraphProperty, Subgrap
 STEPS = 30
 #: ... or until the interval is this small relative to its top
 TOLERANCE = 1e-5
-#: orders of at most this many units are also cut optimally (a dense n x n table of loads)
+#: orders of at most this many units are cut optimally (dense n x n tables of loads); beyond,
+#: by bisection
 EXACT_UNITS = 2500
+#: at most this many rounds of :func:`improve_chain`, which stops after STALL rounds in a
+#: row without a better cut
+ROUNDS = 40
+STALL = 4
+#: the segment moves of a kick (see :func:`improve_chain`) and their odds
+KICK = (-2, -1, 0, 0, 0, 0, 0, 0, 1, 2)
+#: the best this many first cuts are polished (:func:`polish`), in at most TURNS turns
+POLISHED = 3
+TURNS = 2
+#: cuts of an order of n units the heuristic makes: CUT_BUDGET / n^2 (at least 2)
+CUT_BUDGET = 8e6
 #: why a supported node is on the host: the placement put it there
 ON_HOST = Reason(Category.CONSTRAINT, "the throughput placement runs it on the host (the CPU), "
                  "which lowers the largest device load")
-#: the local search tries the first and last this many units of the loaded segment
-MOVE_EDGE = 32
+#: moves the local search (:func:`refine_chain`) tries per call (fewer beyond 500 units)
+EVALUATIONS = 30_000
 
 
 def device_slots(inst: PlacementInstance, device: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -284,21 +301,273 @@ def _transfer_index(inst: PlacementInstance, units: Units) -> None:
     units.into = into
 
 
-def unit_orders(units: Units) -> list[list[int]]:
-    """Topological orders of the unit DAG the heuristic tries: by smallest first member (the
-    file's order where it is topological) and by level (longest path from a source)."""
+@dataclass
+class UnitCosts:
+    """Per unit (:class:`Units`): accelerator and CPU latency, memory, whether it holds a
+    host-only node; the unit DAG as arc lists; per transfer-paying node, the units whose
+    place decides whether it pays (``pay_node[t]`` with ``pay_unit[t]``: its own unit and its
+    consumers' units)."""
+
+    acc: np.ndarray
+    cpu: np.ndarray
+    size: np.ndarray
+    host_only: np.ndarray
+    src: list[int]
+    dst: list[int]
+    pay_node: np.ndarray
+    pay_unit: np.ndarray
+
+
+def unit_costs(inst: PlacementInstance, units: Units) -> UnitCosts:
+    """The :class:`UnitCosts` of ``units``."""
+    uo, nu = units.unit_of, units.count
+    acc = np.bincount(uo, weights=inst.acc_latency, minlength=nu)
+    cpu = np.bincount(uo, weights=inst.cpu_latency, minlength=nu)
+    size = np.bincount(uo, weights=inst.size, minlength=nu)
+    host_only = np.bincount(uo, weights=~inst.supported, minlength=nu) > 0
     src = [a for a, bs in enumerate(units.succ) for _ in bs]
     dst = [b for bs in units.succ for b in bs]
-    first = [m[0] for m in units.members]
-    by_first = topological_order(units.count, src, dst, key=first)
-    level = [0] * units.count
-    for a in by_first:
+    cost, own = inst.out_cost.tolist(), uo.tolist()
+    pay_node, pay_unit = [], []
+    for v, outs in enumerate(units.out_units):
+        if outs and cost[v] > 0:
+            pay_node += [v] * (len(outs) + 1)
+            pay_unit += [own[v], *outs]
+    return UnitCosts(acc, cpu, size, host_only, src, dst, np.array(pay_node, dtype=np.int64),
+                     np.array(pay_unit, dtype=np.int64))
+
+
+def unit_depths(units: Units, costs: UnitCosts) -> tuple[list[int], list[int]]:
+    """Per unit, the longest path of units from a source to it (its level) and from it to a
+    sink (its height)."""
+    order = topological_order(units.count, costs.src, costs.dst,
+                              key=[m[0] for m in units.members])
+    level, height = [0] * units.count, [0] * units.count
+    for a in order:
         for b in units.succ[a]:
             level[b] = max(level[b], level[a] + 1)
-    top = max(first, default=0) + 1
-    by_level = topological_order(units.count, src, dst,
-                                 key=[lv * top + f for lv, f in zip(level, first)])
-    return [by_first] if by_level == by_first else [by_first, by_level]
+    for a in reversed(order):
+        for b in units.succ[a]:
+            height[a] = max(height[a], height[b] + 1)
+    return level, height
+
+
+def ordered(units: Units, costs: UnitCosts, key: Sequence) -> list[int]:
+    """The topological order of the unit DAG taking the ready unit of smallest ``key`` first."""
+    return topological_order(units.count, costs.src, costs.dst, key=key)
+
+
+def start_orders(units: Units, costs: UnitCosts) -> list[list[int]]:
+    """Topological orders of the units to cut first, each once: by smallest first member
+    (the file's order where it is topological), by level (as soon as possible), by height (as
+    late as possible), and the two of :func:`hull_classes` (host-only units together)."""
+    level, height = unit_depths(units, costs)
+    top = max(level, default=0)
+    first = [m[0] for m in units.members]
+    late = [(top - h, f) for h, f in zip(height, first)]
+    keys: list[Sequence[Any]] = [first, list(zip(level, first)), late]
+    keys += [list(zip(cls, level, first)) for cls in hull_classes(units, costs)]
+    out: list[list[int]] = []
+    for key in keys:
+        order = ordered(units, costs, key)
+        if order not in out:
+            out.append(order)
+    return out
+
+
+def hull_classes(units: Units, costs: UnitCosts) -> list[list[int]]:
+    """A contiguous placement with one CPU puts every host-only unit on it, and with them
+    every unit on a path between two of them (their hull). Classes that keep the hull in one
+    stretch of an order: 0 for the ancestors of host-only units outside the hull, 1 for the
+    hull, 2 for the descendants; the other units 0 in the first list, 2 in the second. None
+    without host-only units. O(units + arcs)."""
+    ho = np.flatnonzero(costs.host_only).tolist()
+    if not ho:
+        return []
+    preds: list[list[int]] = [[] for _ in range(units.count)]
+    for a, b in zip(costs.src, costs.dst):
+        preds[b].append(a)
+    anc, desc = _reach(preds, ho), _reach(units.succ, ho)
+    base = [1 if a and d else 0 if a else 2 if d else -1 for a, d in zip(anc, desc)]
+    return [[0 if c < 0 else c for c in base], [2 if c < 0 else c for c in base]]
+
+
+def _reach(adj: list[list[int]], start: list[int]) -> list[bool]:
+    """Units reachable from ``start`` along ``adj`` (``start`` included)."""
+    seen = [False] * len(adj)
+    stack = list(start)
+    for u in start:
+        seen[u] = True
+    while stack:
+        for w in adj[stack.pop()]:
+            if not seen[w]:
+                seen[w] = True
+                stack.append(w)
+    return seen
+
+
+def transfer_matrix(inst: PlacementInstance, costs: UnitCosts, order: Sequence[int],
+                    count: int) -> np.ndarray:
+    """``t[i, j]`` (``i < j``): transfer load of an accelerator holding units ``order[i:j]``
+    (``count`` units in all; those outside ``order`` are on no accelerator), by the
+    evaluator's definition. A paying node pays exactly when the segment holds some but not
+    all of the positions ``P`` of its own unit and its consumers' units (a unit outside the
+    order at position ``n``, which no segment holds): ``t = total - avoid - contain``, where
+    ``[i, j)`` avoids ``P`` when it lies in a gap between two positions (``i > p``, ``j <=
+    p'``) and contains it when ``i <= min P`` and ``j > max P``. Each gap and each contained
+    set is one point of a 2-D prefix sum: O(E log E + n^2) time and O(n^2) memory."""
+    n = len(order)
+    pos = np.full(count, n, dtype=np.int64)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(n)
+    key = np.unique(costs.pay_node * (n + 1) + pos[costs.pay_unit])
+    node, p = key // (n + 1), key % (n + 1)
+    first = np.r_[True, node[1:] != node[:-1]] if len(key) else np.zeros(0, dtype=bool)
+    last = np.r_[first[1:], True] if len(key) else first
+    c = inst.out_cost[node]
+    side = n + 1
+    gap_lo = np.where(first, 0, np.r_[0, p[:-1] + 1][:len(p)])
+    tail = last & (p < n)
+    avoid = np.bincount(np.r_[gap_lo * side + p, (p[tail] + 1) * side + n],
+                        weights=np.r_[c, c[tail]], minlength=side * side).reshape(side, side)
+    np.cumsum(avoid, axis=0, out=avoid)
+    avoid = np.cumsum(avoid[:, ::-1], axis=1)[:, ::-1]  # sum over a <= i, b >= j
+    lo = np.maximum.accumulate(np.where(first, np.arange(len(p)), 0))[tail]
+    whole = np.bincount(p[lo] * side + p[tail] + 1, weights=c[tail],
+                        minlength=side * side).reshape(side, side)
+    whole = np.cumsum(whole[::-1], axis=0)[::-1]
+    np.cumsum(whole, axis=1, out=whole)  # sum over a >= i, b <= j
+    return float(c[first].sum()) - avoid - whole
+
+
+def accelerator_matrix(inst: PlacementInstance, costs: UnitCosts, order: Sequence[int]
+                       ) -> np.ndarray:
+    """``m[i, j]``: accelerator load of units ``order[i:j]`` (0 when empty; inf when ``j <
+    i``, over memory or holding a host-only unit)."""
+    idx = np.asarray(order, dtype=np.int64)
+    lat, size, host = (np.r_[0.0, np.cumsum(x[idx])] for x in
+                       (costs.acc, costs.size, costs.host_only.astype(np.float64)))
+    m = transfer_matrix(inst, costs, order, len(costs.acc))
+    m += lat[None, :]
+    m -= lat[:, None]
+    # prefix sums only grow: row i is out of memory or holds a host-only unit from r[i] on
+    r = np.minimum(np.searchsorted(size, size + inst.memory_limit, side="right"),
+                   np.searchsorted(host, host, side="right"))
+    cols = np.arange(len(idx) + 1)
+    m[(cols[None, :] >= r[:, None]) | (cols[None, :] < cols[:, None])] = np.inf
+    np.fill_diagonal(m, 0.0)
+    return m
+
+
+def segment_dp(acc: np.ndarray, cpu: np.ndarray, accelerators: int, cpus: int,
+               extra: float = 0.0) -> tuple[float, list[int] | None, list[bool]]:
+    """The optimal cut of an order into consecutive segments on up to ``accelerators``
+    accelerators and ``cpus`` CPUs in any chain order (least max load): ``dp.cpp``'s
+    program restricted to one order. ``acc``: :func:`accelerator_matrix`; ``cpu``: the CPU
+    latency per position; ``extra``: load the first CPU of the chain carries besides its
+    segment; ``best[a, c][j]`` = least max load of the first ``j`` units on ``a``
+    accelerator and ``c`` CPU segments, O((k+1)(c+1) n^2). Returns the load, the segment
+    ends and their kinds (True = a CPU)."""
+    n = len(cpu)
+    pre = np.r_[0.0, np.cumsum(cpu)]
+    host = pre[None, :] - pre[:, None]
+    host[np.tril_indices(n + 1, -1)] = np.inf
+    start = np.full(n + 1, np.inf)
+    start[0] = 0.0
+    best: dict[tuple[int, int], np.ndarray] = {(0, 0): start}
+    back: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    cols = np.arange(n + 1)
+    for a in range(accelerators + 1):
+        for c in range(cpus + 1):
+            if a + c == 0:
+                continue
+            steps = ([(best[(a - 1, c)], acc)] if a else []) + \
+                ([(best[(a, c - 1)], host + extra if c == 1 else host)] if c else [])
+            args = [np.maximum(prev[:, None], m).argmin(axis=0) for prev, m in steps]
+            vals = [np.maximum(prev[i], m[i, cols]) for (prev, m), i in zip(steps, args)]
+            which = np.argmin(np.stack(vals), axis=0) if len(steps) > 1 else np.zeros(n + 1, int)
+            kind = (which == 1) if a else np.ones(n + 1, dtype=bool)
+            best[(a, c)] = np.stack(vals)[which, cols]
+            back[(a, c)] = (kind, np.stack(args)[which, cols])
+    key = (accelerators, cpus)
+    if not np.isfinite(best[key][n]):
+        return np.inf, None, []
+    ends, kinds, j = [], [], n
+    while key != (0, 0):
+        on_cpu, i = bool(back[key][0][j]), int(back[key][1][j])
+        ends.append(j)
+        kinds.append(on_cpu)
+        key, j = ((key[0], key[1] - 1) if on_cpu else (key[0] - 1, key[1])), i
+    return float(best[(accelerators, cpus)][n]), ends[::-1], kinds[::-1]
+
+
+@dataclass
+class Chain:
+    """A cut of an order of units: ``seg[u]`` per unit (-1: outside the order, on the first
+    CPU), each segment's device, and the true max load of the placement."""
+
+    load: float
+    seg: list[int]
+    seg_dev: list[int]
+    order: list[int]
+    #: every device's load, in decreasing order
+    loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def cut_order(inst: PlacementInstance, units: Units, costs: UnitCosts, order: list[int]
+              ) -> Chain | None:
+    """:func:`segment_dp` on ``order`` (units outside it on the first CPU); None when no cut
+    fits memory."""
+    out = np.ones(len(costs.cpu), dtype=bool)
+    out[order] = False
+    _, ends, kinds = segment_dp(accelerator_matrix(inst, costs, order), costs.cpu[order],
+                                inst.accelerators, max(inst.cpus, 0), float(costs.cpu[out].sum()))
+    if ends is None:
+        return None
+    return make_chain(inst, units, _segments(units, order, ends), segment_devices(kinds),
+                      order)
+
+
+def make_chain(inst: PlacementInstance, units: Units, seg: list[int], seg_dev: list[int],
+               order: list[int]) -> Chain:
+    """The :class:`Chain` of a segment per unit, with its loads."""
+    loads = np.sort(device_loads(inst, _seg_devices(inst, units, seg, seg_dev)))[::-1]
+    return Chain(float(loads[0]), seg, seg_dev, order, loads)
+
+
+def improve_chain(inst: PlacementInstance, units: Units, costs: UnitCosts, best: Chain,
+                  rounds: int, stall: int = STALL) -> Chain:
+    """Iterated re-cutting: each round cuts (:func:`cut_order`) orders in which ``best`` is
+    itself a cut - the units sorted by their segment, then inside a segment as soon as
+    possible, as late as possible or at random - and one kicked order (each unit's segment
+    moved by one at random, so a cut the others cannot reach becomes one), all seeded by the
+    round; it keeps the cut whose device loads, sorted in decreasing order, are
+    lexicographically least (never worse than ``best``). Stops after ``rounds`` rounds or
+    ``stall`` rounds in a row without a better cut. O(rounds * 4 * (k+1)(c+1) n^2)."""
+    level, height = unit_depths(units, costs)
+    top = max(level, default=0)
+    idle = 0
+    for r in range(rounds):
+        rng = random.Random(r)
+        keep = set(best.order)
+        seg = best.seg
+        kick = [s + rng.choice(KICK) for s in seg]
+        kick2 = [s + rng.choice(KICK) for s in seg]
+        pick: list[Sequence[Any]] = [list(zip(seg, level)),
+                                     [(s, top - h) for s, h in zip(seg, height)],
+                                     [(s, rng.random()) for s in seg],
+                                     list(zip(kick, level)),
+                                     [(s, top - h) for s, h in zip(kick2, height)]]
+        found = best
+        for key in pick:
+            order = [u for u in ordered(units, costs, key) if u in keep]
+            got = cut_order(inst, units, costs, order)
+            if got is not None and _smaller(got.loads, found.loads):
+                found = got
+        idle = 0 if found is not best else idle + 1
+        best = found
+        if idle >= stall:
+            break
+    return best
 
 
 class SegmentScanner:
@@ -346,17 +615,6 @@ class SegmentScanner:
         fits = [j for j, load in enumerate(self.loads_from(i, cap)) if load <= cap * (1 + 1e-12)]
         return i + 1 + fits[-1] if fits else i
 
-    def load_matrix(self, cap: float) -> np.ndarray:
-        """``m[i, j]``: accelerator load of units ``order[i:j]`` (0 when empty; inf when
-        ``j < i``, over ``cap`` in latency, over memory or holding a host-only unit)."""
-        n = len(self.order)
-        m = np.full((n + 1, n + 1), np.inf)
-        np.fill_diagonal(m, 0.0)
-        for i in range(n):
-            row = self.loads_from(i, cap)
-            m[i, i + 1:i + 1 + len(row)] = row
-        return m
-
     def loads_from(self, i: int, cap: float) -> list[float]:
         """Accelerator loads of ``order[i:j]`` for ``j = i+1, ...`` while the latency stays
         within ``cap`` and the memory within the limit (exact transfers, as :meth:`furthest`)."""
@@ -391,10 +649,9 @@ class SegmentScanner:
             ends.append(i)
         return ends if i == len(self.order) else None
 
-
 def chain_kinds(inst: PlacementInstance) -> list[list[bool]]:
     """Device chains the bisection tries: the accelerators alone, and the CPUs (one or all)
-    first or last (:func:`_segment_dp` places the CPUs anywhere)."""
+    first or last."""
     acc = [False] * inst.accelerators
     if inst.cpus < 1:
         return [acc]
@@ -415,40 +672,88 @@ class HeuristicResult:
 
 def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
                     exact_units: int = EXACT_UNITS) -> HeuristicResult:
-    """The best chain found over :func:`unit_orders` and :func:`chain_kinds`: cut each order
-    by bisection on the load (greedy segments), and where the order has at most
-    ``exact_units`` units also optimally for that order (:func:`_segment_dp`); then
+    """The best chain found: up to ``exact_units`` units, each of :func:`start_orders` cut
+    optimally for that order (:func:`cut_order`), the best :data:`POLISHED` of them improved
+    by :func:`polish`;
+    beyond, the first order cut by bisection on the load (:func:`bisect_chain`); then
     :func:`refine_chain`. Units holding a host-only node stay in the order (a CPU segment
     takes them), and are also tried outside it, on the first CPU (then the split may not be
-    contiguous). Raises :class:`StrategyError` when memory admits no chain."""
+    contiguous). O(R (k+1)(c+1) n^2) for ``n`` units and ``R`` <= :data:`ROUNDS` rounds.
+    Raises :class:`StrategyError` when memory admits no chain."""
     units = units or build_units(inst)
-    found: list[tuple[float, int, list[int], list[bool]]] = []  # cap, scan, ends, kinds
-    scans = _scans(inst, units, exact_units)
-    for o, scan in enumerate(scans):
-        for kinds in chain_kinds(inst):
-            got = _bisect(inst, scan, kinds)
-            if got is not None:
-                found.append((got[0], o, got[1], list(kinds)))
-    if not found:
+    costs = unit_costs(inst, units)
+    rounds = 0
+    if units.count > exact_units:
+        found: list[Chain | None] = [bisect_chain(inst, units, costs)]
+    else:
+        budget = max(2, int(CUT_BUDGET / max(units.count, 1) ** 2))
+        orders = _with_host_only_apart(inst, costs, start_orders(units, costs))
+        orders = orders[:max(2, budget // 2)]
+        rounds = min(ROUNDS, (budget - len(orders)) // (5 * POLISHED * TURNS))
+        found = [cut_order(inst, units, costs, order) for order in orders]
+    ranked = sorted((c for c in found if c is not None), key=lambda c: _ranked(c, units))
+    chains = [polish(inst, units, costs, c, rounds) for c in ranked[:POLISHED]]
+    if not chains:
         raise StrategyError(f"instance {inst.name!r}: no chain of {inst.accelerators} "
                             f"accelerators holds the nodes within maxSizePerFPGA "
                             f"{inst.memory_limit:.0f}")
-    cap = min(f[0] for f in found)
-    for o, scan in enumerate(scans):
-        if len(scan.order) <= exact_units:
-            c, ends, kinds = _segment_dp(scan, inst.accelerators, inst.cpus, cap)
-            if ends is not None:
-                found.append((c, o, ends, kinds))
-    segs = [_segments(units, scans[o].order, ends) for _, o, ends, _ in found]
-    loads = [float(device_loads(inst, _seg_devices(inst, units, seg, segment_devices(kinds)))
-                   .max()) for seg, (_, _, _, kinds) in zip(segs, found)]
-    # by the true load (a scan without host-only units omits theirs), a full order on ties
-    best = min(range(len(found)), key=lambda i: (loads[i], len(scans[found[i][1]].order)
-                                                 != units.count))
-    device = refine_chain(inst, units, segs[best], segment_devices(found[best][3]))
+    best = min(chains, key=lambda c: _ranked(c, units))
+    device = _seg_devices(inst, units, best.seg, best.seg_dev)
     slots = device_slots(inst, device)
     contiguous = device_chain(units, [int(slots[m[0]]) for m in units.members]) is not None
-    return HeuristicResult(device, float(device_loads(inst, device).max()), contiguous)
+    return HeuristicResult(device, best.load, contiguous)
+
+
+def polish(inst: PlacementInstance, units: Units, costs: UnitCosts, chain: Chain,
+           rounds: int, turns: int = TURNS) -> Chain:
+    """:func:`improve_chain` and :func:`refine_chain` by turns while either helps (at most
+    ``turns`` turns; with no ``rounds``, the local search only)."""
+    for _ in range(turns):
+        if rounds:
+            chain = improve_chain(inst, units, costs, chain, rounds)
+        got = refine_chain(inst, units, costs, chain,
+                           min(EVALUATIONS, int(EVALUATIONS * 500 / max(units.count, 1))))
+        if not _smaller(got.loads, chain.loads):
+            break
+        chain = got
+    return chain
+
+
+def _ranked(chain: Chain, units: Units) -> tuple[float, bool]:
+    """By the true load (a cut without the host-only units omits theirs), a full order on
+    ties."""
+    return chain.load, len(chain.order) != units.count
+
+
+def _with_host_only_apart(inst: PlacementInstance, costs: UnitCosts,
+                          orders: list[list[int]]) -> list[list[int]]:
+    """Each order, and (with a CPU and host-only units) the same without those units."""
+    if inst.cpus < 1 or not costs.host_only.any():
+        return orders
+    ho = costs.host_only.tolist()
+    return [x for order in orders for x in (order, [u for u in order if not ho[u]])]
+
+
+def bisect_chain(inst: PlacementInstance, units: Units, costs: UnitCosts) -> Chain | None:
+    """The best greedy cut of the first of :func:`start_orders` over :func:`chain_kinds`:
+    the least load cap that greedy segments meet, by bisection (O(STEPS * n * d) for ``d``
+    the largest number of consumer units of a node)."""
+    order = ordered(units, costs, [m[0] for m in units.members])
+    scans = [SegmentScanner(inst, units, order)]
+    if inst.cpus >= 1 and costs.host_only.any():
+        scans.append(SegmentScanner(inst, units, [u for u in order
+                                                  if not costs.host_only[u]]))
+    best = None
+    for scan in scans:
+        for kinds in chain_kinds(inst):
+            got = _bisect(inst, scan, kinds)
+            if got is None:
+                continue
+            chain = make_chain(inst, units, _segments(units, scan.order, got[1]),
+                               segment_devices(kinds), scan.order)
+            if best is None or _ranked(chain, units) < _ranked(best, units):
+                best = chain
+    return best
 
 
 def _segments(units: Units, order: Sequence[int], ends: Sequence[int]) -> list[int]:
@@ -477,21 +782,6 @@ def device_chain(units: Units, dev: list[int]) -> list[int] | None:
             return None
         chain.append(ready[0])
     return chain
-
-
-def _scans(inst: PlacementInstance, units: Units, exact_units: int) -> list[SegmentScanner]:
-    """A scanner per order of :func:`unit_orders` (the first only beyond ``exact_units``
-    units), with every unit, and without the host-only ones when there are any (with a CPU)."""
-    orders = unit_orders(units)
-    scans = []
-    for order in orders if units.count <= exact_units else orders[:1]:
-        scan = SegmentScanner(inst, units, order)
-        scans.append(scan)
-        if inst.cpus >= 1 and any(scan.host_only):
-            apart = SegmentScanner(inst, units, order)
-            apart.order = [u for u in order if not apart.host_only[u]]
-            scans.append(apart)
-    return scans
 
 
 def segment_devices(kinds: Sequence[bool]) -> list[int]:
@@ -525,75 +815,136 @@ def _bisect(inst: PlacementInstance, scan: SegmentScanner, kinds: Sequence[bool]
     return hi, ends
 
 
-def _segment_dp(scan: SegmentScanner, accelerators: int, cpus: int, cap: float
-                ) -> tuple[float, list[int] | None, list[bool]]:
-    """The optimal cut of ``scan.order`` into consecutive segments on up to ``accelerators``
-    accelerators and ``cpus`` CPUs in any chain order (least max load), among
-    segments of load at most ``cap``: ``dp.cpp``'s program restricted to one order,
-    ``best[a, c][j]`` = least max load of the first ``j`` units on ``a`` accelerator and ``c``
-    host segments. Returns the load, the segment ends and their kinds (True = host)."""
-    n = len(scan.order)
-    acc = scan.load_matrix(cap)
-    pre = np.concatenate(([0.0], np.cumsum([scan.cpu[u] for u in scan.order])))
-    cpu = pre[None, :] - pre[:, None]
-    cpu[np.tril_indices(n + 1, -1)] = np.inf
-    start = np.full(n + 1, np.inf)
-    start[0] = 0.0
-    best: dict[tuple[int, int], np.ndarray] = {(0, 0): start}
-    back: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    for a in range(accelerators + 1):
-        for c in range(cpus + 1):
-            if a + c == 0:
+class MoveSearch:
+    """Single-unit moves between the segments of a chain, each evaluated exactly in time
+    proportional to the nodes it touches: a node ``v`` with consumers pays its transfer cost
+    on every accelerator of ``D(v)`` = its device and its consumers' devices when ``D(v)``
+    has two or more (the evaluator's definition), so moving unit ``u`` changes only the
+    terms of ``u``'s nodes and their producers."""
+
+    def __init__(self, inst: PlacementInstance, units: Units, costs: UnitCosts,
+                 chain: Chain):
+        self.inst, self.units, self.costs = inst, units, costs
+        self.seg = list(chain.seg)
+        self.seg_dev = chain.seg_dev
+        self.seg_slot = device_slots(inst, chain.seg_dev).tolist()
+        self.k = inst.accelerators
+        device = _seg_devices(inst, units, self.seg, self.seg_dev)
+        self.slot = device_slots(inst, device).tolist()
+        self.loads = device_loads(inst, device).tolist()
+        self.cost = inst.out_cost.tolist()
+        cons = [sorted(set(c)) for c in inst.consumers()]
+        self.cnt: list[dict[int, int]] = [{} for _ in range(inst.n)]
+        for v, cs in enumerate(cons):
+            for w in cs:
+                d = self.slot[w]
+                self.cnt[v][d] = self.cnt[v].get(d, 0) + 1
+        uo = units.unit_of.tolist()
+        into: list[dict[int, int]] = [{} for _ in range(units.count)]
+        for v, cs in enumerate(cons):
+            for w in cs:
+                into[uo[w]][v] = into[uo[w]].get(v, 0) + 1
+        #: per unit: (node, how many of its consumers the unit holds) of the nodes it touches
+        self.touch = [sorted({**{v: 0 for v in m if cons[v]}, **into[u]}.items())
+                      for u, m in enumerate(units.members)]
+        self.used = [0.0] * len(self.seg_dev)
+        for u, s in enumerate(self.seg):
+            if s >= 0:
+                self.used[s] += float(costs.size[u])
+        self.preds: list[list[int]] = [[] for _ in range(units.count)]
+        for a, b in zip(costs.src, costs.dst):
+            self.preds[b].append(a)
+
+    def _paid(self, slot: int, cnt: dict[int, int], cost: float, out: list[float],
+              sign: float) -> None:
+        devs = {d for d, c in cnt.items() if c > 0} | {slot}
+        if len(devs) > 1:
+            for d in devs:
+                if d < self.k:
+                    out[d] += sign * cost
+
+    def trial(self, u: int, to: int) -> list[float]:
+        """Every device's load with unit ``u`` in segment ``to``."""
+        a, b = self.slot[self.units.members[u][0]], self.seg_slot[to]
+        loads = list(self.loads)
+        lat = self.costs.acc if a < self.k else self.costs.cpu
+        loads[a] -= float(lat[u])
+        lat = self.costs.acc if b < self.k else self.costs.cpu
+        loads[b] += float(lat[u])
+        uo = self.units.unit_of
+        for v, m in self.touch[u]:
+            cnt, cost = self.cnt[v], self.cost[v]
+            if cost <= 0:
                 continue
-            steps = [(best[(a - 1, c)], acc, 0)] if a else []
-            steps += [(best[(a, c - 1)], cpu, 1)] if c else []
-            cand = [np.maximum(prev[:, None], m) for prev, m, _ in steps]
-            vals = np.stack([x.min(axis=0) for x in cand])
-            which = vals.argmin(axis=0)
-            args = np.stack([x.argmin(axis=0) for x in cand])
-            best[(a, c)] = vals.min(axis=0)
-            back[(a, c)] = (np.array([steps[w][2] for w in which.tolist()]),
-                            args[which, np.arange(n + 1)])
-    key = (accelerators, cpus)
-    if not np.isfinite(best[key][n]):
-        return np.inf, None, []
-    ends, kinds, j = [], [], n
-    while key != (0, 0):
-        host, i = back[key][0][j], int(back[key][1][j])
-        ends.append(j)
-        kinds.append(bool(host))
-        key, j = ((key[0], key[1] - 1) if host else (key[0] - 1, key[1])), i
-    return float(best[(accelerators, cpus)][n]), ends[::-1], kinds[::-1]
+            self._paid(self.slot[v], cnt, cost, loads, -1.0)
+            new = dict(cnt)
+            if m:
+                new[a] = new.get(a, 0) - m
+                new[b] = new.get(b, 0) + m
+            self._paid(b if uo[v] == u else self.slot[v], new, cost, loads, 1.0)
+        return loads
+
+    def apply(self, u: int, to: int, loads: list[float]) -> None:
+        """Move unit ``u`` to segment ``to`` (``loads``: :meth:`trial`'s)."""
+        a, b = self.slot[self.units.members[u][0]], self.seg_slot[to]
+        for v, m in self.touch[u]:
+            if m:
+                self.cnt[v][a] = self.cnt[v].get(a, 0) - m
+                self.cnt[v][b] = self.cnt[v].get(b, 0) + m
+        for v in self.units.members[u]:
+            self.slot[v] = b
+        self.used[self.seg[u]] -= float(self.costs.size[u])
+        self.used[to] += float(self.costs.size[u])
+        self.seg[u] = to
+        self.loads = loads
+
+    def targets(self, u: int) -> range:
+        """The segments unit ``u`` may move to and keep the chain's order."""
+        seg = self.seg
+        lo = max((seg[p] for p in self.preds[u] if seg[p] >= 0), default=0)
+        hi = min((seg[w] for w in self.units.succ[u] if seg[w] >= 0),
+                 default=len(self.seg_dev) - 1)
+        return range(lo, hi + 1)
+
+    def allowed(self, u: int, to: int) -> bool:
+        """Segment ``to`` takes unit ``u`` (host-only units on CPUs, memory)."""
+        if self.seg_dev[to] < 0:
+            return True
+        return not self.costs.host_only[u] and \
+            self.used[to] + float(self.costs.size[u]) <= self.inst.memory_limit
 
 
-def refine_chain(inst: PlacementInstance, units: Units, seg: list[int], seg_dev: list[int],
-                 rounds: int = 400) -> np.ndarray:
-    """Local search on a chain: move one unit of the most loaded segment to another segment
-    when the order allows it (no predecessor after it, no successor before it) and the loads,
-    sorted in decreasing order, get lexicographically smaller.
-    ``seg[u]``: segment per unit (-1: host-only unit on the host); returns a device per node."""
-    preds: list[list[int]] = [[] for _ in range(units.count)]
-    for a, succs in enumerate(units.succ):
-        for c in succs:
-            preds[c].append(a)
-    mem = [float(inst.size[m].sum()) for m in units.members]
-    host_only = [bool((~inst.supported[m]).any()) for m in units.members]
-    device = _seg_devices(inst, units, seg, seg_dev)
-    best = np.sort(device_loads(inst, device))[::-1]
-    for _ in range(rounds):
-        loads = device_loads(inst, device)
-        worst = int(np.argmax(loads))
-        slots = device_slots(inst, seg_dev).tolist()
-        b = next((s for s, d in enumerate(slots) if d == worst), None)
-        if b is None:
+def refine_chain(inst: PlacementInstance, units: Units, costs: UnitCosts, chain: Chain,
+                 evaluations: int) -> Chain:
+    """Local search on a chain: sweep the units (by segment) and move each to the segment,
+    among those the order allows, that makes the device loads sorted in decreasing order
+    lexicographically least, while a sweep helps and at most ``evaluations`` moves are
+    tried; each trial costs O(nodes it touches x their consumers)."""
+    ms = MoveSearch(inst, units, costs, chain)
+    key = sorted(ms.loads, reverse=True)
+    left = evaluations
+    while left > 0:
+        better = False
+        for u in sorted(range(units.count), key=lambda x: (ms.seg[x], x)):
+            if ms.seg[u] < 0:
+                continue
+            best = None
+            for to in ms.targets(u):
+                if to == ms.seg[u] or not ms.allowed(u, to):
+                    continue
+                left -= 1
+                loads = ms.trial(u, to)
+                got = sorted(loads, reverse=True)
+                if _smaller(got, key if best is None else best[2]):
+                    best = (to, loads, got)
+            if best is not None:
+                ms.apply(u, best[0], best[1])
+                key, better = best[2], True
+            if left <= 0:
+                break
+        if not better:
             break
-        move = _best_move(inst, units, (seg, seg_dev, device), b, (preds, mem, host_only), best)
-        if move is None:
-            break
-        u, to, best = move
-        seg[u] = to
-        device[units.members[u]] = seg_dev[to]
-    return device
+    return make_chain(inst, units, ms.seg, chain.seg_dev, chain.order)
 
 
 def _seg_devices(inst: PlacementInstance, units: Units, seg: list[int], seg_dev: list[int]
@@ -604,38 +955,9 @@ def _seg_devices(inst: PlacementInstance, units: Units, seg: list[int], seg_dev:
     return device
 
 
-def _best_move(inst: PlacementInstance, units: Units, state: tuple, b: int, facts: tuple,
-               best: np.ndarray) -> tuple[int, int, np.ndarray] | None:
-    """The improving move of a unit out of segment ``b`` with the smallest sorted loads."""
-    seg, seg_dev, device = state
-    preds, mem, host_only = facts
-    found = None
-    used = {s: 0.0 for s in range(len(seg_dev))}
-    for u, s in enumerate(seg):
-        if s >= 0:
-            used[s] += mem[u]
-    inside = [u for u, s in enumerate(seg) if s == b]
-    if len(inside) > 2 * MOVE_EDGE:  # large segments: the units near its two ends
-        inside = inside[:MOVE_EDGE] + inside[-MOVE_EDGE:]
-    for u in inside:
-        low = max((seg[p] for p in preds[u]), default=0)
-        high = min((seg[w] for w in units.succ[u]), default=len(seg_dev) - 1)
-        for to in range(max(low, 0), high + 1):
-            if to == b or (host_only[u] and seg_dev[to] >= 0):
-                continue
-            if seg_dev[to] >= 0 and used[to] + mem[u] > inst.memory_limit:
-                continue
-            device[units.members[u]] = seg_dev[to]
-            key = np.sort(device_loads(inst, device))[::-1]
-            device[units.members[u]] = seg_dev[b]
-            if _smaller(key, best if found is None else found[2]):
-                found = (u, to, key)
-    return found
-
-
-def _smaller(a: np.ndarray, b: np.ndarray) -> bool:
+def _smaller(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> bool:
     """``a`` lexicographically smaller than ``b`` beyond rounding noise."""
-    for x, y in zip(a.tolist(), b.tolist()):
+    for x, y in zip(list(a), list(b)):
         if x < y - 1e-12 * max(1.0, abs(y)):
             return True
         if x > y + 1e-12 * max(1.0, abs(y)):
