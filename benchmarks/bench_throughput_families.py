@@ -51,8 +51,7 @@ def model_family(quick: bool) -> list[PlacementInstance]:
         dims = {"batch": 1, "seq": 16} if "llama" in path.stem else None
         graph = load_graph(str(path), dims=dims)
         for d in (DEVICES[i % 3], DEVICES[(i + 1) % 3]):
-            inst = model_instance(graph, d.accelerators, d.cpus, d.flops, d.bandwidth,
-                                  d.link_bw, d.link_latency, d.memory, d.selector)
+            inst = model_instance(graph, d)
             inst.name = f"{path.stem}@{d.name}"
             out.append(inst)
     return out

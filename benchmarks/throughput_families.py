@@ -5,8 +5,8 @@ deterministic in its seed.
 - :func:`layered_dag`: random layered DAGs with skewed costs - heavy-tailed (Pareto) latencies,
   nodes the accelerators do not take, CPU-heavy or accelerator-heavy mixes, edge costs from
   negligible to dominant, memories from loose to tight;
-- :func:`model_instance`: an ONNX model's graph under a device description, by the roofline of
-  :mod:`clusterkit.constraints.costs` (:data:`DEVICES` lists the descriptions the bench uses);
+- :func:`model_instance`: an ONNX model's graph under a device description (:data:`DEVICES`
+  lists the descriptions the bench uses), by clusterkit's own converter of a platform;
 - :func:`vision_chain`: a ResNet-34-like chain (34 convolutions, residual adds, downsampling
   shortcuts) with latencies from tensor bytes, fast accelerators and weights that grow toward
   the end: the shape on which the CPU was left the bottleneck (issue 33).
@@ -18,12 +18,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from clusterkit.constraints.costs import CostModel, DeviceSpec, Link, node_flops
+from clusterkit.constraints.platform import Platform
 from clusterkit.graph.core import Graph
 from clusterkit.io.placement_instance import PlacementInstance, instance_from_dict
-from clusterkit.selection.specs import parse_selectors
 
 
 def _doc(nodes: list[dict], edges: list[dict], k: int, cpus: int, memory: float) -> dict:
@@ -111,6 +108,20 @@ class Devices:
     memory: float | None
     selector: str
 
+    def platform(self, graph: Graph) -> Platform:
+        """The platform file's object of this description for ``graph`` (whose weights set
+        the memory)."""
+        acc: dict[str, Any] = {
+            "count": self.accelerators, "selector": self.selector, "flops": self.flops[0],
+            "memory_bandwidth": self.bandwidth[0], "overhead": 5e-6,
+            "link": {"bandwidth": self.link_bw, "latency": self.link_latency}}
+        if self.memory is not None:
+            weights = float(graph.const_bytes[~graph.folded].sum())
+            acc["weights_memory"] = max(self.memory * weights / self.accelerators, 1.0)
+        cpu = {"count": self.cpus, "flops": self.flops[1], "memory_bandwidth": self.bandwidth[1],
+               "overhead": 1e-6}
+        return Platform.from_dict({"accelerators": [acc], "cpu": cpu})
+
 
 #: the descriptions every model is placed under
 DEVICES = (
@@ -122,37 +133,12 @@ DEVICES = (
 )
 
 
-def model_instance(graph: Graph, accelerators: int, cpus: int, flops: tuple[float, float],
-                   bandwidth: tuple[float, float], link_bw: float, link_latency: float,
-                   memory: float | None, selector: str) -> PlacementInstance:
-    """The instance of ``graph``'s compute nodes (folded ones left out): latencies by the
-    roofline of :class:`CostModel` per device, each node's transfer cost its largest output
-    edge over the link, its size the constant bytes it reads, supported where ``selector``
-    (a shipped selector's name) takes it; ``memory`` as in :class:`Devices`."""
-    host = DeviceSpec(flops=flops[1], memory_bandwidth=bandwidth[1], overhead=1e-6)
-    acc = DeviceSpec(flops=flops[0], memory_bandwidth=bandwidth[0], overhead=5e-6)
-    costs = CostModel(devices={"acc": acc, "cpu": host}, default_link=Link(link_bw, link_latency))
-    keep = np.flatnonzero(~graph.folded)
-    new = {int(v): i for i, v in enumerate(keep.tolist())}
-    taken = parse_selectors([selector])[0].query(graph)
-    size = graph.const_bytes.astype(np.float64)
-    nodes = []
-    for v, i in new.items():
-        f = node_flops(graph, v)
-        nodes.append(_node(i, 1e3 * costs.compute_time(graph, v, "cpu", "cpu", f),
-                           1e3 * costs.compute_time(graph, v, "acc", "cpu", f),
-                           float(size[v]), bool(taken[v])))
-    out: dict[int, float] = {}
-    pairs = []
-    for u, v, b in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(),
-                       graph.edge_bytes.tolist()):
-        if u in new and v in new:
-            out[u] = max(out.get(u, 0.0), 1e3 * costs.transfer_time("acc", "cpu", b))
-            pairs.append((new[u], new[v], u))
-    edges = [{"sourceId": a, "destId": b, "cost": out[u]} for a, b, u in pairs]
-    weights = float(size[keep].sum())
-    limit = weights + 1.0 if memory is None else max(memory * weights // accelerators, 1.0)
-    return instance_from_dict(_doc(nodes, edges, accelerators, cpus, limit), graph.name)
+def model_instance(graph: Graph, d: Devices) -> PlacementInstance:
+    """The instance of ``graph`` under ``d``: clusterkit's own converter
+    (:func:`clusterkit.model_instance`) on the platform ``d`` describes."""
+    import clusterkit as ck
+
+    return ck.model_instance(graph, d.platform(graph))
 
 
 # ---------------------------------------------------------------- (c) the CPU as bottleneck

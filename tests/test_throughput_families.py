@@ -91,9 +91,7 @@ def model_instances() -> list[PlacementInstance]:
     for name in ("resnet18", "squeezenet1_1"):
         graph = load_graph(str(MODELS_DIR / f"{name}.onnx"))
         for d in families.DEVICES:
-            out.append(families.model_instance(graph, d.accelerators, d.cpus, d.flops,
-                                               d.bandwidth, d.link_bw, d.link_latency,
-                                               d.memory, d.selector))
+            out.append(families.model_instance(graph, d))
     return out
 
 

@@ -42,7 +42,6 @@ from clusterkit.engines.throughput import (
     instance_of,
     placement_problems,
     to_partition,
-    unit_orders,
 )
 from clusterkit.errors import CycleError, StrategyError
 from clusterkit.graph.algorithms import topological_order
@@ -311,6 +310,21 @@ def make_contiguous(inst: PlacementInstance, device: np.ndarray) -> np.ndarray:
 def candidates(inst: PlacementInstance, units: Units) -> list[np.ndarray]:
     """The starting placements of the heuristic (made contiguous; feasible or not)."""
     return [make_contiguous(inst, d) for d in _starts(inst, units)]
+
+
+def unit_orders(units: Units) -> list[list[int]]:
+    """Topological orders of the unit DAG the greedy fills follow: by smallest first member
+    (the file's order where it is topological) and by level (longest path from a source)."""
+    src = [a for a, bs in enumerate(units.succ) for _ in bs]
+    dst = [b for bs in units.succ for b in bs]
+    first = [m[0] for m in units.members]
+    by_first = topological_order(units.count, src, dst, key=first)
+    level = [0] * units.count
+    for a in by_first:
+        for b in units.succ[a]:
+            level[b] = max(level[b], level[a] + 1)
+    by_level = topological_order(units.count, src, dst, key=list(zip(level, first)))
+    return [by_first] if by_level == by_first else [by_first, by_level]
 
 
 def _starts(inst: PlacementInstance, units: Units) -> list[np.ndarray]:

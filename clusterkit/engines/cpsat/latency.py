@@ -163,7 +163,7 @@ def add_hint(lm: LatencyModel, inst: PlacementInstance, device: np.ndarray) -> N
 
 
 def _unit_order(units: Units) -> list[int]:
-    from clusterkit.engines.throughput import unit_orders
+    from clusterkit.engines.latency import unit_orders
 
     return unit_orders(units)[0]
 
