@@ -40,7 +40,7 @@ from clusterkit.engines.cpsat.solve import (
     check_work_limit,
     clock_parameters,
 )
-from clusterkit.engines.cpsat.throughput import SCALE_TOP, _transfer_terms
+from clusterkit.engines.cpsat.throughput import SCALE_TOP, _transfer_terms, warm_devices
 from clusterkit.engines.latency import (
     check_inference,
     feasible,
@@ -49,7 +49,7 @@ from clusterkit.engines.latency import (
     latency_of,
     latency_partition,
 )
-from clusterkit.engines.throughput import Units, build_units, instance_of, partition_devices
+from clusterkit.engines.throughput import Units, build_units, instance_of
 from clusterkit.errors import InfeasibleError, StrategyError
 from clusterkit.io.placement_instance import HOST, PlacementInstance
 from clusterkit.result.model import Partition
@@ -296,14 +296,7 @@ def run_latency(problem: Problem, *, contiguous: bool = True, time_limit: float 
     if contiguous is not True:
         raise StrategyError("cpsat: objective latency takes contiguous placements only "
                             "(each accelerator one piece)")
-    warm = None
-    if isinstance(warm_start, Partition):
-        warm = partition_devices(warm_start, inst)
-    elif warm_start is False:
-        warm = np.full(inst.n, HOST, dtype=np.int64) if inst.cpus >= 1 else None
-    elif warm_start is not True:
-        raise StrategyError(f"cpsat: objective=latency takes warm_start true, false or a "
-                            f"partition, got {warm_start!r}")
+    warm = warm_devices(inst, warm_start, "latency")
     res = solve_latency(inst, time_limit=time_limit, workers=workers, seed=seed,
                         deterministic=deterministic, log=log, warm=warm, work_limit=work_limit)
     figures = {"objective": "latency", "method": "cpsat", "status": res.status,

@@ -420,14 +420,7 @@ def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: flo
     if not isinstance(contiguous, bool):
         raise StrategyError(f"cpsat: option contiguous must be true or false, got "
                             f"{contiguous!r}")
-    warm = None
-    if isinstance(warm_start, Partition):
-        warm = partition_devices(warm_start, inst)
-    elif warm_start is False:
-        warm = np.full(inst.n, HOST, dtype=np.int64) if inst.cpus >= 1 else None
-    elif warm_start is not True:
-        raise StrategyError(f"cpsat: objective=throughput takes warm_start true, false or a "
-                            f"partition, got {warm_start!r}")
+    warm = warm_devices(inst, warm_start, "throughput")
     res = solve_throughput(inst, contiguous=contiguous, time_limit=time_limit, workers=workers,
                            seed=seed, deterministic=deterministic, log=log, warm=warm,
                            work_limit=work_limit)
@@ -435,3 +428,17 @@ def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: flo
                "contiguous": res.contiguous, "bound": res.bound, "warm_start": res.warm_start,
                "solve_seconds": res.seconds, **res.info}
     return to_partition(problem, inst, res.device, "cpsat", figures)
+
+
+def warm_devices(inst: PlacementInstance, warm_start: Any, objective: str
+                 ) -> np.ndarray | None:
+    """The device per node a ``warm_start`` option names: None for True (the strategy's own
+    heuristic), all on the CPU for False (None without a CPU), a Partition's devices."""
+    if isinstance(warm_start, Partition):
+        return partition_devices(warm_start, inst)
+    if warm_start is False:
+        return np.full(inst.n, HOST, dtype=np.int64) if inst.cpus >= 1 else None
+    if warm_start is not True:
+        raise StrategyError(f"cpsat: objective={objective} takes warm_start true, false or a "
+                            f"partition, got {warm_start!r}")
+    return None
