@@ -209,6 +209,18 @@ def test_a_better_non_contiguous_warm_start_is_kept_and_called_so() -> None:
     assert res.bound <= brute_force(doc, False) * (1 + 1e-9)
 
 
+def test_fractional_sizes_fill_the_memory_exactly() -> None:
+    """Two nodes of 0.6 each fit a limit of 1.2 together (rounded up to whole units they
+    would not): cpsat puts both on the accelerator, load 2, not one on the slow CPU."""
+    doc = doc_of([node(1, 1.0, 10.0, size=0.6), node(2, 1.0, 10.0, size=0.6)], [(1, 2, 0.0)],
+                 k=1, memory=1.2)
+    want = brute_force(doc, True)
+    assert want == pytest.approx(2.0)
+    res = solve_throughput(instance_from_dict(doc), time_limit=10.0, workers=1,
+                           warm=np.array([0, HOST]))
+    assert res.max_load == pytest.approx(want) and res.status == "OPTIMAL"
+
+
 # ------------------------------------------------------------------ heuristic and real data
 def test_heuristic_is_a_feasible_chain_within_the_bound() -> None:
     doc = json.loads(BERT.read_text())

@@ -40,7 +40,12 @@ from clusterkit.engines.cpsat.solve import (
     check_work_limit,
     clock_parameters,
 )
-from clusterkit.engines.cpsat.throughput import SCALE_TOP, _transfer_terms, warm_devices
+from clusterkit.engines.cpsat.throughput import (
+    SCALE_TOP,
+    _transfer_terms,
+    memory_units,
+    warm_devices,
+)
 from clusterkit.engines.latency import (
     check_inference,
     feasible,
@@ -84,9 +89,9 @@ def build(inst: PlacementInstance) -> LatencyModel:
             for var in x[u]:
                 m.Add(var == 0)
     r = _contiguity(m, units, x, k)
+    size, limit = memory_units(inst, [np.asarray(mb, dtype=np.int64) for mb in units.members])
     for s in range(k):
-        m.Add(sum(int(np.ceil(inst.size[mem].sum())) * x[u][s]
-                  for u, mem in enumerate(units.members)) <= int(inst.memory_limit))
+        m.Add(sum(size[u] * x[u][s] for u in range(units.count)) <= limit)
     lm = LatencyModel(m, units, x, h, r, m.NewIntVar(0, top, "Z"), scale)
     _times(inst, lm, top)
     m.Minimize(lm.z)

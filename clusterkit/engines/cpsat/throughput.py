@@ -201,6 +201,25 @@ def _transfer_terms(inst: PlacementInstance, units: Units, scale: float
             if int(c * scale) > 0]
 
 
+#: the weights' unit in CP-SAT when an instance's sizes or limit are fractional: a millionth
+MEMORY_SCALE = 10**6
+
+
+def memory_units(inst: PlacementInstance, members: list[np.ndarray]) -> tuple[list[int], int]:
+    """Each group's weights and the accelerator's limit as CP-SAT integers: as given when all
+    are whole numbers, else in millionths (groups rounded up, the limit down: never looser
+    than the instance). An instance too large for 64-bit sums is one line."""
+    sizes = [float(inst.size[i].sum()) for i in members]
+    limit = float(inst.memory_limit)
+    whole = all(float(v).is_integer() for v in [*sizes, limit])
+    scale = 1 if whole else MEMORY_SCALE
+    if (sum(sizes) + limit) * scale >= 2.0**62:
+        raise StrategyError(f"cpsat: instance {inst.name!r}: weights of {sum(sizes):g} with "
+                            f"fractional sizes exceed CP-SAT's 64-bit integers at 1e-6 "
+                            f"resolution; give sizes in whole units")
+    return [math.ceil(v * scale) for v in sizes], math.floor(limit * scale)
+
+
 def _loads(inst: PlacementInstance, tm: ThroughputModel) -> None:
     """Transfer variables, the load of every slot bounded by ``T``, memory and host-only."""
     m, x, units, scale = tm.m, tm.x, tm.units, tm.scale
@@ -208,7 +227,7 @@ def _loads(inst: PlacementInstance, tm: ThroughputModel) -> None:
     mem = [np.asarray(mb, dtype=np.int64) for mb in units.members]
     acc = [int(inst.acc_latency[i].sum() * scale) for i in mem]
     cpu_lat = [int(inst.cpu_latency[i].sum() * scale) for i in mem]
-    size = [int(np.ceil(inst.size[i].sum())) for i in mem]
+    size, limit = memory_units(inst, mem)
     host_only = [bool((~inst.supported[i]).any()) for i in mem]
     for s in range(nslot):
         out = [m.NewBoolVar(f"o{t}_{s}") for t in range(len(tm.terms))]
@@ -225,7 +244,7 @@ def _loads(inst: PlacementInstance, tm: ThroughputModel) -> None:
         _when(m, tm.top >= acc_load, tm.cpu[s], False)
         _when(m, tm.top >= host_load, tm.cpu[s], True)
         _when(m, sum(size[u] * x[u][s] for u in range(units.count))
-              <= int(inst.memory_limit), tm.cpu[s], False)
+              <= limit, tm.cpu[s], False)
         for u in range(units.count):
             if host_only[u]:
                 if isinstance(tm.cpu[s], int):
