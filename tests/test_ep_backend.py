@@ -368,7 +368,9 @@ def test_ctrl_c_during_the_compile_of_an_export_writes_nothing(tmp_path):
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the summary: the 26 compiles (about 3 s) start now
     assert "strategy cycles" in first, first
-    time.sleep(0.1)
+    # a second in: the QNN libraries are loaded (a SIGINT while the first session loads them
+    # was lost once in about ten runs: exit 0 with every context written)
+    time.sleep(1.0)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
