@@ -32,7 +32,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from clusterkit.constraints.core import Problem
-from clusterkit.engines.activations import activation_cut, check_memory
+from clusterkit.engines.activations import check_memory
 from clusterkit.engines.cpsat.solve import (
     STATUS,
     Clock,
@@ -44,6 +44,7 @@ from clusterkit.engines.cpsat.throughput import (
     SCALE_TOP,
     _transfer_terms,
     memory_units,
+    solve_within_memory,
     warm_devices,
 )
 from clusterkit.engines.latency import (
@@ -233,7 +234,9 @@ def solve_latency(inst: PlacementInstance, *, time_limit: float = 60.0, workers:
     clock = Clock(float(time_limit), settings.deterministic, check_work_limit("cpsat", work_limit))
     solver = clock_parameters(work_limit if work_limit is not None else time_limit, settings,
                               clock)
-    code, got, cuts = _solve_within_memory(inst, lm, solver, clock)
+    code, got, cuts = solve_within_memory(inst, lm.m, solver, clock,
+                                          lambda: read_devices(lm, inst, solver),
+                                          lambda nodes: add_cut(lm, nodes))
     device, best = warm, latency_of(inst, warm) if warm is not None else math.inf
     warm_lat = best if warm is not None else None
     if got is None and code in (cp_model.OPTIMAL, cp_model.UNKNOWN) and warm is not None:
@@ -252,28 +255,11 @@ def solve_latency(inst: PlacementInstance, *, time_limit: float = 60.0, workers:
                          time.perf_counter() - began, info)
 
 
-def _solve_within_memory(inst: PlacementInstance, lm: LatencyModel, solver: cp_model.CpSolver,
-                         clock: Clock) -> tuple[int, np.ndarray | None, int]:
-    """Solve; while an accelerator is over its activation limit, cut (those nodes share no
-    accelerator) and solve again within the clock's wall time."""
-    cuts = 0
-    while True:
-        code = solver.Solve(lm.m)
-        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return code, None, cuts
-        got = read_devices(lm, inst, solver)
-        over = [c for d in range(inst.accelerators)
-                if (c := activation_cut(inst, got, d)) is not None]
-        if not over:
-            return code, got, cuts
-        if clock.wall_left() <= 0.01:
-            return code, None, cuts
-        for nodes in over:
-            us = sorted({int(lm.units.unit_of[v]) for v in nodes})
-            for s in range(inst.accelerators):
-                lm.m.Add(sum(lm.x[u][s] for u in us) <= len(us) - 1)
-            cuts += 1
-        solver.parameters.max_time_in_seconds = max(0.01, clock.wall_left())
+def add_cut(lm: LatencyModel, nodes: list[int]) -> None:
+    """The units of ``nodes`` are not all on one accelerator."""
+    units = sorted({int(lm.units.unit_of[v]) for v in nodes})
+    for s in range(len(lm.x[units[0]])):  # every accelerator
+        lm.m.Add(sum(lm.x[u][s] for u in units) <= len(units) - 1)
 
 
 def _feasible_warm(inst: PlacementInstance, warm: np.ndarray | None) -> np.ndarray | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -352,7 +352,10 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     clock = Clock(float(time_limit), settings.deterministic, check_work_limit("cpsat", work_limit))
     solver = clock_parameters(work_limit if work_limit is not None else time_limit, settings,
                               clock)
-    code, got, cuts = solve_within_memory(inst, tm, solver, clock)
+    code, got, cuts = solve_within_memory(
+        inst, tm.m, solver, clock,
+        lambda: slots_to_devices(inst, tm.units, *read_slots(tm, solver)),
+        lambda nodes: add_cut(tm, nodes))
     device = warm
     load = float(device_loads(inst, warm).max()) if warm is not None else math.inf
     warm_load = load if warm is not None else None
@@ -379,18 +382,22 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
                             warm_load, time.perf_counter() - start, info)
 
 
-def solve_within_memory(inst: PlacementInstance, tm: ThroughputModel, solver: cp_model.CpSolver,
-                        clock: Clock) -> tuple[int, np.ndarray | None, int]:
-    """Solve ``tm``; while the answer puts an accelerator over its activation limit, add that
-    accelerator's :func:`~clusterkit.engines.activations.activation_cut` (those nodes share no
+def solve_within_memory(inst: PlacementInstance, model: cp_model.CpModel,
+                        solver: cp_model.CpSolver, clock: Clock,
+                        read: Callable[[], np.ndarray],
+                        cut: Callable[[list[int]], None]) -> tuple[int, np.ndarray | None, int]:
+    """Solve ``model``; while its answer (``read``: the device per node of the solver's
+    solution) puts an accelerator over its activation limit, add that accelerator's
+    :func:`~clusterkit.engines.activations.activation_cut` (``cut``: those nodes share no
     accelerator) and solve again, within the clock's wall time. Returns the last status, the
-    answer within memory (None: none found) and the number of cuts."""
+    answer within memory (None: none found) and the number of cuts. The throughput and the
+    latency model both solve this way."""
     cuts = 0
     while True:
-        code = solver.Solve(tm.m)
+        code = solver.Solve(model)
         if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return code, None, cuts
-        got = slots_to_devices(inst, tm.units, *read_slots(tm, solver))
+        got = read()
         over = [c for d in range(inst.accelerators)
                 if (c := activation_cut(inst, got, d)) is not None]
         if not over:
@@ -398,7 +405,7 @@ def solve_within_memory(inst: PlacementInstance, tm: ThroughputModel, solver: cp
         if clock.wall_left() <= 0.01:
             return code, None, cuts
         for nodes in over:
-            add_cut(tm, nodes)
+            cut(nodes)
             cuts += 1
         solver.parameters.max_time_in_seconds = max(0.01, clock.wall_left())
 
