@@ -40,8 +40,11 @@ from clusterkit.engines.throughput import (
     device_names,
     heuristic_placement,
     instance_of,
+    ordered,
     placement_problems,
     to_partition,
+    unit_costs,
+    unit_depths,
 )
 from clusterkit.errors import CycleError, StrategyError
 from clusterkit.graph.algorithms import topological_order
@@ -312,18 +315,15 @@ def candidates(inst: PlacementInstance, units: Units) -> list[np.ndarray]:
     return [make_contiguous(inst, d) for d in _starts(inst, units)]
 
 
-def unit_orders(units: Units) -> list[list[int]]:
+def unit_orders(inst: PlacementInstance, units: Units) -> list[list[int]]:
     """Topological orders of the unit DAG the greedy fills follow: by smallest first member
-    (the file's order where it is topological) and by level (longest path from a source)."""
-    src = [a for a, bs in enumerate(units.succ) for _ in bs]
-    dst = [b for bs in units.succ for b in bs]
+    (the file's order where it is topological) and by level (as soon as possible), the first
+    two of the chain heuristic's :func:`~clusterkit.engines.throughput.start_orders`."""
+    costs = unit_costs(inst, units)
+    level, _ = unit_depths(units, costs)
     first = [m[0] for m in units.members]
-    by_first = topological_order(units.count, src, dst, key=first)
-    level = [0] * units.count
-    for a in by_first:
-        for b in units.succ[a]:
-            level[b] = max(level[b], level[a] + 1)
-    by_level = topological_order(units.count, src, dst, key=list(zip(level, first)))
+    by_first = ordered(units, costs, first)
+    by_level = ordered(units, costs, list(zip(level, first)))
     return [by_first] if by_level == by_first else [by_first, by_level]
 
 
@@ -338,7 +338,7 @@ def _starts(inst: PlacementInstance, units: Units) -> list[np.ndarray]:
             out.append(np.where(chain < 0, HOST, chain))
     except StrategyError:  # memory admits no chain: the other candidates
         pass
-    for order in unit_orders(units):
+    for order in unit_orders(inst, units):
         for faster in (False, True):
             out.append(greedy_fill(inst, units, order, faster))
     return out

@@ -54,6 +54,8 @@ from clusterkit.engines.latency import (
     latency_heuristic,
     latency_of,
     latency_partition,
+    latency_schedule,
+    unit_orders,
 )
 from clusterkit.engines.throughput import Units, build_units, instance_of
 from clusterkit.errors import InfeasibleError, StrategyError
@@ -157,7 +159,7 @@ def add_hint(lm: LatencyModel, inst: PlacementInstance, device: np.ndarray) -> N
     dev = [int(device[mem[0]]) for mem in units.members]
     k = inst.accelerators
     reach = [[dev[u] == s for s in range(k)] for u in range(units.count)]
-    for u in _unit_order(units):
+    for u in unit_orders(inst, units)[0]:
         for w in units.succ[u]:
             reach[w] = [a or b for a, b in zip(reach[w], reach[u])]
     for u in range(units.count):
@@ -166,12 +168,6 @@ def add_hint(lm: LatencyModel, inst: PlacementInstance, device: np.ndarray) -> N
         for s in range(k):
             m.AddHint(lm.x[u][s], int(dev[u] == s))
             m.AddHint(lm.r[u][s], int(reach[u][s]))
-
-
-def _unit_order(units: Units) -> list[int]:
-    from clusterkit.engines.latency import unit_orders
-
-    return unit_orders(units)[0]
 
 
 def read_devices(lm: LatencyModel, inst: PlacementInstance, solver: cp_model.CpSolver
@@ -188,8 +184,6 @@ def read_devices(lm: LatencyModel, inst: PlacementInstance, solver: cp_model.CpS
 def ordered(inst: PlacementInstance, device: np.ndarray) -> np.ndarray:
     """``device`` with the accelerators renumbered in a topological order of their pieces
     (the model's order; interchangeable accelerators, the same latency)."""
-    from clusterkit.engines.latency import latency_schedule
-
     sched = latency_schedule(inst, device)
     first: dict[int, float] = {}
     for v in np.argsort(sched.finish, kind="stable").tolist():
