@@ -574,13 +574,11 @@ class SegmentScanner:
     """Grows a segment of consecutive units of ``order`` and keeps its exact accelerator load
     (latency plus transfers, :func:`device_loads`' definition), CPU latency and memory."""
 
-    def __init__(self, inst: PlacementInstance, units: Units, order: Sequence[int]):
+    def __init__(self, inst: PlacementInstance, units: Units, costs: UnitCosts,
+                 order: Sequence[int]):
         self.order = list(order)
-        mem = [np.asarray(m, dtype=np.int64) for m in units.members]
-        self.acc = [float(inst.acc_latency[m].sum()) for m in mem]
-        self.cpu = [float(inst.cpu_latency[m].sum()) for m in mem]
-        self.size = [float(inst.size[m].sum()) for m in mem]
-        self.host_only = [bool((~inst.supported[m]).any()) for m in mem]
+        self.acc, self.cpu = costs.acc.tolist(), costs.cpu.tolist()
+        self.size, self.host_only = costs.size.tolist(), costs.host_only.tolist()
         self.cost = inst.out_cost.tolist()
         self.n_out = [len(s) for s in units.out_units]
         self.payers = [[v for v in m if self.n_out[v]] for m in units.members]
@@ -739,9 +737,9 @@ def bisect_chain(inst: PlacementInstance, units: Units, costs: UnitCosts) -> Cha
     the least load cap that greedy segments meet, by bisection (O(STEPS * n * d) for ``d``
     the largest number of consumer units of a node)."""
     order = ordered(units, costs, [m[0] for m in units.members])
-    scans = [SegmentScanner(inst, units, order)]
+    scans = [SegmentScanner(inst, units, costs, order)]
     if inst.cpus >= 1 and costs.host_only.any():
-        scans.append(SegmentScanner(inst, units, [u for u in order
+        scans.append(SegmentScanner(inst, units, costs, [u for u in order
                                                   if not costs.host_only[u]]))
     best = None
     for scan in scans:
