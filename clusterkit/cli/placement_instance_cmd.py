@@ -9,6 +9,7 @@ import argparse
 from clusterkit.cli.common import (
     add_dim_arg,
     add_optimize_arg,
+    add_platform_arg,
     check_output_args,
     instance_from_args,
 )
@@ -19,8 +20,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("placement-instance", help="write a model on a platform as a placement "
                        "instance (the NeurIPS 2020 paper's format)")
     p.add_argument("model", metavar="MODEL", help="an .onnx file or a node-link .json graph")
-    p.add_argument("--platform", required=True, metavar="FILE",
-                   help="the platform file (accelerators and CPUs)")
+    add_platform_arg(p, required=True)
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="write the instance JSON here")
     add_dim_arg(p)

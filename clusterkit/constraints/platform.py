@@ -118,7 +118,7 @@ class Platform:
         cpu = _cpu(data.get("cpu", {}), where, base_dir)
         return cls(acc, cpu, where)
 
-    def cost_model(self, graph: Graph | None = None) -> CostModel:
+    def cost_model(self) -> CostModel:
         """The :class:`CostModel` of the platform: devices ``acc`` and ``cpu`` (the host), the
         link between them, and the measured seconds of ``latencies`` (read now) per node."""
         acc = self.accelerator
@@ -269,8 +269,8 @@ def model_instance(model: Graph | str | os.PathLike, platform: Platform | str | 
     acc_lat = np.array([costs.compute_time(graph, v, ACC, CPU) for v in order.tolist()])
     size = graph.const_bytes[order].astype(np.float64)
     src, dst, out_bytes = _activation_edges(graph, pos)
-    link = costs.link(ACC, CPU)
-    cost = np.where(out_bytes > 0, link.latency + out_bytes / link.bandwidth, 0.0)
+    cost = np.array([costs.transfer_time(ACC, CPU, b) if b > 0 else 0.0
+                     for b in out_bytes.tolist()])
     tensor_size, tensor_nodes = _activation_tensors(graph, pos)
     n = len(order)
     return PlacementInstance(
