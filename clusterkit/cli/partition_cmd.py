@@ -127,23 +127,29 @@ def main(args: argparse.Namespace) -> int:
 
 def throughput_line(fig: dict) -> str:
     """One line of a throughput placement's figures: max load, bottleneck, status, bound."""
-    bound = fig.get("bound")
-    tail = f", proven bound {bound:.6g}" if bound is not None else ""
     head = f"throughput: max load {fig['max_load']:.6g} on {fig['bottleneck']}"
     if fig.get("contiguous_optimum") is not None:
         return (f"{head} ({fig.get('method')}: its non-contiguous warm start, below the "
-                f"contiguous optimum {fig['contiguous_optimum']:.6g} ({fig.get('status')}){tail})")
-    return (f"{head} ({fig.get('method')}, {fig.get('status')}, "
-            f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{tail})")
+                f"contiguous optimum {fig['contiguous_optimum']:.6g} ({fig.get('status')})"
+                f"{_bound(fig)})")
+    return f"{head} {_method_status(fig)}"
 
 
 def latency_line(fig: dict) -> str:
     """One line of a latency placement's figures: latency, critical path, status, bound."""
-    bound = fig.get("bound")
-    tail = f", proven bound {bound:.6g}" if bound is not None else ""
     return (f"latency: {fig['latency']:.6g} along {' -> '.join(fig['critical_path'])} "
-            f"({fig.get('method')}, {fig.get('status')}, "
-            f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{tail})")
+            f"{_method_status(fig)}")
+
+
+def _method_status(fig: dict) -> str:
+    """``(method, status, contiguous or not, proven bound B)`` of a placement's figures."""
+    return (f"({fig.get('method')}, {fig.get('status')}, "
+            f"{'contiguous' if fig.get('contiguous') else 'non-contiguous'}{_bound(fig)})")
+
+
+def _bound(fig: dict) -> str:
+    bound = fig.get("bound")
+    return f", proven bound {bound:.6g}" if bound is not None else ""
 
 
 #: the per-device table of a throughput placement
