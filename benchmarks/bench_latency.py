@@ -105,19 +105,21 @@ COLUMNS = ["instance", "nodes", "k", "all CPU", "auto", "auto s", "cpsat", "stat
            "cpsat s"]
 
 
+def cells(label: str, f: dict[str, Any]) -> list[Any]:
+    """One row of :data:`COLUMNS` from :func:`measure`'s figures."""
+    return [label, f["n"], f["k"], f"{f['cpu']:.6g}", f"{f['auto']:.6g}", round(f["auto_s"], 2),
+            f"{f['cpsat']:.6g}", f["status"], f"{f['bound']:.6g}", round(f["cpsat_s"], 1)]
+
+
 def run(quick: bool = False, time_limit: float = 20.0) -> dict:
     """The ``make bench`` section (``benchmarks/run.py``): the table without the paper's
     evaluator."""
-    rows = []
-    for label, inst, _ in cases(quick):
-        f = measure(inst, 5.0 if quick else time_limit)
-        rows.append([label, f["n"], f["k"], f"{f['cpu']:.6g}", f"{f['auto']:.6g}",
-                     round(f["auto_s"], 2), f"{f['cpsat']:.6g}", f["status"],
-                     f"{f['bound']:.6g}", round(f["cpsat_s"], 1)])
+    limit = 5.0 if quick else time_limit
+    rows = [cells(label, measure(inst, limit)) for label, inst, _ in cases(quick)]
     return {"title": "Latency placement (--objective latency): auto and cpsat",
             "columns": COLUMNS, "rows": rows,
             "notes": ["cpsat: the exact contiguous optimum warm-started from auto, "
-                      f"{5.0 if quick else time_limit:g} s wall limit, 2 workers"]}
+                      f"{limit:g} s wall limit, 2 workers"]}
 
 
 def main() -> None:
@@ -127,21 +129,18 @@ def main() -> None:
     ap.add_argument("-o", default=str(ROOT / "bench" / "latency.md"))
     args = ap.parse_args()
     greedy = Greedy.build()
-    head = ("| instance | nodes | k | all CPU | auto | s | cpsat | status | bound | s |"
-            + (" cpsat by greedy.exe | greedy baseline |" if greedy else ""))
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    columns = COLUMNS + (["cpsat by greedy.exe", "greedy baseline"] if greedy else [])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for label, inst, path in cases(args.quick):
         f = measure(inst, args.time_limit)
-        row = (f"| {label} | {f['n']} | {f['k']} | {f['cpu']:.6g} | {f['auto']:.6g} | "
-               f"{f['auto_s']:.2f} | {f['cpsat']:.6g} | {f['status']} | {f['bound']:.6g} | "
-               f"{f['cpsat_s']:.1f} |")
+        row = cells(label, f)
         if greedy:
             scored = greedy.score(path, split_dict(inst, f["device"])) if path else None
             base = greedy.baseline(path) if path else None
-            row += f" {'-' if scored is None else f'{scored:.3f}'} | " \
-                   f"{'-' if base is None else f'{base:.6g}'} |"
-        print(row, flush=True)
-        lines.append(row)
+            row += ["-" if scored is None else f"{scored:.3f}",
+                    "-" if base is None else f"{base:.6g}"]
+        lines.append("| " + " | ".join(map(str, row)) + " |")
+        print(lines[-1], flush=True)
     Path(args.o).parent.mkdir(parents=True, exist_ok=True)
     write_atomic(args.o, "\n".join(lines) + "\n")
 
