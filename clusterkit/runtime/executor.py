@@ -373,7 +373,7 @@ class Executor:
         u.compiled = backend.compile(u.subgraph, name=u.name, static=self.static,
                                      outputs=u.outputs)
         u.compile_seconds = u.compiled.compile_seconds
-        u.runs_on = backend.runs_on()
+        u.runs_on = u.compiled.runs_on or backend.runs_on()  # the runtime's record first
 
     def _compile_step(self, u: Step) -> list[Step]:
         """Compile ``u`` on its backend: ``[u]``, or for a fused step its device refuses, the

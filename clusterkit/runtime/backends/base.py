@@ -107,6 +107,9 @@ class CompiledSubgraph:
         self.value_kind = value_kind if run_values is not None and value_kind else NUMPY_VALUES
         #: the file of the compiled form the backend wrote, when asked (an EP context model)
         self.context: str | None = None
+        #: what the runtime's own record says executes it, where the backend reads one (else
+        #: None: the backend's :meth:`Backend.runs_on`)
+        self.runs_on: str | None = None
 
     def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         missing = [t for t in self.inputs if t not in feeds]

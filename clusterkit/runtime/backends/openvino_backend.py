@@ -135,8 +135,10 @@ def _runner(backend: OpenVinoBackend, name: str, compiled: Any, inputs: list[str
             _add_counters(counters, request.get_profiling_info())
         return [np.array(request.get_tensor(p).data, copy=True) for p in out_ports]
 
-    return CompiledSubgraph(name, backend, list(inputs), list(outputs), run,
-                            node_timings=lambda: list(counters.values()))
+    out = CompiledSubgraph(name, backend, list(inputs), list(outputs), run,
+                           node_timings=lambda: list(counters.values()))
+    out.runs_on = "OpenVINO:" + ",".join(compiled.get_property("EXECUTION_DEVICES"))
+    return out
 
 
 def _add_counters(counters: dict[str, dict[str, Any]], infos: Any) -> None:
