@@ -13,12 +13,12 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from clusterkit.cli import main
 from clusterkit.engines.cpsat.throughput import solve_throughput
 from clusterkit.engines.throughput import (
     chain_heuristic,
@@ -160,7 +160,7 @@ def test_the_issues_figure_resnet50_over_eight_cpus() -> None:
     inst = read_instance(RESNET)
     want = dp_optimum(RESNET)
     assert want == pytest.approx(110.0, abs=0.05)
-    res = solve_throughput(inst, contiguous=True, time_limit=5.0, workers=2)
+    res = solve_throughput(inst, contiguous=True, time_limit=1.0, workers=2)
     assert res.max_load == pytest.approx(want, rel=1e-6) and res.bound <= res.max_load
     assert not placement_problems(inst, res.device)
     assert len(set(res.device[res.device < 0].tolist())) > 1  # more than one CPU is busy
@@ -193,31 +193,33 @@ def test_pieces_count_the_returns_to_a_device() -> None:
 
 
 # ------------------------------------------------------------------ the command line
-def clusterkit(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clusterkit", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+def clusterkit(*args: str, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    """``clusterkit ARGS`` in this process: its exit status, stdout and stderr."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_cli_objective_flag_for_auto_and_cpsat(tmp_path: Path) -> None:
+def test_cli_objective_flag_for_auto_and_cpsat(tmp_path: Path, capsys) -> None:
     split = tmp_path / "split.json"
-    proc = clusterkit("partition", str(RESNET), "--strategy", "cpsat", "--objective",
-                      "throughput", "--workers", "2", "--time-limit", "5", "--split", str(split),
-                      cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert f"max load {dp_optimum(RESNET):.6g} on " in proc.stdout
-    assert "unknown size" not in proc.stdout and "node77" in proc.stdout
-    assert "1 piece" in proc.stdout and "bottleneck" in proc.stdout
-    assert "pieces" in proc.stdout and "transfers" in proc.stdout
+    code, out, err = clusterkit("partition", str(RESNET), "--strategy", "cpsat", "--objective",
+                                "throughput", "--workers", "2", "--time-limit", "1", "--split",
+                                str(split), capsys=capsys)
+    assert code == 0, err
+    assert f"max load {dp_optimum(RESNET):.6g} on " in out
+    assert "unknown size" not in out and "node77" in out
+    assert "1 piece" in out and "bottleneck" in out
+    assert "pieces" in out and "transfers" in out
     doc = json.loads(split.read_text())
     assert len(doc["cpus"]) == 8 and len(doc["fpgas"]) == 14
-    auto = clusterkit("partition", str(RESNET), "--strategy", "auto", "--objective",
-                      "throughput", cwd=tmp_path)
-    assert auto.returncode == 0, auto.stderr
-    assert "chain_heuristic" in auto.stdout
-    bad = clusterkit("partition", str(RESNET), "--strategy", "cycles", "--objective",
-                     "throughput", cwd=tmp_path)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-    assert "objective" in bad.stderr
+    code, out, err = clusterkit("partition", str(RESNET), "--strategy", "auto", "--objective",
+                                "throughput", capsys=capsys)
+    assert code == 0, err
+    assert "chain_heuristic" in out
+    code, out, err = clusterkit("partition", str(RESNET), "--strategy", "cycles", "--objective",
+                                "throughput", capsys=capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "objective" in err
 
 
 @pytest.mark.skipif(not (os.environ.get("DNN_PARTITIONING") and shutil.which("g++")),
@@ -243,7 +245,7 @@ def test_the_papers_evaluator_sums_the_cpus(tmp_path: Path) -> None:
     assert theirs > loads.max()  # so its figure is not the DP's objective with several CPUs
 
 
-def test_an_instance_from_a_model_shows_its_names_and_op_types(tmp_path: Path) -> None:
+def test_an_instance_from_a_model_shows_its_names_and_op_types(tmp_path: Path, capsys) -> None:
     """Nodes with the model's ``name`` and ``opType``: the report shows them, and the
     accelerators still take exactly the ``supportedOnFpga`` nodes."""
     ops = ["Conv", "Relu", "TopK", "Gemm"]
@@ -253,19 +255,20 @@ def test_an_instance_from_a_model_shows_its_names_and_op_types(tmp_path: Path) -
     doc["nodes"][2]["supportedOnFpga"] = 0  # TopK runs on a CPU only
     path = tmp_path / "model_instance.json"
     path.write_text(json.dumps(doc))
-    proc = clusterkit("partition", str(path), "--objective", "throughput", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    code, out, err = clusterkit("partition", str(path), "--objective", "throughput",
+                                capsys=capsys)
+    assert code == 0, err
     for op in ops:
-        assert op in proc.stdout
-    assert "/topk_2" in proc.stdout and "PlacedOp" not in proc.stdout
-    assert "unknown size" not in proc.stdout and "transfers 1 (" in proc.stdout
-    assert "(chain_heuristic, FEASIBLE, contiguous)" in proc.stdout
+        assert op in out
+    assert "/topk_2" in out and "PlacedOp" not in out
+    assert "unknown size" not in out and "transfers 1 (" in out
+    assert "(chain_heuristic, FEASIBLE, contiguous)" in out
     inst = read_instance(path)
     device = chain_heuristic(inst).device
     assert device[2] < 0 and not placement_problems(inst, device)
 
 
-def test_auto_takes_the_objective_everywhere(tmp_path: Path) -> None:
+def test_auto_takes_the_objective_everywhere(tmp_path: Path, capsys) -> None:
     """``--objective`` for ``auto`` on a model: ``partitions`` is ``prefer=partitions``;
     ``throughput`` needs a placement instance, one line naming it."""
     import networkx as nx
@@ -279,14 +282,14 @@ def test_auto_takes_the_objective_everywhere(tmp_path: Path) -> None:
     base = ["partition", str(path), "--selector", "ops:Conv,Relu", "--strategy", "auto"]
     runs = {}
     for extra in (["--objective", "partitions"], ["--option", "prefer=partitions"]):
-        out = tmp_path / "p.json"
-        proc = clusterkit(*base, *extra, "--json", str(out), cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr
-        runs[" ".join(extra)] = json.loads(out.read_text())["clusters"]
+        js = tmp_path / "p.json"
+        code, _, err = clusterkit(*base, *extra, "--json", str(js), capsys=capsys)
+        assert code == 0, err
+        runs[" ".join(extra)] = json.loads(js.read_text())["clusters"]
     assert runs["--objective partitions"] == runs["--option prefer=partitions"]
-    bad = clusterkit(*base, "--objective", "throughput", cwd=tmp_path)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-    assert "objective throughput needs a placement instance" in bad.stderr
+    code, _, err = clusterkit(*base, "--objective", "throughput", capsys=capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "objective throughput needs a placement instance" in err
 
 
 def test_a_partition_keeps_which_cpu_runs_each_node() -> None:
@@ -303,7 +306,7 @@ def test_a_partition_keeps_which_cpu_runs_each_node() -> None:
     got = partition_devices(part, problem.graph.model)
     assert got.tolist() == want.tolist() and len(set(want[want < 0].tolist())) > 1
     again = run_strategy(problem, "cpsat", objective="throughput", warm_start=part,
-                         time_limit=2.0, workers=1)
+                         time_limit=1.0, workers=1)
     fig = again.info["throughput"]
     assert fig["warm_start"] == pytest.approx(float(device_loads(inst, want).max()))
     assert fig["max_load"] <= fig["warm_start"]

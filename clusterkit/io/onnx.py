@@ -85,26 +85,32 @@ def infer_model_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto`` shape-inferred with data propagation (dims computed by shape arithmetic become
     known), else without it when data propagation fails, else ``proto`` itself (sizes unknown).
     A model past :data:`SET_ASIDE_FROM` (64 MB) is inferred with the data of its large tensors
-    set aside meanwhile: shape inference reads the values of small tensors only."""
+    set aside meanwhile: shape inference reads the values of small tensors only. The copy
+    returned gets that data back except for the main graph's initializers: a Graph reads only
+    their dims and types from it (their data is in ``proto``), and the copy stays alive as long
+    as the Graph's nodes do, so it would hold every weight a second time."""
     with _large_data_set_aside(proto) as stash:
         for data_prop in (True, False):
             try:
                 inferred = shape_inference.infer_shapes(proto, data_prop=data_prop)
             except Exception:  # a model shape inference cannot handle still loads
                 continue
-            _put_back(inferred, stash)  # the copy holds the data set aside too
+            # Constant nodes and subgraph bodies are read from the copy: their data goes back
+            _put_back(inferred, stash, skip=len(inferred.graph.initializer))
             return inferred
     return proto
 
 
-def _put_back(model: onnx.ModelProto, stash: list) -> None:
+def _put_back(model: onnx.ModelProto, stash: list, skip: int = 0) -> None:
     """The raw data set aside from a model, written into the same tensors (by position) of
     ``model``: the model itself, or its inferred copy (inference keeps initializers and nodes
-    in order)."""
+    in order); the first ``skip`` positions are left as they are."""
     if not stash:
         return
     tensors = list(external_data_helper._get_all_tensors(model))
     for k, raw, had_location, location in stash:
+        if k < skip:
+            continue
         t = tensors[k]
         t.raw_data = raw
         if had_location:
@@ -115,21 +121,31 @@ def _put_back(model: onnx.ModelProto, stash: list) -> None:
 
 @contextlib.contextmanager
 def _large_data_set_aside(proto: onnx.ModelProto):
-    """Within the block, a model past :data:`SET_ASIDE_FROM` has the raw data of its tensors
-    over :data:`SHAPE_TENSOR_BYTES` removed (marked external, so nothing checks it against the
-    dims); it is put back afterwards. Yields what it set aside: (tensor position, raw data,
-    location) each."""
+    """Within the block, a model whose tensors over :data:`SHAPE_TENSOR_BYTES` hold
+    :data:`SET_ASIDE_FROM` bytes or more has their raw data removed (marked external, so
+    nothing checks it against the dims); it is put back afterwards. Yields what it set aside:
+    (tensor position, raw data, location) each."""
     stash = []
-    if proto.ByteSize() >= SET_ASIDE_FROM:
-        for k, t in enumerate(external_data_helper._get_all_tensors(proto)):
-            if len(t.raw_data) > SHAPE_TENSOR_BYTES:
-                stash.append((k, t.raw_data, t.HasField("data_location"), t.data_location))
-                t.ClearField("raw_data")
-                t.data_location = onnx.TensorProto.EXTERNAL
+    large = [(k, t) for k, t in enumerate(external_data_helper._get_all_tensors(proto))
+             if t.HasField("raw_data") and _raw_bytes(t) > SHAPE_TENSOR_BYTES]
+    if sum(_raw_bytes(t) for _, t in large) >= SET_ASIDE_FROM:
+        for k, t in large:
+            stash.append((k, t.raw_data, t.HasField("data_location"), t.data_location))
+            t.ClearField("raw_data")
+            t.data_location = onnx.TensorProto.EXTERNAL
     try:
         yield stash
     finally:
         _put_back(proto, stash)
+
+
+def _raw_bytes(t: onnx.TensorProto) -> int:
+    """The bytes of a tensor's raw data by its dims and type (reading ``raw_data`` copies it)."""
+    try:
+        item = helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except (KeyError, ValueError, TypeError):  # a type numpy has no dtype for: measure it
+        return len(t.raw_data)
+    return math.prod(t.dims) * item
 
 
 def symbolic_dims(proto: onnx.ModelProto) -> list[str]:
