@@ -465,39 +465,47 @@ def segment_dp(acc: np.ndarray, cpu: np.ndarray, accelerators: int, cpus: int,
     program restricted to one order. ``acc``: :func:`accelerator_matrix`; ``cpu``: the CPU
     latency per position; ``extra``: load the first CPU of the chain carries besides its
     segment; ``best[a, c][j]`` = least max load of the first ``j`` units on ``a``
-    accelerator and ``c`` CPU segments, O((k+1)(c+1) n^2). Returns the load, the segment
-    ends and their kinds (True = a CPU)."""
+    accelerator and ``c`` CPU segments, O((k+1)(c+1) n^2). The forward pass keeps only the
+    values (a column minimum, which numpy reduces row by row); the way back finds each
+    segment's start in one column. Returns the load, the segment ends and their kinds
+    (True = a CPU)."""
     n = len(cpu)
     pre = np.r_[0.0, np.cumsum(cpu)]
     host = pre[None, :] - pre[:, None]
     host[np.tril_indices(n + 1, -1)] = np.inf
+    first_host = host + extra if extra else host
     start = np.full(n + 1, np.inf)
     start[0] = 0.0
     best: dict[tuple[int, int], np.ndarray] = {(0, 0): start}
-    back: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    cols = np.arange(n + 1)
+    on_cpu: dict[tuple[int, int], np.ndarray] = {}
+    buf = np.empty((n + 1, n + 1))
     for a in range(accelerators + 1):
         for c in range(cpus + 1):
             if a + c == 0:
                 continue
-            steps = ([(best[(a - 1, c)], acc)] if a else []) + \
-                ([(best[(a, c - 1)], host + extra if c == 1 else host)] if c else [])
-            args = [np.maximum(prev[:, None], m).argmin(axis=0) for prev, m in steps]
-            vals = [np.maximum(prev[i], m[i, cols]) for (prev, m), i in zip(steps, args)]
-            which = np.argmin(np.stack(vals), axis=0) if len(steps) > 1 else np.zeros(n + 1, int)
-            kind = (which == 1) if a else np.ones(n + 1, dtype=bool)
-            best[(a, c)] = np.stack(vals)[which, cols]
-            back[(a, c)] = (kind, np.stack(args)[which, cols])
+            options = ([_column_min(best[(a - 1, c)], acc, buf)] if a else []) + \
+                ([_column_min(best[(a, c - 1)], first_host if c == 1 else host, buf)]
+                 if c else [])
+            best[(a, c)] = np.minimum(*options) if a and c else options[0]
+            on_cpu[(a, c)] = options[1] < options[0] if a and c else np.full(n + 1, not a)
     key = (accelerators, cpus)
     if not np.isfinite(best[key][n]):
         return np.inf, None, []
     ends, kinds, j = [], [], n
     while key != (0, 0):
-        on_cpu, i = bool(back[key][0][j]), int(back[key][1][j])
+        host_seg = bool(on_cpu[key][j])
+        prev = (key[0], key[1] - 1) if host_seg else (key[0] - 1, key[1])
+        m = (first_host if key[1] == 1 else host) if host_seg else acc
         ends.append(j)
-        kinds.append(on_cpu)
-        key, j = ((key[0], key[1] - 1) if on_cpu else (key[0] - 1, key[1])), i
+        kinds.append(host_seg)
+        key, j = prev, int(np.argmin(np.maximum(best[prev], m[:, j])))
     return float(best[(accelerators, cpus)][n]), ends[::-1], kinds[::-1]
+
+
+def _column_min(prev: np.ndarray, m: np.ndarray, buf: np.ndarray) -> np.ndarray:
+    """``min_i max(prev[i], m[i, j])`` per column ``j``, in ``buf``'s memory."""
+    np.maximum(prev[:, None], m, out=buf)
+    return buf.min(axis=0)
 
 
 @dataclass
