@@ -126,10 +126,10 @@ def _large_data_set_aside(proto: onnx.ModelProto):
     nothing checks it against the dims); it is put back afterwards. Yields what it set aside:
     (tensor position, raw data, location) each."""
     stash = []
-    large = [(k, t) for k, t in enumerate(external_data_helper._get_all_tensors(proto))
-             if t.HasField("raw_data") and _raw_bytes(t) > SHAPE_TENSOR_BYTES]
-    if sum(_raw_bytes(t) for _, t in large) >= SET_ASIDE_FROM:
-        for k, t in large:
+    large = [(k, t, size) for k, t in enumerate(external_data_helper._get_all_tensors(proto))
+             if t.HasField("raw_data") and (size := _raw_bytes(t)) > SHAPE_TENSOR_BYTES]
+    if sum(size for _, _, size in large) >= SET_ASIDE_FROM:
+        for k, t, _ in large:
             stash.append((k, t.raw_data, t.HasField("data_location"), t.data_location))
             t.ClearField("raw_data")
             t.data_location = onnx.TensorProto.EXTERNAL
@@ -140,12 +140,10 @@ def _large_data_set_aside(proto: onnx.ModelProto):
 
 
 def _raw_bytes(t: onnx.TensorProto) -> int:
-    """The bytes of a tensor's raw data by its dims and type (reading ``raw_data`` copies it)."""
-    try:
-        item = helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-    except (KeyError, ValueError, TypeError):  # a type numpy has no dtype for: measure it
-        return len(t.raw_data)
-    return math.prod(t.dims) * item
+    """The bytes of a tensor's raw data by its dims and type (reading ``raw_data`` copies it),
+    measured only for a type numpy has no dtype for."""
+    size = _nbytes(tuple(t.dims), _np_dtype(t.data_type))
+    return len(t.raw_data) if size is None else size
 
 
 def symbolic_dims(proto: onnx.ModelProto) -> list[str]:
