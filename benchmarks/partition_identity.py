@@ -4,8 +4,10 @@ or compare two such folders: the check that a change leaves partitions as they w
     python benchmarks/partition_identity.py write OUT_DIR [--models a,b] [--strategies s,t]
     python benchmarks/partition_identity.py compare BEFORE_DIR AFTER_DIR
 
-Each file ``MODEL__SELECTOR__STRATEGY.json`` holds the clusters (device, source node indices)
-and the fallback reasons' categories; the seconds are left out. Run ``write`` once with each
+Each file ``MODEL__SELECTOR__STRATEGY.json`` holds the clusters (device, source node indices),
+the fallback reasons' categories and the placement report's fallen nodes (reason and detail);
+the seconds are left out. Two devices (``qnn`` before ``coreml``) run with ``devices="cost"``
+too, so the cost device choice is covered. Run ``write`` once with each
 version (e.g. ``/work/main/.venv/bin/python`` from ``/work/main`` for the version before).
 """
 
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 
 MODELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
-SELECTORS = ["ops:Conv,Relu,Add,MaxPool,MatMul,Gemm", "tensorrt", "qnn", "coreml"]
+SELECTORS = ["ops:Conv,Relu,Add,MaxPool,MatMul,Gemm", "tensorrt", "qnn", "coreml", "qnn+coreml"]
 STRATEGIES = ["singleton", "cycles", "longest-path", "mxnet", "hetero", "cpsat", "placement",
               "auto"]
 #: the exact strategies run on graphs of at most this many nodes (their time grows fastest)
@@ -33,7 +35,8 @@ def canonical(part) -> dict:
     clusters = sorted((c.device, sorted(int(src[v]) for v in c.nodes)) for c in part.clusters)
     reasons = {int(src[v]): str(getattr(r, "category", r)) for v, r in
                sorted(part.fallback_reasons.items())}
-    return {"clusters": clusters, "fallback_reasons": reasons}
+    report = {e["index"]: [e["reason"], e["detail"]] for e in part.placement()["fallen_back"]}
+    return {"clusters": clusters, "fallback_reasons": reasons, "report": report}
 
 
 def write(out: Path, models: list[str], strategies: list[str]) -> None:
@@ -43,14 +46,15 @@ def write(out: Path, models: list[str], strategies: list[str]) -> None:
     for model in models:
         path = MODELS / f"{model}.onnx"
         for spec in SELECTORS:
-            problem = ck.make_problem(str(path), [spec])
+            problem = ck.make_problem(str(path), spec.split("+"))
+            mode = {"devices": "cost"} if "+" in spec else {}
             for strategy in strategies:
                 if strategy in ("cpsat", "placement") and problem.n > EXACT_LIMIT:
                     continue
                 name = re.sub(r"\W", "_", f"{model}__{spec}__{strategy}") + ".json"
                 start = time.perf_counter()
                 try:
-                    part = ck.run_strategy(problem, strategy, selector=spec)
+                    part = ck.run_strategy(problem, strategy, selector=spec, **mode)
                     data = canonical(part)
                 except Exception as exc:  # an error is a result too
                     data = {"error": f"{type(exc).__name__}: {exc}"}

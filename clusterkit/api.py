@@ -23,7 +23,9 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import DeviceMode
+from clusterkit.passes.coalesce import coalesce
 from clusterkit.passes.devices import check_mode, choose_devices, widen
+from clusterkit.passes.manager import Step, run_pipeline
 from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty
@@ -118,45 +120,42 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     if devices is not None:
         check_mode(devices)
     start = time.perf_counter()
-    if "devices" in inspect.signature(func).parameters and devices is not None:
+    takes_devices = "devices" in inspect.signature(func).parameters
+    if takes_devices and devices is not None:
         options = {**options, "devices": devices}
-    result = _finish(func(problem, **options), coalesce_after)
+    post = _post_passes(coalesce_after)
+    result = run_pipeline(problem, func, options, post=post)
     if (devices == "cost" and len(problem.devices) > 1
-            and not strategy_spec(strategy).places_devices
-            and "devices" not in inspect.signature(func).parameters):
-        result = _cost_choice(problem, func, options, coalesce_after, result)
+            and not strategy_spec(strategy).places_devices and not takes_devices):
+        result = _cost_choice(problem, func, options, post, result)
     # the selectors' answers on the graph (asked while compiling) are part of partitioning
-    result.seconds = time.perf_counter() - start + getattr(problem, "selector_seconds", 0.0)
-    result.strategy = strategy
-    if selector:
-        result.selector = selector
-    elif not result.selector:
-        result.selector = ";".join(repr(p) for p in problem.properties)
+    seconds = time.perf_counter() - start + getattr(problem, "selector_seconds", 0.0)
+    label = selector or result.selector or ";".join(repr(p) for p in problem.properties)
+    result = result.derive(strategy=strategy, selector=label, seconds=seconds)
     if validate:
         result.validate()
     return result
 
 
-def _finish(result: Partition, coalesce_after: bool) -> Partition:
-    """The closing steps of every run: the optional coalescing, the devices' rejections."""
-    if coalesce_after:
-        from clusterkit.passes.coalesce import coalesce
-
-        result = coalesce(result)
-    return reject_subgraphs(result)  # clusters a device refuses whole go to the fallback
+def _post_passes(coalesce_after: bool) -> list[Step]:
+    """The closing passes of every run: the optional coalescing, the devices' rejections
+    (clusters a device refuses whole go to the fallback)."""
+    rejecting: Step = ("reject_subgraphs", reject_subgraphs, {})
+    return [("coalesce", coalesce, {}), rejecting] if coalesce_after else [rejecting]
 
 
 def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
-                 coalesce_after: bool, priority: Partition) -> Partition:
+                 post: list[Step], priority: Partition) -> Partition:
     """The better of ``priority`` and the strategy's partition of the cost-narrowed problem
     (rewrapped onto ``problem``)."""
-    narrowed = choose_devices(problem, "cost")
-    cost = widen(_finish(func(narrowed, **options), coalesce_after), problem)
+    cost = widen(run_pipeline(problem, func, dict(options), post=post,
+                              pre=[("choose_devices", choose_devices, {"mode": "cost"})]),
+                 problem)
     kp, kc = priority.figures(), cost.figures()
     best = cost if kc < kp else priority
-    best.info["devices"] = {"mode": "cost", "chosen": "cost" if kc < kp else "priority",
-                            "priority_cut_bytes": kp[1], "cost_cut_bytes": kc[1]}
-    return best
+    return best.derive(info={"devices": {
+        "mode": "cost", "chosen": "cost" if kc < kp else "priority",
+        "priority_cut_bytes": kp[1], "cost_cut_bytes": kc[1]}})
 
 
 def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],

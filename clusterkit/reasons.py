@@ -16,10 +16,10 @@ from clusterkit.result.reasons import (
     refusal_reason,
     selector_explanation,
 )
-from clusterkit.result.report import current_placement, fallback_reasons_of, placement_report
+from clusterkit.result.report import fallback_reasons_of, placement_report
 
 __all__ = ["BELOW_MIN_SIZE", "Category", "FILTER_DROPPED", "GROUP_FITS_NO_DEVICE", "Reason",
-           "SELECT_REFUSED", "current_placement", "devices_taking_op", "fallback_reasons_of",
+           "SELECT_REFUSED", "devices_taking_op", "fallback_reasons_of",
            "infer_reason", "op_in_table", "placement_report", "refusal_reason",
            "selector_explanation"]
 

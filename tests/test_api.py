@@ -159,7 +159,10 @@ def test_cpsat_own_coalesce_option_reaches_cpsat_and_no_post_pass_runs():
     finally:
         STRATEGIES.unregister("cpsat")
     assert seen["coalesce"] is False and seen["time_limit"] == 10
-    assert part is seen["result"]
+    assert part.clusters == seen["result"].clusters and part.strategy == "cpsat"
+    # only the subgraph rejection ran after it, and changed nothing
+    assert [(r["name"], r["changed"]) for r in part.info["pipeline"]] == \
+        [("reject_subgraphs", False)]
 
 
 def test_coalesce_after_runs_the_post_pass_and_keeps_the_partition_valid():

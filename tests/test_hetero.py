@@ -21,7 +21,7 @@ from clusterkit.constraints.affinity import compute_affinity, parse_rule
 from clusterkit.engines import hetero
 from clusterkit.errors import ConstraintError
 from clusterkit.result.reasons import Category
-from support.partitions import named_clusters
+from support.partitions import named_clusters, timeless
 
 # ---------------------------------------------------------------------- the seed's example
 from support.problems import draw_letter_constraints, letter_dags
@@ -218,9 +218,7 @@ def _problem(g, devs, cons):
 
 
 def _strip(doc: dict) -> dict:
-    doc = dict(doc)
-    doc.pop("seconds", None)
-    return doc
+    return timeless(doc)
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -241,7 +239,7 @@ def test_random_problems_validate_and_are_deterministic(sc):
         want = int(aff.device[v])
         if placed[v] != problem.fallback and not problem.groups:
             assert placed[v] == names[want], (v, placed[v], want)
-    rep = part.info["placement"]
+    rep = part.placement()
     assert sum(e["nodes"] for e in rep["devices"].values()) == problem.n
     assert len(rep["fallen_back"]) == rep["devices"]["cpu"]["nodes"]
 
@@ -252,7 +250,7 @@ def test_manual_affinity_without_fill_sends_the_rest_to_the_fallback():
     placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
     assert placed["6"] == placed["7"] == "second"
     assert all(placed[k] == "cpu" for k in "12345")
-    reasons = {e["node"]: e["reason"] for e in part.info["placement"]["fallen_back"]}
+    reasons = {e["node"]: e["reason"] for e in part.placement()["fallen_back"]}
     assert set(reasons.values()) == {Category.MANUAL_AFFINITY}
     filled = ck.run_strategy(problem, "hetero", affinity=["re:^[67]$=second"],
                              fill_affinity=True)
@@ -270,7 +268,7 @@ def test_affinity_from_node_attributes_and_unsupported_device():
     part = ck.run_strategy(problem, "hetero", fill_affinity=True).validate()
     placed = dict(zip((nd.name for nd in problem.graph.nodes), part.device_of_nodes()))
     assert placed["4"] == "cpu" and placed["5"] == "second"
-    why = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
+    why = {e["node"]: e for e in part.placement()["fallen_back"]}
     assert why["4"]["reason"] == Category.MANUAL_AFFINITY
     assert "does not support" in why["4"]["detail"]
     assert part.info["affinity"]["differs_from_placement"] == {"3": "first"}

@@ -52,7 +52,7 @@ def test_reasons_for_each_category(strategy):
     cons = ck.Constraints(min_size=2, cut_edges=[("c", "lonely")])
     problem = ck.make_problem(reasons_graph(), [_NotNamedProp("acc")], constraints=cons)
     part = ck.run_strategy(problem, strategy)
-    rep = placement_report(part) if strategy == "singleton" else part.info["placement"]
+    rep = placement_report(part) if strategy == "singleton" else part.placement()
     fell = {e["node"]: e["reason"] for e in rep["fallen_back"]}
     assert fell["odd"] == Category.OP_NOT_SUPPORTED        # no device takes op Z at all
     assert fell["refused"] == Category.SELECTOR_CONDITION  # other A nodes are taken
@@ -125,7 +125,7 @@ def test_cycle_reason_when_a_rolled_back_node_falls_back():
     problem = ck.make_problem(g, ["first=ops:A", "second=ops:A,B"],
                               constraints=ck.Constraints(min_size=3))
     part = ck.run_strategy(problem, "hetero")
-    fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
+    fell = {e["node"]: e for e in part.placement()["fallen_back"]}
     # {1, 2} and {4} are below min_size; node 2 was rolled back for a self-reference
     assert set(fell) == {"1", "2", "4"}
     assert fell["2"]["reason"] == Category.CYCLE and "self-reference" in fell["2"]["detail"]
@@ -149,7 +149,7 @@ def test_format_placement_lines():
 def test_manual_affinity_reason_and_dumps(tmp_path):
     problem = ck.make_problem(reasons_graph(), ["acc=ops:A,B"])
     part = ck.run_strategy(problem, "hetero", affinity=["a=cpu", "b=acc"], fill_affinity=True)
-    fell = {e["node"]: e for e in part.info["placement"]["fallen_back"]}
+    fell = {e["node"]: e for e in part.placement()["fallen_back"]}
     assert fell["a"]["reason"] == Category.MANUAL_AFFINITY
     (tmp_path / "d").mkdir()
     paths = dump_dot(part, tmp_path / "d", "m")
@@ -214,7 +214,7 @@ def test_real_models_partition_validly_with_both_strategies(path):
     sizes = {}
     for strategy in ("hetero", "mxnet"):
         part = ck.run_strategy(problem, strategy)      # validated
-        rep = part.info["placement"]
+        rep = part.placement()
         assert sum(e["nodes"] for e in rep["devices"].values()) == graph.n
         assert rep["devices"]["npu"]["op_types"].keys() <= {top[0]}
         cpu = rep["devices"]["cpu"]
@@ -225,14 +225,14 @@ def test_real_models_partition_validly_with_both_strategies(path):
     assert sizes["hetero"] == sizes["mxnet"] == int(problem.any_supported.sum())
 
 
-def test_stored_placement_is_refreshed_when_clusters_change():
+def test_placement_is_a_view_of_the_clusters():
     g = nx.DiGraph()
     for name, op in [("a0", "A"), ("a1", "A"), ("z", "Z"), ("b0", "A"), ("b1", "A")]:
         g.add_node(name, op=op)
     g.add_edges_from([("a0", "a1"), ("b0", "b1"), ("z", "b0")])
     problem = ck.make_problem(g, ["acc=ops:A"])
     part = ck.run_strategy(problem, "mxnet")
-    assert part.info["placement"]["devices"]["acc"]["clusters"] == 2
+    assert part.placement()["devices"]["acc"]["clusters"] == 2
     acc = [c.nodes for c in part.clusters if c.device == "acc"]
     merged = ck.Partition.from_clusters(problem, [("acc", acc[0] + acc[1])] +
                                         [(c.device, c.nodes) for c in part.clusters
@@ -240,8 +240,8 @@ def test_stored_placement_is_refreshed_when_clusters_change():
     merged.validate()
     text = format_placement(merged)
     assert "acc: 4 nodes in 1 clusters" in text
-    assert merged.info["placement"]["devices"]["acc"]["clusters"] == 1
-    assert merged.info["placement"]["fallen_back"][0]["reason"] == Category.OP_NOT_SUPPORTED
+    assert merged.placement()["devices"]["acc"]["clusters"] == 1
+    assert merged.placement()["fallen_back"][0]["reason"] == Category.OP_NOT_SUPPORTED
 
 
 def test_refused_gather_quotes_the_selector_explanation_on_bert_base():

@@ -1,11 +1,10 @@
 """Placement report: per device, how many nodes and which op types it took; which nodes fell back
 to the fallback device and why, in the categories of :mod:`clusterkit.result.reasons`.
 
-The report itself is :func:`clusterkit.result.report.placement_report`: engines that record their
-fallback reasons (``Partition.fallback_reasons``) store it in ``info["placement"]``, and for any
-other partition it infers the reasons from the compiled
-:class:`~clusterkit.constraints.core.Problem`. :func:`get_placement` returns the stored report,
-refreshed if the clusters changed since (coalescing), or the generic one;
+The report itself is :func:`clusterkit.result.report.placement_report`, a view of the partition
+(:meth:`Partition.placement`): the reasons engines record (``Partition.fallback_reasons``,
+carried by every pass), else the reasons inferred from the compiled
+:class:`~clusterkit.constraints.core.Problem`. :func:`get_placement` returns it;
 :func:`format_placement` prints it; :func:`device_rows`, :func:`fallback_rows` and
 :func:`reasons_line` give the same report as table rows (the command line's tables, the HTML
 report).
@@ -16,15 +15,12 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from clusterkit.result.model import Partition
-from clusterkit.result.report import current_placement, plural
+from clusterkit.result.report import plural
 
 
 def get_placement(partition: Partition) -> dict[str, Any]:
-    """The placement report of a partition: the strategy's ``info["placement"]`` when it set
-    one, recomputed (keeping the strategy's reasons) if the clusters changed since (a pass such
-    as coalescing ran after the strategy) and stored back; else the generic report
-    (:func:`~clusterkit.result.report.current_placement`)."""
-    return current_placement(partition)
+    """The placement report of a partition (:meth:`Partition.placement`)."""
+    return partition.placement()
 
 
 def format_placement(partition: Partition, max_nodes: int = 10) -> str:

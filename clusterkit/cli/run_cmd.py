@@ -144,7 +144,7 @@ def _partition(args: argparse.Namespace, problem, plan: dict | None, label: str)
                                    optimize=optimize_from_args(args))
         part = apply_plan(problem, plan, model_name=model_label(args.model), label=label,
                           force=args.force, made_from=made_from)
-        part.selector = " ".join(args.selector)
+        part = part.derive(selector=" ".join(args.selector))
         if "plan_by_name" in part.info:
             print(by_name_summary(part.info["plan_by_name"]))
         return part

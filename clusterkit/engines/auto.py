@@ -195,13 +195,12 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         figures.append(_entry(DROPPED, key, start))
         if _rank(key, ranking) < _rank(best_key, ranking):
             best, best_key, winner = part, key, DROPPED
-    info = dict(best.info)
-    info["auto"] = {"winner": winner, "members": figures, "ranking": ranking,
-                    "lower_bound": list(bound) if bound is not None else None,
-                    "at_lower_bound": best_key[:3] == bound}
+    record: dict[str, Any] = {"winner": winner, "members": figures, "ranking": ranking,
+                              "lower_bound": list(bound) if bound is not None else None,
+                              "at_lower_bound": best_key[:3] == bound}
     if skipped:  # only when the size left members out: small graphs keep their info as it was
-        info["auto"]["skipped_for_size"] = skipped
-    return dataclasses.replace(best, strategy="auto", info=info)
+        record["skipped_for_size"] = skipped
+    return best.derive(info={"auto": record})
 
 
 def _objective_preference(problem: Problem, objective: str | None, prefer: Prefer) -> Prefer:
@@ -263,12 +262,9 @@ def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
     part = run(free, **options)
     labels = part.assignment()
     devices = enforce_min_size(problem, labels, part.device_indices()[labels])
-    reasons = dict(part.fallback_reasons)
-    reasons.update((v, BELOW_MIN_SIZE) for v in np.flatnonzero(
-        (devices < 0) & (part.device_indices()[labels] >= 0)).tolist())
-    return Partition.from_assignment(problem, labels, devices, strategy=part.strategy,
-                                     selector=part.selector, info=dict(part.info),
-                                     fallback_reasons=reasons)
+    reasons = dict.fromkeys(np.flatnonzero(
+        (devices < 0) & (part.device_indices()[labels] >= 0)).tolist(), BELOW_MIN_SIZE)
+    return part.derive(labels, devices, problem=problem, reasons=reasons)
 
 
 def _entry(name: str, key: Figures, start: float) -> dict[str, Any]:

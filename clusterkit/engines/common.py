@@ -15,7 +15,6 @@ from clusterkit.engines.super_nodes import SuperNodeGraph
 from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.result.model import Partition
 from clusterkit.result.reasons import Category, Reason
-from clusterkit.result.report import placement_report
 
 SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"
 
@@ -41,7 +40,7 @@ def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) 
 
 
 def close_growth(problem: Problem, contracted: SuperNodeGraph, pieces: list[GrowingCluster],
-                 strategy: str, reasons: dict[int, Reason], cycle_why: Mapping[int, str]
+                 reasons: dict[int, Reason], cycle_why: Mapping[int, str]
                  ) -> tuple[Partition, int]:
     """The closing steps of an engine that grows pieces of super-nodes (``hetero``, ``mxnet``).
 
@@ -49,8 +48,7 @@ def close_growth(problem: Problem, contracted: SuperNodeGraph, pieces: list[Grow
     below ``min_size`` go to the fallback, and each node that falls back there gets its reason in
     ``reasons`` (updated in place): ``"cycle"`` when the engine moved it to avoid a cycle
     (``cycle_why[v]`` says how) or its cluster was split for one, else ``"constraint"``. Returns
-    the partition — with ``fallback_reasons`` and ``info["placement"]`` — and the number of
-    clusters split."""
+    the partition (with ``fallback_reasons``) and the number of clusters split."""
     pieces, split = break_cycles(contracted, pieces)
     labels, devices = contracted.node_labels(pieces)
     placed = devices.copy()
@@ -69,10 +67,7 @@ def close_growth(problem: Problem, contracted: SuperNodeGraph, pieces: list[Grow
         else:
             reasons[v] = Reason(Category.CONSTRAINT, f"its {size}-node cluster on "
                                 f"{problem.devices[d]} is {below}")
-    part = Partition.from_assignment(problem, labels, devices, strategy=strategy,
-                                     fallback_reasons=reasons)
-    part.info["placement"] = placement_report(part)
-    return part, split
+    return Partition.from_assignment(problem, labels, devices, fallback_reasons=reasons), split
 
 
 __all__ = ["close_growth", "enforce_min_size", "reject_subgraphs"]

@@ -172,7 +172,7 @@ def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],
     labels, dev, stats = selector_pass(problem, plan_, labels, engine.node_device,
                                        selectors=engine.selector_of)
     info.update(stats)
-    part = finish(problem, plan_, labels, dev, "cycles", info)
+    part = finish(problem, plan_, labels, dev, info)
     if len(part.clusters) > 1:
         rank = np.empty(len(part.clusters), dtype=np.int64)
         rank[part.assignment()] = ranks

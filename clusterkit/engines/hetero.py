@@ -30,8 +30,8 @@
    go back to the fallback (:func:`~clusterkit.engines.common.close_growth`).
 
 Every fallback node's reason is on ``Partition.fallback_reasons`` (manual affinity, a together
-group no device takes, a rollback or split for a cycle, ``min_size``);
-``info["placement"]`` is the placement report, ``info["hetero"]`` counts rounds, growths and
+group no device takes, a rollback or split for a cycle, ``min_size``), which the placement
+report (``Partition.placement()``) quotes; ``info["hetero"]`` counts rounds, growths and
 rollbacks, ``info["affinity"]`` the affinity mode and the nodes whose device differs from their
 affinity; ``trace=True`` adds ``info["trace"]``, the design notes' step list (root, merge,
 reject, rollback, subgraph, select).
@@ -76,7 +76,7 @@ def _run(problem: Problem, affinity: Iterable[str] | None, fill_affinity: bool,
          trace: bool) -> Partition:
     aff, contracted, sel, reasons = _select(problem, affinity, fill_affinity, trace)
     rolled = dict.fromkeys(contracted.nodes_of(sel.rolled_back), "rolled back for a self-reference")
-    part, split = close_growth(problem, contracted, sel.pieces, "hetero", reasons, rolled)
+    part, split = close_growth(problem, contracted, sel.pieces, reasons, rolled)
     part.info["hetero"] = {"rounds": sel.rounds, "growths": sel.growths,
                            "reused_growths": sel.reused, "rollbacks": sel.rollbacks,
                            "clusters_split_for_cycles": split}

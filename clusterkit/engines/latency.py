@@ -230,11 +230,11 @@ def latency_figures(inst: PlacementInstance, device: np.ndarray, figures: dict[s
 
 
 def latency_partition(problem: Problem, inst: PlacementInstance, device: np.ndarray,
-                      strategy: str, figures: dict[str, Any]) -> Partition:
+                      figures: dict[str, Any]) -> Partition:
     """:func:`~clusterkit.engines.throughput.to_partition` (the ``throughput`` block with
     every load, ``objective`` latency, no max-load bound) plus the ``latency`` block."""
     fig = latency_figures(inst, device, figures)
-    part = to_partition(problem, inst, device, strategy,
+    part = to_partition(problem, inst, device,
                         {**figures, "contiguous": fig["contiguous"], "bound": None})
     part.info["latency"] = fig
     return part
@@ -419,4 +419,4 @@ def run_latency_heuristic(problem: Problem) -> Partition:
     device = latency_heuristic(inst)
     figures = {"objective": "latency", "method": "latency_heuristic", "status": "FEASIBLE",
                "bound": None}
-    return latency_partition(problem, inst, device, "auto", figures)
+    return latency_partition(problem, inst, device, figures)

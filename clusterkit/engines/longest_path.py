@@ -292,8 +292,8 @@ def _regrow(problem: Problem, plan_: Plan, cl: list[int], prop, part: dict[int, 
                     queue.extend(super_nodes.members[int(uo[y])])
 
 
-def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, strategy: str,
-           info: dict) -> Partition:
+def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, info: dict
+           ) -> Partition:
     """``min_size`` (to the fallback), then the Partition with ``info`` and fallback codes."""
     placed = dev
     dev = enforce_min_size(problem, labels, dev)
@@ -301,11 +301,10 @@ def finish(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray, s
     if small.any():
         plan_.codes[small] = FB_MIN_SIZE
     info["min_size_fallback_nodes"] = int(small.sum())
-    part = partition_from_labels(problem, labels, dev, strategy=strategy, info=info)
     coded = np.flatnonzero((plan_.codes != FB_NONE) & (dev < 0)).tolist()
-    part.fallback_reasons = {v: FB_REASONS[c] for v, c in zip(coded, plan_.codes[coded].tolist())}
-    part.fallback_reasons.update(_own_minimum_reasons(problem, placed, small))
-    return part
+    reasons = {v: FB_REASONS[c] for v, c in zip(coded, plan_.codes[coded].tolist())}
+    reasons.update(_own_minimum_reasons(problem, placed, small))
+    return Partition.from_assignment(problem, labels, dev, info=info, fallback_reasons=reasons)
 
 
 def _own_minimum_reasons(problem: Problem, placed: np.ndarray, small: np.ndarray
@@ -319,12 +318,6 @@ def _own_minimum_reasons(problem: Problem, placed: np.ndarray, small: np.ndarray
             out[v] = Reason(Category.CONSTRAINT, f"its cluster on {problem.devices[d]} was "
                             f"below {lim.setting(d, 'min')} {lim.min_nodes[d]}")
     return out
-
-
-def partition_from_labels(problem: Problem, labels: np.ndarray, devices: np.ndarray,
-                          **kwargs) -> Partition:
-    """:meth:`Partition.from_assignment` (kept as the name the engines call)."""
-    return Partition.from_assignment(problem, labels, devices, **kwargs)
 
 
 def exact_cut(graph: Graph, labels: np.ndarray, dev: np.ndarray) -> int:
@@ -356,7 +349,7 @@ def run(problem: Problem, *, split_components: bool = True, join_siblings: bool 
     uo = super_nodes.super_node_of
     info: dict = {"never_adjacent_cut": pl.never_adjacent}
     if n == 0:
-        return finish(problem, pl, np.zeros(0, np.int64), dev, "longest-path", info)
+        return finish(problem, pl, np.zeros(0, np.int64), dev, info)
     lp = _LevelProblem(g, pl)
     never = _unit_pairs(problem, uo)
     virtual: list[tuple[int, int]] = []
@@ -389,7 +382,7 @@ def run(problem: Problem, *, split_components: bool = True, join_siblings: bool 
     labels = ulab[uo].astype(np.int64)
     labels, dev, stats = selector_pass(problem, pl, labels, dev, regrow=True)
     info.update(stats)
-    return finish(problem, pl, labels, dev, "longest-path", info)
+    return finish(problem, pl, labels, dev, info)
 
 
 def _bytes_at(level_of: np.ndarray, edges: tuple[np.ndarray, ...]) -> np.ndarray:

@@ -26,7 +26,7 @@ As in MXNet, each candidate set's cycle check looks at the original graph; subgr
 depending on each other through other subgraphs are split afterwards, and clusters below
 ``min_size`` go to the fallback (:func:`~clusterkit.engines.common.close_growth`). Every
 fallback node's reason is on ``Partition.fallback_reasons`` (selector, rejected subgraph, cycle,
-``min_size``); ``info["placement"]`` holds the placement report.
+``min_size``), which the placement report (``Partition.placement()``) quotes.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _run(problem: Problem) -> Partition:
                 reasons[v] = why
     moved = dict.fromkeys(contracted.nodes_of(sorted(passes.cycle_super_nodes)),
                           "dropped from a subgraph to avoid a cycle")
-    result, split = close_growth(problem, contracted, passes.pieces, "mxnet", reasons, moved)
+    result, split = close_growth(problem, contracted, passes.pieces, reasons, moved)
     result.info["mxnet"] = {"seeds": passes.seeds, "rejected_subgraphs": passes.rejected,
                             "cycle_drops": passes.drops,
                             "cycle_drop_events": passes.drop_events,

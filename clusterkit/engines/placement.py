@@ -333,7 +333,7 @@ def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
             "compute_seconds": res.compute, "transfer_seconds": res.transfer,
             "baselines": res.baselines,
             "partition_seconds": estimate(problem, final_dev, cm)["total"],
-            "placement": {"devices": {_name(problem, d): int((res.devices == d).sum())
+            "solver_placement": {"devices": {_name(problem, d): int((res.devices == d).sum())
                                       for d in list(range(nd)) + [-1]},
                           **res.info},
             "clustering": {"objective_name": rep.objective_name, "status": rep.status,
@@ -342,5 +342,5 @@ def run(problem: Problem, *, costs: CostModel | Mapping | str | None = None,
                            "reductions": clustered.info.get("reductions", {})}}
     if res.reason:
         info["reason"] = res.reason
-    return Partition(problem, clustered.partition.clusters, strategy="placement", info=info,
-                     solve_report=report)
+    return clustered.partition.derive(problem=problem, info=info, keep_info=False,
+                                      solve_report=report)

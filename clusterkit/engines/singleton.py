@@ -21,7 +21,7 @@ def run(problem: Problem) -> Partition:
         devices[members] = group_device(problem, np.asarray(members, dtype=np.int64))
         labels[members] = members[0]
     devices = enforce_min_size(problem, labels, devices)
-    return Partition.from_assignment(problem, labels, devices, strategy="singleton")
+    return Partition.from_assignment(problem, labels, devices)
 
 
 def group_device(problem: Problem, members: np.ndarray) -> int:

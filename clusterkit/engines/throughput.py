@@ -1035,7 +1035,7 @@ def graph_positions(problem: Problem, inst: PlacementInstance) -> np.ndarray:
 
 
 def to_partition(problem: Problem, inst: PlacementInstance, device: np.ndarray,
-                 strategy: str, figures: dict[str, Any]) -> Partition:
+                 figures: dict[str, Any]) -> Partition:
     """A partition with ``device`` (per instance node), every CPU's nodes on the fallback: one
     cluster per accelerator where that keeps the clusters a DAG, else an accelerator's nodes
     split by the number of device changes on the longest path to them (so no path leaves a
@@ -1053,7 +1053,7 @@ def to_partition(problem: Problem, inst: PlacementInstance, device: np.ndarray,
     labels = cluster_labels(problem.graph, dev)
     info = {"throughput": {**figures, **load_figures(inst, device)}}
     chosen = np.flatnonzero((dev == -1) & inst.supported[pos]).tolist()
-    return Partition.from_assignment(problem, labels, dev, strategy=strategy, info=info,
+    return Partition.from_assignment(problem, labels, dev, info=info,
                                      fallback_reasons={v: ON_HOST for v in chosen})
 
 
@@ -1138,4 +1138,4 @@ def run_heuristic(problem: Problem) -> Partition:
                             "--objective throughput")
     figures = {"objective": "throughput", "method": "chain_heuristic", "status": "FEASIBLE",
                "contiguous": res.contiguous, "bound": None}
-    return to_partition(problem, inst, res.device, "auto", figures)
+    return to_partition(problem, inst, res.device, figures)

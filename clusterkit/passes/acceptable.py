@@ -15,8 +15,6 @@ earlier to the later).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from clusterkit.constraints.acceptance import Acceptance, acceptance, grow
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import CycleError
@@ -24,7 +22,6 @@ from clusterkit.graph.algorithms import topological_order
 from clusterkit.graph.convexity import first_reentry
 from clusterkit.result.model import Partition
 from clusterkit.result.reasons import Category, Reason
-from clusterkit.result.report import placement_report
 
 Carving = tuple[list[list[int]], dict[int, str]]  # acceptable pieces, fallen node -> why
 
@@ -32,10 +29,10 @@ Carving = tuple[list[list[int]], dict[int, str]]  # acceptable pieces, fallen no
 def make_acceptable(partition: Partition, cache: dict | None = None) -> Partition:
     """``partition`` with every accelerator cluster acceptable to its device (see the module
     docstring). Returns ``partition`` itself when every cluster already is (always, at no cost,
-    for devices :meth:`Acceptance.plain` vouches for), else a new partition with the same
-    metadata, the fallen nodes' reasons added and ``info["placement"]`` rebuilt when it was
-    there. ``cache`` is accepted for callers of the former ``reject_subgraphs`` and unused: the
-    verdicts are cached on the problem."""
+    for devices :meth:`Acceptance.plain` vouches for), else a new partition
+    (:meth:`Partition.derive`) with the fallen nodes' reasons added. ``cache`` is accepted for
+    callers of the former ``reject_subgraphs`` and unused: the verdicts are cached on the
+    problem."""
     p = partition.problem
     acc = acceptance(p)
     if all(acc.plain(d) for d in range(len(p.devices))):
@@ -54,7 +51,6 @@ def make_acceptable(partition: Partition, cache: dict | None = None) -> Partitio
 
 def _rebuilt(partition: Partition, carved: dict[int, Carving]) -> Partition:
     """``partition`` with the carved clusters replaced by their pieces and fallen nodes."""
-    p = partition.problem
     labels = partition.assignment()
     devices = partition.device_indices()[labels]
     nxt = len(partition.clusters)
@@ -67,15 +63,8 @@ def _rebuilt(partition: Partition, carved: dict[int, Carving]) -> Partition:
             devices[v] = -1
             cat = Category.CONSTRAINT if " min_" in why else Category.SUBGRAPH_REJECTED
             reasons[v] = Reason(cat, why)
-    fresh = Partition.from_assignment(p, labels, devices)
-    out = replace(partition, clusters=fresh.clusters,
-                  fallback_reasons={**partition.fallback_reasons, **reasons},
-                  info=dict(partition.info))
-    out.info["acceptance"] = {"clusters_split": len(carved),
-                              "nodes_to_fallback": len(reasons)}
-    if "placement" in out.info:
-        out.info["placement"] = placement_report(out)
-    return out
+    return partition.derive(labels, devices, reasons=reasons, info={"acceptance": {
+        "clusters_split": len(carved), "nodes_to_fallback": len(reasons)}})
 
 
 def split_cluster(problem: Problem, acc: Acceptance, d: int, nodes: list[int]) -> Carving:

@@ -28,8 +28,6 @@ lower bound on the partitions (``floor``, which ``auto`` gives), the refits are 
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
@@ -68,7 +66,7 @@ def coalesce(partition: Partition, window: int = 64, levels: bool = True,
         return partition
     if levels and len(partition.clusters) > pair_limit:
         merged = merge_levels(partition)
-        best = dataclasses.replace(merged, info=dict(merged.info))  # new even when unmerged
+        best = merged.derive()  # new even when unmerged: its info is its own
         best.info.pop("level_merges", None)
         if floor is not None and best.figures()[2] <= floor:
             best.info["coalesced_merges"] = max(0, len(partition.clusters) - len(best.clusters))
@@ -338,10 +336,7 @@ class _Merger:
         top = roots(self.uf.parent)  # per cluster, the root of its set
         labels = top[self.a]
         devices = np.asarray(self.dev, dtype=np.int64)[self.a]
-        out = Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
-                                        selector=part.selector, seconds=part.seconds,
-                                        info=dict(part.info),
-                                        fallback_reasons=dict(part.fallback_reasons))
+        out = part.derive(labels, devices)
         k = self.k
         out.info["coalesced_merges"] = k - len(out.clusters) if k > len(out.clusters) else 0
         pos = np.empty(k, dtype=np.int64)  # root cluster -> its position in ``out``

@@ -72,13 +72,8 @@ def narrow(problem: Problem, labels: np.ndarray) -> Problem:
 
 def widen(part: Partition, problem: Problem) -> Partition:
     """A partition of a narrowed problem as a partition of the original ``problem`` (same
-    clusters; the placement report, when there is one, made again against ``problem``)."""
-    if part.problem is problem:
-        return part
-    out = dataclasses.replace(part, problem=problem, info=dict(part.info))
-    if "placement" in out.info:
-        out.info["placement"] = out.placement()
-    return out
+    clusters and provenance)."""
+    return part if part.problem is problem else part.derive(problem=problem)
 
 
 def priority_placement(problem: Problem) -> np.ndarray:

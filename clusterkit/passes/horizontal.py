@@ -157,10 +157,7 @@ class _Levels:
         part = self.partition
         lab = np.asarray(labels, dtype=np.int64)[self.a]
         devices = np.asarray(self.dev, dtype=np.int64)[self.a]
-        out = Partition.from_assignment(self.p, lab, devices, strategy=part.strategy,
-                                        selector=part.selector, seconds=part.seconds,
-                                        info=dict(part.info),
-                                        fallback_reasons=dict(part.fallback_reasons))
+        out = part.derive(lab, devices)
         out.info["level_merges"] = len(part.clusters) - len(out.clusters)
         return out
 
@@ -462,10 +459,7 @@ class _NodeLevels:
         levels = np.asarray(lev, dtype=np.int64)
         labels = np.where(dev >= 0, dev * top + levels, 0)
         devices = dev
-        return Partition.from_assignment(self.p, labels, devices, strategy=part.strategy,
-                                         selector=part.selector, seconds=part.seconds,
-                                         info=dict(part.info),
-                                         fallback_reasons=dict(part.fallback_reasons))
+        return part.derive(labels, devices)
 
 
 def _node_paths(g, w: np.ndarray, fallback: np.ndarray) -> tuple[list[int], list[int]]:

@@ -22,8 +22,6 @@ fallback nodes never change and its partitions never grow.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from clusterkit.constraints.acceptance import acceptance
@@ -53,9 +51,7 @@ def refine(partition: Partition) -> Partition:
     if not moved:
         return partition
     devices = np.asarray(mover.cluster_device, dtype=np.int64)[mover.cluster_of]
-    out = Partition.from_assignment(partition.problem, mover.cluster_of, devices)
-    info = dict(partition.info, refine_moves=moved)
-    return dataclasses.replace(partition, clusters=out.clusters, info=info)
+    return partition.derive(mover.cluster_of, devices, info={"refine_moves": moved})
 
 
 class _Mover:

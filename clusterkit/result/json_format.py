@@ -60,8 +60,7 @@ def _document(partition: "PartitionLike", model: str | None, lazy: bool) -> dict
     fingerprint = columns.fingerprint
     blocks = Blocks(len(partition.clusters), columns.blocks, columns.texts)
     clusters: Any = blocks if lazy else list(chain.from_iterable(blocks.blocks()))
-    partition.placement()  # stores the placement report in info["placement"]
-    extra = {"fingerprint": fingerprint, **partition.info}
+    extra = {"fingerprint": fingerprint, **partition.info, "placement": partition.placement()}
     extra.setdefault("folded", sorted(src[graph.folded].tolist()))
     return make_partition_json(model if model is not None else graph.name,
                                partition.strategy, partition.selector, partition.fallback,

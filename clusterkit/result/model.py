@@ -3,9 +3,11 @@
 A partition's clusters cannot be edited: :class:`Cluster` is frozen, its ``nodes`` and
 ``Partition.clusters`` are tuples, and ``clusters`` (like ``problem``) cannot be reassigned, so
 every view derived from them (assignment, devices, edges, order, metrics) is made once and never
-goes stale. A partition that changes is a new one (:func:`dataclasses.replace` or a
-constructor). Any node ids can be given, so a hand-made (possibly invalid) partition can be
-represented and :meth:`Partition.validate` can say exactly what is wrong with it.
+goes stale. A partition that changes is a new one: :meth:`Partition.derive` makes it from the
+old one, carrying its provenance (strategy, selector, seconds, solver report, info, fallback
+reasons); the placement report and the metrics are views of the clusters, never copied. Any
+node ids can be given, so a hand-made (possibly invalid) partition can be represented and
+:meth:`Partition.validate` can say exactly what is wrong with it.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from clusterkit.result.cluster import Cluster
 from clusterkit.result.json_format import cluster_nodes, partition_json, read_partition_json
 from clusterkit.result.metrics import figures_of, partition_metrics
 from clusterkit.result.reasons import Reason
-from clusterkit.result.report import current_placement, summary_line
+from clusterkit.result.report import placement_report, summary_line
 from clusterkit.result.validate import assignment_of, check_partition
 
 #: the fields the derived views depend on: set once, when the partition is made
-_FIXED = frozenset({"problem", "clusters"})
+_FIXED = frozenset({"problem", "clusters", "fallback_reasons"})
 
 
 @dataclass
@@ -57,7 +59,7 @@ class Partition:
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _FIXED and name in self.__dict__:
             raise AttributeError(f"Partition.{name} cannot be changed: make a new Partition "
-                                 "(dataclasses.replace or a constructor)")
+                                 "(Partition.derive)")
         super().__setattr__(name, value)
 
     # ------------------------------------------------------------------ construction
@@ -109,6 +111,34 @@ class Partition:
         out._views["assignment"], out._views["devices"] = assignment, dev_of
         return out
 
+    def derive(self, labels: Sequence[int] | np.ndarray | None = None,
+               devices: Sequence[int] | np.ndarray | None = None, *,
+               clusters: Iterable[Cluster] | None = None, problem: Problem | None = None,
+               info: dict[str, Any] | None = None, keep_info: bool = True,
+               reasons: dict[int, Reason] | None = None, **changes: Any) -> "Partition":
+        """A new partition made from this one, the one way partitions are derived: its
+        clusters from a cluster label and a device index per node (:meth:`from_assignment`),
+        or ``clusters``, or this one's; on ``problem`` (default: this one's); the provenance
+        carried (strategy, selector, seconds, solver report), ``info`` and the fallback
+        reasons copied and updated with ``info`` and ``reasons`` (``keep_info=False``: ``info``
+        replaces this one's, a strategy's own record); ``changes``: other fields."""
+        problem = self.problem if problem is None else problem
+        carried = {"strategy": self.strategy, "selector": self.selector,
+                   "seconds": self.seconds, "solve_report": self.solve_report,
+                   "info": {**(self.info if keep_info else {}), **(info or {})},
+                   "fallback_reasons": {**self.fallback_reasons, **(reasons or {})}, **changes}
+        if labels is not None:
+            if devices is None:
+                raise PartitionError("Partition.derive: labels need devices")
+            return Partition.from_assignment(problem, labels, devices, **carried)
+        out = Partition(problem, self.clusters if clusters is None else tuple(clusters),
+                        **carried)
+        if clusters is None and problem is self.problem:  # the same clusters: the same views
+            out._views.update(self._views)
+            if reasons:
+                out._views.pop("placement", None)
+        return out
+
     @classmethod
     def from_clusters(cls, problem: Problem, clusters: Iterable[tuple[str, Iterable[int]]],
                       **kwargs) -> "Partition":
@@ -118,14 +148,17 @@ class Partition:
         return cls(problem, out, **kwargs)
 
     @classmethod
-    def from_json(cls, problem: Problem, data: dict | str) -> "Partition":
+    def from_json(cls, problem: Problem, data: dict | str, *, strategy: str | None = None
+                  ) -> "Partition":
         """Read a partition JSON, a file or its loaded dict (docs/design.md format; ``nodes`` are
-        source indices), as given (not checked: see validate)."""
+        source indices), as given (not checked: see validate); ``strategy`` names it (default:
+        the file's strategy)."""
         data = read_partition_json(data)
         g = problem.graph
         clusters = [(dev, g.source_to_index[nodes].tolist())
                     for dev, nodes in cluster_nodes(data, g.n, "partition JSON")]
-        return cls.from_clusters(problem, clusters, strategy=str(data.get("strategy", "plan")),
+        label = str(data.get("strategy", "plan")) if strategy is None else strategy
+        return cls.from_clusters(problem, clusters, strategy=label,
                                  selector=str(data.get("selector", "")))
 
     # ------------------------------------------------------------------ views
@@ -265,9 +298,14 @@ class Partition:
         return dict(views["metrics"])
 
     def placement(self) -> dict[str, Any]:
-        """The placement report (:func:`clusterkit.result.report.current_placement`), kept in
-        ``info["placement"]``: what the partition JSON carries for every strategy."""
-        return current_placement(self)
+        """The placement report (:func:`clusterkit.result.report.placement_report`), made once
+        from the clusters and the fallback reasons: what the partition JSON carries for every
+        strategy."""
+        views = self._views
+        if "placement" not in views:
+            with gc_paused():  # a million small dicts and lists: collections would free none
+                views["placement"] = placement_report(self)
+        return views["placement"]
 
     def to_json(self, model: str | None = None) -> dict[str, Any]:
         """The partition JSON of docs/design.md (``nodes`` are source indices); see

@@ -136,8 +136,7 @@ def _apply(problem: Problem, data: dict[str, Any], where: str, label: str,
             raise PartitionError(f"{label}: cluster {c.get('id')} is on device {c['device']!r}, "
                                  f"but the selectors define {', '.join(problem.devices) or 'none'}"
                                  f" (fallback {problem.fallback!r})")
-    part = Partition.from_json(problem, data)
-    part.strategy = f"plan:{data.get('strategy', 'unknown')}"
+    part = Partition.from_json(problem, data, strategy=f"plan:{data.get('strategy', 'unknown')}")
     if data.get("by_name"):
         return part  # validated (and repaired) by the caller
     try:
@@ -255,10 +254,9 @@ def _valid_by_name(part: Partition, where: str) -> Partition:
             key = (pos, -1 if c.device == part.fallback else uf.find(v))
             pieces.setdefault(key, []).append(v)
     devices = [c.device for c in part.clusters]
-    split = Partition.from_clusters(part.problem, [(devices[pos], m) for (pos, _), m in
-                                                   sorted(pieces.items(), key=lambda kv: kv[1][0])],
-                                    strategy=part.strategy, selector=part.selector,
-                                    info=part.info)
+    split = part.derive(clusters=Partition.from_clusters(part.problem, [
+        (devices[pos], m) for (pos, _), m in sorted(pieces.items(), key=lambda kv: kv[1][0])]
+    ).clusters)
     try:
         return split.validate()
     except PartitionError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterkit.graph.algorithms import gc_paused, pair_order
+from clusterkit.graph.algorithms import pair_order
 from clusterkit.result.cluster import PartitionLike
 from clusterkit.result.reasons import Category, Reason, devices_taking_op, infer_reason
 
@@ -124,43 +124,6 @@ def _cluster_nodes(partition: PartitionLike, index: dict[str, int]
                        count=sum(sizes))
     dev = np.repeat(np.asarray([index[c.device] for c in clusters], dtype=np.int64), sizes)
     return flat, dev
-
-
-def current_placement(partition: PartitionLike) -> dict[str, Any]:
-    """The placement report of a partition: the strategy's ``info["placement"]`` when it set
-    one, recomputed (keeping the strategy's reasons) if the clusters changed since (a pass such
-    as coalescing ran after the strategy) or it predates the folded count; else the generic
-    report (:func:`placement_report`). The result is stored in ``info["placement"]``; what a
-    strategy stored there that is not a placement report (the ``placement`` strategy's solver
-    figures) moves to ``info["solver_placement"]``."""
-    info = partition.info.get("placement")
-    if info is not None and not (isinstance(info, dict) and "fallen_back" in info):
-        partition.info.setdefault("solver_placement", info)
-    elif isinstance(info, dict) and "devices" in info:
-        if not _stale(partition, info):
-            return info
-        s2i = partition.graph.source_to_index
-        known = {c.value: c for c in Category}
-        kept = {int(s2i[e["index"]]): Reason(known[e["reason"]], e["detail"])
-                for e in info["fallen_back"] if e["reason"] in known}
-        partition.fallback_reasons = kept | partition.fallback_reasons
-    with gc_paused():  # a million small dicts and lists: collections would free none of them
-        fresh = placement_report(partition)
-    partition.info["placement"] = fresh
-    return fresh
-
-
-def _stale(partition: PartitionLike, info: dict[str, Any]) -> bool:
-    """Whether a stored report no longer matches the partition's clusters."""
-    if "folded" not in info or "assignment" not in info:
-        return True
-    counts = Counter(c.device for c in partition.clusters)
-    folded = partition.graph.folded
-    fb = [c.nodes for c in partition.clusters if c.device == partition.fallback]
-    flat = np.fromiter(chain.from_iterable(fb), dtype=np.int64, count=sum(map(len, fb)))
-    fb_nodes = int(np.count_nonzero(~folded[flat]))
-    return (fb_nodes != len(info["fallen_back"])
-            or any(e.get("clusters") != counts.get(d, 0) for d, e in info["devices"].items()))
 
 
 def _device_order(partition: PartitionLike) -> list[str]:

@@ -99,7 +99,7 @@ def exhaustive_optimum(problem: Problem, objective: str | Mapping[str, float] = 
             best = (key, labels, devices)
     if best is None:
         raise StrategyError("no valid partition exists for this problem")
-    part = Partition.from_assignment(problem, best[1], best[2], strategy="exhaustive")
+    part = Partition.from_assignment(problem, best[1], best[2]).derive(strategy="exhaustive")
     return ExhaustiveResult(best[0][1], part, count, best[0][0])
 
 

@@ -31,3 +31,13 @@ def named_clusters(part: Partition) -> set[tuple[str, frozenset[str]]]:
     """Clusters as (device, node names)."""
     g = part.graph
     return {(c.device, frozenset(g.nodes[v].name for v in c.nodes)) for c in part.clusters}
+
+
+def timeless(doc):
+    """A partition JSON (or any part of one) without its ``seconds`` fields, at every depth: what
+    two runs of a deterministic strategy must agree on."""
+    if isinstance(doc, dict):
+        return {k: timeless(v) for k, v in doc.items() if k != "seconds"}
+    if isinstance(doc, list):
+        return [timeless(v) for v in doc]
+    return doc

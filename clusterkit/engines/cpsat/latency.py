@@ -287,4 +287,4 @@ def run_latency(problem: Problem, *, contiguous: bool = True, time_limit: float 
     figures = {"objective": "latency", "method": "cpsat", "status": res.status,
                "bound": res.bound, "warm_start": res.warm_start,
                "solve_seconds": res.seconds, **res.info}
-    return latency_partition(problem, inst, res.device, "cpsat", figures)
+    return latency_partition(problem, inst, res.device, figures)

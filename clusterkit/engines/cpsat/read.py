@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -162,7 +162,7 @@ def assemble(problem: Problem, red: Reduction, rank: dict[int, int], device: dic
     for v in sg.on_host:
         labels[v] = len(keys) + v
         devices[v] = -1
-    return Partition.from_assignment(problem, labels, devices, strategy="cpsat")
+    return Partition.from_assignment(problem, labels, devices)
 
 
 
@@ -208,9 +208,8 @@ def read_result(problem: Problem, red: Reduction, outcome: ComponentsOutcome, ob
     report = SolveReport(overall, value, bound, outcome.limit, fb, objective.label, reason)
     info.update(report.to_info())
     info["solver_seconds"] = time.perf_counter() - start
-    out = Partition(problem, chosen.clusters, strategy="cpsat", selector=chosen.selector,
-                    info=info, solve_report=report)
-    return CpsatResult(report, out, info)
+    out = chosen.derive(info=info, keep_info=False, solve_report=report)
+    return CpsatResult(report, out, out.info)  # one record: the partition's
 
 
 #: the reason of a result the acceptance split changed
@@ -247,8 +246,8 @@ def accepted_result(res: CpsatResult, warm: Partition | None, objective: Objecti
     info.update(report.to_info())
     info["relaxed_status"] = res.status
     info["acceptance"] = split.info.get("acceptance")
-    out = replace(chosen, strategy="cpsat", info=info, solve_report=report)
-    return CpsatResult(report, out, info)
+    out = chosen.derive(info=info, keep_info=False, solve_report=report)
+    return CpsatResult(report, out, out.info)  # one record: the partition's
 
 
 def status_line(info: dict[str, Any]) -> str:

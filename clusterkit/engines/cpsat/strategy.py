@@ -169,7 +169,7 @@ def optimize(problem: Problem, objective: ObjectiveSpec = "cut", *,
     coalesce = coalesce and clock.elapsed() < clock.limit  # an improvement: in time only
     res = read_result(problem, red, outcome, obj, scale, warm, info, coalesce, start)
     if info["method"] == "lns":  # LNS never builds the whole model
-        info.pop("model_objective", None)
+        res.info.pop("model_objective", None)
     phases.mark("read")
     if accept:
         res = accepted_result(res, warm, obj)

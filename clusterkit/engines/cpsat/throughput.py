@@ -453,7 +453,7 @@ def run_throughput(problem: Problem, *, contiguous: bool = True, time_limit: flo
     figures = {"objective": "throughput", "method": "cpsat", "status": res.status,
                "contiguous": res.contiguous, "bound": res.bound, "warm_start": res.warm_start,
                "solve_seconds": res.seconds, **res.info}
-    return to_partition(problem, inst, res.device, "cpsat", figures)
+    return to_partition(problem, inst, res.device, figures)
 
 
 def warm_devices(inst: PlacementInstance, warm_start: Any, objective: str

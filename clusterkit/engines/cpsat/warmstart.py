@@ -101,7 +101,6 @@ WARM_OPTIONS: dict[str, dict[str, Any]] = {"auto": {"polish_limit": 0}}
 def _run_heuristic(problem: Problem, name: str) -> Partition:
     """Run one registered engine with its default options (:data:`WARM_OPTIONS` for some) and
     check its result."""
-    part = get_strategy(name)(problem, **WARM_OPTIONS.get(name, {}))
-    part.strategy = name
+    part = get_strategy(name)(problem, **WARM_OPTIONS.get(name, {})).derive(strategy=name)
     part.validate()
     return make_acceptable(part)
