@@ -113,13 +113,13 @@ def test_the_default_limit_is_60_wall_seconds_and_is_stated():
     assert part.info["time_limit"] == 60.0 and part.info["work_limit"] is None
 
 
-def test_time_limit_default_in_help_and_readme(capsys):
+def test_time_limit_default_in_help_and_docs(capsys):
     with pytest.raises(SystemExit):
         main(["partition", "-h"])
     out = " ".join(capsys.readouterr().out.split())
     assert re.search(r"--time-limit SECONDS cpsat: wall-clock seconds .*default 60", out), out
     assert "--work-limit UNITS" in out
-    readme = " ".join((BUNDLED_MODELS.parents[2] / "README.md").read_text().split())
+    readme = " ".join((BUNDLED_MODELS.parents[2] / "docs" / "reliability.md").read_text().split())
     assert re.search(r"--time-limit SECONDS.{0,200}wall-clock.{0,200}\(default 60", readme)
 
 

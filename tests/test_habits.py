@@ -91,3 +91,18 @@ def test_the_glossary_gives_one_word_per_concept():
     assert len(words) == len(set(words)) >= 10
     for word in ("cluster", "partition", "group", "super-node", "step", "selector"):
         assert word in words
+
+
+def test_the_docs_name_no_commits():
+    """README.md and docs/*.md describe what the tool does today: no commit hashes (a word of 7
+    to 12, or 40, lowercase hex digits with a digit and a letter) and no "at commit"; history is
+    in CHANGELOG.md and benchmarks/HISTORY.md."""
+    commit = re.compile(r"(?<![\w./-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])"
+                        r"(?:[0-9a-f]{7,12}|[0-9a-f]{40})(?![\w/-])")
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = page.read_text()
+        found = commit.findall(text) + re.findall(r"\b(?:at|of) commit\b", text)
+        assert not found, f"{page.name}: {found}"
+    assert commit.findall("measured at e274af8 and 1cfa77b.") == ["e274af8", "1cfa77b"]
+    assert commit.findall("c9fe879" + "0" * 33) == ["c9fe879" + "0" * 33]
+    assert not commit.findall("cut_bytes 1,509,280, deadbeef, 12345678, 0.000543817, abc12")
