@@ -22,8 +22,8 @@ possible, and two that keep the host-only units' hull together) optimally for ea
 :func:`accelerator_matrix`, O(n^2)), then re-cuts orders in which its best cut is itself a cut
 and orders derived from it, among them ones that trade the units that run best on a CPU
 into the CPU segments (:func:`improve_chain`: never worse) and moves single units between
-segments (:func:`refine_chain`), by turns. Beyond :data:`EXACT_UNITS` units it cuts the file's order by
-bisection on the load instead.
+segments (:func:`refine_chain`), by turns. Beyond :data:`EXACT_UNITS` units it cuts the
+file's order by bisection on the load instead.
 """
 
 from __future__ import annotations
