@@ -22,8 +22,10 @@ from hypothesis import strategies as st
 
 from clusterkit.engines.cpsat.throughput import solve_throughput
 from clusterkit.engines.throughput import (
+    Chain,
     build_units,
     chain_heuristic,
+    cpu_side_keys,
     device_loads,
     latency_bound,
     placement_problems,
@@ -342,3 +344,26 @@ def test_strong_components_match_networkx(case):
         for v in comp:
             expected[v] = number
     assert got == expected
+
+
+def test_cpu_side_keys_put_the_units_to_trade_next_to_the_other_kind() -> None:
+    """Chain accelerator, CPU, accelerator: in the first order, the first segment's units
+    fall in CPU/accelerator ratio toward the CPU after it and the last segment's rise from
+    the CPU before it; the second moves only units of the better half (the CPU's worst,
+    the accelerators' best) and only into a segment of the other kind."""
+    rng = random.Random(3)
+    seg = [rng.randrange(3) for _ in range(60)]
+    ratio = [rng.uniform(0.1, 10) for _ in seg]
+    chain = Chain(0.0, seg, [0, -1, 1], list(range(60)))
+    plain, moved = cpu_side_keys(chain, ratio, [0] * 60, random.Random(0))
+    ranked = sorted(range(60), key=lambda u: plain[u])
+    for s, sign in ((0, -1), (2, 1)):
+        got = [ratio[u] for u in ranked if seg[u] == s]
+        assert got == sorted(got, key=lambda x: sign * x)
+    mid = [float(np.median([r for r, t in zip(ratio, seg) if t == s])) for s in range(3)]
+    for u, (s, key) in enumerate(zip(seg, moved)):
+        if key[0] != s:
+            assert (key[0] == 1) != (s == 1)
+            assert ratio[u] > mid[s] if s == 1 else ratio[u] < mid[s]
+    assert any(key[0] != s for s, key in zip(seg, moved))
+    assert cpu_side_keys(Chain(0.0, seg, [0, 1, 2], []), ratio, [0] * 60, rng) == []

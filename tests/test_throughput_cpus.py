@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,25 @@ def test_the_issues_figure_resnet50_over_eight_cpus() -> None:
     assert res.max_load == pytest.approx(want, rel=1e-6) and res.bound <= res.max_load
     assert not placement_problems(inst, res.device)
     assert len(set(res.device[res.device < 0].tolist())) > 1  # more than one CPU is busy
+
+
+def test_the_time_limit_bounds_the_warm_start_too(monkeypatch) -> None:
+    """``time_limit`` is the whole run's: a warm start that takes longer than the limit
+    leaves the search a token 0.01 s (CP-SAT does not prove resnet50 within a second), and
+    the answer is still the warm start's."""
+    import clusterkit.engines.cpsat.throughput as cpsat_throughput
+
+    real = cpsat_throughput.heuristic_placement
+
+    def slow(inst):
+        time.sleep(1.2)
+        return real(inst)
+
+    monkeypatch.setattr(cpsat_throughput, "heuristic_placement", slow)
+    inst = read_instance(RESNET)
+    res = solve_throughput(inst, contiguous=True, time_limit=1.0, workers=2)
+    assert res.info["wall"] < 0.5
+    assert res.max_load == pytest.approx(dp_optimum(RESNET), rel=1e-6)
 
 
 SOLVED = sorted(p for p in LATENCY.glob("*/*.json")

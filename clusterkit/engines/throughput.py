@@ -20,9 +20,10 @@ searches orders: it cuts several (:func:`start_orders`: the file's, as soon and 
 possible, and two that keep the host-only units' hull together) optimally for each order by
 ``dp.cpp``'s program restricted to it (:func:`segment_dp` over the exact load of every segment,
 :func:`accelerator_matrix`, O(n^2)), then re-cuts orders in which its best cut is itself a cut
-(:func:`improve_chain`: never worse) and moves single units between segments
-(:func:`refine_chain`), by turns. Beyond :data:`EXACT_UNITS` units it cuts the file's order by
-bisection on the load instead.
+and orders derived from it, among them ones that trade the units that run best on a CPU
+into the CPU segments (:func:`improve_chain`: never worse) and moves single units between
+segments (:func:`refine_chain`), by turns. Beyond :data:`EXACT_UNITS` units it cuts the
+file's order by bisection on the load instead.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ EXACT_UNITS = 2500
 #: row without a better cut
 ROUNDS = 40
 STALL = 4
+#: the orders :func:`improve_chain` cuts per round
+CUTS_PER_ROUND = 7
 #: the segment moves of a kick (see :func:`improve_chain`) and their odds
 KICK = (-2, -1, 0, 0, 0, 0, 0, 0, 1, 2)
 #: the best this many first cuts are polished (:func:`polish`), in at most TURNS turns
@@ -546,13 +549,16 @@ def improve_chain(inst: PlacementInstance, units: Units, costs: UnitCosts, best:
                   rounds: int, stall: int = STALL) -> Chain:
     """Iterated re-cutting: each round cuts (:func:`cut_order`) orders in which ``best`` is
     itself a cut - the units sorted by their segment, then inside a segment as soon as
-    possible, as late as possible or at random - and one kicked order (each unit's segment
-    moved by one at random, so a cut the others cannot reach becomes one), all seeded by the
-    round; it keeps the cut whose device loads, sorted in decreasing order, are
+    possible, as late as possible, at random or by :func:`cpu_side_keys` - and two kicked
+    orders (each unit's segment moved by one or two at random; units that run best on a CPU
+    moved to a CPU segment, :func:`cpu_side_keys`: cuts the others cannot reach), all seeded
+    by the round; it keeps the cut whose device loads, sorted in decreasing order, are
     lexicographically least (never worse than ``best``). Stops after ``rounds`` rounds or
-    ``stall`` rounds in a row without a better cut. O(rounds * 4 * (k+1)(c+1) n^2)."""
+    ``stall`` rounds in a row without a better cut. O(rounds * :data:`CUTS_PER_ROUND` *
+    (k+1)(c+1) n^2)."""
     level, height = unit_depths(units, costs)
     top = max(level, default=0)
+    ratio = (costs.cpu / np.maximum(costs.acc, 1e-300)).tolist()
     idle = 0
     for r in range(rounds):
         rng = random.Random(r)
@@ -565,6 +571,7 @@ def improve_chain(inst: PlacementInstance, units: Units, costs: UnitCosts, best:
                                      [(s, rng.random()) for s in seg],
                                      list(zip(kick, level)),
                                      [(s, top - h) for s, h in zip(kick2, height)]]
+        pick += cpu_side_keys(best, ratio, level, rng)
         found = best
         for key in pick:
             order = [u for u in ordered(units, costs, key) if u in keep]
@@ -576,6 +583,44 @@ def improve_chain(inst: PlacementInstance, units: Units, costs: UnitCosts, best:
         if idle >= stall:
             break
     return best
+
+
+def cpu_side_keys(chain: Chain, ratio: list[float], level: list[int], rng: random.Random
+                  ) -> list[list[tuple[int, float, int]]]:
+    """Two order keys that put the units that run best on a CPU (least CPU/accelerator
+    ``ratio``) of an accelerator segment of ``chain`` on the side of its nearest CPU segment,
+    and those that run worst on a CPU of a CPU segment on the side of its nearest accelerator
+    segment (ties at random), so a cut can trade them: inside a segment by ratio, falling
+    toward that side. The second also moves each such unit of the better half by ratio of its
+    segment into that segment, at even odds (its order then follows, with what the unit
+    drags along). Empty unless the chain has both kinds."""
+    dev = chain.seg_dev
+    kind = [d < 0 for d in dev]
+    if all(kind) or not any(kind):
+        return []
+    ns = len(dev)
+    toward = []
+    for s in range(ns):
+        gap = min(abs(t - s) for t in range(ns) if kind[t] != kind[s])
+        toward.append(rng.choice([t for t in (s - gap, s + gap)
+                                  if 0 <= t < ns and kind[t] != kind[s]]))
+    lists: list[list[float]] = [[] for _ in range(ns)]
+    for u, s in enumerate(chain.seg):
+        if s >= 0:
+            lists[s].append(ratio[u])
+    mid = [float(np.median(x)) if x else 0.0 for x in lists]
+    plain, moved = [], []
+    for u, s in enumerate(chain.seg):
+        if s < 0:
+            plain.append((s, 0.0, level[u]))
+            moved.append((s, 0.0, level[u]))
+            continue
+        good = ratio[u] > mid[s] if kind[s] else ratio[u] < mid[s]
+        # ascending key: the units to trade last when ``toward`` is after ``s``
+        key = ratio[u] * (1 if kind[s] else -1) * (1 if toward[s] > s else -1)
+        plain.append((s, key, level[u]))
+        moved.append((toward[s] if good and rng.random() < 0.5 else s, key, level[u]))
+    return [plain, moved]
 
 
 class SegmentScanner:
@@ -695,7 +740,7 @@ def chain_heuristic(inst: PlacementInstance, units: Units | None = None,
         budget = max(2, int(CUT_BUDGET / max(units.count, 1) ** 2))
         orders = _with_host_only_apart(inst, costs, start_orders(units, costs))
         orders = orders[:max(2, budget // 2)]
-        rounds = min(ROUNDS, (budget - len(orders)) // (5 * POLISHED * TURNS))
+        rounds = min(ROUNDS, (budget - len(orders)) // (CUTS_PER_ROUND * POLISHED * TURNS))
         found = [cut_order(inst, units, costs, order) for order in orders]
     ranked = sorted((c for c in found if c is not None), key=lambda c: _ranked(c, units))
     chains = [polish(inst, units, costs, c, rounds) for c in ranked[:POLISHED]]

@@ -339,8 +339,10 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
                      ) -> ThroughputResult:
     """The exact ``throughput`` optimum (see the module docstring), warm-started from
     ``warm`` (a device per node) or else :func:`heuristic_placement`; never worse than the warm
-    start. ``time_limit``: wall-clock seconds of the search; ``work_limit``: CP-SAT's
-    deterministic units as well (the answer reproducible unless the wall limit stops it)."""
+    start. ``time_limit``: wall-clock seconds of the whole run, the warm start's heuristic
+    and the model's build included (the search gets what is left, at least 0.01 s);
+    ``work_limit``: CP-SAT's deterministic units as well (the answer reproducible unless the
+    wall limit stops it)."""
     start = time.perf_counter()
     settings = SolverSettings.checked("cpsat", time_limit, workers, seed, log, deterministic)
     check_memory(inst)
@@ -349,7 +351,8 @@ def solve_throughput(inst: PlacementInstance, *, contiguous: bool = True,
     slots = chain_slots(inst, tm.units, warm, contiguous) if warm is not None else None
     if slots is not None:
         add_hint(tm, *slots)
-    clock = Clock(float(time_limit), settings.deterministic, check_work_limit("cpsat", work_limit))
+    clock = Clock(float(time_limit), settings.deterministic, check_work_limit("cpsat", work_limit),
+                  start=start)
     solver = clock_parameters(work_limit if work_limit is not None else time_limit, settings,
                               clock)
     code, got, cuts = solve_within_memory(
