@@ -23,7 +23,7 @@ Step = tuple[str, Callable[..., Any], dict[str, Any]]
 @dataclass(frozen=True)
 class PassRecord:
     """What one pass did: its name, its seconds and the clusters and fallback nodes before and
-    after (``changed``: whether it returned a new partition)."""
+    after (``changed``: whether its clusters differ from the ones it was given)."""
 
     name: str
     seconds: float
@@ -42,7 +42,8 @@ def run_pass(part: Partition, step: Step) -> Partition:
     name, func, options = step
     start = time.perf_counter()
     out = func(part, **options)
-    record = PassRecord(name, time.perf_counter() - start, out is not part,
+    changed = out is not part and out.clusters != part.clusters  # a copy may change nothing
+    record = PassRecord(name, time.perf_counter() - start, changed,
                         (len(part.clusters), len(out.clusters)),
                         (_fallback_nodes(part), _fallback_nodes(out)))
     return out.derive(info={"pipeline": [*part.info.get("pipeline", ()), record.to_info()]})
