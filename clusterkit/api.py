@@ -23,10 +23,8 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.core import Graph
 from clusterkit.io.loader import load_graph
 from clusterkit.modes import DeviceMode
-from clusterkit.passes.coalesce import coalesce
-from clusterkit.passes.devices import check_mode, choose_devices, widen
-from clusterkit.passes.manager import Step, run_pipeline
-from clusterkit.passes.reject import reject_subgraphs
+from clusterkit.passes.devices import check_mode, widen
+from clusterkit.passes.manager import Pass, run_pipeline
 from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import SubgraphProperty
 from clusterkit.selection.specs import parse_selectors
@@ -137,19 +135,18 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     return result
 
 
-def _post_passes(coalesce_after: bool) -> list[Step]:
+def _post_passes(coalesce_after: bool) -> list[Pass]:
     """The closing passes of every run: the optional coalescing, the devices' rejections
     (clusters a device refuses whole go to the fallback)."""
-    rejecting: Step = ("reject_subgraphs", reject_subgraphs, {})
-    return [("coalesce", coalesce, {}), rejecting] if coalesce_after else [rejecting]
+    return [("coalesce", {})] * coalesce_after + [("reject_subgraphs", {})]
 
 
 def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
-                 post: list[Step], priority: Partition) -> Partition:
+                 post: list[Pass], priority: Partition) -> Partition:
     """The better of ``priority`` and the strategy's partition of the cost-narrowed problem
     (rewrapped onto ``problem``)."""
     cost = widen(run_pipeline(problem, func, dict(options), post=post,
-                              pre=[("choose_devices", choose_devices, {"mode": "cost"})]),
+                              pre=[("choose_devices", {"mode": "cost"})]),
                  problem)
     kp, kc = priority.figures(), cost.figures()
     best = cost if kc < kp else priority

@@ -75,13 +75,16 @@ def test_the_partition_returned_is_the_winners(problem):
 def test_the_polish_returns_its_own_partition_when_it_wins(monkeypatch):
     """t5_small with the transformer op set, the refinement made a no-op: the CP-SAT polish
     lowers the cut of the ``cycles`` member, and the partition returned is the polished one."""
-    import clusterkit.engines.auto as auto
+    from clusterkit.passes.manager import POST_PASSES
 
-    monkeypatch.setattr(auto, "refine", lambda part: part)
+    monkeypatch.setitem(POST_PASSES, "refine", lambda part: part)
     problem = ck.make_problem(BUNDLED_MODELS / "t5_small.onnx", QUALITY_OP_SETS["transformer"])
     part = ck.run_strategy(problem, "auto", members=["cycles"], polish_limit=problem.n)
     record = {m["name"]: m for m in part.info["auto"]["members"]}
     assert part.info["auto"]["winner"] == "cpsat-polish"
+    # the polish is a pipeline of its own (CP-SAT, then the devices' rejection), and the
+    # front door's rejection follows; the member's passes stay with the member it replaced
+    assert [s["name"] for s in part.info["pipeline"]] == ["reject_subgraphs"] * 2
     polished = record["cpsat-polish"]
     assert polished["cut_bytes"] < record["cycles"]["cut_bytes"]
     assert key(part) == (polished["fallback_nodes"], polished["cut_bytes"],

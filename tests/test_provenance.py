@@ -132,3 +132,23 @@ def test_the_report_of_a_cost_choice_is_against_the_whole_problem():
         assert e["detail"].startswith(f"{', '.join(takers)} {verb} other {e['op']} nodes"), e
         checked += len(takers) > 1
     assert checked  # some refused node's op is taken elsewhere by both devices
+
+
+def _chained(steps: list[dict], clusters: int) -> None:
+    """Each record starts where the one before it ended, and the last ends at ``clusters``."""
+    for before, after in zip(steps, steps[1:]):
+        assert after["clusters"][0] == before["clusters"][1], (before, after)
+        assert after["fallback_nodes"][0] == before["fallback_nodes"][1], (before, after)
+    assert steps[-1]["clusters"][1] == clusters
+
+
+def test_auto_runs_its_members_passes_through_the_manager():
+    """The winner's record lists its member's coalescing and rejection, then the front door's
+    rejection: one record per pass, in order, whichever member won."""
+    problem = ck.make_problem(_chain(), ["acc=ops:A"])
+    raw = ck.get_strategy("longest-path")(problem)
+    part = ck.run_strategy(problem, "auto", members=["longest-path"], polish=0)
+    steps = part.info["pipeline"]
+    assert [s["name"] for s in steps] == ["coalesce", "reject_subgraphs", "reject_subgraphs"]
+    assert steps[0]["clusters"][0] == len(raw.clusters)
+    _chained(steps, len(part.clusters))

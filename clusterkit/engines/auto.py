@@ -77,10 +77,8 @@ from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import gc_paused
 from clusterkit.io.placement_instance import PlacementInstance
 from clusterkit.modes import PREFERENCES, DeviceMode, Prefer, check_choice
-from clusterkit.passes.coalesce import coalesce
 from clusterkit.passes.devices import check_mode, choose_devices, widen
-from clusterkit.passes.refine import refine
-from clusterkit.passes.reject import reject_subgraphs
+from clusterkit.passes.manager import run_pass, run_passes, run_pipeline
 from clusterkit.result.model import Partition
 from clusterkit.result.reasons import BELOW_MIN_SIZE
 
@@ -157,14 +155,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
     ``cut`` / ``partitions`` (the same as ``prefer``) or cpsat's weights
     (checked; ``auto`` then ranks by ``prefer``)."""
     prefer = _objective_preference(problem, objective, prefer)
-    if isinstance(problem.graph.model, PlacementInstance):  # the fast throughput answer
-        # imported here: the throughput engine imports networkx, which nothing else of auto
-        # needs (a tenth of a CPU second)
-        if objective == "latency":
-            from clusterkit.engines.latency import run_latency_heuristic
-            return run_latency_heuristic(problem)
-        from clusterkit.engines.throughput import run_heuristic
-        return run_heuristic(problem)
+    if isinstance(problem.graph.model, PlacementInstance):
+        return _placement(problem, objective)
     if polish < 0:
         raise StrategyError(f"auto: option polish must be >= 0 seconds, got {polish}")
     check_choice("auto: option prefer", prefer, PREFERENCES)
@@ -189,12 +181,8 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
         options = {"members": members, "growth_limit": growth_limit, "devices": devices,
                    "prefer": prefer, "polish": polish, "polish_limit": polish_limit,
                    "scale_limit": scale_limit}
-        start = time.perf_counter()
-        part = _dropped_after(problem, options)
-        key = _figures(part)
-        figures.append(_entry(DROPPED, key, start))
-        if _rank(key, ranking) < _rank(best_key, ranking):
-            best, best_key, winner = part, key, DROPPED
+        best, best_key, winner = _dropped_member(problem, options, (best, best_key, winner),
+                                                 ranking, figures)
     record: dict[str, Any] = {"winner": winner, "members": figures, "ranking": ranking,
                               "lower_bound": list(bound) if bound is not None else None,
                               "at_lower_bound": best_key[:3] == bound}
@@ -238,10 +226,10 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
         start = time.perf_counter()
         raw = _raw(name, prob, {n for n, _ in names}, shared)
         fingerprint = (prob is not problem, _fingerprint(raw))
-        coalesced = done.get(fingerprint) or coalesce(
-            raw, memo=memo, floor=bound[2] if bound is not None else None)
+        coalesced = done.get(fingerprint) or run_pass(raw, ("coalesce", {
+            "memo": memo, "floor": bound[2] if bound is not None else None}))
         done[fingerprint] = coalesced
-        part = widen(reject_subgraphs(coalesced, verdicts), problem)
+        part = widen(run_pass(coalesced, ("reject_subgraphs", {"cache": verdicts})), problem)
         key = _figures(part)
         figures.append(_entry(name, key, start))
         if best_key is None or _rank(key, ranking) < _rank(best_key, ranking):
@@ -250,6 +238,29 @@ def _portfolio(problem: Problem, names: list[tuple[str, Problem]],
             break
     assert best is not None and best_key is not None
     return best, best_key, winner
+
+
+def _placement(problem: Problem, objective: str | None) -> Partition:
+    """The fast answer on a placement instance: the throughput heuristic, or the latency one
+    (imported here: the throughput engine imports networkx, which nothing else of auto needs,
+    a tenth of a CPU second)."""
+    if objective == "latency":
+        from clusterkit.engines.latency import run_latency_heuristic
+        return run_latency_heuristic(problem)
+    from clusterkit.engines.throughput import run_heuristic
+    return run_heuristic(problem)
+
+
+def _dropped_member(problem: Problem, options: dict[str, Any],
+                    state: tuple[Partition, Figures, str], ranking: str,
+                    figures: list[dict[str, Any]]) -> tuple[Partition, Figures, str]:
+    """The member :data:`DROPPED` (:func:`_dropped_after` with ``auto``'s ``options``),
+    recorded in ``figures`` and kept over ``state`` (the best so far) when better."""
+    start = time.perf_counter()
+    part = _dropped_after(problem, options)
+    key = _figures(part)
+    figures.append(_entry(DROPPED, key, start))
+    return (part, key, DROPPED) if _rank(key, ranking) < _rank(state[1], ranking) else state
 
 
 def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
@@ -302,7 +313,7 @@ def _polish_steps(problem: Problem, state: tuple[Partition, Figures, str],
     seconds, limit = polish
     if not _at_bound(best_key, bound):
         start = time.perf_counter()
-        part = reject_subgraphs(refine(best), verdicts)
+        part = run_passes(best, [("refine", {}), ("reject_subgraphs", {"cache": verdicts})])
         key = _figures(part)
         figures.append(_entry("refine", key, start))
         if _rank(key, ranking) < _rank(best_key, ranking):
@@ -325,13 +336,13 @@ def _polish(problem: Problem, best: Partition, seconds: float,
     as for the placement engine's solves), with the front door's rejections applied
     (``verdicts``: the run's cache of them); None when it finds
     nothing."""
+    options = {"objective": "cut", "work_limit": seconds, "warm_start": best, "method": "full",
+               "time_limit": POLISH_GUARD[0] * seconds + POLISH_GUARD[1]}
     try:
-        part = get_strategy("cpsat")(problem, objective="cut", work_limit=seconds,
-                                     time_limit=POLISH_GUARD[0] * seconds + POLISH_GUARD[1],
-                                     warm_start=best, method="full")
+        return run_pipeline(problem, get_strategy("cpsat"), options,
+                            post=[("reject_subgraphs", {"cache": verdicts})])
     except StrategyError:
         return None
-    return reject_subgraphs(part, verdicts)
 
 
 def _within(key: Figures, bound: tuple[int, int, int] | None, share: float) -> bool:

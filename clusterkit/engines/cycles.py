@@ -48,9 +48,10 @@ import numpy as np
 
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.level_bound import LevelBound
-from clusterkit.engines.longest_path import finish, plan, selector_pass
+from clusterkit.engines.longest_path import Plan, finish, plan, selector_pass
 from clusterkit.errors import StrategyError
 from clusterkit.graph.algorithms import UnionFind, gc_paused, roots
+from clusterkit.graph.core import Graph
 from clusterkit.graph.graphcycles import GraphCycles
 from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import (
@@ -180,6 +181,29 @@ def _partition(engine: _Contraction, found: tuple[np.ndarray, np.ndarray],
     return part
 
 
+def _dummy_routed(g: Graph, pl: Plan) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """The GraphCycles graph of ``g`` under the plan ``pl``: each forbidden edge between two
+    nodes of one device routed through a dummy node. Returns the dummies' count, each node's
+    GraphCycles id and the edge arrays. The dummies of the edges into v are numbered just
+    before v, so the ids stay a topological order (no re-sort inside GraphCycles)."""
+    n, dev = g.n, pl.dev
+    src, dst = g.edge_src, g.edge_dst
+    d_src = dev[src]
+    dummy = (~pl.inner) & (d_src >= 0) & (d_src == dev[dst])
+    k = int(dummy.sum())
+    kin = np.bincount(dst[dummy], minlength=n)
+    gid = np.arange(n, dtype=np.int64) + np.cumsum(kin)
+    de = np.flatnonzero(dummy)
+    de = de[np.argsort(dst[de], kind="stable")]
+    ds = dst[de]
+    j = np.arange(k) - np.searchsorted(ds, ds, side="left")
+    did = gid[ds] - kin[ds] + j
+    keep = ~dummy
+    gs = np.concatenate([gid[src[keep]], gid[src[de]], did])
+    gd = np.concatenate([gid[dst[keep]], did, gid[ds]])
+    return k, gid, gs, gd
+
+
 class _Contraction:
     """Union-find over the nodes on top of a GraphCycles of the whole graph (+ dummies)."""
 
@@ -194,23 +218,7 @@ class _Contraction:
         self.plan = pl = plan(problem)
         self.node_device = pl.dev
         dev = pl.dev
-        src, dst = g.edge_src, g.edge_dst
-        d_src = dev[src]
-        # forbidden edges between two nodes of one device: route them through a dummy node
-        dummy = (~pl.inner) & (d_src >= 0) & (d_src == dev[dst])
-        k = int(dummy.sum())
-        # GraphCycles ids: the dummies of the edges into v are numbered just before v, so the
-        # ids stay a topological order (no re-sort inside GraphCycles)
-        kin = np.bincount(dst[dummy], minlength=n)
-        gid = np.arange(n, dtype=np.int64) + np.cumsum(kin)
-        de = np.flatnonzero(dummy)
-        de = de[np.argsort(dst[de], kind="stable")]
-        ds = dst[de]
-        j = np.arange(k) - np.searchsorted(ds, ds, side="left")
-        did = gid[ds] - kin[ds] + j
-        keep = ~dummy
-        gs = np.concatenate([gid[src[keep]], gid[src[de]], did])
-        gd = np.concatenate([gid[dst[keep]], did, gid[ds]])
+        k, gid, gs, gd = _dummy_routed(g, pl)
         # to build the same GraphCycles again (:meth:`copy`), until :meth:`start`
         self.graph_edges: tuple[int, np.ndarray, np.ndarray] | None = (n + k, gs, gd)
         #: what this contraction and its copies compute alike (read only once made)

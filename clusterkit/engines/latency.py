@@ -236,8 +236,7 @@ def latency_partition(problem: Problem, inst: PlacementInstance, device: np.ndar
     fig = latency_figures(inst, device, figures)
     part = to_partition(problem, inst, device,
                         {**figures, "contiguous": fig["contiguous"], "bound": None})
-    part.info["latency"] = fig
-    return part
+    return part.derive(info={"latency": fig})
 
 
 # ---------------------------------------------------------------- the heuristic

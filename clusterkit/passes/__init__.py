@@ -10,35 +10,21 @@
   (:mod:`~clusterkit.passes.acceptable`) and the subgraph rejection the front door runs after
   every strategy (:mod:`~clusterkit.passes.reject`).
 
-Options are keywords with defaults. The passes read the problem and the partition only, never a
-strategy: they sit below the engines, which run them.
+Options are keywords with defaults; a pipeline names its passes by their keys in
+:data:`~clusterkit.passes.manager.PRE_PASSES` and :data:`~clusterkit.passes.manager.POST_PASSES`
+(:mod:`~clusterkit.passes.manager` runs and records them). The passes read the problem and
+the partition only, never a strategy: they sit below the engines, which run them.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
-from clusterkit.constraints.core import Problem
 from clusterkit.passes.acceptable import make_acceptable
 from clusterkit.passes.coalesce import coalesce
 from clusterkit.passes.devices import choose_devices
 from clusterkit.passes.horizontal import merge_levels
+from clusterkit.passes.manager import POST_PASSES, PRE_PASSES, PartitionPass, ProblemPass
 from clusterkit.passes.refine import refine
 from clusterkit.passes.reject import reject_subgraphs
-from clusterkit.result.model import Partition
-
-#: ``pre(problem, **options) -> Problem``
-ProblemPass = Callable[..., Problem]
-#: ``post(partition, **options) -> Partition``
-PartitionPass = Callable[..., Partition]
-
-#: the problem → problem passes by name
-PRE_PASSES: dict[str, ProblemPass] = {"choose_devices": choose_devices}
-#: the partition → partition passes by name
-POST_PASSES: dict[str, PartitionPass] = {
-    "coalesce": coalesce, "merge_levels": merge_levels, "refine": refine,
-    "make_acceptable": make_acceptable, "reject_subgraphs": reject_subgraphs,
-}
 
 __all__ = ["POST_PASSES", "PRE_PASSES", "PartitionPass", "ProblemPass", "choose_devices",
            "coalesce", "make_acceptable", "merge_levels", "refine", "reject_subgraphs"]

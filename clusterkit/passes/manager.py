@@ -14,10 +14,27 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from clusterkit.constraints.core import Problem
+from clusterkit.passes.acceptable import make_acceptable
+from clusterkit.passes.coalesce import coalesce
+from clusterkit.passes.devices import choose_devices
+from clusterkit.passes.horizontal import merge_levels
+from clusterkit.passes.refine import refine
+from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.result.model import Partition
 
-#: a named pass and its options: ``(name, func, options)``
-Step = tuple[str, Callable[..., Any], dict[str, Any]]
+#: ``pre(problem, **options) -> Problem``
+ProblemPass = Callable[..., Problem]
+#: ``post(partition, **options) -> Partition``
+PartitionPass = Callable[..., Partition]
+#: the problem → problem passes by name: the names a pipeline's ``pre`` steps take
+PRE_PASSES: dict[str, ProblemPass] = {"choose_devices": choose_devices}
+#: the partition → partition passes by name: the names its ``post`` steps take
+POST_PASSES: dict[str, PartitionPass] = {
+    "coalesce": coalesce, "merge_levels": merge_levels, "refine": refine,
+    "make_acceptable": make_acceptable, "reject_subgraphs": reject_subgraphs,
+}
+#: a pass by name (of :data:`PRE_PASSES` or :data:`POST_PASSES`) and its options
+Pass = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -36,12 +53,12 @@ class PassRecord:
                 "clusters": list(self.clusters), "fallback_nodes": list(self.fallback_nodes)}
 
 
-def run_pass(part: Partition, step: Step) -> Partition:
+def run_pass(part: Partition, step: Pass) -> Partition:
     """``part`` through one post-pass, its :class:`PassRecord` appended to ``info["pipeline"]``
-    of the result (a pass that changes nothing returns ``part`` itself; the record is on a copy)."""
-    name, func, options = step
+    of the result (always a new partition: the record is on it)."""
+    name, options = step
     start = time.perf_counter()
-    out = func(part, **options)
+    out = POST_PASSES[name](part, **options)
     changed = out is not part and out.clusters != part.clusters  # a copy may change nothing
     record = PassRecord(name, time.perf_counter() - start, changed,
                         (len(part.clusters), len(out.clusters)),
@@ -53,16 +70,21 @@ def _fallback_nodes(part: Partition) -> int:
     return sum(len(c.nodes) for c in part.clusters if c.device == part.fallback)
 
 
-def run_pipeline(problem: Problem, strategy: Callable[..., Partition], options: dict[str, Any],
-                 pre: Sequence[Step] = (), post: Sequence[Step] = ()) -> Partition:
-    """``pre`` passes on ``problem``, ``strategy(problem, **options)``, then ``post`` passes in
-    order (each recorded: :func:`run_pass`)."""
-    for _, func, opts in pre:
-        problem = func(problem, **opts)
-    part = strategy(problem, **options)
-    for step in post:
+def run_passes(part: Partition, steps: Sequence[Pass]) -> Partition:
+    """``part`` through the post-passes ``steps`` in order, each recorded (:func:`run_pass`)."""
+    for step in steps:
         part = run_pass(part, step)
     return part
 
 
-__all__ = ["PassRecord", "Step", "run_pass", "run_pipeline"]
+def run_pipeline(problem: Problem, strategy: Callable[..., Partition], options: dict[str, Any],
+                 pre: Sequence[Pass] = (), post: Sequence[Pass] = ()) -> Partition:
+    """``pre`` passes on ``problem``, ``strategy(problem, **options)``, then the ``post``
+    passes (:func:`run_passes`)."""
+    for name, opts in pre:
+        problem = PRE_PASSES[name](problem, **opts)
+    return run_passes(strategy(problem, **options), post)
+
+
+__all__ = ["POST_PASSES", "PRE_PASSES", "Pass", "PartitionPass", "PassRecord", "ProblemPass",
+           "run_pass", "run_passes", "run_pipeline"]
