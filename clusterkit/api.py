@@ -138,7 +138,8 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
 def _post_passes(coalesce_after: bool) -> list[Pass]:
     """The closing passes of every run: the optional coalescing, the devices' rejections
     (clusters a device refuses whole go to the fallback)."""
-    return [("coalesce", {})] * coalesce_after + [("reject_subgraphs", {})]
+    steps: list[Pass] = [("coalesce", {})] if coalesce_after else []
+    return [*steps, ("reject_subgraphs", {})]
 
 
 def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
