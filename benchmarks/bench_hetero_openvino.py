@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 import onnx
-
 from _models import BUNDLED_MODELS
 
 MODELS = ["squeezenet1_1", "resnet18", "mobilenet_v2", "shufflenet_v2_x1_0", "efficientnet_b0",
@@ -53,8 +52,8 @@ def measure(name: str, selector: str, strategy: str, folder: str) -> list:
         return [name, selector, strategy, clusters, "-", "-", f"HETERO fails: {exc}", "-", "-",
                 "-", "-"]
     equal = all(row["verdict"] in ("equal", "absent") for row in r["clusters"])
-    return [name, selector, strategy, clusters, r["per_device"]["CPUB"]["submodels"], r["submodels"],
-            "yes" if equal else "no", "yes" if r["outputs_match"] else "no",
+    return [name, selector, strategy, clusters, r["per_device"]["CPUB"]["submodels"],
+            r["submodels"], "yes" if equal else "no", "yes" if r["outputs_match"] else "no",
             f"{r['max_abs_diff']:.2e}", f"{r['max_rel_diff']:.1e}", round(r["compile_seconds"], 2)]
 
 

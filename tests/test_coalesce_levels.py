@@ -22,7 +22,7 @@ def _valid(problem, groups: list[tuple[int, list[int]]]) -> bool:
     groups supported and free of cut, refused and never-together pairs, acyclic quotient."""
     g = problem.graph
     owner = [-1] * g.n
-    for k, (d, nodes) in enumerate(groups):
+    for k, (_, nodes) in enumerate(groups):
         for v in nodes:
             if owner[v] != -1:
                 return False
@@ -30,7 +30,7 @@ def _valid(problem, groups: list[tuple[int, list[int]]]) -> bool:
     if -1 in owner:
         return False
     edges = list(zip(g.edge_src.tolist(), g.edge_dst.tolist()))
-    for k, (d, nodes) in enumerate(groups):
+    for d, nodes in groups:
         if d < 0:
             continue
         inside = set(nodes)

@@ -252,7 +252,7 @@ def test_only_nodes_in_no_acceptable_piece_fall_back_with_the_property_reason(st
     takes = sum(nd.op_type in ("Conv", "Relu", "Add", "MaxPool") and not g.folded[nd.index]
                 for nd in nodes)
     assert offloaded(part) == takes
-    for v, why in part.fallback_reasons.items():
+    for why in part.fallback_reasons.values():
         if why.category == Category.SUBGRAPH_REJECTED:
             assert "two Add nodes" in why.detail
 

@@ -1,7 +1,7 @@
-"""DOT output (clusterkit.result.dot), read back by a small DOT reader written here: every node once,
-every edge once, each accelerator cluster a box holding exactly its nodes, one colour per device
-in every picture, names with quotes and backslashes intact; the SVG Graphviz draws from it, read
-back as XML."""
+"""DOT output (clusterkit.result.dot), read back by a small DOT reader written here: every node
+once, every edge once, each offloaded cluster a box holding exactly its nodes, one colour per
+device in every picture, names with quotes and backslashes intact; the SVG Graphviz draws from it,
+read back as XML."""
 
 from __future__ import annotations
 

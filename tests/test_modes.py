@@ -25,7 +25,8 @@ def test_check_choice_returns_the_word_or_names_option_and_choices():
     with pytest.raises(ck.StrategyError) as err:
         modes.check_choice("devices", "fast", modes.DEVICE_MODES)
     assert str(err.value) == "devices must be one of priority, cost, got 'fast'"
-    with pytest.raises(ck.ModelLoadError, match=r"optimize must be one of none, basic, got \['x'\]"):
+    with pytest.raises(ck.ModelLoadError,
+                       match=r"optimize must be one of none, basic, got \['x'\]"):
         modes.check_choice("optimize", ["x"], modes.OPTIMIZE_LEVELS, ck.ModelLoadError)
 
 

@@ -188,10 +188,10 @@ def naive_mxnet(problem: ck.Problem) -> list[tuple[str, list[int]]]:
                 continue
             members, dropped = [seed], set()
 
-            def outside(x):
+            def outside(x, members=members, dropped=dropped, sup=sup, taken=taken):
                 return x not in members and (x in dropped or not sup[x] or x in taken)
 
-            def broken():
+            def broken(members=members):
                 return any(outside(x) and any(x in reach[a] for a in members)
                            and any(b in reach[x] for b in members) for x in range(n))
 

@@ -1,5 +1,5 @@
-"""SuperNodeGraph (together groups contracted) against an independent networkx contraction, on random
-DAGs with random convex groups: the units' members, the unit edges and a topological rank."""
+"""SuperNodeGraph (together groups contracted) against an independent networkx contraction, on
+random DAGs with random convex groups: the units' members, the unit edges and a topological rank."""
 
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def test_grail_post_is_a_recursive_search_with_the_seeded_orders(seed):
     g, groups = random_case(seed)
     ug = SuperNodeGraph(ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=groups)))
     src, dst = ug.esrc.tolist(), ug.edst.tolist()
-    for k, (low, post) in enumerate(ug.intervals):
+    for k, (_, post) in enumerate(ug.intervals):
         rng = np.random.default_rng(k + 1)
         keys = rng.random(len(src)).tolist()
         kids = [[] for _ in range(ug.n)]
@@ -208,7 +208,7 @@ def test_grail_post_is_a_recursive_search_with_the_seeded_orders(seed):
         roots = [roots[i] for i in rng.permutation(len(roots)).tolist()]
         seen, finished = [False] * ug.n, []
 
-        def visit(v):
+        def visit(v, seen=seen, kids=kids, finished=finished):
             seen[v] = True
             for w in kids[v]:
                 if not seen[w]:

@@ -18,7 +18,6 @@ import pytest
 import clusterkit as ck
 from clusterkit import Constraints
 from clusterkit.errors import ConstraintError
-from clusterkit.io.networkx import from_networkx
 
 MODELS = Path(__file__).parent / "data" / "models"
 RESNET18 = str(MODELS / "resnet18.onnx")
