@@ -102,7 +102,7 @@ def measure(model: str, device: str, strategy: str) -> dict:
     part = ck.partition(str(MODELS[model]), [DEVICES[device]()], strategy=strategy,
                         **OPTIONS.get(strategy, {}))
     m = part.metrics()
-    sizes = [len(c.nodes) for c in part.accelerator_clusters()]
+    sizes = [len(c.nodes) for c in part.offloaded_clusters()]
     return {"model": model, "device": device, "strategy": strategy,
             "largest": max(sizes, default=0), "partitions": m["partitions"],
             "offloaded": f"{m['compute_offloaded']}/{m['compute_nodes']}",

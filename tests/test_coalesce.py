@@ -104,9 +104,9 @@ def test_coalesce_keeps_the_const_bytes_limit():
     part = run_strategy(problem, "singleton")
     out = coalesce(part)
     out.validate()
-    assert len(out.accelerator_clusters()) < len(part.accelerator_clusters())
-    for c in out.accelerator_clusters():
+    assert len(out.offloaded_clusters()) < len(part.offloaded_clusters())
+    for c in out.offloaded_clusters():
         assert _const_bytes(problem.graph, c.nodes) <= limit or len(c.nodes) == 1
     free = coalesce(run_strategy(make_problem(BUNDLED_MODELS / "resnet18.onnx",
                                               ["ops:Conv,Relu,Add,MaxPool"]), "singleton"))
-    assert max(_const_bytes(problem.graph, c.nodes) for c in free.accelerator_clusters()) > limit
+    assert max(_const_bytes(problem.graph, c.nodes) for c in free.offloaded_clusters()) > limit

@@ -73,7 +73,7 @@ def test_fit_and_coalesce_are_valid_and_never_worse(problem, strategy, slack):
 def _fewest(problem, base: Partition) -> int:
     """The fewest partitions of the base partition's accelerator nodes (one device), by trying
     every grouping of them."""
-    acc = sorted(v for c in base.accelerator_clusters() for v in c.nodes)
+    acc = sorted(v for c in base.offloaded_clusters() for v in c.nodes)
     host = [(-1, list(c.nodes)) for c in base.clusters if c.device == problem.fallback]
     return min(len(set(labels.values())) for labels in set_partitions(acc)
                if _valid(problem, host + [(0, [v for v in acc if labels[v] == k])
@@ -85,12 +85,12 @@ def _fewest(problem, base: Partition) -> int:
        st.sampled_from(["singleton", "cycles", "mxnet"]))
 def test_fit_without_cut_budget_reaches_the_fewest_partitions(problem, strategy):
     base = run_strategy(problem, strategy)
-    if len(base.accelerator_clusters()) > 7:
+    if len(base.offloaded_clusters()) > 7:
         return
     out = fit_levels(base, slack=float("inf"))
     assert _valid(problem, _groups(out))
     assert out.figures()[0] == base.figures()[0]
-    assert out.figures()[2] == (_fewest(problem, base) if base.accelerator_clusters() else 0)
+    assert out.figures()[2] == (_fewest(problem, base) if base.offloaded_clusters() else 0)
 
 
 def test_coalesce_reaches_the_node_level_count_on_a_long_edge_dag():

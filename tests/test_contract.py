@@ -116,7 +116,7 @@ def test_two_devices_keep_their_own_limits_under_every_strategy(strategy):
     problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=6))
     part = run(problem, strategy)
     sizes = {"a": [], "b": []}
-    for c in part.accelerator_clusters():
+    for c in part.offloaded_clusters():
         sizes[c.device].append(len(c.nodes))
     assert all(s <= 3 for s in sizes["a"]) and all(2 <= s <= 6 for s in sizes["b"]), sizes
     assert offloaded(part) > 0
@@ -152,7 +152,7 @@ def test_validate_checks_each_device_its_own_limits_on_a_plan():
 
 def test_validate_names_the_device_minimum():
     part = run(_two_devices(None), "mxnet")
-    one = next(c for c in part.accelerator_clusters() if len(c.nodes) == 1)
+    one = next(c for c in part.offloaded_clusters() if len(c.nodes) == 1)
     a = ck.OpsProperty(["Conv", "Relu"], device="a")
     b = ck.OpsProperty(["Add", "MaxPool"], device="b")
     (a if one.device == "a" else b).min_nodes = 2
@@ -207,7 +207,7 @@ def test_assigning_a_global_limit_after_compiling_reaches_every_device():
     problem = problem.with_limits(max_size=4)
     assert problem.limits.max_nodes == (2, 4) and problem.max_size == 4
     for strategy in ("cycles", "longest-path", "mxnet"):
-        sizes = [(c.device, len(c.nodes)) for c in run(problem, strategy).accelerator_clusters()]
+        sizes = [(c.device, len(c.nodes)) for c in run(problem, strategy).offloaded_clusters()]
         assert all(n <= (2 if dev == "a" else 4) for dev, n in sizes), (strategy, sizes)
 
 
@@ -221,7 +221,7 @@ def test_a_rejected_cluster_is_split_not_thrown_away(strategy):
         pytest.skip("the exact strategies split rejections on resnet18 below")
     part = run(problem, strategy)
     prop = problem.properties[0]
-    for c in part.accelerator_clusters():
+    for c in part.offloaded_clusters():
         assert len(c.nodes) <= 40
     # every compute node the device takes is offloaded
     takes = {nd.index for nd in part.graph.nodes if nd.op_type in CNN_OPS}
@@ -246,7 +246,7 @@ def test_only_nodes_in_no_acceptable_piece_fall_back_with_the_property_reason(st
                                                    device="npu")])
     part = run(problem, strategy)
     nodes = part.graph.nodes
-    for c in part.accelerator_clusters():
+    for c in part.offloaded_clusters():
         assert sum(nodes[v].op_type == "Add" for v in c.nodes) <= 1
     g = part.graph
     takes = sum(nd.op_type in ("Conv", "Relu", "Add", "MaxPool") and not g.folded[nd.index]
@@ -289,7 +289,7 @@ def test_the_default_offloads_as_much_as_the_best_strategy_with_a_counting_selec
     parts = {s: run(problem, s) for s in ("cycles", "longest-path", "mxnet", "hetero", "auto",
                                           "auto@scale")}
     for s, part in parts.items():
-        assert max(len(c.nodes) for c in part.accelerator_clusters()) <= 20, s
+        assert max(len(c.nodes) for c in part.offloaded_clusters()) <= 20, s
     best = max(offloaded(p) for p in parts.values())
     assert offloaded(parts["auto"]) == best
     assert parts["auto"].metrics()["partitions"] <= parts["mxnet"].metrics()["partitions"]
@@ -297,7 +297,7 @@ def test_the_default_offloads_as_much_as_the_best_strategy_with_a_counting_selec
 
 def _figures(part: ck.Partition) -> tuple[int, int]:
     """(compute nodes on an accelerator, accelerator clusters), counted from the clusters."""
-    clusters = part.accelerator_clusters()
+    clusters = part.offloaded_clusters()
     folded = part.graph.folded
     return sum(not folded[v] for c in clusters for v in c.nodes), len(clusters)
 

@@ -211,7 +211,7 @@ def test_parts_form_a_dag_and_clusters_stay_inside_parts():
                      if part_of[a] != part_of[b])
     assert nx.is_directed_acyclic_graph(q)
     part = run_strategy(problem, "cpsat", time_limit=30)
-    for c in part.accelerator_clusters():
+    for c in part.offloaded_clusters():
         supers = {int(sg.node_super[v]) for v in c.nodes}
         assert -1 not in supers or len(c.nodes) == 1
         assert len({part_of[s] for s in supers if s >= 0}) == 1
@@ -250,7 +250,7 @@ def test_build_solve_read_run_alone():
         outcome.add(sol)
     part = assemble(problem, red, outcome.rank, outcome.device)
     part.validate()
-    assert sorted(v for c in part.accelerator_clusters() for v in c.nodes) == [0, 2]
+    assert sorted(v for c in part.offloaded_clusters() for v in c.nodes) == [0, 2]
 
 
 # ----------------------------------------------------------------------------- infeasible
@@ -488,6 +488,6 @@ def test_equals_exhaustive_with_each_device_its_own_limits(objective, problem, c
     props[-1].min_nodes = min(least, props[-1].max_nodes)
     res = check_exact(problem.constraints.compile(problem.graph, props), objective,
                       reduce=reduce)
-    for c in res.partition.accelerator_clusters():  # read from the clusters themselves
+    for c in res.partition.offloaded_clusters():  # read from the clusters themselves
         d = [p.device for p in props].index(c.device)
         assert (props[d].min_nodes or 1) <= len(c.nodes) <= caps[d], (c.device, c.nodes)

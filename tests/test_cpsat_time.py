@@ -104,7 +104,7 @@ def test_the_limit_covers_the_warm_start_and_the_acceptance_split_on_googlenet()
     assert wall < generous(2), (wall, part.info["phases"])
     assert set(part.info["phases"]) == {"warm_start", "reductions", "search", "read",
                                         "acceptance"}
-    assert all(len(c.nodes) <= 40 for c in part.accelerator_clusters())
+    assert all(len(c.nodes) <= 40 for c in part.offloaded_clusters())
 
 
 def test_the_default_limit_is_60_wall_seconds_and_is_stated():
@@ -162,7 +162,7 @@ def test_the_acceptance_split_says_the_optimum_was_for_the_relaxed_problem():
     model's status was for the relaxed problem, and never claims OPTIMAL above its bound."""
     problem = ck.make_problem(RESNET18, [RejectAbove(["Conv", "Relu", "Add", "MaxPool"], 5)])
     res = solve(problem, "cut", time_limit=20)
-    assert all(len(c.nodes) <= 5 for c in res.partition.accelerator_clusters())
+    assert all(len(c.nodes) <= 5 for c in res.partition.offloaded_clusters())
     assert res.info["relaxed_status"] == "OPTIMAL" and "relaxed problem" in res.reason
     assert res.status == "FEASIBLE" or res.objective == res.bound
     if res.bound is not None:
@@ -213,5 +213,5 @@ def test_a_limit_the_warm_start_uses_up_skips_the_rest_and_says_so():
     assert OUT_OF_TIME in tried.values() and len(tried) > 1
     assert res.info["search"].startswith("skipped") and res.status == "UNKNOWN"
     assert res.info["limit"] == "wall_time"
-    assert all(len(c.nodes) <= 40 for c in res.partition.accelerator_clusters())
+    assert all(len(c.nodes) <= 40 for c in res.partition.offloaded_clusters())
     res.partition.validate()

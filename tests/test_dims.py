@@ -53,7 +53,7 @@ def _clusterkit_static_nodes(graph) -> int:
 
 
 def _offloaded(part) -> int:
-    return sum(len(c.nodes) for c in part.accelerator_clusters())
+    return sum(len(c.nodes) for c in part.offloaded_clusters())
 
 
 def test_fixed_dims_make_llama_static_and_offloaded():

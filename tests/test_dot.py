@@ -131,7 +131,7 @@ def _cluster_of_node(part) -> dict[int, int]:
     return {v: c.id for c in part.clusters for v in c.nodes}
 
 
-def test_partition_dot_boxes_hold_exactly_the_accelerator_clusters(part):
+def test_partition_dot_boxes_hold_exactly_the_offloaded_clusters(part):
     doc = read_dot(partition_dot(part))
     boxes: dict[str, set[int]] = {}
     for v, (_, _, box) in doc["nodes"].items():

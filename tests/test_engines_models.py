@@ -73,7 +73,7 @@ def test_size_limits_on_real_weights(path):
         problem = cons.compile(g, props)
         for engine in ENGINES:
             part = run_strategy(problem, engine)
-            for c in part.accelerator_clusters():
+            for c in part.offloaded_clusters():
                 assert 2 <= len(c.nodes) <= 12
 
 

@@ -35,7 +35,7 @@ def test_new_accelerator_keeps_its_limit_under_the_default_strategy():
     part = ck.partition(BUNDLED_MODELS / "resnet50.onnx",
                         str(REPO / "examples" / "new_accelerator.py"))
     g = part.graph
-    for c in part.accelerator_clusters():
+    for c in part.offloaded_clusters():
         inner = nx.Graph()
         inner.add_nodes_from(c.nodes)
         inner.add_edges_from((u, v) for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist())

@@ -50,7 +50,7 @@ def test_each_cluster_is_a_function_in_its_device_domain():
     fg = fuse(part)
     model = export_fused(fg, model_name="resnet50")
     src = graph.model
-    acc = part.accelerator_clusters()
+    acc = part.offloaded_clusters()
     assert len(model.functions) == len(acc)
     extra = {op.domain: op.version for op in model.opset_import
              if op.domain not in {o.domain for o in src.opset_import}}
@@ -206,13 +206,13 @@ def test_many_clusters_share_identical_functions(monkeypatch):
     src = graph.model.graph.node
     # oracle: singleton clusters are identical when op type, attributes and arity agree
     kinds = set()
-    for c in part.accelerator_clusters():
+    for c in part.offloaded_clusters():
         nd = src[int(graph.index_to_source[c.nodes[0]])]
         attrs = tuple(a.SerializeToString() for a in nd.attribute)
         kinds.add((nd.op_type, attrs, len(nd.input), len(nd.output)))
-    assert len(model.functions) == len(kinds) < len(part.accelerator_clusters())
+    assert len(model.functions) == len(kinds) < len(part.offloaded_clusters())
     calls = [nd for nd in model.graph.node if nd.domain == "clusterkit.acc"]
-    assert len(calls) == len(part.accelerator_clusters())
+    assert len(calls) == len(part.offloaded_clusters())
     assert {nd.op_type for nd in calls} == {fn.name for fn in model.functions}
     feeds = random_inputs(graph)
     cmp = compare_outputs(run_model(graph.model, feeds, FAST_ORT), run_model(model, feeds,

@@ -43,7 +43,7 @@ def check_fused_structure(model, part: Partition, fg: FusedGraph) -> None:
     root = part.graph
     seen = sorted(m for mem in fg.members for m in mem)
     assert seen == list(range(root.n))
-    acc = part.accelerator_clusters()
+    acc = part.offloaded_clusters()
     fallback = sum(len(c.nodes) for c in part.clusters if c.device == part.fallback)
     assert fg.n == fallback + len(acc)
     assert len(fg.fused_nodes()) == len(acc)
@@ -114,7 +114,7 @@ def test_property_makes_or_rejects_the_fused_node():
     problem = _resnet_problem([_Named(["Conv", "Relu", "Add"], device="npu")])
     part = level_partition(problem)
     fg = fuse(part)
-    sizes = [len(c.nodes) for c in part.accelerator_clusters()]
+    sizes = [len(c.nodes) for c in part.offloaded_clusters()]
     assert len(fg.fused_nodes()) == sum(1 for s in sizes if s > 1)
     assert len(fg.rejected) == sum(1 for s in sizes if s == 1)
     for v in fg.fused_nodes():
@@ -186,9 +186,9 @@ def test_subgraph_model_computes_the_cluster_like_the_whole_model(path, ops):
     graph = load(path)
     problem = ck.make_problem(graph, [f"acc=ops:{ops}"])
     part = level_partition(problem)
-    clusters = sorted(part.accelerator_clusters(), key=lambda c: -len(c.nodes))[:6]
+    clusters = sorted(part.offloaded_clusters(), key=lambda c: -len(c.nodes))[:6]
     if "If" in ops:  # make sure If nodes (subgraph bodies with outer-scope reads) are covered
-        ifs = [c for c in part.accelerator_clusters()
+        ifs = [c for c in part.offloaded_clusters()
                if any(graph.nodes[v].op_type == "If" for v in c.nodes)]
         assert ifs and any(graph.nodes[v].implicit_inputs for c in ifs for v in c.nodes)
         clusters = ifs + clusters[:2]
@@ -226,7 +226,7 @@ def test_light_model_keeps_ir3_rules():
     graph = load(LIGHT_DIR / "light_squeezenet.onnx")
     problem = ck.make_problem(graph, ["acc=ops:Conv,Relu"])
     part = level_partition(problem)
-    c = max(part.accelerator_clusters(), key=lambda c: len(c.nodes))
+    c = max(part.offloaded_clusters(), key=lambda c: len(c.nodes))
     m = subgraph_model(ck.Subgraph.from_nodes(graph, c.nodes, c.device, c.id))
     assert m.ir_version == 3
     names = {i.name for i in m.graph.input}

@@ -62,7 +62,7 @@ def _fewest_partitions(problem) -> int:
     """Brute force: the fewest accelerator clusters over every grouping of the accelerator
     nodes (one device, no limits) whose cluster graph is acyclic."""
     single = run_strategy(problem, "singleton")
-    acc = [c.nodes[0] for c in single.accelerator_clusters()]
+    acc = [c.nodes[0] for c in single.offloaded_clusters()]
     g = problem.graph
     best = len(acc)
     for labels in _set_partitions(len(acc)):

@@ -84,7 +84,7 @@ def test_longest_path_valid_and_deterministic(problem):
         return
     again = run_strategy(problem, "longest-path")
     assert clusters_of(part) == clusters_of(again)
-    for c in part.accelerator_clusters():  # limits hold (validate checks them too)
+    for c in part.offloaded_clusters():  # limits hold (validate checks them too)
         assert len(c.nodes) >= problem.min_size
 
 
@@ -154,7 +154,7 @@ def test_max_size_is_never_exceeded(problem, cap):
     for engine in ENGINES:
         part = run_checked(problem, engine)
         if part is not None:
-            assert max((len(c.nodes) for c in part.accelerator_clusters()), default=0) <= cap
+            assert max((len(c.nodes) for c in part.offloaded_clusters()), default=0) <= cap
 
 
 # ---------------------------------------------------------------------- stateful selectors
@@ -205,7 +205,7 @@ def test_stateful_selector_and_filter(g, limit):
     problem = Constraints().compile(from_networkx(g), [_CountingProperty(limit)])
     for engine in ENGINES:
         part = run_strategy(problem, engine)
-        for c in part.accelerator_clusters():
+        for c in part.offloaded_clusters():
             assert len(c.nodes) <= limit
             assert all(problem.graph.nodes[v].op_type != "Add" for v in c.nodes)
 

@@ -196,7 +196,7 @@ def test_fx_support_drives_clusterkit_and_clusterkit_selectors_drive_torch():
     gm = _export(model, *args).module()
     graph = read_fx(gm)
     part = ck.partition(graph, [FxSupportProperty(support, gm, device="npu")], "cycles")
-    on_npu = {graph.nodes[v].name for c in part.accelerator_clusters() for v in c.nodes}
+    on_npu = {graph.nodes[v].name for c in part.offloaded_clusters() for v in c.nodes}
     assert on_npu == {nd.name for nd in gm.graph.nodes
                       if nd.op in CALLS and support.is_node_supported({}, nd)}
     # a clusterkit spec as an fx predicate, in torch's own partitioner

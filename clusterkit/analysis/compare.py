@@ -149,7 +149,7 @@ def _fill_row(row: Row, part: Partition, flops: np.ndarray) -> Row:
     """``row`` with the figures of ``part`` (``flops``: per node, for the offloaded share)."""
     m = part.metrics()
     on_acc = np.zeros(len(flops), dtype=bool)
-    for c in part.accelerator_clusters():
+    for c in part.offloaded_clusters():
         on_acc[list(c.nodes)] = True
     total = float(flops.sum())
     row.partitions = m["partitions"]

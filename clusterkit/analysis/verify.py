@@ -169,7 +169,7 @@ def compare(graph: Graph, answer: EpAnswer, result: Partition) -> Verification:
                and answer.op_types.get(n) != "Transpose"]  # the layout transformation's own
     ep_groups = [sorted({index[m] for n in g if (m := named[n])}) for g in answer.groups]
     _absorb(graph, [index[n] for n in answer.absorbed if n in index], ep_groups)
-    mine = [sorted(c.nodes) for c in result.accelerator_clusters()]
+    mine = [sorted(c.nodes) for c in result.offloaded_clusters()]
     report = Verification(graph.name, "", answer.ep, answer.version, graph.n,
                           [g for g in ep_groups if g], sorted(mine), ep_error=answer.error,
                           refused=answer.refused())

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from clusterkit._deprecated import renamed_attribute
 from clusterkit.constraints.core import Problem
 from clusterkit.errors import PartitionError
 from clusterkit.graph.algorithms import fifo_order, gc_paused, quotient_edges
@@ -248,9 +249,11 @@ class Partition:
             return views["devices"] >= 0
         return np.asarray([c.device != self.fallback for c in self.clusters], dtype=bool)
 
-    def accelerator_clusters(self) -> list[Cluster]:
+    def offloaded_clusters(self) -> list[Cluster]:
         """Clusters on a non-fallback device."""
         return [c for c in self.clusters if c.device != self.fallback]
+
+    accelerator_clusters = renamed_attribute("offloaded_clusters")
 
     def cluster_graph(self):
         """The graph of clusters as a networkx DiGraph (nodes = cluster positions)."""

@@ -212,7 +212,7 @@ class CapabilityBasedPartitioner(_TorchPartitioner):
         self.last_partition = part
         order = {nd: k for k, nd in enumerate(reversed(self.graph_module.graph.nodes))}
         out: list[Cluster] = []
-        for cluster in part.accelerator_clusters():
+        for cluster in part.offloaded_clusters():
             members = [fx_nodes[graph.nodes[v].name] for v in cluster.nodes]
             if not self.allows_single_node_partition and self._compute_count(members) <= 1:
                 continue
