@@ -66,14 +66,6 @@ def activation_peaks(inst: PlacementInstance, device: np.ndarray) -> np.ndarray:
     return out
 
 
-def weight_loads(inst: PlacementInstance, device: np.ndarray) -> np.ndarray:
-    """Weights (``size``) held by every accelerator under ``device``."""
-    dev = np.asarray(device, dtype=np.int64)
-    on = dev >= 0
-    return np.bincount(dev[on], weights=inst.size[on], minlength=inst.accelerators)[
-        :inst.accelerators]
-
-
 def activation_problems(inst: PlacementInstance, device: np.ndarray) -> list[str]:
     """One line per accelerator over its activation limit (empty when none is)."""
     if not np.isfinite(inst.activation_limit):

@@ -249,11 +249,6 @@ def instance_graph(inst: PlacementInstance, source: str = "memory") -> Graph:
     return graph
 
 
-def load_instance_graph(path: str | os.PathLike) -> Graph:
-    """Read an instance file as a Graph (see :func:`instance_graph`)."""
-    return instance_graph(read_instance(path), source=os.fspath(path))
-
-
 def instance_dict(inst: PlacementInstance) -> dict[str, Any]:
     """The instance as the paper's JSON document (what :func:`instance_from_dict` reads back as
     the same problem): one edge per consumer with the source's one ``cost``, nodes in index
