@@ -493,13 +493,16 @@ class _LevelProblem:
                 level[b_] = x
         return level
 
-    def _longest_with_virtual(self, level: list[int]) -> list[int]:
-        pos = self.pos
+    def _edges_with_virtual(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sources, targets and weights of the super-node edges and the virtual ones (weight 1)."""
         vs = np.asarray([a for a, _ in self.virtual], dtype=np.int64)
         vd = np.asarray([b for _, b in self.virtual], dtype=np.int64)
-        s = np.concatenate([self.us, vs])
-        d = np.concatenate([self.ud, vd])
-        w = np.concatenate([self.w, np.ones(len(vs), dtype=np.int64)])
+        return (np.concatenate([self.us, vs]), np.concatenate([self.ud, vd]),
+                np.concatenate([self.w, np.ones(len(vs), dtype=np.int64)]))
+
+    def _longest_with_virtual(self, level: list[int]) -> list[int]:
+        pos = self.pos
+        s, d, w = self._edges_with_virtual()
         order = np.argsort(pos[d], kind="stable")
         for a, b_, c in zip(s[order].tolist(), d[order].tolist(), w[order].tolist()):
             x = level[a] + c
@@ -565,11 +568,7 @@ class _LevelProblem:
         the larger gain wins), so every move sees fixed neighbours, keeps all bounds and lowers
         the bytes cut on weight-0 edges."""
         n = self.n
-        vs = np.asarray([a for a, _ in self.virtual], dtype=np.int64)
-        vd = np.asarray([b for _, b in self.virtual], dtype=np.int64)
-        s = np.concatenate([self.us, vs])
-        d = np.concatenate([self.ud, vd])
-        w = np.concatenate([self.w, np.ones(len(vs), dtype=np.int64)])
+        s, d, w = self._edges_with_virtual()
         w0 = np.flatnonzero(w == 0)
         s0, d0, b0 = s[w0], d[w0], self.b[w0]  # virtual edges weigh 1: never in w0
         cur = np.asarray(level, dtype=np.int64)
