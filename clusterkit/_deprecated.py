@@ -1,27 +1,59 @@
 """Old public names, kept for one release after a rename: each use still works and emits a
 ``DeprecationWarning`` that names the new name. Every alias of the package is made here:
 
-- a renamed module-level name or a moved module: :func:`module_getattr` (a PEP 562 module
-  ``__getattr__``);
+- a moved module: :func:`moved_module`, the whole of the old module (its ``__getattr__``);
+- a renamed module-level name: :func:`module_getattr` (a PEP 562 module ``__getattr__``);
 - a renamed attribute of a class: :class:`renamed_attribute`;
 - a renamed keyword argument: :func:`renamed_keywords`.
 
-The old names are listed in the "Renamed" table of the changelog.
+One wording (:func:`warn_renamed`) names the new name and the release that removes the old one
+(:data:`REMOVED_IN`). The old names are listed in the "Renamed" table of the changelog.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import warnings
 from typing import Any, Callable, Mapping, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: the release that removes every alias made here (the changelog's "Renamed" section says so)
+REMOVED_IN = "0.2.0"
+
+
 def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
-    """Warn that ``old`` is deprecated in favour of ``new``."""
-    warnings.warn(f"{old} is deprecated, use {new} (the old name is removed in the next "
-                  "release)", DeprecationWarning, stacklevel=stacklevel)
+    """Warn that ``old`` is deprecated in favour of ``new``: the one wording of every alias."""
+    warnings.warn(f"{old} is deprecated, use {new} ({old} is removed in clusterkit "
+                  f"{REMOVED_IN})", DeprecationWarning, stacklevel=stacklevel)
+
+
+def moved_module(module: str, *homes: str,
+                 renames: Mapping[str, str] | None = None) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a moved module's shim, the whole of the shim
+    (``__getattr__ = moved_module(__name__, "new.home")``): every public name of the new
+    ``homes`` (the first that has it; ``renames``: old -> new), each read with a warning that
+    names its new home."""
+    renames = dict(renames or {})
+
+    def public(home: str) -> tuple[dict[str, Any], list[str]]:
+        namespace = vars(importlib.import_module(home))
+        return namespace, namespace.get("__all__", [k for k in namespace if k[0] != "_"])
+
+    def __getattr__(name: str) -> Any:
+        if name == "__all__":  # ``from old import *``: each name then warns as it is read
+            return sorted({k for home in homes for k in public(home)[1]})
+        new = renames.get(name, name)
+        for home in homes:
+            namespace, names = public(home)
+            if new in names:
+                warn_renamed(f"{module}.{name}", f"{home}.{new}")
+                return namespace[new]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def module_getattr(module: str, renames: Mapping[str, str], namespace: Mapping[str, Any],

@@ -77,7 +77,7 @@ def test_unknown_names_still_raise_attribute_error():
     for mod in ("clusterkit", "clusterkit.runtime.executor", "clusterkit.engines.units",
                 "clusterkit.engines.growth", "clusterkit.selection.registry"):
         with pytest.raises(AttributeError, match="no_such_name"):
-            importlib.import_module(mod).no_such_name
+            importlib.import_module(mod).no_such_name  # noqa: B018
 
 
 def test_new_names_do_not_warn():

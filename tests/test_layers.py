@@ -17,9 +17,13 @@ module that replaced it, and no module of the package imports one.
 from __future__ import annotations
 
 import ast
+import importlib
+import warnings
 from pathlib import Path
 
 import pytest
+
+from clusterkit._deprecated import REMOVED_IN
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "clusterkit"
@@ -113,12 +117,18 @@ MODULES = sorted(PACKAGE.rglob("*.py")) + sorted(SELECTORS.rglob("*.py"))
 KNOWN_CYCLES: list[frozenset[str]] = []
 
 #: deprecated alias modules (kept for one release) → where their names live now
-ALIASES: dict[str, str] = {
-    "clusterkit.reasons": "clusterkit.result",
-    "clusterkit.io.partition_json": "clusterkit.result.json_format",
-    "clusterkit.io.plan": "clusterkit.result.plan",
-    "clusterkit.io.dot": "clusterkit.result.dot",
-    "clusterkit.io.export": "clusterkit.export",
+ALIASES: dict[str, tuple[str, ...]] = {
+    "clusterkit.reasons": ("clusterkit.result.reasons", "clusterkit.result.report"),
+    "clusterkit.io.partition_json": ("clusterkit.result.json_format",),
+    "clusterkit.io.plan": ("clusterkit.result.plan",),
+    "clusterkit.io.dot": ("clusterkit.result.dot",),
+    "clusterkit.io.export": ("clusterkit.export.onnx_model",),
+    "clusterkit.engines.acceptable": ("clusterkit.passes.acceptable",),
+    "clusterkit.engines.coalesce": ("clusterkit.passes.coalesce",),
+    "clusterkit.engines.devices": ("clusterkit.passes.devices",),
+    "clusterkit.engines.horizontal": ("clusterkit.passes.horizontal",),
+    "clusterkit.engines.refine": ("clusterkit.passes.refine",),
+    "clusterkit.engines.units": ("clusterkit.engines.super_nodes",),
 }
 
 
@@ -245,24 +255,84 @@ def _alias_path(mod: str) -> Path:
     return (REPO / Path(*mod.split("."))).with_suffix(".py")
 
 
+def _shim_homes(path: Path) -> tuple[str, ...] | None:
+    """The new homes a module is a shim of: its body is a docstring, the import of
+    ``moved_module`` and ``__getattr__ = moved_module(__name__, *homes)``; else None."""
+    body = ast.parse(path.read_text()).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if [ast.unparse(n) for n in body[:1]] != ["from clusterkit._deprecated import moved_module"]:
+        return None
+    last = body[1:]
+    if len(last) != 1 or not isinstance(last[0], ast.Assign) \
+            or ast.unparse(last[0].targets[0]) != "__getattr__":
+        return None
+    call = last[0].value
+    assert isinstance(call, ast.Call) and ast.unparse(call.func) == "moved_module"
+    return tuple(ast.literal_eval(a) for a in call.args[1:])
+
+
+def _silent(path: Path) -> bool:
+    """Whether a module only re-exports: nothing but a docstring, imports and ``__all__``."""
+    body = ast.parse(path.read_text()).body
+    kinds = {type(n) for n in body if not (isinstance(n, ast.Expr)
+                                           and isinstance(n.value, ast.Constant))}
+    named = [ast.unparse(t) for n in body if isinstance(n, ast.Assign) for t in n.targets]
+    return bool(kinds) and kinds <= {ast.ImportFrom, ast.Import, ast.Assign} \
+        and set(named) <= {"__all__"} and path.name != "__init__.py"
+
+
+def test_every_shim_is_an_alias_and_none_is_silent():
+    """Every moved module is a shim made by ``_deprecated.moved_module`` and listed in
+    :data:`ALIASES` with its homes; no module re-exports another's names without a warning."""
+    shims = {module_name(p): _shim_homes(p) for p in MODULES if _shim_homes(p) is not None}
+    assert shims == ALIASES
+    assert not [module_name(p) for p in sorted(PACKAGE.rglob("*.py")) if _silent(p)]
+
+
+def test_the_shim_finder_tells_a_silent_re_export(tmp_path):
+    silent = tmp_path / "old.py"
+    silent.write_text('"""Old home."""\n\nfrom clusterkit.passes.refine import refine\n\n'
+                      '__all__ = ["refine"]\n')
+    assert _silent(silent) and _shim_homes(silent) is None
+    shim = tmp_path / "shim.py"
+    shim.write_text('"""Old."""\n\nfrom clusterkit._deprecated import moved_module\n\n'
+                    '__getattr__ = moved_module(__name__, "clusterkit.passes.refine")\n')
+    assert _shim_homes(shim) == ("clusterkit.passes.refine",) and not _silent(shim)
+
+
+def _public(home: str) -> list[str]:
+    namespace = vars(importlib.import_module(home))
+    return list(namespace.get("__all__", [k for k in namespace if not k.startswith("_")]))
+
+
 @pytest.mark.parametrize("mod", sorted(ALIASES))
-def test_aliases_only_re_export(mod):
-    """An alias module holds its docstring, ``import warnings``, imports from the package that
-    replaced it, ``__all__`` naming exactly what it imports, and the warning: nothing else."""
-    tree = ast.parse(_alias_path(mod).read_text())
-    imported: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            assert node.module and node.module.startswith("clusterkit."), ast.unparse(node)
-            assert node.module not in ALIASES, ast.unparse(node)
-            imported.update(a.asname or a.name for a in node.names)
-        elif isinstance(node, ast.Assign):
-            assert [ast.unparse(t) for t in node.targets] == ["__all__"], ast.unparse(node)
-            exported = set(ast.literal_eval(node.value))
-        else:
-            assert ast.unparse(node).startswith(("import warnings", "warnings.warn(", "\'", '"')), \
-                ast.unparse(node)
-    assert imported and exported == imported
+def test_an_alias_warns_with_the_one_wording_and_gives_the_new_objects(mod):
+    """Each public name of each home, read from the alias: the very object, and one
+    ``DeprecationWarning`` in the one wording, pointing at the reader."""
+    alias = importlib.import_module(mod)
+    home_of: dict[str, str] = {}  # each public name of the homes -> the first home giving it
+    for home in ALIASES[mod]:
+        for name in _public(home):
+            home_of.setdefault(name, home)
+    for name, home in home_of.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = getattr(alias, name)
+        assert got is getattr(importlib.import_module(home), name), name
+        assert [str(w.message) for w in caught] == [
+            f"{mod}.{name} is deprecated, use {home}.{name} ({mod}.{name} is removed in "
+            f"clusterkit {REMOVED_IN})"], name
+        assert caught[0].filename == __file__ and caught[0].category is DeprecationWarning
+    checked = len(home_of)
+    assert checked
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        name = _public(ALIASES[mod][0])[0]
+        with pytest.raises(DeprecationWarning):
+            exec(f"from {mod} import {name}", {})
+    with pytest.raises(AttributeError, match="no_such_name"):
+        alias.no_such_name  # noqa: B018
 
 
 def test_nothing_imports_an_alias():

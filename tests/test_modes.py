@@ -53,9 +53,9 @@ def test_a_wrong_word_is_one_line_at_the_door(case):
 
 
 def test_the_tuples_the_code_reads_are_the_literal_types():
-    from clusterkit.engines import devices
     from clusterkit.engines.cpsat import lns
     from clusterkit.io import optimize
+    from clusterkit.passes import devices
 
     assert devices.MODES == typing.get_args(modes.DeviceMode) == ("priority", "cost")
     assert lns.METHODS == typing.get_args(modes.Method) == ("auto", "full", "lns")

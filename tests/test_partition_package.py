@@ -1,11 +1,7 @@
-"""The partition package (issue 25, point 1): the old module paths still work for one release,
-with a DeprecationWarning, and give the very objects of the new ones; ``Partition.units()``
-is a deprecated alias of ``transfer_units()``."""
+"""The partition package: ``Partition.units()`` is a deprecated alias of ``transfer_units()``
+(the old module paths are checked with every alias, in ``tests/test_layers.py``)."""
 
 from __future__ import annotations
-
-import importlib
-import sys
 
 import networkx as nx
 import numpy as np
@@ -14,27 +10,6 @@ import pytest
 from clusterkit import OpsProperty, Partition, from_networkx
 from clusterkit.constraints.core import Constraints
 from clusterkit.graph.core import HOST
-
-#: old path → where each of its names lives now
-MOVED = {
-    "clusterkit.reasons": ["clusterkit.result.reasons", "clusterkit.result.report"],
-    "clusterkit.io.partition_json": ["clusterkit.result.json_format"],
-    "clusterkit.io.plan": ["clusterkit.result.plan"],
-    "clusterkit.io.dot": ["clusterkit.result.dot"],
-    "clusterkit.io.export": ["clusterkit.export.onnx_model"],
-}
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_warns_and_gives_the_new_objects(old):
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=old.replace(".", r"\.")):
-        module = importlib.import_module(old)
-    homes = [importlib.import_module(new) for new in MOVED[old]]
-    assert module.__all__
-    for name in module.__all__:
-        found = [getattr(home, name) for home in homes if hasattr(home, name)]
-        assert found and getattr(module, name) is found[0], name
 
 
 def _partition() -> Partition:
@@ -59,7 +34,8 @@ def test_transfer_units_are_cluster_positions_and_host_for_the_fallback():
 
 def test_units_is_a_deprecated_alias_of_transfer_units():
     part = _partition()
-    with pytest.warns(DeprecationWarning, match="transfer_units"):
+    with pytest.warns(DeprecationWarning, match=r"Partition\.units is deprecated, use "
+                      r"Partition\.transfer_units \(Partition\.units is removed in clusterkit"):
         old = part.units()
     assert np.array_equal(old, part.transfer_units())
 

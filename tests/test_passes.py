@@ -8,8 +8,6 @@ a problem whose every node keeps at most one device, among those that took it.
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
@@ -48,16 +46,10 @@ def test_the_device_choice_keeps_one_device_per_node_among_those_that_took_it(pr
     assert (narrowed.supported != problem.supported).any()  # some node had two and lost one
 
 
-@pytest.mark.parametrize("old,new,names", [
-    ("engines.coalesce", "passes.coalesce", ["coalesce", "PAIR_LIMIT"]),
-    ("engines.horizontal", "passes.horizontal", ["merge_levels", "fit_levels", "refits"]),
-    ("engines.refine", "passes.refine", ["refine"]),
-    ("engines.acceptable", "passes.acceptable", ["make_acceptable", "split_cluster"]),
-    ("engines.devices", "passes.devices", ["choose_devices", "widen", "check_mode"]),
-    ("engines.common", "passes.reject", ["reject_subgraphs"]),
-])
-def test_the_old_module_paths_still_give_the_same_objects(old, new, names):
-    before = importlib.import_module("clusterkit." + old)
-    now = importlib.import_module("clusterkit." + new)
-    for name in names:
-        assert getattr(before, name) is getattr(now, name)
+def test_reject_subgraphs_old_name_warns_and_is_the_same_object():
+    from clusterkit.engines import common
+    from clusterkit.passes.reject import reject_subgraphs
+
+    with pytest.warns(DeprecationWarning, match="clusterkit.engines.common.reject_subgraphs is "
+                      "deprecated, use clusterkit.passes.reject.reject_subgraphs"):
+        assert common.reject_subgraphs is reject_subgraphs

@@ -1,5 +1,6 @@
-"""The checks of ``make lint``: ruff on ``clusterkit/`` and ``selectors/``, then mypy on the
-package as it is installed, ``selectors/`` checked as ``clusterkit.selectors``.
+"""The checks of ``make lint``: ruff on ``clusterkit/``, ``selectors/``, ``tests/``,
+``benchmarks/``, ``examples/`` and ``tools/``, then mypy on the package as it is installed,
+``selectors/`` checked as ``clusterkit.selectors``.
 
 mypy cannot read the ``package-dir`` mapping of ``pyproject.toml`` (it would call the folder
 ``selectors``, a name the standard library already uses), so this script hands mypy every file
@@ -18,11 +19,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: source folder -> the module name it is installed as
 PACKAGES = {"clusterkit": "clusterkit", "selectors": "clusterkit.selectors"}
+#: folders ruff also checks (mypy checks the package only)
+LINTED = ("tests", "benchmarks", "examples", "tools")
 
 
 def run_ruff() -> bool:
     """``ruff check`` on the package folders; True when clean."""
-    cmd = [sys.executable, "-m", "ruff", "check", "--quiet", *PACKAGES]
+    cmd = [sys.executable, "-m", "ruff", "check", "--quiet", *PACKAGES, *LINTED]
     return subprocess.run(cmd, cwd=REPO).returncode == 0
 
 

@@ -1,9 +1,5 @@
-"""The old home of the acceptable split: :mod:`clusterkit.passes.acceptable` (re-exported here)."""
+"""Deprecated: ``clusterkit.engines.acceptable`` moved to ``clusterkit.passes.acceptable``."""
 
-from clusterkit.passes.acceptable import (
-    convex_prefix,
-    make_acceptable,
-    split_cluster,
-)
+from clusterkit._deprecated import moved_module
 
-__all__ = ["convex_prefix", "make_acceptable", "split_cluster"]
+__getattr__ = moved_module(__name__, "clusterkit.passes.acceptable")

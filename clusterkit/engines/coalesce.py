@@ -1,8 +1,5 @@
-"""The old home of coalescing: :mod:`clusterkit.passes.coalesce` (re-exported here)."""
+"""Deprecated: ``clusterkit.engines.coalesce`` moved to ``clusterkit.passes.coalesce``."""
 
-from clusterkit.passes.coalesce import (
-    PAIR_LIMIT,
-    coalesce,
-)
+from clusterkit._deprecated import moved_module
 
-__all__ = ["PAIR_LIMIT", "coalesce"]
+__getattr__ = moved_module(__name__, "clusterkit.passes.coalesce")

@@ -1,6 +1,6 @@
 """Helpers shared by the engines: ``min_size`` and the closing steps of the growth engines
 (``reject_subgraphs``, the post-pass of the devices' verdicts on whole subgraphs, lives in
-:mod:`clusterkit.passes.reject` and is re-exported here)."""
+:mod:`clusterkit.passes.reject`; its old name here is deprecated)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Mapping
 
 import numpy as np
 
+from clusterkit._deprecated import moved_module
 from clusterkit.constraints.core import Problem
 from clusterkit.engines.cycle_repair import break_cycles
 from clusterkit.engines.growth import GrowingCluster
 from clusterkit.engines.super_nodes import SuperNodeGraph
-from clusterkit.passes.reject import reject_subgraphs
 from clusterkit.result.model import Partition
 from clusterkit.result.reasons import Category, Reason
 
@@ -70,4 +70,6 @@ def close_growth(problem: Problem, contracted: SuperNodeGraph, pieces: list[Grow
     return Partition.from_assignment(problem, labels, devices, fallback_reasons=reasons), split
 
 
-__all__ = ["close_growth", "enforce_min_size", "reject_subgraphs"]
+__getattr__ = moved_module(__name__, "clusterkit.passes.reject")
+
+__all__ = ["close_growth", "enforce_min_size"]

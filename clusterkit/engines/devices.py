@@ -1,14 +1,5 @@
-"""The old home of the device choice: :mod:`clusterkit.passes.devices` (re-exported here)."""
+"""Deprecated: ``clusterkit.engines.devices`` moved to ``clusterkit.passes.devices``."""
 
-from clusterkit.passes.devices import (
-    MODES,
-    check_mode,
-    choose_devices,
-    device_cut,
-    device_labels,
-    narrow,
-    widen,
-)
+from clusterkit._deprecated import moved_module
 
-__all__ = ["MODES", "check_mode", "choose_devices", "device_cut", "device_labels", "narrow",
-           "widen"]
+__getattr__ = moved_module(__name__, "clusterkit.passes.devices")

@@ -1,9 +1,5 @@
-"""The old home of level merging: :mod:`clusterkit.passes.horizontal` (re-exported here)."""
+"""Deprecated: ``clusterkit.engines.horizontal`` moved to ``clusterkit.passes.horizontal``."""
 
-from clusterkit.passes.horizontal import (
-    fit_levels,
-    merge_levels,
-    refits,
-)
+from clusterkit._deprecated import moved_module
 
-__all__ = ["fit_levels", "merge_levels", "refits"]
+__getattr__ = moved_module(__name__, "clusterkit.passes.horizontal")

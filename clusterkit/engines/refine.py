@@ -1,7 +1,5 @@
-"""The old home of the refinement: :mod:`clusterkit.passes.refine` (re-exported here)."""
+"""Deprecated: ``clusterkit.engines.refine`` moved to ``clusterkit.passes.refine``."""
 
-from clusterkit.passes.refine import (
-    refine,
-)
+from clusterkit._deprecated import moved_module
 
-__all__ = ["refine"]
+__getattr__ = moved_module(__name__, "clusterkit.passes.refine")

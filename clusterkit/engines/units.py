@@ -1,8 +1,6 @@
-"""Deprecated: the old name of :mod:`clusterkit.engines.super_nodes` (a "unit" is now a
-super-node); every name read from here warns and names its new home."""
+"""Deprecated: ``clusterkit.engines.units`` moved to ``clusterkit.engines.super_nodes``."""
 
-from clusterkit._deprecated import module_getattr
-from clusterkit.engines import super_nodes
+from clusterkit._deprecated import moved_module
 
-__getattr__ = module_getattr(
-    __name__, {"UnitGraph": "SuperNodeGraph"}, vars(super_nodes), new_module=super_nodes.__name__)
+__getattr__ = moved_module(__name__, "clusterkit.engines.super_nodes",
+                           renames={"UnitGraph": "SuperNodeGraph"})

@@ -12,7 +12,6 @@ node ids can be given, so a hand-made (possibly invalid) partition can be repres
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -236,11 +235,7 @@ class Partition:
         a = self.assignment() if assignment is None else assignment
         return np.where(~self._on_device()[a], HOST, a)
 
-    def units(self, assignment: np.ndarray | None = None) -> np.ndarray:
-        """Deprecated name of :meth:`transfer_units`."""
-        warnings.warn("Partition.units() is deprecated; use Partition.transfer_units()",
-                      DeprecationWarning, stacklevel=2)
-        return self.transfer_units(assignment)
+    units = renamed_attribute("transfer_units")
 
     def _on_device(self) -> np.ndarray:
         """Whether each cluster (by position) is on an accelerator rather than the fallback."""
