@@ -154,18 +154,19 @@ def _small_problem(rng: np.random.Generator):
         k = int(rng.integers(1, 6))
         ops = sorted(rng.choice(OPT_OPS[:-1], size=k, replace=False).tolist())
         props.append(OpsProperty(ops, device=f"dev{d}"))
-    cons = Constraints()
+    never, cuts, values = [], [], {}
     if rng.random() < 0.5:
         for _ in range(int(rng.integers(1, 4))):
             a, b = (int(x) for x in rng.integers(0, n, size=2))
             if a != b:
-                cons.never_together.append((str(a), str(b)))
+                never.append((str(a), str(b)))
     if rng.random() < 0.5:
-        cons.value_inputs = {"Reshape": (1,)}
+        values = {"Reshape": (1,)}
     if graph.num_edges and rng.random() < 0.5:
         e = int(rng.integers(0, graph.num_edges))
-        cons.cut_edges.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
-    return cons.compile(graph, props)
+        cuts.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
+    return Constraints(never_together=never, value_inputs=values, cut_edges=cuts).compile(
+        graph, props)
 
 
 def optimality(count: int, seed: int = 7) -> list[list]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import operator
 import warnings
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -81,7 +82,8 @@ def module_getattr(module: str, renames: Mapping[str, str], namespace: Mapping[s
 
 class renamed_attribute:  # noqa: N801 - used like ``property``
     """A class attribute kept under its old name: reading, writing or calling the old name on
-    an instance works on the new one, with a warning."""
+    an instance works on the new one, with a warning. The new name may be a dotted path
+    (``"limits.loosest_max"``: an attribute of an attribute)."""
 
     def __init__(self, new: str):
         self.new = new
@@ -98,11 +100,12 @@ class renamed_attribute:  # noqa: N801 - used like ``property``
         if obj is None:  # on the class (help(), introspection): the new attribute, no warning
             return getattr(objtype, self.new, self)
         self._warn()
-        return getattr(obj, self.new)
+        return operator.attrgetter(self.new)(obj)
 
     def __set__(self, obj: Any, value: Any) -> None:
         self._warn()
-        setattr(obj, self.new, value)
+        owner, _, name = self.new.rpartition(".")
+        setattr(operator.attrgetter(owner)(obj) if owner else obj, name, value)
 
 
 def renamed_keywords(**renames: str) -> Callable[[F], F]:

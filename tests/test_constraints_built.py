@@ -73,3 +73,30 @@ def test_compile_keeps_the_checks_that_need_the_graph():
     cons.compile(graph, [OpsProperty(["Conv"])])  # 'a' and 'b' are two nodes
     with pytest.raises(ConstraintError, match="no node named 'zzz'"):
         Constraints(cut_edges=[("a", "zzz")]).compile(graph, [OpsProperty(["Conv"])])
+
+
+def test_built_constraints_cannot_change_after_their_check():
+    given = {"cut_edges": [(0, "b")], "together": [["a", "b"]], "never_together": [("a", "c")]}
+    values = {"Reshape": [1]}
+    cons = Constraints(value_inputs=values, **given)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cons.max_size = 0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        cons.value_inputs["Reshape"] = (-1,)  # type: ignore[index]
+    given["cut_edges"].append(("b", 0))  # the caller's lists are not the object's
+    values["Reshape"].append(-1)
+    assert cons.cut_edges == ((0, "b"),) and cons.value_inputs["Reshape"] == (1,)
+    for name in ("cut_edges", "together", "never_together"):
+        assert isinstance(getattr(cons, name), tuple)
+        assert all(isinstance(item, tuple) for item in getattr(cons, name))
+
+
+def test_frozen_constraints_copy_and_pickle_as_equal_objects():
+    import copy
+    import pickle
+
+    cons = Constraints.default(cut_edges=[(0, "b")], max_size=4)
+    for twin in (pickle.loads(pickle.dumps(cons)), copy.deepcopy(cons)):
+        assert twin == cons and twin is not cons
+        with pytest.raises(TypeError):
+            twin.value_inputs["Reshape"] = (2,)  # type: ignore[index]

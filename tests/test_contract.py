@@ -205,7 +205,7 @@ def test_assigning_a_global_limit_after_compiling_reaches_every_device():
     b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
     problem = ck.make_problem(RESNET18, [a, b])
     problem = problem.with_limits(max_size=4)
-    assert problem.limits.max_nodes == (2, 4) and problem.max_size == 4
+    assert problem.limits.max_nodes == (2, 4) and problem.limits.loosest_max == 4
     for strategy in ("cycles", "longest-path", "mxnet"):
         sizes = [(c.device, len(c.nodes)) for c in run(problem, strategy).offloaded_clusters()]
         assert all(n <= (2 if dev == "a" else 4) for dev, n in sizes), (strategy, sizes)
@@ -339,19 +339,30 @@ def test_explain_names_the_device_verdict_that_kept_two_clusters_apart():
 
 
 def test_the_problem_limits_are_read_from_limits_alone():
-    """``min_size`` / ``max_size`` / ``max_const_bytes`` are derived from ``limits`` (the loosest
-    of the devices' effective limits) and cannot be assigned: ``with_limits`` makes a copy."""
+    """The setting (``Constraints.max_size``), the global limit (``limits.global_max``) and
+    the loosest over the devices (``limits.loosest_max``) are three names; none can be
+    assigned (``with_limits`` makes a copy), and the old ``problem.max_size`` warns."""
     a = ck.OpsProperty(["Conv", "Relu"], device="a")
     a.max_nodes = 2
     b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
     problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=5,
                                                                        max_const_bytes=10**6))
-    assert (problem.min_size, problem.max_size, problem.max_const_bytes) == (1, 5, 10**6)
-    assert problem.limits.max_nodes == (2, 5)
+    lim = problem.limits
+    assert (lim.loosest_min, lim.loosest_max, lim.loosest_bytes) == (1, 5, 10**6)
+    assert lim.max_nodes == (2, 5) and lim.global_max == 5
     with pytest.raises(AttributeError):
+        problem.limits.loosest_max = 3  # type: ignore[misc]
+    with pytest.warns(DeprecationWarning, match=r"Problem.max_size is deprecated, use "
+                      r"Problem.limits.loosest_max \(Problem.max_size is removed in clusterkit"):
+        assert problem.max_size == 5
+    with pytest.warns(DeprecationWarning), pytest.raises(AttributeError):
         problem.max_size = 3  # type: ignore[misc]
     tighter = problem.with_limits(max_size=3, min_size=2)
-    assert (tighter.min_size, tighter.max_size) == (2, 3) and tighter.limits.max_nodes == (2, 3)
-    assert problem.max_size == 5 and problem.limits.max_nodes == (2, 5)  # the original stays
+    assert (tighter.limits.loosest_min, tighter.limits.loosest_max) == (2, 3)
+    assert tighter.limits.max_nodes == (2, 3) and tighter.limits.global_max == 3
+    assert lim.loosest_max == 5 and lim.max_nodes == (2, 5)  # the original stays
+    only_a = problem.with_limits(max_size=None)
+    assert only_a.limits.global_max is None and only_a.limits.max_nodes == (2, None)
+    assert only_a.limits.loosest_max is None and only_a.limits.bounded
     with pytest.raises(TypeError, match="with_limits"):
         problem.with_limits(max_nodes=3)

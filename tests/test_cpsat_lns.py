@@ -44,11 +44,11 @@ def check_valid(problem, part) -> None:
             assert problem.supported[device[v], v], f"node {v} on a device that refuses it"
             sizes[label[v]] = sizes.get(label[v], 0) + 1
     for c, size in sizes.items():
-        assert size >= problem.min_size
-        assert problem.max_size is None or size <= problem.max_size
-        if problem.max_const_bytes is not None:
+        assert size >= problem.limits.loosest_min
+        assert problem.limits.loosest_max is None or size <= problem.limits.loosest_max
+        if problem.limits.loosest_bytes is not None:
             members = [v for v in range(problem.n) if label[v] == c]
-            assert cluster_const_bytes(g, members) <= problem.max_const_bytes
+            assert cluster_const_bytes(g, members) <= problem.limits.loosest_bytes
     q = nx.DiGraph()
     q.add_nodes_from(set(label.values()))
     for e, (u, v) in enumerate(zip(g.edge_src.tolist(), g.edge_dst.tolist())):

@@ -3,6 +3,7 @@ the design page the docstrings cite, and recipe files whose paths and names exis
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -76,6 +77,31 @@ def test_contributing_names_files_and_names_that_exist():
             (path, name)
     for recipe in ("a new strategy", "a new shipped selector", "a new constraint kind"):
         assert f"## Recipe: {recipe}" in text
+
+
+def _reads_limits(path) -> bool:
+    """Whether a module reads a problem's ``limits`` (an attribute access, not a word)."""
+    tree = ast.parse(path.read_text())
+    return any(isinstance(n, ast.Attribute) and n.attr == "limits" for n in ast.walk(tree))
+
+
+def test_the_constraint_recipe_names_where_the_limits_are_read():
+    """Step 4 of the constraint recipe lists the modules that read ``problem.limits``: each one
+    that does is named in the recipe, and step 4 names none that does not (beside the three
+    homes of a limit)."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    recipe = text.split("## Recipe: a new constraint kind")[1].split("\n## ")[0]
+    step4 = recipe.split("\n4. ")[1].split("\n5. ")[0]
+    named = set(re.findall(r"clusterkit/[\w/]+\.py", recipe))
+    readers = {str(p.relative_to(REPO)) for p in (REPO / "clusterkit").rglob("*.py")
+               if _reads_limits(p)}
+    assert len(readers) > 15
+    assert not readers - named, sorted(readers - named)
+    homes = {"clusterkit/constraints/limits.py", "clusterkit/constraints/acceptance.py",
+             "clusterkit/passes/acceptable.py"}
+    assert homes <= set(re.findall(r"clusterkit/[\w/]+\.py", step4))
+    idle = set(re.findall(r"clusterkit/[\w/]+\.py", step4)) - readers - homes
+    assert not idle, sorted(idle)
 
 
 def test_the_changelog_holds_the_renamed_names_the_readme_no_longer_does():

@@ -31,7 +31,7 @@ def check(part: Partition, base: Partition) -> None:
             continue
         d = p.devices.index(c.device)
         assert all(p.supported[d, v] for v in c.nodes)
-        assert p.max_size is None or len(c.nodes) <= p.max_size
+        assert p.limits.loosest_max is None or len(c.nodes) <= p.limits.loosest_max
     for u, v in p.never_pairs.tolist():
         assert where[u][0] != where[v][0]
     q = nx.DiGraph()
@@ -106,7 +106,7 @@ def test_cycles_levels_is_valid_and_keeps_the_level_bound(problem):
     part = run_strategy(problem, "cycles", levels=True)  # run_strategy validates
     merged = merge_levels(part)
     check(merged, part)
-    if problem.max_size is None and problem.max_const_bytes is None \
+    if not problem.limits.bounded \
             and not len(problem.never_pairs) and len(problem.devices) == 1:
         assert merged.metrics()["partitions"] <= part.info["level_bound"] + 1
 

@@ -85,7 +85,7 @@ def test_longest_path_valid_and_deterministic(problem):
     again = run_strategy(problem, "longest-path")
     assert clusters_of(part) == clusters_of(again)
     for c in part.offloaded_clusters():  # limits hold (validate checks them too)
-        assert len(c.nodes) >= problem.min_size
+        assert len(c.nodes) >= problem.limits.loosest_min
 
 
 @fast(100)

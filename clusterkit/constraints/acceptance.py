@@ -108,11 +108,7 @@ class Acceptance:
         """Whether device ``d``'s verdict depends on more than single nodes and whole-subgraph
         rules: a stateful selector or limits of its own, which a pass that splits and re-forms
         clusters freely (the level refit) could not keep."""
-        p = self.problem
-        lim = p.limits
-        return self._kind[d][0] or (lim.max_nodes[d] != p.max_size
-                                    or lim.min_nodes[d] != p.min_size
-                                    or lim.max_const[d] != p.max_const_bytes)
+        return self._kind[d][0] or self.problem.limits.tighter(d)
 
     @property
     def any_restrictive(self) -> bool:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Mapping, Sequence, Union
 
 import numpy as np
 
+from clusterkit._deprecated import renamed_attribute
 from clusterkit.constraints.groups import close_groups
 from clusterkit.constraints.limits import Limits
 from clusterkit.errors import ConstraintError, CycleError
@@ -40,9 +42,9 @@ DEFAULT_VALUE_INPUTS: dict[str, tuple[int, ...]] = {
 CUT_NONE, CUT_EXPLICIT, CUT_VALUE = 0, 1, 2
 
 
-@dataclass
+@dataclass(frozen=True)
 class Constraints:
-    """Placement constraints.
+    """Placement constraints, frozen: checked once when built.
 
     - ``cut_edges``: (producer, consumer) pairs that must be in different clusters.
     - ``never_together``: pairs of nodes never in one cluster (adjacent or not).
@@ -50,24 +52,39 @@ class Constraints:
       another cluster (e.g. Reshape's shape, input 1).
     - ``together``: groups that must share one cluster; a node on a path between two members
       joins its group when a device of the group takes it, else the group is an error.
-    - ``min_size``/``max_size``: nodes per accelerator cluster; ``max_const_bytes``: bytes of the
-      constants one cluster may hold. A cluster below ``min_size`` goes back to the fallback.
+    - ``min_size``/``max_size``: nodes per offloaded cluster, the user's settings (compiled into
+      the problem's :attr:`~clusterkit.constraints.limits.Limits.global_min` /
+      :attr:`~clusterkit.constraints.limits.Limits.global_max`); ``max_const_bytes``: bytes of
+      the constants one cluster may hold. A cluster below ``min_size`` goes back to the fallback.
 
-    What needs no graph is checked when the object is built (:func:`check_constraints`: an
-    error names the setting); :meth:`compile` checks the rest against the graph. Change a built
-    one with :func:`dataclasses.replace`, which checks again.
+    Lists given are kept as tuples and ``value_inputs`` as a read-only mapping, so a built
+    object cannot change after its check. What needs no graph is checked when the object is
+    built (:func:`check_constraints`: an error names the setting); :meth:`compile` checks the
+    rest against the graph. Derive another with :func:`dataclasses.replace`, which checks again.
     """
 
-    cut_edges: list[tuple[NodeRef, NodeRef]] = field(default_factory=list)
-    never_together: list[tuple[NodeRef, NodeRef]] = field(default_factory=list)
-    value_inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    together: list[list[NodeRef]] = field(default_factory=list)
+    cut_edges: Sequence[tuple[NodeRef, NodeRef]] = ()
+    never_together: Sequence[tuple[NodeRef, NodeRef]] = ()
+    value_inputs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    together: Sequence[Sequence[NodeRef]] = ()
     min_size: int = 1
     max_size: int | None = None
     max_const_bytes: int | None = None
 
     def __post_init__(self) -> None:
         check_constraints(self)
+        frozen = {"cut_edges": tuple(tuple(p) for p in self.cut_edges),
+                  "never_together": tuple(tuple(p) for p in self.never_together),
+                  "together": tuple(tuple(g) for g in self.together),
+                  "value_inputs": MappingProxyType({op: tuple(pos) for op, pos in
+                                                    self.value_inputs.items()})}
+        for name, value in frozen.items():
+            object.__setattr__(self, name, value)
+
+    def __reduce__(self) -> tuple:
+        """Pickled (a sweep's worker, an isolated child) as the call that builds it again."""
+        values = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return type(self), tuple(dict(v) if isinstance(v, Mapping) else v for v in values)
 
     @classmethod
     def default(cls, **kwargs) -> "Constraints":
@@ -94,12 +111,12 @@ class Problem:
 
     ``limits`` (:class:`~clusterkit.constraints.limits.Limits`) holds the active size and
     constant limits, global and per device (a property's ``max_nodes`` / ``min_nodes`` /
-    ``max_const_bytes``): the one source of every limit. ``min_size`` / ``max_size`` /
-    ``max_const_bytes`` are read-only, derived from it: the loosest of the devices' effective
-    limits (with one device, or devices without limits of their own, the limits themselves),
-    what every cluster must meet whatever its device, which the engines read; the tighter limit
-    of a device is kept by the final pass (:func:`clusterkit.passes.acceptable.make_acceptable`).
-    :meth:`with_limits` gives a copy with other global limits.
+    ``max_const_bytes``): the one source of every limit, asked by every engine and pass (the
+    loosest of the devices' limits, what every cluster must meet whatever its device, is
+    ``limits.loosest_max`` and so on; the tighter limit of a device is kept by the final pass,
+    :func:`clusterkit.passes.acceptable.make_acceptable`). :meth:`with_limits` gives a copy with
+    other global limits. (``min_size`` / ``max_size`` / ``max_const_bytes`` are deprecated
+    names of the loosest limits.)
     """
 
     graph: Graph
@@ -119,21 +136,9 @@ class Problem:
     #: edges): part of every partition's :attr:`~clusterkit.Partition.seconds`
     selector_seconds: float = 0.0
 
-    @property
-    def min_size(self) -> int:
-        """The smallest cluster every device allows (from :attr:`limits`)."""
-        return self.limits.loosest()[0]
-
-    @property
-    def max_size(self) -> int | None:
-        """The largest cluster some device allows, None for no limit (from :attr:`limits`)."""
-        return self.limits.loosest()[1]
-
-    @property
-    def max_const_bytes(self) -> int | None:
-        """The largest constant budget some device allows, None for no limit (from
-        :attr:`limits`)."""
-        return self.limits.loosest()[2]
+    min_size = renamed_attribute("limits.loosest_min")
+    max_size = renamed_attribute("limits.loosest_max")
+    max_const_bytes = renamed_attribute("limits.loosest_bytes")
 
     def with_limits(self, **limits: int | None) -> Problem:
         """A copy of the problem with some global limits (keywords among :data:`LIMIT_FIELDS`)
@@ -142,8 +147,8 @@ class Problem:
         if unknown:
             raise TypeError(f"with_limits() takes {', '.join(LIMIT_FIELDS)}, not {unknown[0]}")
         lim = self.limits
-        glob = {"min_size": lim.min_size, "max_size": lim.max_size,
-                "max_const_bytes": lim.max_const_bytes, **limits}
+        glob = {"min_size": lim.global_min, "max_size": lim.global_max,
+                "max_const_bytes": lim.global_bytes, **limits}
         new = Limits.build(self.graph, glob["min_size"], glob["max_size"],  # type: ignore[arg-type]
                            glob["max_const_bytes"], self.properties)
         return dataclasses.replace(self, limits=new)
@@ -448,9 +453,9 @@ def _check_groups(p: Problem) -> None:
                 why = "a cut edge" if p.cut_reason[e] == CUT_EXPLICIT else "a value input"
                 raise ConstraintError(f"contradiction: edge {names[u]!r} -> {names[v]!r} must be "
                                       f"cut ({why}) but both ends are in together group {gi}")
-        if p.max_size is not None and len(inside) > p.max_size:
+        if p.limits.loosest_max is not None and len(inside) > p.limits.loosest_max:
             raise ConstraintError(f"contradiction: together group {gi} has {len(inside)} nodes,"
-                                  f" above max_size {p.max_size}")
+                                  f" above max_size {p.limits.loosest_max}")
         if len(inside) > 1 and p.devices and not p.supported[:, members].all(axis=1).any():
             raise ConstraintError(f"contradiction: no device takes every node of together group "
                                   f"{gi} ({', '.join(names[v] for v in members[:5].tolist())}...)")

@@ -6,6 +6,13 @@ property's ``min_nodes`` / ``max_nodes`` / ``max_const_bytes``, see
 :data:`~clusterkit.selection.protocol.LIMIT_SETTINGS`). A cluster on device ``d`` must meet both,
 so :class:`Limits` keeps, per device, the tighter of the two: that is all an engine, a pass or a
 report needs to ask (:meth:`Limits.fits`, :meth:`Limits.violation`, :meth:`Limits.describe`).
+
+A node limit has three meanings, each with its own name: the user's setting
+(``Constraints.max_size``), the global limit compiled from it (:attr:`Limits.global_max`, which
+:meth:`~clusterkit.constraints.core.Problem.with_limits` may set anew) and the loosest over the
+devices (:attr:`Limits.loosest_max`: what every cluster must meet whatever its device). The same
+holds for the minimum (``global_min`` / ``loosest_min``) and the constant budget
+(``global_bytes`` / ``loosest_bytes``).
 """
 
 from __future__ import annotations
@@ -38,15 +45,19 @@ def _tighter_max(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
 
 
+def _loosest_max(limits: tuple[int | None, ...]) -> int | None:
+    return None if None in limits else max(limits)  # type: ignore[type-var]
+
+
 @dataclass(frozen=True)
 class Limits:
     """Global limits and, per device index, the effective ones (global and the device's own,
     the tighter of each). ``None`` means no upper limit; a minimum is at least 1."""
 
     graph: "Graph"
-    min_size: int
-    max_size: int | None
-    max_const_bytes: int | None
+    global_min: int
+    global_max: int | None
+    global_bytes: int | None
     devices: tuple[str, ...]
     max_nodes: tuple[int | None, ...]
     min_nodes: tuple[int, ...]
@@ -56,7 +67,8 @@ class Limits:
     def build(cls, graph: "Graph", min_size: int, max_size: int | None,
               max_const_bytes: int | None,
               properties: Sequence["SubgraphProperty"]) -> "Limits":
-        """The limits of a problem: the global ones and each property's own (checked)."""
+        """The limits of a problem: the global ones (the settings ``min_size`` / ``max_size``
+        / ``max_const_bytes``) and each property's own (checked)."""
         own = []
         for prop in properties:
             check_device_limits(prop)
@@ -72,43 +84,49 @@ class Limits:
                    tuple(max(min_size, o["min_nodes"] or 1) for o in own),
                    tuple(_tighter_max(max_const_bytes, o["max_const_bytes"]) for o in own))
 
-    @property
-    def per_device(self) -> bool:
-        """Whether some device has a limit of its own beyond the global ones."""
-        return any(self.max_nodes[d] != self.max_size or self.min_nodes[d] != self.min_size
-                   or self.max_const[d] != self.max_const_bytes
-                   for d in range(len(self.devices)))
+    def tighter(self, d: int) -> bool:
+        """Whether device ``d``'s effective limits differ from the loosest: a limit of its own
+        that a cluster on another device need not meet."""
+        return (self.max_nodes[d] != self.loosest_max or self.min_nodes[d] != self.loosest_min
+                or self.max_const[d] != self.loosest_bytes)
 
     @property
     def any_minimum(self) -> bool:
         """Whether some cluster must have 2 nodes or more (global or a device's own)."""
-        return self.min_size > 1 or any(lo > 1 for lo in self.min_nodes)
+        return self.global_min > 1 or any(lo > 1 for lo in self.min_nodes)
 
     @property
     def any_maximum(self) -> bool:
         """Whether some cluster has a node limit (global or a device's own)."""
-        return self.max_size is not None or any(hi is not None for hi in self.max_nodes)
+        return self.global_max is not None or any(hi is not None for hi in self.max_nodes)
 
     @property
     def any_bytes(self) -> bool:
         """Whether some cluster has a constant-byte budget (global or a device's own)."""
-        return self.max_const_bytes is not None or any(c is not None for c in self.max_const)
+        return self.global_bytes is not None or any(c is not None for c in self.max_const)
 
-    def active(self, d: int) -> bool:
-        """Whether device ``d`` has any limit at all (size above 1 or bytes)."""
-        return (self.max_nodes[d] is not None or self.min_nodes[d] > 1
-                or self.max_const[d] is not None)
+    @property
+    def bounded(self) -> bool:
+        """Whether some cluster has an upper limit (nodes or constant bytes)."""
+        return self.any_maximum or self.any_bytes
 
-    def loosest(self) -> tuple[int, int | None, int | None]:
-        """``(min_size, max_size, max_const_bytes)`` every cluster must meet whatever its
-        device: the loosest of the devices' effective limits (the global ones without
-        devices). These are the compiled problem's ``min_size`` / ``max_size`` /
-        ``max_const_bytes``."""
-        if not self.devices:
-            return self.min_size, self.max_size, self.max_const_bytes
-        hi = None if None in self.max_nodes else max(self.max_nodes)  # type: ignore[type-var]
-        cb = None if None in self.max_const else max(self.max_const)  # type: ignore[type-var]
-        return min(self.min_nodes), hi, cb
+    @property
+    def loosest_min(self) -> int:
+        """The smallest cluster every device allows: the loosest minimum (the global one
+        without devices)."""
+        return min(self.min_nodes) if self.devices else self.global_min
+
+    @property
+    def loosest_max(self) -> int | None:
+        """The largest cluster some device allows, ``None`` for no limit: every cluster meets
+        it whatever its device (the global one without devices)."""
+        return _loosest_max(self.max_nodes) if self.devices else self.global_max
+
+    @property
+    def loosest_bytes(self) -> int | None:
+        """The largest constant budget some device allows, ``None`` for no limit (the global
+        one without devices)."""
+        return _loosest_max(self.max_const) if self.devices else self.global_bytes
 
     def fits(self, nodes: Sequence[int], device: int | str, minimum: bool = True) -> bool:
         """Whether a cluster of ``nodes`` on ``device`` (index or name) meets every limit
@@ -140,11 +158,11 @@ class Limits:
         (``npu's max_nodes``)."""
         dev = self.devices[d]
         if which == "max":
-            glob = self.max_size is not None and self.max_nodes[d] == self.max_size
+            glob = self.global_max is not None and self.max_nodes[d] == self.global_max
             return "max_size" if glob else f"{dev}'s max_nodes"
         if which == "min":
-            return "min_size" if self.min_nodes[d] == self.min_size else f"{dev}'s min_nodes"
-        glob = self.max_const_bytes is not None and self.max_const[d] == self.max_const_bytes
+            return "min_size" if self.min_nodes[d] == self.global_min else f"{dev}'s min_nodes"
+        glob = self.global_bytes is not None and self.max_const[d] == self.global_bytes
         return "max_const_bytes" if glob else f"{dev}'s max_const_bytes"
 
     def describe(self) -> str:
@@ -155,18 +173,18 @@ class Limits:
         """The active limits, one phrase each: ``min_size 2``, ``max_size 64``,
         ``max_const_bytes N``, then ``DEVICE: max_nodes 24, ...`` per device with its own."""
         parts = []
-        if self.min_size > 1:
-            parts.append(f"min_size {self.min_size}")
-        if self.max_size is not None:
-            parts.append(f"max_size {self.max_size}")
-        if self.max_const_bytes is not None:
-            parts.append(f"max_const_bytes {self.max_const_bytes:,}")
+        if self.global_min > 1:
+            parts.append(f"min_size {self.global_min}")
+        if self.global_max is not None:
+            parts.append(f"max_size {self.global_max}")
+        if self.global_bytes is not None:
+            parts.append(f"max_const_bytes {self.global_bytes:,}")
         for d, dev in enumerate(self.devices):
             own = [f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
-                   for k, v, g in (("max_nodes", self.max_nodes[d], self.max_size),
-                                   ("min_nodes", self.min_nodes[d], self.min_size),
+                   for k, v, g in (("max_nodes", self.max_nodes[d], self.global_max),
+                                   ("min_nodes", self.min_nodes[d], self.global_min),
                                    ("max_const_bytes", self.max_const[d],
-                                    self.max_const_bytes)) if v != g]
+                                    self.global_bytes)) if v != g]
             if own:
                 parts.append(f"{dev}: " + ", ".join(own))
         return parts

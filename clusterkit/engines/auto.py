@@ -177,7 +177,7 @@ def run(problem: Problem, *, members: Sequence[str] | None = None,
             best, best_key, winner = _polish_steps(problem, (best, best_key, winner),
                                                    (bound, ranking), (polish, polish_limit),
                                                    verdicts, figures)
-    if problem.limits.min_size > 1:  # never worse than dropping small clusters (global min)
+    if problem.limits.global_min > 1:  # never worse than dropping small clusters (global min)
         options = {"members": members, "growth_limit": growth_limit, "devices": devices,
                    "prefer": prefer, "polish": polish, "polish_limit": polish_limit,
                    "scale_limit": scale_limit}
@@ -267,8 +267,8 @@ def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
     """``auto`` on ``problem`` without its ``min_size``, then every accelerator cluster below
     it sent to the fallback: what dropping the small clusters afterwards gives."""
     free = dataclasses.replace(  # the limits rebuilt from the loosest ones, without min_size
-        problem.with_limits(min_size=1, max_size=problem.max_size,
-                            max_const_bytes=problem.max_const_bytes),
+        problem.with_limits(min_size=1, max_size=problem.limits.loosest_max,
+                            max_const_bytes=problem.limits.loosest_bytes),
         constraints=dataclasses.replace(problem.constraints, min_size=1))
     part = run(free, **options)
     labels = part.assignment()

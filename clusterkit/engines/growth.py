@@ -697,12 +697,12 @@ class GrowthState:
     """Size, never-together and constant-byte bookkeeping of one growth on device ``d``
     (undoable), and :meth:`fits`: may super-node ``v`` join the tracker's current members?"""
 
-    def __init__(self, contracted: SuperNodeGraph, d: int, max_size: int | None,
+    def __init__(self, contracted: SuperNodeGraph, d: int, max_nodes: int | None,
                  max_bytes: int | None):
         self.contracted = contracted
         self.d = d
         self.ok = contracted.ok[d]
-        self.max_size = max_size
+        self.max_nodes = max_nodes
         self.max_bytes = max_bytes
         self.size = 0
         self.forbid: dict[int, int] = {}
@@ -711,7 +711,7 @@ class GrowthState:
 
     def fits(self, v: int, T: GrowthTracker) -> bool:
         contracted = self.contracted
-        if self.max_size is not None and self.size + contracted.size[v] > self.max_size:
+        if self.max_nodes is not None and self.size + contracted.size[v] > self.max_nodes:
             return False
         if self.forbid.get(v):
             return False

@@ -314,7 +314,7 @@ def _own_minimum_reasons(problem: Problem, placed: np.ndarray, small: np.ndarray
     lim, out = problem.limits, {}
     for v in np.flatnonzero(small).tolist():
         d = int(placed[v])
-        if lim.min_nodes[d] != lim.min_size:
+        if lim.min_nodes[d] != lim.global_min:
             out[v] = Reason(Category.CONSTRAINT, f"its cluster on {problem.devices[d]} was "
                             f"below {lim.setting(d, 'min')} {lim.min_nodes[d]}")
     return out
@@ -616,7 +616,7 @@ class _LevelProblem:
         ``max_const_bytes`` or the device's own) into chunks contiguous in a topological order
         (each super-node whole)."""
         lim = problem.limits
-        if not lim.any_maximum and not lim.any_bytes:
+        if not lim.bounded:
             return ulab, 0
         super_nodes = self.pl.super_nodes
         n = self.n

@@ -146,7 +146,7 @@ class _Merger:
         # (thousands of fallback singletons otherwise)
         self.acc = acceptance(p)
         self.members = ([list(c.nodes) for c in clusters]
-                        if p.max_const_bytes is not None or not self.acc.all_plain else None)
+                        if p.limits.any_bytes or not self.acc.all_plain else None)
         self.sizes = np.bincount(a, minlength=k).tolist()  # each node in one cluster
         self.blocks: dict[int, set[int]] = {}  # only the clusters with a blocked partner
         for x, y in self._blocked():
@@ -223,7 +223,7 @@ class _Merger:
         xs, ys = xs[one].tolist(), ys[one].tolist()
         contract, fits, node_of, join = gc_.contract_live_edge, self.fits, self.node_of, self.join
         out_set = gc_.out_set
-        free = self.p.max_size is None and self.members is None  # only blocks may refuse
+        free = not self.p.limits.any_maximum and self.members is None  # only blocks refuse
         blocks = self.blocks
         for x0, y0 in zip(xs, ys):
             x, y = find(x0), find(y0)

@@ -84,7 +84,7 @@ class _Levels:
         self.never = _never_partners(part, a)
         lim = p.limits
         #: no limit can split a (device, level): :meth:`_fits` holds for every run
-        self.free = (not lim.any_maximum and not lim.any_bytes and not self.never
+        self.free = (not lim.bounded and not self.never
                      and acceptance(p).all_plain)
 
     def levels(self) -> tuple[list[int], list[int]]:
@@ -177,8 +177,7 @@ def _fold_fallback(k: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
 
 def _limited(p) -> bool:  # (a device's acceptance is a limit too)
     """Whether a limit may split the clusters of one (device, level) into runs."""
-    return (p.max_size is not None or p.max_const_bytes is not None or len(p.never_pairs) > 0
-            or not acceptance(p).all_plain)
+    return p.limits.bounded or len(p.never_pairs) > 0 or not acceptance(p).all_plain
 
 
 def _blocked_keys(part: Partition, a: np.ndarray, dev: np.ndarray) -> np.ndarray:
@@ -269,9 +268,8 @@ def _unfit(partition: Partition) -> bool:
     whose acceptance a free split and merge could break, too: the final pass would repair what
     the refit gained)."""
     p = partition.problem
-    return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.min_size > 1
-            or p.max_size is not None or p.max_const_bytes is not None
-            or len(p.never_pairs) > 0 or acceptance(p).any_restrictive)
+    return (len(partition.clusters) < 2 or len(p.groups) > 0 or p.limits.any_minimum
+            or p.limits.bounded or len(p.never_pairs) > 0 or acceptance(p).any_restrictive)
 
 
 def _fit_levels(nl: "_NodeLevels", slack: float

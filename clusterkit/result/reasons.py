@@ -86,9 +86,9 @@ def infer_reason(problem: Problem, v: int,
     ``ops_taken`` (op type → devices taking some node of it) is computed when not given."""
     p = problem
     held, lim = int(p.graph.const_bytes[v]), p.limits
-    if lim.max_const_bytes is not None and held > lim.max_const_bytes:
+    if lim.global_bytes is not None and held > lim.global_bytes:
         return Reason(Category.CONSTRAINT, f"it reads {held:,} bytes of constants, "
-                      f"above max_const_bytes {lim.max_const_bytes:,}")
+                      f"above max_const_bytes {lim.global_bytes:,}")
     sup: np.ndarray | list = p.supported[:, v] if p.devices else []
     takers = [d for d in range(len(p.devices)) if sup[d]]
     if not takers:

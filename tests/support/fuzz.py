@@ -12,7 +12,7 @@ the graph input; the nodes reach the library in a shuffled order.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
@@ -304,8 +304,7 @@ def build_problem(spec: Spec) -> Problem:
             raise
         assert "together group" in str(exc) or "contradiction" in str(exc), exc
     spec.together = []
-    cons.together = []
-    return cons.compile(graph, properties(spec), fallback=FALLBACK)
+    return replace(cons, together=()).compile(graph, properties(spec), fallback=FALLBACK)
 
 
 def _groups_depend(spec: Spec) -> bool:

@@ -35,19 +35,31 @@ def dags(draw, min_nodes: int = 1, max_nodes: int = 8, shape: str | None = None)
     return g
 
 
-def draw_pairs_values_cuts(draw, cons: Constraints, graph: Graph) -> None:
-    """Maybe 1..3 never-together pairs, maybe Reshape's value input, maybe one cut edge."""
+def draw_pairs_values_cuts(draw, graph: Graph) -> dict:
+    """Constraints' keywords: maybe 1..3 never-together pairs, maybe Reshape's value input,
+    maybe one cut edge."""
     n = graph.n
+    kw: dict = {"never_together": [], "cut_edges": []}
     if n >= 2 and draw(st.booleans()):
         for _ in range(draw(st.integers(1, 3))):
             a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
             if a != b:
-                cons.never_together.append((graph.nodes[a].name, graph.nodes[b].name))
+                kw["never_together"].append((graph.nodes[a].name, graph.nodes[b].name))
     if draw(st.booleans()):
-        cons.value_inputs = {"Reshape": (1,)}
+        kw["value_inputs"] = {"Reshape": (1,)}
     if graph.num_edges and draw(st.booleans()):
         e = draw(st.integers(0, graph.num_edges - 1))
-        cons.cut_edges.append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
+        kw["cut_edges"].append((int(graph.edge_src[e]), int(graph.edge_dst[e])))
+    return kw
+
+
+def draw_sizes(draw, top: int, const_bytes: bool) -> dict:
+    """Constraints' size keywords: min_size 1..2, maybe max_size, maybe max_const_bytes."""
+    lo = draw(st.integers(1, 2))
+    kw = {"min_size": lo, "max_size": draw(st.one_of(st.none(), st.integers(max(2, lo), top)))}
+    if const_bytes:
+        kw["max_const_bytes"] = draw(st.sampled_from([None, None, 300, 1500]))
+    return kw
 
 
 @st.composite
@@ -61,13 +73,10 @@ def problems(draw, min_nodes: int = 1, max_nodes: int = 8, max_devices: int = 2,
     for d in range(ndev):
         ops = draw(st.sets(st.sampled_from(OPS[:-1]), min_size=1, max_size=len(OPS) - 1))
         props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
-    cons = Constraints()
-    if constraints:
-        draw_pairs_values_cuts(draw, cons, graph)
+    kw = draw_pairs_values_cuts(draw, graph) if constraints else {}
     if sizes:
-        cons.min_size = draw(st.integers(1, 2))
-        cons.max_size = draw(st.one_of(st.none(), st.integers(max(2, cons.min_size), 4)))
-    return cons.compile(graph, props, fallback="cpu")
+        kw.update(draw_sizes(draw, 4, const_bytes=False))
+    return Constraints(**kw).compile(graph, props, fallback="cpu")
 
 
 def fast(examples: int) -> settings:
@@ -112,12 +121,9 @@ def rich_problems(draw, min_nodes: int = 1, max_nodes: int = 12, max_devices: in
     for d in range(draw(st.integers(1, max_devices))):
         ops = draw(st.sets(st.sampled_from(OPS[:-1]), min_size=1, max_size=len(OPS) - 1))
         props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
-    cons = Constraints()
-    draw_pairs_values_cuts(draw, cons, graph)
+    kw = draw_pairs_values_cuts(draw, graph)
     if sizes:
-        cons.min_size = draw(st.integers(1, 2))
-        cons.max_size = draw(st.one_of(st.none(), st.integers(max(2, cons.min_size), 5)))
-        cons.max_const_bytes = draw(st.sampled_from([None, None, 300, 1500]))
+        kw.update(draw_sizes(draw, 5, const_bytes=True))
     want_groups = draw(st.booleans()) if groups is None else groups
     groups: list[list[int]] = []
     if n >= 2 and want_groups:
@@ -126,12 +132,11 @@ def rich_problems(draw, min_nodes: int = 1, max_nodes: int = 12, max_devices: in
             hull = convex_hull(g, seed)
             if len(hull) <= 4 and not any(hull & set(grp) for grp in groups):
                 groups.append(sorted(hull))
-    cons.together = [[str(v) for v in grp] for grp in groups]
     try:
-        return cons.compile(graph, props, fallback="cpu")
+        return Constraints(**kw, together=[[str(v) for v in grp] for grp in groups]).compile(
+            graph, props, fallback="cpu")
     except ConstraintError:  # a group that is not convex or contradicts another constraint
-        cons.together = []
-        return cons.compile(graph, props, fallback="cpu")
+        return Constraints(**kw).compile(graph, props, fallback="cpu")
 
 
 def convex_hull(g: nx.DiGraph, members: set[int]) -> set[int]:
@@ -185,18 +190,18 @@ def onnxish_problems(draw, max_nodes: int = 7, max_devices: int = 2):
         ops = draw(st.sets(st.sampled_from(ONNXISH_OPS[:-1]), min_size=1,
                            max_size=len(ONNXISH_OPS) - 1))
         props.append(OpsProperty(sorted(ops), device=f"dev{d}"))
-    cons = Constraints()
+    kw: dict = {"never_together": [], "together": []}
     if draw(st.booleans()):
-        cons.value_inputs = {"Reshape": (1,)}
+        kw["value_inputs"] = {"Reshape": (1,)}
     if graph.n >= 2 and draw(st.booleans()):
         a, b = draw(st.integers(0, graph.n - 1)), draw(st.integers(0, graph.n - 1))
         if a != b:
-            cons.never_together.append((a, b))
+            kw["never_together"].append((a, b))
     if graph.num_edges and draw(st.booleans()):
         e = draw(st.integers(0, graph.num_edges - 1))
-        cons.together.append([int(graph.edge_src[e]), int(graph.edge_dst[e])])
+        kw["together"].append([int(graph.edge_src[e]), int(graph.edge_dst[e])])
     try:
-        return cons.compile(graph, props, fallback="cpu")
+        return Constraints(**kw).compile(graph, props, fallback="cpu")
     except ConstraintError:
         assume(False)
 

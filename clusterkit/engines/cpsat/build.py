@@ -418,21 +418,22 @@ class ClusterModel:
                      if t != s]
             pairs = [(w, z) for w, z in pairs if z is not False]
             expr = sum(w * z for w, z in pairs) + sg.weight(s)
-            if p.min_size > 1:
-                self._add_if(expr >= p.min_size, [a])
-            if p.max_size is not None:
-                self._add_if(expr <= p.max_size, [a])
+            lo, hi = p.limits.loosest_min, p.limits.loosest_max
+            if lo > 1:
+                self._add_if(expr >= lo, [a])
+            if hi is not None:
+                self._add_if(expr <= hi, [a])
             self._device_sizes(s, expr)
 
     def _device_sizes(self, s: int, expr) -> None:
         """The cluster of super-node ``s`` (``expr`` nodes) within the node limits of its
         device where they are tighter than the problem's (a device's own)."""
-        p, lim = self.problem, self.problem.limits
+        lim = self.problem.limits
         for d, on_d in self.x[s].items():
             lo, hi = lim.min_nodes[d], lim.max_nodes[d]
-            if lo > p.min_size:
+            if lo > lim.loosest_min:
                 self._add_if(expr >= lo, [on_d])
-            if hi is not None and (p.max_size is None or hi < p.max_size):
+            if hi is not None and (lim.loosest_max is None or hi < lim.loosest_max):
                 self._add_if(expr <= hi, [on_d])
 
     def _const_bytes(self) -> None:
@@ -472,11 +473,12 @@ class ClusterModel:
                 self._has.append((has, s, others))
                 terms.append(g.tensors[t].nbytes * has)
             held = sum(terms) + own
-            if p.max_const_bytes is not None:
-                self._add_if(held <= p.max_const_bytes, [a])
+            loose = p.limits.loosest_bytes
+            if loose is not None:
+                self._add_if(held <= loose, [a])
             for d, on_d in self.x[s].items():  # a device's own budget, where tighter
                 cb = p.limits.max_const[d]
-                if cb is not None and (p.max_const_bytes is None or cb < p.max_const_bytes):
+                if cb is not None and (loose is None or cb < loose):
                     self._add_if(held <= cb, [on_d])
 
     # ------------------------------------------------------------------ objective

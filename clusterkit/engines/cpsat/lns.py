@@ -76,7 +76,7 @@ LNS_REDUCTIONS = ("fix", "constants", "host")
 def has_pair_terms(problem: Problem, w_parts: int) -> bool:
     """Does the model need pair literals beyond the edges and shared tensors?"""
     lim = problem.limits
-    return bool(w_parts) or lim.any_minimum or lim.any_maximum or lim.any_bytes
+    return bool(w_parts) or lim.any_minimum or lim.bounded
 
 
 def choose_method(method: Method, problem: Problem, red: Reduction, w_parts: int) -> Method:

@@ -189,7 +189,7 @@ def reduce_problem(problem: Problem, w_parts: float = 0.0, enable: bool | tuple 
     p = problem
     lim = p.limits  # the devices' own limits too
     simple = not lim.any_minimum
-    local = simple and not lim.any_maximum and not lim.any_bytes
+    local = simple and not lim.bounded
     stats: dict[str, Any] = {"nodes": p.n}
     detached = _constant_nodes(p) if "constants" in on and simple and w_parts == 0 else []
     stats["constants_detached"] = len(detached)

@@ -50,10 +50,11 @@ def lower_bound(sg: SuperGraph, w_cut: int, w_parts: int, full: list[int] | None
 def cut_relaxation(problem: Problem) -> Problem | None:
     """The problem without its size and constant-byte limits, when its least cut bounds ours
     (see the module docstring; None otherwise)."""
-    if problem.min_size > 1 or len(problem.groups):
+    if problem.limits.loosest_min > 1 or len(problem.groups):
         return None
     # the global limits rebuilt without the maxima, from the problem's loosest minimum
-    return problem.with_limits(min_size=problem.min_size, max_size=None, max_const_bytes=None)
+    return problem.with_limits(min_size=problem.limits.loosest_min, max_size=None,
+                               max_const_bytes=None)
 
 
 def _always_acc(sg: SuperGraph, s: int) -> bool:
@@ -79,7 +80,7 @@ def partitions_bound(sg: SuperGraph) -> int:
             top = max(top, best[a] + step)
         best[s] = top
     bound = max(best, default=0)
-    limit = sg.problem.max_size
+    limit = sg.problem.limits.loosest_max
     if limit:
         weight = sum(sg.weight(s) for s in range(sg.size) if _always_acc(sg, s))
         bound = max(bound, math.ceil(weight / limit))
