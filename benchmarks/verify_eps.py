@@ -2,8 +2,8 @@
 
 For each of the 19 bundled models (``tests/data/models``) and the 9 ``onnx`` light models, and
 each shipped selector verified against its EP (``qnn``, ``openvino_npu``), runs what
-``clusterkit verify MODEL --selector S --json`` runs and prints one Markdown row: the EP's partitions and offloaded nodes, clusterkit's, and
-whether they agree (or why not).
+``clusterkit verify MODEL --selector S --json`` runs and prints one Markdown row: the EP's
+partitions and offloaded nodes, clusterkit's, and whether they agree (or why not).
 
     python benchmarks/verify_eps.py [--json FILE] [--no-compile]
 """

@@ -17,8 +17,8 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-import onnxruntime
 import onnx
+import onnxruntime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
