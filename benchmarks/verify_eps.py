@@ -1,9 +1,9 @@
 """The shipped EP selectors against the real EPs on every bundled and light model.
 
 For each of the 19 bundled models (``tests/data/models``) and the 9 ``onnx`` light models, and
-each of ``qnn`` and ``openvino_npu``, runs what ``clusterkit verify MODEL --selector S --json``
-runs and prints one Markdown row: the EP's partitions and offloaded nodes, clusterkit's, and
-whether they agree (or why not).
+each shipped selector verified against its EP (``qnn``, ``openvino_npu``), runs what
+``clusterkit verify MODEL --selector S --json`` runs and prints one Markdown row: the EP's
+partitions and offloaded nodes, clusterkit's, and whether they agree (or why not).
 
     python benchmarks/verify_eps.py [--json FILE] [--no-compile]
 """
@@ -20,9 +20,11 @@ import onnx
 
 from clusterkit.analysis.verify import verify
 from clusterkit.io.files import write_all
+from clusterkit.selection.registry import SHIPPED_TRAITS
 
 REPO = Path(__file__).resolve().parents[1]
-SELECTORS = ("qnn", "openvino_npu")
+#: the shipped selectors verified against their real EP (``SelectorEntry.verified``)
+SELECTORS = tuple(name for name, traits in SHIPPED_TRAITS.items() if traits.verified)
 
 
 def models() -> list[Path]:

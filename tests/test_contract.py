@@ -13,6 +13,7 @@ import re
 import pytest
 
 import clusterkit as ck
+from clusterkit.engines import strategy_specs
 from clusterkit.errors import SelectorError
 from clusterkit.result.reasons import Category
 from support.models import BUNDLED_MODELS, LIGHT_DIR
@@ -27,6 +28,8 @@ CNN_OPS = ["Conv", "Relu", "Add", "MaxPool", "AveragePool", "Concat", "LRN",
 #: every strategy, and ``auto`` as it runs above its scale limit (one contraction under the
 #: level bound and its refinement), which the bundled models are too small to reach
 CONTRACT = [*ck.strategy_names(), "auto@scale"]
+#: the exact strategies (``StrategySpec.exact``)
+EXACT = {spec.name for spec in strategy_specs() if spec.exact}
 
 
 def run(problem: ck.Problem, strategy: str) -> ck.Partition:
@@ -217,7 +220,7 @@ def test_a_rejected_cluster_is_split_not_thrown_away(strategy):
     """Today's figure before the contract: 0/143 compute nodes offloaded on GoogLeNet by a
     compiler that takes at most 40 nodes; pieces of at most 40 take all of it."""
     problem = ck.make_problem(INCEPTION, [RejectAbove(40)])
-    if strategy in ("cpsat", "placement") and problem.n > 200:
+    if strategy in EXACT and problem.n > 200:
         pytest.skip("the exact strategies split rejections on resnet18 below")
     part = run(problem, strategy)
     prop = problem.properties[0]

@@ -22,6 +22,7 @@ from clusterkit import (
     make_problem,
     run_strategy,
     strategy_names,
+    strategy_spec,
 )
 from clusterkit.analysis.gap import format_gap, objective_value, optimality_gap, optimum
 from clusterkit.constraints.objectives import parse_objective
@@ -35,7 +36,7 @@ from support.problems import onnxish_problems, problems
 
 SELECTORS = SELECTOR_SETS
 OBJECTIVES = ["cut", "partitions", {"cut": 1, "partitions": 100}]
-HEURISTICS = [n for n in strategy_names() if n not in ("cpsat", "placement")]
+HEURISTICS = [n for n in strategy_names() if not strategy_spec(n).exact]
 FAST = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 

@@ -20,13 +20,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import clusterkit as ck
+from clusterkit.engines import strategy_specs
 from clusterkit.errors import StrategyError
 from clusterkit.passes.devices import choose_devices, device_labels
 from clusterkit.testing.shapes import SELECTOR_SETS
 from support.fuzz import FALLBACK, HOST, Spec, build_problem, constants, random_spec, spec_cut
 from support.models import BUNDLED_MODELS
 
-HEURISTICS = ("singleton", "cycles", "longest-path", "mxnet", "hetero", "auto")
+#: the strategies ``devices="cost"`` applies to: those that do not place devices themselves
+HEURISTICS = tuple(spec.name for spec in strategy_specs() if not spec.places_devices)
 
 
 def fast(n: int) -> settings:

@@ -38,6 +38,7 @@ import networkx as nx
 import pytest
 
 from clusterkit import Partition, Problem, get_strategy, run_strategy, strategy_names
+from clusterkit.engines import registered_specs
 from clusterkit.testing.exhaustive import exhaustive_optimum
 from support.fuzz import (
     FALLBACK,
@@ -51,7 +52,8 @@ from support.fuzz import (
     spec_cut,
 )
 
-EXACT = ("cpsat", "placement")
+#: the exact strategies (``StrategySpec.exact``): fewer, smaller problems, against the optimum
+EXACT = frozenset(spec.name for spec in registered_specs() if spec.exact)
 EXACT_OPTIONS = {"time_limit": 2.0, "workers": 1}
 PROBLEMS, EXACT_PROBLEMS = 1000, 80
 #: strategies that run every other one: fewer problems of their own

@@ -1,8 +1,11 @@
 """The shipped selector library (``selectors/`` = ``clusterkit.selectors``).
 
-Oracles are the op tables themselves (read here straight from the JSON files, not through the
-library) and facts read off the real models' tensors; expectations are never computed by the
-code under test.
+Oracles are the op tables themselves (the shipped JSON files, read here straight, not through
+the library's parser: the rules are checked against the data) and facts read off the real
+models' tensors; expectations are never computed by the code under test. The tables themselves
+are checked against something independent elsewhere: the real EPs (``test_verify_eps.py``),
+the tables onnxruntime's wheel ships (``test_ort_op_tables.py``) and the upstream rules stated in
+the tests (``test_ep_rules.py``, ``test_ep_review.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from importlib import resources
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,19 +29,18 @@ from clusterkit.constraints.core import Constraints
 from clusterkit.errors import SelectorError
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.graph.subgraph import Subgraph
+from clusterkit.selection.registry import SELECTORS as REGISTRY
 from clusterkit.selectors._registry import SHIPPED
-from support.models import BUNDLED_MODEL_PATHS, BUNDLED_MODELS, LIGHT_DIR, OPSUPPORT
+from support.models import BUNDLED_MODEL_PATHS, BUNDLED_MODELS, LIGHT_DIR
 
 SELECTORS = sorted(SHIPPED)
-TABLE_OF = {"coreml": "coreml_ep.json", "nnapi": "nnapi_ep.json", "xnnpack": "xnnpack_ep.json",
-            "qnn": "qnn_ep.json", "dnnl": "dnnl_ep.json",
-            "tensorrt": "tensorrt_onnx_parser.json", "openvino_npu": "openvino_ep_npu.json"}
+DATA = resources.files("clusterkit.selectors").joinpath("data")
 
 
 @lru_cache(maxsize=None)
 def table(name: str) -> dict:
-    """The original table (the oracle), kept in tests/data/opsupport."""
-    return json.loads((OPSUPPORT / TABLE_OF[name]).read_text())
+    """Selector ``name``'s table (the oracle), read as JSON."""
+    return json.loads(DATA.joinpath(REGISTRY.get(name).table).read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=None)
@@ -62,10 +65,28 @@ def nodes_of(g: Graph, op: str) -> list[Node]:
 
 
 # ====================================================================== packaging / registry
-def test_tables_ship_unchanged_with_the_package():
-    for file in TABLE_OF.values():
-        shipped = resources.files("clusterkit.selectors").joinpath("data", file).read_bytes()
-        assert shipped == (OPSUPPORT / file).read_bytes(), file
+@pytest.mark.parametrize("name", SELECTORS)
+def test_a_shipped_selectors_traits_are_its_table_and_its_ep(name):
+    """``table``: the file the property reads its rows from; ``ep``: a provider onnxruntime
+    knows; ``verified``: exactly when the table has the ``verified`` block (naming that EP) that
+    ``clusterkit verify`` and ``tests/test_verify_eps.py`` check against the real EP."""
+    entry = REGISTRY.get(name)
+    assert DATA.joinpath(entry.table).is_file()
+    assert ck.get_selector(name).table.file == entry.table
+    assert entry.ep in onnxruntime.get_all_providers()
+    block = table(name).get("verified")
+    assert entry.verified == bool(block)
+    assert not block or block["ep"] == entry.ep
+
+
+def test_a_registered_selector_has_no_traits():
+    ck.register_selector("zz_traits_test", lambda device="zz": ck.OpsProperty(["Relu"],
+                                                                           device=device))
+    try:
+        entry = REGISTRY.get("zz_traits_test")
+        assert (entry.ep, entry.table, entry.verified) == (None, None, False)
+    finally:
+        REGISTRY.unregister("zz_traits_test")
 
 
 def test_every_shipped_name_is_registered_with_its_docstring_line():

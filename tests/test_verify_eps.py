@@ -27,11 +27,13 @@ from clusterkit.cli import main  # noqa: E402
 from clusterkit.errors import BackendError  # noqa: E402
 from clusterkit.io import ep_query  # noqa: E402
 from clusterkit.io.optimize import optimize_model  # noqa: E402
+from clusterkit.selection.registry import SHIPPED_TRAITS  # noqa: E402
 from clusterkit.selection.specs import parse_selector  # noqa: E402
 from support.models import BUNDLED_MODEL_PATHS, LIGHT_MODELS, model_id  # noqa: E402
 
 MODELS = BUNDLED_MODEL_PATHS + LIGHT_MODELS
-SELECTORS = ("qnn", "openvino_npu")
+#: the shipped selectors verified against their real EP (``SelectorEntry.verified``)
+SELECTORS = tuple(name for name, traits in SHIPPED_TRAITS.items() if traits.verified)
 
 
 @lru_cache(maxsize=1)

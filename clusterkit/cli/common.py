@@ -19,13 +19,13 @@ from clusterkit.io.loader import load_graph
 from clusterkit.io.placement_instance import PlacementInstance, instance_graph, is_instance_file
 from clusterkit.modes import OPTIMIZE_LEVELS, OptimizeLevel, check_choice
 from clusterkit.selection.protocol import SubgraphProperty
+from clusterkit.selection.registry import SHIPPED_TRAITS
 from clusterkit.selection.specs import check_op_types, parse_selectors
 
 log = logging.getLogger(__name__)
 
 #: shipped selectors that model an onnxruntime execution provider (which sees the optimized graph)
-ORT_EP_SELECTORS = frozenset({"nnapi", "coreml", "xnnpack", "qnn", "dnnl", "tensorrt",
-                              "openvino_npu"})
+ORT_EP_SELECTORS = frozenset(name for name, traits in SHIPPED_TRAITS.items() if traits.ep)
 
 
 def add_problem_args(p: argparse.ArgumentParser, strategy_default: str | None = "auto",

@@ -1,11 +1,12 @@
 """The selector registry: ``--selector`` names → selector factories (each makes the device's
 :class:`~clusterkit.selection.protocol.SubgraphProperty`, MXNet's name for a selector).
 
-The selectors shipped in ``clusterkit.selectors`` are declared here by name and module path and
-imported on first use, so this layer never imports the higher one; a shipped module that fails
-to import raises its own ImportError instead of turning into "unknown selector". A factory's
-keyword parameters (other than ``device``) are the selector's settings
-(:func:`selector_settings`), which a spec sets as ``NAME[key=value,...]``.
+The selectors shipped in ``clusterkit.selectors`` are declared here once, by name with their
+traits (:data:`SHIPPED_TRAITS`: the execution provider each mirrors, its op table, whether it is
+verified against the real EP), and imported on first use, so this layer never imports the
+higher one; a shipped module that fails to import raises its own ImportError instead of turning
+into "unknown selector". A factory's keyword parameters (other than ``device``) are the
+selector's settings (:func:`selector_settings`), which a spec sets as ``NAME[key=value,...]``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import inspect
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from clusterkit._deprecated import module_getattr
 from clusterkit.errors import SelectorError
@@ -23,21 +24,52 @@ from clusterkit.selection.protocol import SubgraphProperty
 
 @dataclass(frozen=True)
 class SelectorEntry:
-    """A property factory (called with ``device=`` when one is given) and a one-line doc."""
+    """A property factory (called with ``device=`` when one is given), a one-line doc, and the
+    selector's traits: ``ep``, the onnxruntime execution provider it mirrors (which sees the
+    graph after onnxruntime's optimizations); ``table``, its op table in the ``data`` folder of
+    ``clusterkit.selectors``; ``verified``, whether it is checked against that EP's real
+    session (``tests/test_verify_eps.py``). A registered selector has none of them."""
 
     factory: Callable[..., SubgraphProperty]
     doc: str = ""
+    ep: str | None = None
+    table: str | None = None
+    verified: bool = False
 
+
+class SelectorTraits(NamedTuple):
+    """A shipped selector's traits (the fields of :class:`SelectorEntry` after ``doc``)."""
+
+    ep: str | None = None
+    table: str | None = None
+    verified: bool = False
+
+
+#: the shipped selectors (modules of ``clusterkit.selectors``), each with its traits, once
+SHIPPED_TRAITS: dict[str, SelectorTraits] = {
+    "coreml": SelectorTraits("CoreMLExecutionProvider", "coreml_ep.json"),
+    "nnapi": SelectorTraits("NnapiExecutionProvider", "nnapi_ep.json"),
+    "xnnpack": SelectorTraits("XnnpackExecutionProvider", "xnnpack_ep.json"),
+    "qnn": SelectorTraits("QNNExecutionProvider", "qnn_ep.json", verified=True),
+    "dnnl": SelectorTraits("DnnlExecutionProvider", "dnnl_ep.json"),
+    "tensorrt": SelectorTraits("TensorrtExecutionProvider", "tensorrt_onnx_parser.json"),
+    "openvino_npu": SelectorTraits("OpenVINOExecutionProvider", "openvino_ep_npu.json",
+                                   verified=True),
+}
 
 #: shipped ``--selector`` names → ``module:factory`` in the ``clusterkit.selectors`` package
-SHIPPED = {name: f"clusterkit.selectors.{name}:make_property"
-           for name in ("coreml", "nnapi", "xnnpack", "qnn", "dnnl", "tensorrt", "openvino_npu")}
+SHIPPED = {name: f"clusterkit.selectors.{name}:make_property" for name in SHIPPED_TRAITS}
+_TRAITS_OF_TARGET = {SHIPPED[name]: traits for name, traits in SHIPPED_TRAITS.items()}
 
 
 def _entry(factory: Any) -> SelectorEntry:
-    """A shipped factory with its module's first docstring line as the description."""
-    doc = getattr(sys.modules.get(factory.__module__), "__doc__", None) or ""
-    return SelectorEntry(factory, (doc.strip().splitlines() or [""])[0])
+    """A loaded factory with its module's first docstring line as the description and, when it
+    is a shipped one, its traits."""
+    module = getattr(factory, "__module__", None)
+    doc = getattr(sys.modules.get(module or ""), "__doc__", None) or ""
+    traits = _TRAITS_OF_TARGET.get(f"{module}:{getattr(factory, '__name__', '')}",
+                                   SelectorTraits())
+    return SelectorEntry(factory, (doc.strip().splitlines() or [""])[0], *traits)
 
 
 SELECTORS: Registry[SelectorEntry] = Registry("selector", SelectorError, SHIPPED, wrap=_entry,

@@ -10,8 +10,6 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 #: the torchvision / transformer model graphs bundled with the repository
 BUNDLED_MODELS = DATA / "models"
-#: documented op tables of real accelerators
-OPSUPPORT = DATA / "opsupport"
 #: the nine model graphs the onnx package ships
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
