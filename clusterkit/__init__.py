@@ -123,7 +123,8 @@ _MOVED = {"cut_bytes": "clusterkit.result.metrics",
 
 
 def __getattr__(name: str) -> Any:
-    """A :data:`_LAZY` name, imported on first access (PEP 562), or a deprecated old name."""
+    """A :data:`_LAZY` name, imported on first access (PEP 562), or a deprecated old or
+    :data:`_MOVED` name (with a warning)."""
     if name in _RENAMED:
         return _renamed(name)
     home = _LAZY.get(name) or _MOVED.get(name)

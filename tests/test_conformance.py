@@ -371,7 +371,7 @@ def test_declared_limits_are_checked_on_the_strategies_partitions(monkeypatch):
     def ignoring(graph, props, strategy):  # a strategy that forgot the device's limit
         free = IgnoredLimit()
         free.max_nodes = None
-        return real(graph, [free], strategy)
+        return real(graph, [free], strategy=strategy)
 
     monkeypatch.setattr(api, "partition", ignoring)
     with pytest.raises(ConformanceError) as info:
