@@ -119,7 +119,7 @@ def lns_rows(quick: bool = False) -> list[list]:
             continue
         graph, selector = _lns_graph(kind, n)
         cons = Constraints.default(max_size=max_size)
-        problem = make_problem(graph, [selector], cons)
+        problem = make_problem(graph, [selector], constraints=cons)
         start = time.perf_counter()
         res = solve(problem, objective, time_limit=time_limit, workers=2, seed=0)
         seconds = time.perf_counter() - start

@@ -72,7 +72,7 @@ def main() -> None:
         for sel in args.selectors.split(","):
             for limit in (float(x) for x in args.limits.split(",")):
                 start = time.perf_counter()
-                part = ck.partition(graph, [SELECTORS[sel]()], "cpsat", time_limit=limit)
+                part = ck.partition(graph, [SELECTORS[sel]()], strategy="cpsat", time_limit=limit)
                 wall = time.perf_counter() - start
                 row = {"model": name, "nodes": part.problem.n, "selector": sel, "limit": limit,
                        "wall": round(wall, 2), "status": part.info.get("status"),

@@ -3,9 +3,9 @@ run, under constraints, with interchangeable strategies, and fuse each cluster i
 
 from typing import TYPE_CHECKING, Any
 
-from clusterkit._deprecated import module_getattr
+from clusterkit._deprecated import module_getattr, warn_renamed
 from clusterkit.api import make_problem, partition, run_strategy
-from clusterkit.constraints.core import DEFAULT_VALUE_INPUTS, Constraints, Problem
+from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.engines import (
     OptionFlag,
     StrategySpec,
@@ -37,13 +37,11 @@ from clusterkit.graph.subgraph import Subgraph, SubgraphNode
 from clusterkit.io.loader import load_graph
 from clusterkit.io.networkx import (
     from_networkx,
-    graph_from_node_link,
     load_node_link,
     to_networkx,
     to_node_link,
 )
 from clusterkit.result.cluster import Cluster
-from clusterkit.result.metrics import cut_bytes
 from clusterkit.result.model import Partition
 from clusterkit.selection.protocol import (
     ContainOpSelector,
@@ -82,41 +80,64 @@ _LAZY = {
     "profile_model": "clusterkit.runtime.profile",
 }
 
-if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
-    from clusterkit.analysis.compare import compare, format_table
-    from clusterkit.constraints.platform import (
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (F401: in
+    # __all__ through _LAZY; tests/test_lazy_imports.py checks the two agree)
+    from clusterkit.analysis.compare import compare, format_table  # noqa: F401
+    from clusterkit.constraints.platform import (  # noqa: F401
         AcceleratorSpec,
         CpuSpec,
         Platform,
         model_instance,
         read_platform,
     )
-    from clusterkit.export.onnx_model import export_fused, export_partition
-    from clusterkit.fusion import FusedGraph, flatten, fuse
-    from clusterkit.io.onnx import load_onnx
-    from clusterkit.io.placement_instance import PlacementInstance, read_instance, write_instance
-    from clusterkit.runtime.backends import OnnxRuntimeBackend, get_backend, register_backend
-    from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
-    from clusterkit.runtime.profile import profile_model
+    from clusterkit.export import export_fused, export_partition  # noqa: F401
+    from clusterkit.fusion import FusedGraph, flatten, fuse  # noqa: F401
+    from clusterkit.io.onnx import load_onnx  # noqa: F401
+    from clusterkit.io.placement_instance import (  # noqa: F401
+        PlacementInstance,
+        read_instance,
+        write_instance,
+    )
+    from clusterkit.runtime.backends import (  # noqa: F401
+        OnnxRuntimeBackend,
+        get_backend,
+        register_backend,
+    )
+    from clusterkit.runtime.executor import (  # noqa: F401
+        Executor,
+        compare_outputs,
+        random_inputs,
+        run_model,
+    )
+    from clusterkit.runtime.profile import profile_model  # noqa: F401
 
 
 #: old public names (deprecated, with a warning): old -> new
 _RENAMED = {"get_property": "get_selector", "register_property": "register_selector",
             "registered_properties": "registered_selectors"}
 _renamed = module_getattr(__name__, _RENAMED, globals(), stacklevel=4)
+#: names no longer at the top level (deprecated, with a warning naming their home): name -> home
+_MOVED = {"cut_bytes": "clusterkit.result.metrics",
+          "DEFAULT_VALUE_INPUTS": "clusterkit.constraints.core",
+          "graph_from_node_link": "clusterkit.io.node_link"}
 
 
 def __getattr__(name: str) -> Any:
-    """A :data:`_LAZY` name, imported on first access (PEP 562), or a deprecated old name."""
+    """A :data:`_LAZY` name, imported on first access (PEP 562), or a deprecated old or
+    :data:`_MOVED` name (with a warning)."""
     if name in _RENAMED:
         return _renamed(name)
-    if name in _LAZY:
-        import importlib
+    home = _LAZY.get(name) or _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'clusterkit' has no attribute {name!r}")
+    import importlib
 
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+    value = getattr(importlib.import_module(home), name)
+    if name in _MOVED:
+        warn_renamed(f"{__name__}.{name}", f"{home}.{name}")
+    else:
         globals()[name] = value
-        return value
-    raise AttributeError(f"module 'clusterkit' has no attribute {name!r}")
+    return value
 
 
 def __dir__() -> list[str]:
@@ -126,23 +147,14 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "BackendError", "Cluster", "ClusterkitError", "ConstraintError", "Constraints",
-    "ContainOpSelector", "CycleError", "DEFAULT_VALUE_INPUTS", "ExecutionError", "Graph",
-    "GraphError", "InfeasibleError", "ModelLoadError", "Node", "OpsProperty", "OptionFlag",
-    "Partition", "PartitionError", "Problem", "RenderError", "SelectorError", "StrategyError",
-    "StrategySpec", "Subgraph", "SubgraphNode",
-    "SubgraphProperty", "SubgraphSelector", "Tensor", "cut_bytes", "from_networkx",
-    "get_selector", "get_strategy", "graph_from_node_link", "load_graph", "load_node_link",
-    "load_onnx", "make_problem",
-    "parse_selector", "parse_selectors", "partition", "register_selector", "register_strategy",
-    "registered_selectors", "run_strategy", "strategy_names", "strategy_spec",
-    "to_networkx", "to_node_link",
-    "WriteError", "UsageError",
-    # the pipeline after partitioning, loaded on first use
-    "fuse", "flatten", "FusedGraph", "Executor", "run_model", "random_inputs", "compare_outputs",
-    "OnnxRuntimeBackend", "get_backend", "register_backend", "export_fused", "export_partition",
-    "compare", "format_table",
-    # throughput placement on a platform, loaded on first use
-    "Platform", "AcceleratorSpec", "CpuSpec", "read_platform", "model_instance",
-    "PlacementInstance", "read_instance", "write_instance", "profile_model",
-    "MemoryShortfallError", "PlatformError",
+    "ContainOpSelector", "CycleError", "ExecutionError", "Graph", "GraphError",
+    "InfeasibleError", "MemoryShortfallError", "ModelLoadError", "Node", "OpsProperty",
+    "OptionFlag", "Partition", "PartitionError", "PlatformError", "Problem", "RenderError",
+    "SelectorError", "StrategyError", "StrategySpec", "Subgraph", "SubgraphNode",
+    "SubgraphProperty", "SubgraphSelector", "Tensor", "UsageError", "WriteError",
+    "from_networkx", "get_selector", "get_strategy", "load_graph", "load_node_link",
+    "make_problem", "parse_selector", "parse_selectors", "partition", "register_selector",
+    "register_strategy", "registered_selectors", "run_strategy", "strategy_names",
+    "strategy_spec", "to_networkx", "to_node_link",
+    *_LAZY,  # loaded on first use
 ]

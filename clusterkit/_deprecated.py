@@ -4,7 +4,8 @@
 - a moved module: :func:`moved_module`, the whole of the old module (its ``__getattr__``);
 - a renamed module-level name: :func:`module_getattr` (a PEP 562 module ``__getattr__``);
 - a renamed attribute of a class: :class:`renamed_attribute`;
-- a renamed keyword argument: :func:`renamed_keywords`.
+- a renamed keyword argument: :func:`renamed_keywords`;
+- an option that became keyword-only: :func:`keyword_only_after`.
 
 One wording (:func:`warn_renamed`) names the new name and the release that removes the old one
 (:data:`REMOVED_IN`). The old names are listed in the "Renamed" table of the changelog.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import operator
 import warnings
 from typing import Any, Callable, Mapping, TypeVar
@@ -124,5 +126,32 @@ def renamed_keywords(**renames: str) -> Callable[[F], F]:
             return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]  # same signature, plus the old keywords
+
+    return decorate
+
+
+def keyword_only_after(n: int) -> Callable[[F], F]:
+    """Decorator: every parameter after the first ``n`` is keyword-only in the signature
+    (``inspect.signature``, help, docs); a call that still passes some of them positionally
+    works, with a warning naming them."""
+
+    def decorate(func: F) -> F:
+        sig = inspect.signature(func)
+        params = list(sig.parameters.values())
+        names = [p.name for p in params[n:] if p.kind is p.POSITIONAL_OR_KEYWORD]
+        params[n:] = [p.replace(kind=p.KEYWORD_ONLY) if p.kind is p.POSITIONAL_OR_KEYWORD else p
+                      for p in params[n:]]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            extra = len(args) - n
+            if 0 < extra <= len(names):  # more: ``func`` refuses the call
+                given = names[:extra]
+                warn_renamed(f"{func.__qualname__}(..., {', '.join(given)})",
+                             f"{func.__qualname__}(..., {', '.join(k + '=...' for k in given)})")
+            return func(*args, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]  # same call, options keyword-only
 
     return decorate

@@ -17,6 +17,7 @@ import inspect
 import time
 from typing import Any, Callable, Iterable, Mapping
 
+from clusterkit._deprecated import keyword_only_after, module_getattr
 from clusterkit.constraints.core import Constraints, Problem
 from clusterkit.engines import get_strategy, registered_specs, strategy_spec
 from clusterkit.errors import StrategyError
@@ -35,30 +36,37 @@ FRONT_DOOR_PARAMETERS = ("strategy", "constraints", "fallback", "selector", "val
                          "coalesce_after")
 
 
-def self_placing() -> tuple[str, ...]:
+def _self_placing() -> tuple[str, ...]:
     """The strategies that choose each node's device by their own objective (their spec's
     ``places_devices``): ``devices`` leaves them be."""
     return tuple(spec.name for spec in registered_specs() if spec.places_devices)
 
 
-def __getattr__(name: str) -> Any:
-    """``SELF_PLACING``: :func:`self_placing` when read (the registry may have grown)."""
+def _self_placing_now(name: str) -> tuple[str, ...]:
+    """``SELF_PLACING``: :func:`_self_placing` when read (the registry may have grown)."""
     if name == "SELF_PLACING":
-        return self_placing()
+        return _self_placing()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: the helpers' old public names (deprecated, with a warning): old -> new
+_RENAMED = {name: f"_{name}" for name in ("resolve_selectors", "selector_label",
+                                          "check_options", "self_placing")}
+__getattr__ = module_getattr(__name__, _RENAMED, globals(), fallback=_self_placing_now)
+
+
+@keyword_only_after(2)
 def make_problem(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
                  constraints: Constraints | None = None, fallback: str = "cpu") -> Problem:
     """Load ``model`` and compile ``constraints`` (default: :meth:`Constraints.default`) with
     the devices of ``selectors`` (specs or properties, priority order)."""
     graph: Graph = load_graph(model)
     cons = Constraints.default() if constraints is None else constraints
-    return cons.compile(graph, resolve_selectors(selectors), fallback=fallback)
+    return cons.compile(graph, _resolve_selectors(selectors), fallback=fallback)
 
 
-def resolve_selectors(selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty]
-                      ) -> list[SubgraphProperty]:
+def _resolve_selectors(selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty]
+                       ) -> list[SubgraphProperty]:
     """Selector specs and properties (one, or a list of either, priority order) → properties."""
     if isinstance(selectors, (str, SubgraphProperty)):
         selectors = [selectors]
@@ -68,14 +76,14 @@ def resolve_selectors(selectors: str | SubgraphProperty | Iterable[str | Subgrap
     return [next(parsed) if isinstance(s, str) else s for s in selectors]
 
 
-def selector_label(selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty]) -> str:
+def _selector_label(selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty]) -> str:
     """The ``selector`` field of a partition made with ``selectors`` (specs as written)."""
     if isinstance(selectors, (str, SubgraphProperty)):
         selectors = [selectors]
     return " ".join(s if isinstance(s, str) else repr(s) for s in selectors)
 
 
-def check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> None:
+def _check_options(strategy: str, func: Callable, options: Mapping[str, Any]) -> None:
     """Refuse an option ``strategy`` does not take, and a strategy whose own option has the
     name of a front-door parameter; each error names the option."""
     params = inspect.signature(func).parameters
@@ -109,12 +117,12 @@ def run_strategy(problem: Problem, strategy: str, /, *, selector: str = "",
     lowers the cut) and the result is the better by (fallback nodes, cut_bytes, partitions), as
     ``auto`` and cpsat's ``cut`` objective rank them: never more fallback nodes than
     ``"priority"``, and with as many never a larger cut; ``info["devices"]`` says which won.
-    Strategies whose spec ``places_devices`` (:func:`self_placing`) choose devices themselves
+    Strategies whose spec ``places_devices`` (:func:`_self_placing`) choose devices themselves
     and are run as they are. A strategy that declares a ``devices`` option gets the mode
     instead; ``None`` (the default) leaves it its own default, and means ``"priority"`` for
     every other strategy."""
     func = get_strategy(strategy)
-    check_options(strategy, func, options)
+    _check_options(strategy, func, options)
     if devices is not None:
         check_mode(devices)
     start = time.perf_counter()
@@ -156,6 +164,7 @@ def _cost_choice(problem: Problem, func: Callable, options: Mapping[str, Any],
         "priority_cut_bytes": kp[1], "cost_cut_bytes": kc[1]}})
 
 
+@keyword_only_after(2)
 def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | SubgraphProperty],
               /, strategy: str = "auto", *, constraints: Constraints | None = None,
               fallback: str = "cpu", coalesce_after: bool = False,
@@ -165,6 +174,6 @@ def partition(model: Any, selectors: str | SubgraphProperty | Iterable[str | Sub
     ``selectors`` (specs or properties, one or a list) with ``strategy`` and its ``options``;
     returns a validated :class:`Partition` (``coalesce_after`` and ``devices`` as for
     :func:`run_strategy`)."""
-    problem = make_problem(model, selectors, constraints, fallback)
-    return run_strategy(problem, strategy, selector=selector_label(selectors),
+    problem = make_problem(model, selectors, constraints=constraints, fallback=fallback)
+    return run_strategy(problem, strategy, selector=_selector_label(selectors),
                         coalesce_after=coalesce_after, devices=devices, **options)

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from clusterkit._deprecated import keyword_only_after
 from clusterkit.errors import ExecutionError, GraphError, SelectorError
 from clusterkit.graph.core import Graph, Node, Tensor
 from clusterkit.graph.subgraph import Subgraph, SubgraphNode
@@ -89,6 +90,7 @@ def flatten(subgraph: Subgraph) -> Subgraph:
 
 
 # ---------------------------------------------------------------------- fuse
+@keyword_only_after(1)
 def fuse(partition: Partition, validate: bool = True) -> FusedGraph:
     """Replace every accelerator cluster of ``partition`` by one node made by its device
     property's ``create_subgraph_node``; fallback nodes stay as they are.

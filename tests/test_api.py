@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import networkx as nx
 import pytest
 
@@ -181,6 +183,83 @@ def test_front_door_options_are_keyword_only():
         ck.partition(_chain(), ["ops:Conv"], "singleton", None)
     with pytest.raises(ck.StrategyError, match="strategy 'singleton' has no option 'coalesce'"):
         ck.run_strategy(problem, "singleton", coalesce=True)
+
+
+def _relu_model(shape=("N", 3)):
+    from onnx import helper
+
+    from support.onnx_models import float_model
+
+    return float_model([helper.make_node("Relu", ["x"], ["y"], name="r")], "relu", ["x"], ["y"],
+                       shape=shape)
+
+
+def _front_door_calls(tmp_path):
+    """(name, the function, its first arguments, old positional options, the same as keywords,
+    the figure the two calls are compared by)."""
+    from clusterkit.export.openvino_ir import export_openvino
+    from clusterkit.fusion import source_model
+
+    part = ck.partition(_chain(), ["ops:Conv"], strategy="singleton")
+    relu = ck.partition(_relu_model((2, 3)), ["ops:Relu"], strategy="singleton", fallback="CPU")
+    model = lambda m: (m.graph.name, [(p.key, p.value) for p in m.metadata_props])  # noqa: E731
+    return [
+        ("make_problem", ck.make_problem, (_chain(), ["ops:Conv"]),
+         (ck.Constraints(max_size=1), "host"),
+         {"constraints": ck.Constraints(max_size=1), "fallback": "host"},
+         lambda p: (p.fallback, ck.run_strategy(p, "cycles").clusters)),
+        ("partition", ck.partition, (_chain(), ["ops:Conv"]), ("singleton",),
+         {"strategy": "singleton"}, lambda r: (r.strategy, r.clusters)),
+        ("fuse", ck.fuse, (part,), (False,), {"validate": False},
+         lambda f: ([n.op_type for n in f.nodes], f.members)),
+        ("export_fused", ck.export_fused, (ck.fuse(relu), None), ("m1", False),
+         {"model_name": "m1", "check": False}, model),
+        ("export_partition", ck.export_partition, (relu, None), ("m1", False),
+         {"model_name": "m1", "check": False}, model),
+        ("export_openvino", export_openvino, (relu, tmp_path / "r.xml"),
+         (source_model(relu.graph),), {"model": source_model(relu.graph)}, lambda a: a.device),
+        ("load_graph", ck.load_graph, (_relu_model(),), ({"N": 2}, "none"),
+         {"dims": {"N": 2}, "optimize": "none"}, lambda g: g.tensors["x"].shape),
+    ]
+
+
+FRONT_DOOR = ["make_problem", "partition", "fuse", "export_fused", "export_partition",
+              "export_openvino", "load_graph"]
+
+
+@pytest.mark.parametrize("k", range(len(FRONT_DOOR)), ids=FRONT_DOOR)
+def test_an_old_positional_option_warns_and_gives_the_same(k, tmp_path):
+    """The options after the model (and selectors, and an export's path) are keyword-only in
+    the signature; passed positionally they still work for one release, with a warning in the
+    one wording that points at the caller."""
+    import inspect
+
+    from clusterkit._deprecated import REMOVED_IN
+
+    if FRONT_DOOR[k] == "export_openvino":
+        pytest.importorskip("openvino")
+    name, func, first, old, new, figure = _front_door_calls(tmp_path)[k]
+    assert name == FRONT_DOOR[k]
+    params = inspect.signature(func).parameters
+    assert [p for p in params if params[p].kind is inspect.Parameter.KEYWORD_ONLY][:len(new)] \
+        == list(new)
+    with pytest.warns(DeprecationWarning) as caught:
+        got = func(*first, *old)
+    was, now = ", ".join(new), ", ".join(f"{p}=..." for p in new)
+    assert [str(w.message) for w in caught] == [
+        f"{name}(..., {was}) is deprecated, use {name}(..., {now}) ({name}(..., {was}) is "
+        f"removed in clusterkit {REMOVED_IN})"]
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert figure(got) == figure(func(*first, **new))
+
+
+def test_one_positional_option_of_two_names_that_one():
+    with pytest.warns(DeprecationWarning, match=r"^load_graph\(\.\.\., dims\) is deprecated, "
+                                                r"use load_graph\(\.\.\., dims=\.\.\.\) "):
+        graph = ck.load_graph(_relu_model(), {"N": 5})
+    assert graph.tensors["x"].shape == (5, 3)
 
 
 @pytest.mark.parametrize("reserved", ["validate", "fallback", "coalesce_after"])

@@ -258,7 +258,7 @@ def test_every_split_reason_has_a_kind(model, selectors, strategy, limits):
     from clusterkit.analysis.explain import explain, reason_kind
 
     cons = ck.Constraints.default(**limits)
-    part = ck.partition(str(BUNDLED_MODELS / f"{model}.onnx"), selectors, strategy,
+    part = ck.partition(str(BUNDLED_MODELS / f"{model}.onnx"), selectors, strategy=strategy,
                         constraints=cons)
     kinds = {line: reason_kind(line) for line in explain(part)}
     assert kinds and "other" not in kinds.values(), [k for k, v in kinds.items() if v == "other"]

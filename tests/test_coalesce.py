@@ -100,7 +100,7 @@ def test_coalesce_keeps_the_const_bytes_limit():
     from clusterkit.constraints.core import Constraints
     limit = 2_000_000
     problem = make_problem(BUNDLED_MODELS / "resnet18.onnx", ["ops:Conv,Relu,Add,MaxPool"],
-                           Constraints(max_const_bytes=limit))
+                           constraints=Constraints(max_const_bytes=limit))
     part = run_strategy(problem, "singleton")
     out = coalesce(part)
     out.validate()

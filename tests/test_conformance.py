@@ -328,7 +328,7 @@ def test_a_raising_create_subgraph_node_fails_with_the_exception():
     assert info.value.rules == ["raises", "subgraph-node"]
     assert "ValueError('no compiler for this chip')" in str(info.value)
     with pytest.raises(ck.SelectorError, match="create_subgraph_node raised ValueError"):
-        ck.partition(fresh_alexnet(), [RaisesInCreateSubgraphNode()], "mxnet")  # as it says
+        ck.partition(fresh_alexnet(), [RaisesInCreateSubgraphNode()], strategy="mxnet")
 
 
 def test_a_select_returning_none_fails_bool_and_leaves_growth_rules_unjudged():
@@ -371,7 +371,7 @@ def test_declared_limits_are_checked_on_the_strategies_partitions(monkeypatch):
     def ignoring(graph, props, strategy):  # a strategy that forgot the device's limit
         free = IgnoredLimit()
         free.max_nodes = None
-        return real(graph, [free], strategy)
+        return real(graph, [free], strategy=strategy)
 
     monkeypatch.setattr(api, "partition", ignoring)
     with pytest.raises(ConformanceError) as info:

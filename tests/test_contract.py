@@ -93,7 +93,7 @@ def test_a_device_minimum_above_the_global_maximum_is_an_error():
     prop = ck.parse_selector("tensorrt[min_nodes=8]")
     with pytest.raises(ck.ConstraintError, match="device 'tensorrt': setting min_nodes=8 is "
                        "above max_size 4"):
-        ck.make_problem(RESNET18, [prop], ck.Constraints.default(max_size=4))
+        ck.make_problem(RESNET18, [prop], constraints=ck.Constraints.default(max_size=4))
 
 
 def test_the_limits_object_keeps_each_device_its_own():
@@ -101,7 +101,7 @@ def test_the_limits_object_keeps_each_device_its_own():
     a.max_nodes = 3
     b = ck.OpsProperty(["Add", "MaxPool", "Relu"], device="b")
     b.min_nodes = 2
-    problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=5))
+    problem = ck.make_problem(RESNET18, [a, b], constraints=ck.Constraints.default(max_size=5))
     lim = problem.limits
     assert lim.max_nodes == (3, 5) and lim.min_nodes == (1, 2)
     assert lim.describe() == "max_size 5; a: max_nodes 3; b: min_nodes 2"
@@ -116,7 +116,7 @@ def test_two_devices_keep_their_own_limits_under_every_strategy(strategy):
     a.max_nodes = 3
     b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
     b.min_nodes = 2
-    problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=6))
+    problem = ck.make_problem(RESNET18, [a, b], constraints=ck.Constraints.default(max_size=6))
     part = run(problem, strategy)
     sizes = {"a": [], "b": []}
     for c in part.offloaded_clusters():
@@ -333,7 +333,7 @@ def test_explain_names_the_device_verdict_that_kept_two_clusters_apart():
 
     prop = ck.OpsProperty(["Conv", "Relu", "Add", "MaxPool"], device="npu")
     prop.max_nodes = 3
-    part = ck.partition(RESNET18, [prop], "mxnet")
+    part = ck.partition(RESNET18, [prop], strategy="mxnet")
     g, a = part.graph, part.assignment()
     dev = [c.device for c in part.clusters]
     u, v = next((u, v) for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist())
@@ -348,7 +348,7 @@ def test_the_problem_limits_are_read_from_limits_alone():
     a = ck.OpsProperty(["Conv", "Relu"], device="a")
     a.max_nodes = 2
     b = ck.OpsProperty(["Add", "MaxPool", "Relu", "Conv"], device="b")
-    problem = ck.make_problem(RESNET18, [a, b], ck.Constraints.default(max_size=5,
+    problem = ck.make_problem(RESNET18, [a, b], constraints=ck.Constraints.default(max_size=5,
                                                                        max_const_bytes=10**6))
     lim = problem.limits
     assert (lim.loosest_min, lim.loosest_max, lim.loosest_bytes) == (1, 5, 10**6)

@@ -168,7 +168,7 @@ def test_window_model_charges_exactly_what_the_window_changes(problem, data):
 def synthetic_problem(n: int, seed: int, **cons):
     graph = graph_from_dag(long_edge_dag(n, seed=seed))
     return make_problem(graph, ["npu=ops:" + ",".join(LONG_EDGE_SUPPORTED)],
-                        Constraints.default(**cons) if cons else None)
+                        constraints=Constraints.default(**cons) if cons else None)
 
 
 @pytest.mark.parametrize("objective,cons", [("partitions", {}), ("cut", {"max_size": 6}),

@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 import clusterkit as ck
-from clusterkit._deprecated import renamed_keywords
+from clusterkit._deprecated import REMOVED_IN, renamed_keywords
 from support.models import BUNDLED_MODELS
 
 #: (old module, old name, new module, new name)
@@ -35,6 +35,13 @@ MODULE_NAMES = [
     ("clusterkit.engines.growth", "Piece", "clusterkit.engines.growth", "GrowingCluster"),
     ("clusterkit.engines.cpsat.strategy", "solve_parts", "clusterkit.engines.cpsat.strategy",
      "solve_components"),
+    # the front door's helpers, private now
+    *[("clusterkit.api", name, "clusterkit.api", f"_{name}")
+      for name in ("resolve_selectors", "selector_label", "check_options", "self_placing")],
+    # off the top level, kept in their homes
+    ("clusterkit", "cut_bytes", "clusterkit.result.metrics", "cut_bytes"),
+    ("clusterkit", "DEFAULT_VALUE_INPUTS", "clusterkit.constraints.core", "DEFAULT_VALUE_INPUTS"),
+    ("clusterkit", "graph_from_node_link", "clusterkit.io.node_link", "graph_from_node_link"),
 ]
 TORCH_NAMES = [
     ("clusterkit.torch", "Partition", "clusterkit.torch", "Cluster"),
@@ -44,11 +51,13 @@ TORCH_NAMES = [
 
 def _check_module_alias(old_mod: str, old: str, new_mod: str, new: str) -> None:
     target = getattr(importlib.import_module(new_mod), new)
-    with pytest.warns(DeprecationWarning, match=f"{old_mod}.{old} is deprecated, use "
-                                                f"{new_mod}.{new}") as record:
+    with pytest.warns(DeprecationWarning) as record:
         got = getattr(importlib.import_module(old_mod), old)
     assert got is target
-    assert len(record) == 1 and record[0].filename == __file__  # points at the caller
+    assert [str(w.message) for w in record] == [
+        f"{old_mod}.{old} is deprecated, use {new_mod}.{new} ({old_mod}.{old} is removed in "
+        f"clusterkit {REMOVED_IN})"]
+    assert record[0].filename == __file__  # points at the caller
     with pytest.warns(DeprecationWarning, match=f"use {new_mod}.{new}"):
         namespace: dict = {}
         exec(f"from {old_mod} import {old} as got", namespace)
@@ -74,7 +83,8 @@ def test_the_torch_drop_in_keeps_partition(old_mod, old, new_mod, new):
 
 
 def test_unknown_names_still_raise_attribute_error():
-    for mod in ("clusterkit", "clusterkit.runtime.executor", "clusterkit.engines.units",
+    for mod in ("clusterkit", "clusterkit.api", "clusterkit.runtime.executor",
+                "clusterkit.engines.units",
                 "clusterkit.engines.growth", "clusterkit.selection.registry"):
         with pytest.raises(AttributeError, match="no_such_name"):
             importlib.import_module(mod).no_such_name  # noqa: B018
@@ -88,13 +98,21 @@ def test_new_names_do_not_warn():
         assert ck.registered_selectors() == ck.selection.registry.registered_selectors()
 
 
+def test_the_moved_names_leave_the_top_level_and_self_placing_stays():
+    from clusterkit.api import SELF_PLACING, _self_placing
+
+    moved = {"cut_bytes", "DEFAULT_VALUE_INPUTS", "graph_from_node_link"}
+    assert not moved & (set(ck.__all__) | set(dir(ck)))
+    assert "cpsat" in SELF_PLACING and SELF_PLACING == _self_placing()
+
+
 def _problem():
     """squeezenet with its first Conv and the Relu after it a together group (one super-node)."""
     graph = ck.load_graph(BUNDLED_MODELS / "squeezenet1_1.onnx")
     conv = next(v for v in range(graph.n) if graph.nodes[v].op_type == "Conv")
     relu = next(w for w in graph.succ_lists[conv] if graph.nodes[w].op_type == "Relu")
     return ck.make_problem(graph, ["acc=ops:Conv,Relu"],
-                           ck.Constraints.default(together=[[conv, relu]]))
+                           constraints=ck.Constraints.default(together=[[conv, relu]]))
 
 
 def _check_attribute(obj, old: str, new: str, owner: str) -> None:

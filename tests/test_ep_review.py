@@ -150,11 +150,11 @@ def test_qnn_drops_a_partition_of_a_lone_dequantize(strategy):
     g = dequantize_then("Celu")  # Celu: not in QNN's op table, so the DQ is alone
     prop = bound(qnn.make_property(), g)
     assert prop.accepts(node_named(g, "dq")) and not prop.accepts(node_named(g, "after"))
-    assert device_of(ck.partition(g, "qnn", strategy))["dq"] == "cpu"
+    assert device_of(ck.partition(g, "qnn", strategy=strategy))["dq"] == "cpu"
     if strategy == "singleton":  # every partition is one node there
         return
     # next to a node QNN takes, the DQ is part of a larger partition, which the EP keeps
-    dev = device_of(ck.partition(dequantize_then("Relu"), "qnn", strategy))
+    dev = device_of(ck.partition(dequantize_then("Relu"), "qnn", strategy=strategy))
     assert dev["dq"] == dev["after"] == "qnn"
 
 

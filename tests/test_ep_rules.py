@@ -90,11 +90,11 @@ def test_lone_flatten_and_identity_are_dropped_but_not_in_company(op):
              helper.make_node("Erf", ["f"], ["y"], name="erf2")]
     shape = [1, 48] if op == "Flatten" else [1, 3, 4, 4]
     m = model(nodes, [("x", [1, 3, 4, 4])], [("y", shape)])
-    assert device_of(ck.partition(m, "nnapi", "cycles"))["copy"] == "cpu"
+    assert device_of(ck.partition(m, "nnapi", strategy="cycles"))["copy"] == "cpu"
     # the same op next to a Relu forms a two-node partition, which the EP keeps
     nodes[2] = helper.make_node("Relu", ["f"], ["y"], name="relu")
     m = model(nodes, [("x", [1, 3, 4, 4])], [("y", shape)])
-    dev = device_of(ck.partition(m, "nnapi", "cycles"))
+    dev = device_of(ck.partition(m, "nnapi", strategy="cycles"))
     assert dev["copy"] == dev["relu"] == "nnapi"
 
 
@@ -105,7 +105,7 @@ def test_a_partition_fed_by_constants_only_is_dropped():
              helper.make_node("Erf", ["a"], ["ea"], name="erf_c"),
              helper.make_node("Mul", ["e", "ea"], ["y"], name="mul")]
     m = model(nodes, [("x", [1, 4])], [("y", [1, 4])], [("c", c)])
-    part = ck.partition(m, "nnapi", "singleton")
+    part = ck.partition(m, "nnapi", strategy="singleton")
     dev = device_of(part)
     assert dev["const_add"] == "cpu" and dev["mul"] == "nnapi"
     # its outputs are constant: onnxruntime folds it, so it is reported folded, not a fallback

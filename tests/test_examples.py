@@ -42,7 +42,7 @@ def test_new_accelerator_keeps_its_limit_under_the_default_strategy():
                              if u in inner and v in inner)
         assert len(c.nodes) <= 24 and nx.is_connected(inner), c
     mx = ck.partition(BUNDLED_MODELS / "resnet50.onnx",
-                      str(REPO / "examples" / "new_accelerator.py"), "mxnet")
+                      str(REPO / "examples" / "new_accelerator.py"), strategy="mxnet")
     assert part.metrics()["compute_offloaded"] == mx.metrics()["compute_offloaded"] == 119
 
 

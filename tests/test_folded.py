@@ -137,7 +137,7 @@ def test_resnet50_coreml_reports_folded_nodes_never_as_fallbacks(tmp_path, capsy
     path = BUNDLED_MODELS / "resnet50.onnx"
     model = onnx.load(path)
     expect, _ = independent_folded(model)
-    part = ck.partition(path, "coreml", "cycles")
+    part = ck.partition(path, "coreml", strategy="cycles")
     doc = part.to_json()
     assert set(doc["folded"]) == expect and len(expect) == 93
     fallen = {e["index"] for e in doc["placement"]["fallen_back"]}

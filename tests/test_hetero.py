@@ -441,7 +441,7 @@ def test_replayed_growths_under_size_and_never_limits_give_what_rerunning_gives(
     names = [nd.name for nd in graph.nodes]
     pairs = [(names[a], names[b]) for a, b in rng.integers(0, graph.n, size=(30, 2)) if a != b]
     cons = ck.Constraints.default(max_size=9, never_together=pairs)
-    problem = ck.make_problem(graph, ["ops:" + ",".join(LONG_EDGE_SUPPORTED)], cons)
+    problem = ck.make_problem(graph, ["ops:" + ",".join(LONG_EDGE_SUPPORTED)], constraints=cons)
     assert not hetero._Selector(problem, hetero.SuperNodeGraph(problem), [0], False).plain
     got = [(d, sorted(v)) for d, v in hetero.subgraphs(problem)]
     assert got == [(d, sorted(v)) for d, v in rerun_every_round(problem)]

@@ -126,7 +126,7 @@ def test_partition_json_text_is_json_dumps_of_partition_json():
     from clusterkit.testing.synthetic import long_edge_dag
 
     graph = graph_from_dag(long_edge_dag(3000, seed=1))
-    part = ck.partition(graph, "ops:S0,S1,S2,S3,S4,S5,S6,S7", "cycles")
+    part = ck.partition(graph, "ops:S0,S1,S2,S3,S4,S5,S6,S7", strategy="cycles")
     assert len(part.clusters) > 16
     text = partition_json_text(part)
     assert text == json.dumps(partition_json(part), indent=1) + "\n"
@@ -149,7 +149,7 @@ def test_partition_json_text_in_blocks_is_json_dumps_of_partition_json(block, mo
 
     monkeypatch.setattr(json_format, "BLOCK", block)
     graph = graph_from_dag(long_edge_dag(3000, seed=2))
-    part = ck.partition(graph, "ops:S0,S1,S2,S3,S4,S5,S6,S7", "cycles")
+    part = ck.partition(graph, "ops:S0,S1,S2,S3,S4,S5,S6,S7", strategy="cycles")
     assert len(part.clusters) > 3 * block or block == 8192
     for p in (part, dataclasses.replace(part, clusters=(
             Cluster(True, "cpu", ()), *part.clusters[:7], Cluster(7, "npu", ()),

@@ -6,9 +6,11 @@ fresh interpreter imports clusterkit and reports which top-level modules it has 
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,21 +41,34 @@ def test_reading_node_link_json_needs_no_networkx(tmp_path):
     assert "networkx" not in loaded
 
 
-#: the pipeline after partitioning, at the front door and where each is defined
-PIPELINE = {"fuse": "clusterkit.fusion", "flatten": "clusterkit.fusion",
-            "FusedGraph": "clusterkit.fusion", "Executor": "clusterkit.runtime.executor",
-            "run_model": "clusterkit.runtime.executor",
-            "random_inputs": "clusterkit.runtime.executor",
-            "compare_outputs": "clusterkit.runtime.executor",
-            "OnnxRuntimeBackend": "clusterkit.runtime.backends",
-            "get_backend": "clusterkit.runtime.backends",
-            "register_backend": "clusterkit.runtime.backends",
-            "export_fused": "clusterkit.export", "export_partition": "clusterkit.export",
-            "compare": "clusterkit.analysis.compare", "format_table": "clusterkit.analysis.compare"}
+def _type_checking_imports(source: str) -> dict[str, str]:
+    """name -> module of the imports under ``if TYPE_CHECKING:`` of a module's source."""
+    found: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom), ast.unparse(imp)
+                found.update({a.asname or a.name: imp.module or "" for a in imp.names})
+    return found
 
 
-@pytest.mark.parametrize("name", ["load_onnx", "load_graph", "graph_from_node_link",
-                                  "from_networkx", "partition", *PIPELINE])
+def test_the_type_checking_block_lists_exactly_the_lazy_names():
+    """The lazy table is the one list of the lazy names; the ``TYPE_CHECKING`` block (for type
+    checkers, not run) cannot be made from it, so it is read: each name from its lazy module."""
+    import clusterkit
+
+    source = Path(clusterkit.__file__).read_text()
+    assert _type_checking_imports(source) == clusterkit._LAZY
+
+
+def test_the_block_reader_sees_a_wrong_module():
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+              "    from clusterkit.fusion import fuse\n    from a.b import c as d\n")
+    assert _type_checking_imports(source) == {"fuse": "clusterkit.fusion", "d": "a.b"}
+
+
+@pytest.mark.parametrize("name", ["load_onnx", "load_graph", "from_networkx", "partition",
+                                  "fuse", "export_fused", "profile_model"])
 def test_public_names_stay_reachable(name):
     import clusterkit
 
@@ -61,21 +76,22 @@ def test_public_names_stay_reachable(name):
     assert name in clusterkit.__all__
 
 
-@pytest.mark.parametrize("name", sorted(PIPELINE))
-def test_the_front_door_gives_the_pipeline_objects_themselves(name):
+def test_the_front_door_gives_the_lazy_objects_themselves():
     import importlib
 
     import clusterkit
 
-    assert getattr(clusterkit, name) is getattr(importlib.import_module(PIPELINE[name]), name)
-    assert name in dir(clusterkit)
+    assert len(clusterkit._LAZY) > 20
+    for name, module in clusterkit._LAZY.items():
+        assert getattr(clusterkit, name) is getattr(importlib.import_module(module), name)
+        assert name in dir(clusterkit) and name in clusterkit.__all__
 
 
 def test_the_examples_use_the_front_door():
-    from pathlib import Path
+    import clusterkit
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     for path in sorted(examples.glob("*.py")):
         text = path.read_text()
-        for module in set(PIPELINE.values()):
+        for module in set(clusterkit._LAZY.values()):
             assert f"from {module} import" not in text, (path.name, module)

@@ -31,12 +31,12 @@ def test_check_choice_returns_the_word_or_names_option_and_choices():
 
 
 DOOR = {
-    "devices": (lambda: ck.partition(_chain(), "ops:Conv", "cycles", devices="fast"),
+    "devices": (lambda: ck.partition(_chain(), "ops:Conv", strategy="cycles", devices="fast"),
                 ck.StrategyError, "devices must be one of priority, cost, got 'fast'"),
     "auto prefer": (lambda: ck.partition(_chain(), "ops:Conv", prefer="cost"),
                     ck.StrategyError,
                     "auto: option prefer must be one of cut, partitions, got 'cost'"),
-    "cpsat method": (lambda: ck.partition(_chain(), "ops:Conv", "cpsat", method="exact"),
+    "cpsat method": (lambda: ck.partition(_chain(), "ops:Conv", strategy="cpsat", method="exact"),
                      ck.StrategyError,
                      "cpsat: option method must be one of auto, full, lns, got 'exact'"),
     "optimize level": (lambda: ck.load_graph("model.onnx", optimize="fast"),

@@ -14,8 +14,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from clusterkit import CycleError, GraphError, from_networkx, graph_from_node_link
+from clusterkit import CycleError, GraphError, from_networkx
 from clusterkit.graph.core import Graph, Node, Tensor, TensorTable
+from clusterkit.io.node_link import graph_from_node_link
 
 
 def _oracle(data: dict) -> Graph:

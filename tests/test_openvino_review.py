@@ -108,7 +108,8 @@ def test_a_lone_node_partition_is_dropped_when_the_model_is_split(strategy):
     prop = openvino_npu.make_property(partition_rules=True)
     prop.query(g)
     assert prop.accepts(node_named(g, "n3")) and not prop.accepts(node_named(g, "n2"))
-    assert device_of(ck.partition(g, "openvino_npu[partition_rules=true]", strategy))["n3"] == "cpu"
+    part = ck.partition(g, "openvino_npu[partition_rules=true]", strategy=strategy)
+    assert device_of(part)["n3"] == "cpu"
 
 
 @pytest.mark.parametrize("ops, taken", [
@@ -120,7 +121,7 @@ def test_a_partition_whose_conv_output_leaves_it_is_dropped(ops, taken):
     unsupported nodes in the model, a cluster is omitted when the first output of a Conv or
     Identity in it is a cluster output and the node has output edges."""
     g = chain(*ops)
-    dev = device_of(ck.partition(g, "openvino_npu[partition_rules=true]", "cycles"))
+    dev = device_of(ck.partition(g, "openvino_npu[partition_rules=true]", strategy="cycles"))
     assert (dev["n0"] == dev["n1"] == "openvino_npu") is taken
     if not taken:
         assert dev["n0"] == dev["n1"] == "cpu"
@@ -175,4 +176,4 @@ def test_partition_rules_are_opt_in():
     setting ``partition_rules=true``."""
     assert openvino_npu.make_property().subgraph_rules == ()
     g = chain("Relu", "Conv", "Det", "Sigmoid")
-    assert device_of(ck.partition(g, "openvino_npu", "cycles"))["n3"] == "openvino_npu"
+    assert device_of(ck.partition(g, "openvino_npu", strategy="cycles"))["n3"] == "openvino_npu"

@@ -255,7 +255,7 @@ def test_a_cyclic_input_is_refused(case_id, strategy):
 @pytest.mark.parametrize("case_id", GIVEN)
 def test_a_given_partition_is_refused_exactly_when_the_reference_refuses_it(case_id):
     case = BY_ID[case_id]
-    problem = ck.make_problem(case_graph(case), case["devices"], case_constraints(case))
+    problem = ck.make_problem(case_graph(case), case["devices"], constraints=case_constraints(case))
     index = problem.graph.name_to_index
     device = problem.devices[0]
     listed = {v for grp in case["partition"] for v in grp}

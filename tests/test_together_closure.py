@@ -52,14 +52,15 @@ def cluster_of(part: ck.Partition, name: str):
 def test_a_chain_between_two_members_joins_the_group():
     g = dag([("a", "x"), ("x", "y"), ("y", "c"), ("c", "d")],
             {"a": "Conv", "x": "Relu", "y": "Relu", "c": "Conv", "d": "Relu"})
-    p = ck.make_problem(g, ["ops:Conv,Relu"], Constraints(together=[["a", "c"]]))
+    p = ck.make_problem(g, ["ops:Conv,Relu"], constraints=Constraints(together=[["a", "c"]]))
     assert group_names(p) == [["a", "c", "x", "y"]]
 
 
 def test_a_node_between_that_no_device_of_the_group_takes_is_the_one_line_error():
     g = dag([("a", "x"), ("x", "c"), ("a", "c")], {"a": "Conv", "x": "Softmax", "c": "Conv"})
     with pytest.raises(ConstraintError) as err:
-        ck.make_problem(g, ["npu=ops:Conv", "gpu=ops:Softmax"], Constraints(together=[["a", "c"]]))
+        ck.make_problem(g, ["npu=ops:Conv", "gpu=ops:Softmax"],
+                        constraints=Constraints(together=[["a", "c"]]))
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith("together group 0 is not convex")
@@ -72,7 +73,7 @@ def test_nodes_between_taken_only_by_different_devices_are_an_error():
             {"a": "Add", "x": "Relu", "y": "Tanh", "c": "Add"})
     with pytest.raises(ConstraintError, match="no one device of the group .npu, gpu. takes"):
         ck.make_problem(g, ["npu=ops:Add,Relu", "gpu=ops:Add,Tanh"],
-                        Constraints(together=[["a", "c"]]))
+                        constraints=Constraints(together=[["a", "c"]]))
 
 
 def test_the_group_goes_to_the_device_that_takes_the_nodes_between():
@@ -91,7 +92,7 @@ def test_the_group_goes_to_the_device_that_takes_the_nodes_between():
 def test_a_group_reached_by_the_closure_merges_with_it():
     """a -> b -> c with groups {a, c} and {b, d}: b joins the first group, so d must too."""
     g = dag([("a", "b"), ("b", "c"), ("b", "d")], {v: "Relu" for v in "abcd"})
-    p = ck.make_problem(g, ["ops:Relu"], Constraints(together=[["a", "c"], ["b", "d"]]))
+    p = ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=[["a", "c"], ["b", "d"]]))
     assert group_names(p) == [["a", "b", "c", "d"]]
     assert p.group_of.tolist() == [0, 0, 0, 0]
 
@@ -99,7 +100,7 @@ def test_a_group_reached_by_the_closure_merges_with_it():
 def test_a_closure_contradicting_a_never_pair_is_refused():
     g = dag([("a", "x"), ("x", "c")], {"a": "Relu", "x": "Relu", "c": "Relu"})
     with pytest.raises(ConstraintError, match="'a' and 'x' must be together"):
-        ck.make_problem(g, ["ops:Relu"], Constraints(together=[["a", "c"]],
+        ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=[["a", "c"]],
                                                      never_together=[("a", "x")]))
 
 
@@ -138,5 +139,5 @@ def test_the_closure_is_every_node_between_the_members_on_random_dags():
         after = set().union(*(nx.descendants(g, m) for m in members))
         before = set().union(*(nx.ancestors(g, m) for m in members))
         expected = sorted(set(members) | (after & before))
-        problem = ck.make_problem(g, ["ops:Relu"], Constraints(together=[members]))
+        problem = ck.make_problem(g, ["ops:Relu"], constraints=Constraints(together=[members]))
         assert group_names(problem) == [expected], members

@@ -195,7 +195,7 @@ def test_fx_support_drives_clusterkit_and_clusterkit_selectors_drive_torch():
     model, args, support = _case("fanout")
     gm = _export(model, *args).module()
     graph = read_fx(gm)
-    part = ck.partition(graph, [FxSupportProperty(support, gm, device="npu")], "cycles")
+    part = ck.partition(graph, [FxSupportProperty(support, gm, device="npu")], strategy="cycles")
     on_npu = {graph.nodes[v].name for c in part.offloaded_clusters() for v in c.nodes}
     assert on_npu == {nd.name for nd in gm.graph.nodes
                       if nd.op in CALLS and support.is_node_supported({}, nd)}

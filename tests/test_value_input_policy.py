@@ -39,20 +39,20 @@ def ops(device: str = "acc", inside: bool = False, **kw) -> OpsProperty:
 
 
 def test_by_default_a_computed_value_input_is_cut():
-    part = ck.partition(reshape_by_own_shape(), [ops()], "cycles",
+    part = ck.partition(reshape_by_own_shape(), [ops()], strategy="cycles",
                         constraints=Constraints.default())
     assert part.metrics()["partitions"] == 2
 
 
 def test_a_device_that_computes_value_inputs_keeps_them_in_one_cluster():
-    part = ck.partition(reshape_by_own_shape(), [ops(inside=True)], "cycles",
+    part = ck.partition(reshape_by_own_shape(), [ops(inside=True)], strategy="cycles",
                         constraints=Constraints.default())
     assert part.metrics()["partitions"] == 1
 
 
 def test_the_devices_own_value_inputs_still_apply():
     prop = ops(inside=True, value_inputs={"Reshape": (1,)})
-    part = ck.partition(reshape_by_own_shape(), [prop], "cycles",
+    part = ck.partition(reshape_by_own_shape(), [prop], strategy="cycles",
                         constraints=Constraints.default())
     assert part.metrics()["partitions"] == 2
 
@@ -78,11 +78,11 @@ def llama():
 
 def test_openvino_npu_groups_llama_as_one_partition(llama):
     _, graph = llama
-    part = ck.partition(graph, ["openvino_npu"], "auto", constraints=Constraints.default())
+    part = ck.partition(graph, ["openvino_npu"], strategy="auto", constraints=Constraints.default())
     assert part.metrics()["partitions"] == 1
     prop = parse_selector("openvino_npu")
     prop.computes_value_inputs = False  # the policy before: value inputs cut
-    assert ck.partition(graph, [prop], "auto",
+    assert ck.partition(graph, [prop], strategy="auto",
                         constraints=Constraints.default()).metrics()["partitions"] > 100
 
 
@@ -94,7 +94,7 @@ def test_verify_reports_more_partitions_than_the_ep_with_the_reason(llama):
     answer = query_ep(proto, "OpenVINOExecutionProvider", compile=False)
     prop = parse_selector("openvino_npu")
     prop.computes_value_inputs = False
-    r = compare(graph, answer, ck.partition(graph, [prop], "auto",
+    r = compare(graph, answer, ck.partition(graph, [prop], strategy="auto",
                                             constraints=Constraints.default()))
     assert r.same_nodes and len(r.ep_partitions) == 1 and r.more_partitions and not r.agree
     assert "a value input" in r.grouping_reason

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Sequence, Union
 import numpy as np
 
 from clusterkit.analysis.isolated import run_isolated
-from clusterkit.api import make_problem, run_strategy, selector_label
+from clusterkit.api import _selector_label, make_problem, run_strategy
 from clusterkit.constraints.core import Constraints
 from clusterkit.constraints.costs import graph_flops
 from clusterkit.constraints.objectives import parse_objective
@@ -99,9 +99,9 @@ def compare(model: Any, selectors: Selectors, strategies: Iterable[str] | None =
     strategy. ``selectors`` are specs or properties, one or a list, as for
     :func:`~clusterkit.api.partition`. A strategy that fails (with any exception) yields a row
     with ``error`` set; nothing is dropped silently."""
-    problem = make_problem(model, selectors, constraints, fallback)
+    problem = make_problem(model, selectors, constraints=constraints, fallback=fallback)
     label = name or problem.graph.name
-    selector = selector_label(selectors)
+    selector = _selector_label(selectors)
     strategies = list(strategies) if strategies is not None else default_strategies()
     options = options or {}
     flops = graph_flops(problem.graph)
@@ -244,7 +244,7 @@ def model_name(path: str) -> str:
 def model_error(path: str, selectors: Selectors, exc: BaseException) -> dict[str, Any]:
     """The JSON form of a model that could not be compared: one row with strategy ``-``."""
     name = model_name(path)
-    return {"model": name, "selector": selector_label(selectors), "nodes": 0,
+    return {"model": name, "selector": _selector_label(selectors), "nodes": 0,
             "rows": [asdict(Row(name, "-", status="error", error=describe_error(exc)))]}
 
 

@@ -153,7 +153,7 @@ def verify_graph(proto: onnx.ModelProto, graph: Graph, selector: str, *,
     answer = query_ep(proto, ep, settings, compile=compile)
     # the constraints `clusterkit partition` uses by default: the value-input cuts apply as the
     # device's declared policy (computes_value_inputs) says, and the EP's answer is the judge
-    result = partition(graph, [prop], strategy, constraints=Constraints.default())
+    result = partition(graph, [prop], strategy=strategy, constraints=Constraints.default())
     report = compare(graph, answer, result)
     report.selector = selector
     report.known_fault = verified.get("ep_faults", {}).get(graph.name)

@@ -22,6 +22,7 @@ import re
 import tempfile
 from typing import Any
 
+from clusterkit._deprecated import keyword_only_after
 from clusterkit.errors import ExecutionError, WriteError
 from clusterkit.fusion import FusedGraph, fuse, initializer_map, source_model, value_info_map
 from clusterkit.graph.subgraph import Subgraph
@@ -51,6 +52,7 @@ def device_domain(device: str) -> str:
     return f"clusterkit.{device}"
 
 
+@keyword_only_after(2)
 def export_fused(graph: FusedGraph, path: str | os.PathLike | None = None,
                  model_name: str | None = None, check: bool = True):
     """The ONNX ModelProto of a fused graph (written to ``path`` when given, atomically: see
@@ -204,6 +206,7 @@ def _save_with_external_data(model, path: str) -> None:
         raise write_error(path, exc) from exc
 
 
+@keyword_only_after(2)
 def export_partition(partition: Partition, path: str | os.PathLike | None = None,
                      model_name: str | None = None, check: bool = True):
     """Fuse ``partition`` and export it (see :func:`export_fused`)."""

@@ -29,6 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from clusterkit._deprecated import keyword_only_after
 from clusterkit.errors import BackendError
 from clusterkit.fusion import root_of, source_model
 from clusterkit.io.files import write_atomic
@@ -156,6 +157,7 @@ def read_onnx(model: Any) -> Any:
             raise BackendError(f"OpenVINO's ONNX front end cannot read the model: {text}") from None
 
 
+@keyword_only_after(2)
 def export_openvino(partition: Any, xml: str | os.PathLike, model: Any = None) -> Affinities:
     """Write ``partition``'s model (``model``: that ONNX ModelProto, default the partitioned
     graph's source) as OpenVINO IR (``xml`` and its ``.bin``, full precision) and the affinity

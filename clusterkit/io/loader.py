@@ -6,6 +6,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
+from clusterkit._deprecated import keyword_only_after
 from clusterkit.errors import ModelLoadError
 from clusterkit.graph.core import Graph
 from clusterkit.io.networkx import from_networkx
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
+@keyword_only_after(1)
 def load_graph(model: "str | os.PathLike | Graph | nx.DiGraph | object",
                dims: Mapping[str, int] | None = None, optimize: OptimizeLevel = "none"
                ) -> Graph:

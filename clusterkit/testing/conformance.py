@@ -443,7 +443,7 @@ def _check_strategy_limits(run: _Run, graph: Graph) -> None:
     hi, lo, cap = prop.max_nodes, prop.min_nodes, prop.max_const_bytes
     for strategy in LIMIT_STRATEGIES:
         try:
-            part = partition(graph, [prop], strategy)
+            part = partition(graph, [prop], strategy=strategy)
         except Exception as exc:
             rule = "subgraph-node" if "create_subgraph_node" in str(exc) else "limits"
             run.fail(rule, f"strategy {strategy} raised {exc}")
