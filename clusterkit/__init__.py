@@ -80,36 +80,23 @@ _LAZY = {
     "profile_model": "clusterkit.runtime.profile",
 }
 
-if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (F401: in
-    # __all__ through _LAZY; tests/test_lazy_imports.py checks the two agree)
-    from clusterkit.analysis.compare import compare, format_table  # noqa: F401
-    from clusterkit.constraints.platform import (  # noqa: F401
+if TYPE_CHECKING:  # the lazy names for type checkers and editors (tests/test_lazy_imports.py
+    # checks they are _LAZY's; they reach __all__ through it: pyproject lets ruff know)
+    from clusterkit.analysis.compare import compare, format_table
+    from clusterkit.constraints.platform import (
         AcceleratorSpec,
         CpuSpec,
         Platform,
         model_instance,
         read_platform,
     )
-    from clusterkit.export import export_fused, export_partition  # noqa: F401
-    from clusterkit.fusion import FusedGraph, flatten, fuse  # noqa: F401
-    from clusterkit.io.onnx import load_onnx  # noqa: F401
-    from clusterkit.io.placement_instance import (  # noqa: F401
-        PlacementInstance,
-        read_instance,
-        write_instance,
-    )
-    from clusterkit.runtime.backends import (  # noqa: F401
-        OnnxRuntimeBackend,
-        get_backend,
-        register_backend,
-    )
-    from clusterkit.runtime.executor import (  # noqa: F401
-        Executor,
-        compare_outputs,
-        random_inputs,
-        run_model,
-    )
-    from clusterkit.runtime.profile import profile_model  # noqa: F401
+    from clusterkit.export import export_fused, export_partition
+    from clusterkit.fusion import FusedGraph, flatten, fuse
+    from clusterkit.io.onnx import load_onnx
+    from clusterkit.io.placement_instance import PlacementInstance, read_instance, write_instance
+    from clusterkit.runtime.backends import OnnxRuntimeBackend, get_backend, register_backend
+    from clusterkit.runtime.executor import Executor, compare_outputs, random_inputs, run_model
+    from clusterkit.runtime.profile import profile_model
 
 
 #: old public names (deprecated, with a warning): old -> new

@@ -60,20 +60,17 @@ def moved_module(module: str, *homes: str,
 
 
 def module_getattr(module: str, renames: Mapping[str, str], namespace: Mapping[str, Any],
-                   new_module: str | None = None,
                    fallback: Callable[[str], Any] | None = None,
                    stacklevel: int = 3) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``module``: an old name of ``renames`` (old -> new) gives
-    ``namespace[new]`` with a warning. With ``new_module`` (a module moved there, ``namespace``
-    its names), every other name of ``namespace`` is given too, with a warning naming its new
-    home. Any other name goes to ``fallback`` (else ``AttributeError``). ``stacklevel`` points
-    the warning at the caller (one more when another ``__getattr__`` calls this one)."""
-    home = new_module or module
+    ``namespace[new]`` with a warning; any other name goes to ``fallback`` (else
+    ``AttributeError``). ``stacklevel`` points the warning at the caller (one more when another
+    ``__getattr__`` calls this one)."""
 
     def __getattr__(name: str) -> Any:
-        new = renames.get(name, name if new_module is not None else None)
+        new = renames.get(name)
         if new is not None and new in namespace:
-            warn_renamed(f"{module}.{name}", f"{home}.{new}", stacklevel)
+            warn_renamed(f"{module}.{name}", f"{module}.{new}", stacklevel)
             return namespace[new]
         if fallback is not None:
             return fallback(name)

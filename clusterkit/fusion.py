@@ -1,6 +1,6 @@
 """Fuse the clusters of a partition into single nodes, and turn node sets into ONNX models.
 
-:func:`fuse` replaces every accelerator cluster by the node its property's
+:func:`fuse` replaces every offloaded cluster by the node its property's
 ``create_subgraph_node`` makes (by default :meth:`SubgraphNode.default`), wired to the cluster's
 boundary tensors. The result is a :class:`FusedGraph`: an ordinary :class:`Graph` (it can be
 partitioned and fused again) that also remembers, per node, the nodes of the *original* graph it
@@ -33,7 +33,7 @@ from clusterkit.selection.protocol import SubgraphProperty, call_create_subgraph
 
 
 class FusedGraph(Graph):
-    """A graph whose accelerator clusters became single nodes.
+    """A graph whose offloaded clusters became single nodes.
 
     Extra attributes (set by :func:`fuse`):
 
@@ -92,7 +92,7 @@ def flatten(subgraph: Subgraph) -> Subgraph:
 # ---------------------------------------------------------------------- fuse
 @keyword_only_after(1)
 def fuse(partition: Partition, validate: bool = True) -> FusedGraph:
-    """Replace every accelerator cluster of ``partition`` by one node made by its device
+    """Replace every offloaded cluster of ``partition`` by one node made by its device
     property's ``create_subgraph_node``; fallback nodes stay as they are.
 
     A property that returns ``None`` rejects its cluster: the nodes stay ordinary (fallback)
@@ -128,7 +128,7 @@ _Entry = tuple[Node, list[int], "SubgraphNode | None"]
 
 def _make_subgraph_nodes(partition: Partition, props: dict[str, SubgraphProperty]
                          ) -> tuple[dict[int, tuple[Subgraph, SubgraphNode]], list[dict[str, Any]]]:
-    """Ask each accelerator cluster's property for its node, in cluster order: the made nodes by
+    """Ask each offloaded cluster's property for its node, in cluster order: the made nodes by
     cluster position, and the clusters whose property returned ``None``."""
     graph = partition.graph
     made: dict[int, tuple[Subgraph, SubgraphNode]] = {}

@@ -90,11 +90,6 @@ def opset_at_most(version: int) -> Check:
                  lambda ctx, node: f"model opset {ctx.opset} > {version}")
 
 
-def opset_below(version: int) -> Callable[[GraphContext, "Node"], bool]:
-    """A condition for :func:`when`: the model's opset is known and below ``version``."""
-    return lambda ctx, node: ctx.opset is not None and ctx.opset < version
-
-
 def value(pos: int, pred: Callable[[np.ndarray, GraphContext, "Node"], bool],
           message: str) -> Check:
     """A rule on the contents of constant input ``pos``; absent or unreadable passes."""

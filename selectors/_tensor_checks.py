@@ -190,18 +190,6 @@ def per_tensor_dq(positions: Sequence[int], only_nonconst: bool = False) -> Chec
     return run
 
 
-def numel_at_most(pos: int, count: int, what: str = "") -> Check:
-    """Input ``pos`` (when present with a known shape) has at most ``count`` elements."""
-    def run(ctx: GraphContext, node: "Node") -> Optional[str]:
-        if not ctx.has_input(node, pos):
-            return None
-        n = numel(ctx.shape(node, pos))
-        if n is None or n <= count:
-            return None
-        return f"input {pos}{' (' + what + ')' if what else ''} has {n} elements, not a scalar"
-    return run
-
-
 def no_external_initializers() -> Check:
     """No input is an initializer stored as external data."""
     def run(ctx: GraphContext, node: "Node") -> Optional[str]:

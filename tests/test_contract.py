@@ -299,7 +299,7 @@ def test_the_default_offloads_as_much_as_the_best_strategy_with_a_counting_selec
 
 
 def _figures(part: ck.Partition) -> tuple[int, int]:
-    """(compute nodes on an accelerator, accelerator clusters), counted from the clusters."""
+    """(compute nodes on an accelerator, offloaded clusters), counted from the clusters."""
     clusters = part.offloaded_clusters()
     folded = part.graph.folded
     return sum(not folded[v] for c in clusters for v in c.nodes), len(clusters)

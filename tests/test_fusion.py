@@ -38,7 +38,7 @@ def oracle_boundary(model: onnx.ModelProto, graph: ck.Graph, members) -> tuple[s
 
 
 def check_fused_structure(model, part: Partition, fg: FusedGraph) -> None:
-    """Members cover the original nodes once; one node per accelerator cluster; every fused node
+    """Members cover the original nodes once; one node per offloaded cluster; every fused node
     is wired to its cluster's boundary as the oracle computes it."""
     root = part.graph
     seen = sorted(m for mem in fg.members for m in mem)

@@ -121,6 +121,17 @@ def test_the_glossary_gives_one_word_per_concept():
     assert "renamed:" not in text.lower() and "renamed from" not in text.lower()
 
 
+def test_the_code_and_docs_follow_the_glossary_for_offloaded_clusters():
+    """The glossary's word is "offloaded cluster": no "accelerator cluster" in the package,
+    the selectors, the docs or the README (the glossary names it once, to refuse it)."""
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md"),
+             *(REPO / "clusterkit").rglob("*.py"), *(REPO / "selectors").rglob("*.py")]
+    said = [p.name for p in pages if p.name != "glossary.md"
+            and re.search(r"accelerator\s+clusters?\b", p.read_text(), re.I)]
+    assert not said, said
+    assert "offloaded cluster" in (REPO / "docs" / "glossary.md").read_text()
+
+
 def test_the_docs_name_no_commits():
     """README.md and docs/*.md describe what the tool does today: no commit hashes (a word of 7
     to 12, or 40, lowercase hex digits with a digit and a letter) and no "at commit"; history is

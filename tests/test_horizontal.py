@@ -59,7 +59,7 @@ def test_level_merging_is_valid_and_no_worse(problem, strategy):
 
 
 def _fewest_partitions(problem) -> int:
-    """Brute force: the fewest accelerator clusters over every grouping of the accelerator
+    """Brute force: the fewest offloaded clusters over every grouping of the accelerator
     nodes (one device, no limits) whose cluster graph is acyclic."""
     single = run_strategy(problem, "singleton")
     acc = [c.nodes[0] for c in single.offloaded_clusters()]
@@ -160,7 +160,7 @@ def test_node_paths_with_folded_fallback_chains_match_the_full_graph():
 @given(problems(max_nodes=10, max_devices=2, constraints=False),
        st.sampled_from(["singleton", "cycles", "longest-path"]))
 def test_bins_without_limits_group_each_device_and_level(problem, strategy) -> None:
-    """Without limits every (device, level) of the accelerator clusters is one label, that of
+    """Without limits every (device, level) of the offloaded clusters is one label, that of
     its first cluster in topological order, and each fallback cluster keeps its own: checked
     against a grouping written here, for both level readings."""
     from clusterkit.passes.horizontal import _Levels

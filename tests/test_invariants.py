@@ -2,10 +2,10 @@
 day it registers) on random problems, checked by a checker written here from the problem's
 plain description (``support.fuzz.Spec``), not by ``Partition.validate``:
 
-- every node in exactly one cluster; an accelerator cluster's device takes every op in it;
+- every node in exactly one cluster; an offloaded cluster's device takes every op in it;
 - the graph of clusters is acyclic (networkx);
 - never-together pairs apart, explicit cut edges cut, a value input's producer a constant or in
-  another cluster, together groups whole, accelerator clusters within min/max size;
+  another cluster, together groups whole, offloaded clusters within min/max size;
 - no edge a selector refuses (``select_input``/``select_output`` False) inside a cluster of its
   device, and every cluster acceptable to its device (``unacceptable``, written from the spec:
   the device's ``max_nodes``/``min_nodes``, its ``create_subgraph_node`` rejections, and for a
@@ -160,7 +160,7 @@ def unacceptable(spec: Spec, d: DeviceSpec, members: tuple[str, ...]) -> str | N
 
 
 def cut_bytes(spec: Spec, part: Partition) -> int:
-    """Bytes crossing between units: each accelerator cluster, and one host unit for every
+    """Bytes crossing between units: each offloaded cluster, and one host unit for every
     fallback node; graph inputs come from the host, graph outputs go to it, constants are free."""
     unit: dict[str, object] = {}
     for k, (device, members) in enumerate(clusters_by_name(part)):

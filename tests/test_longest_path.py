@@ -200,7 +200,7 @@ class _CountingProperty(SubgraphProperty):
 @fast(80)
 @given(dags(1, 10), st.integers(1, 3))
 def test_stateful_selector_and_filter(g, limit):
-    """Every engine asks a fresh selector per growing cluster: no accelerator cluster is larger
+    """Every engine asks a fresh selector per growing cluster: no offloaded cluster is larger
     than the selector's limit, the filter's drops (Add) sit on the fallback, result valid."""
     problem = Constraints().compile(from_networkx(g), [_CountingProperty(limit)])
     for engine in ENGINES:

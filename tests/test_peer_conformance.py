@@ -3,9 +3,9 @@ XLA test suites (``tests/data/conformance``: the cases and the README with their
 runner rules), run through every registered strategy.
 
 - Every strategy on every case keeps the invariants, checked here from the case's own text (not
-  by ``Partition.validate``): every node in one cluster, an accelerator cluster holds only op
+  by ``Partition.validate``): every node in one cluster, an offloaded cluster holds only op
   types its device's ``ops:`` list names, the graph of clusters is acyclic, must-link nodes share
-  a cluster, cannot-link nodes do not, accelerator clusters meet ``min_size``.
+  a cluster, cannot-link nodes do not, offloaded clusters meet ``min_size``.
 - A cyclic input graph is refused, and a given partition (``kind: validate``) is refused exactly
   when the reference refuses it.
 - The strategies that model the reference's policy (``xla`` -> cycles; ``fx``, ``ort``, ``tvm``
@@ -46,7 +46,7 @@ OTHER_GROUPING = ("an equally good partition: as many partitions, the same nodes
 
 #: (case, strategy) -> (claim, why, nodes): where clusterkit's answer differs from the
 #: reference's by design. The claim is asserted by :func:`check_claim`: "the default meets it"
-#: (auto meets the expectation), "fewer partitions" (fewer accelerator clusters, every node the
+#: (auto meets the expectation), "fewer partitions" (fewer offloaded clusters, every node the
 #: reference offloads still offloaded), "more offloaded" (a strict superset of the reference's
 #: offloaded nodes, or ``nodes`` offloaded where the reference keeps them on the host) and
 #: "as good" (see OTHER_GROUPING).

@@ -620,7 +620,7 @@ def test_rules_never_crash_on_odd_nodes(name, data):
 
 
 def test_mxnet_keeps_xnnpack_fusions_whole_without_extra_constraints():
-    """The mxnet engine calls filter/create_subgraph_node: no accelerator cluster may hold a
+    """The mxnet engine calls filter/create_subgraph_node: no offloaded cluster may hold a
     fused-only Relu without the Conv/pool it is fused onto."""
     assert "mxnet" in ck.strategy_names()
     g = graph("resnet18")

@@ -34,15 +34,7 @@ from clusterkit.analysis.compare import (
     write_dots,
 )
 from clusterkit.analysis.isolated import quiet_worker, stop_pool
-from clusterkit.cli.common import (
-    check_output_args,
-    constraints_from_args,
-    dims_from_args,
-    model_label,
-    optimize_from_args,
-    options_for,
-    strategy_options,
-)
+from clusterkit.cli import common
 from clusterkit.cli.gates import add_gate_args, gate_status, rows_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.engines import strategy_names
@@ -98,7 +90,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    check_output_args(args, ("json", "jsonl"), ("dot",))
+    common.check_output_args(args, ("json", "jsonl"), ("dot",))
     if not args.selector:
         raise StrategyError("give at least one --selector (e.g. --selector ops:Conv,Relu)")
     strategies = ([s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -107,12 +99,12 @@ def main(args: argparse.Namespace) -> int:
     for s in strategies:
         if s not in known:
             raise StrategyError(f"unknown strategy {s!r} (known: {', '.join(known)})")
-    cons = constraints_from_args(args)
-    shared = strategy_options(args)
-    options = {s: {**options_for(s, shared), "devices": args.devices} for s in strategies}
+    cons = common.constraints_from_args(args)
+    shared = common.strategy_options(args)
+    options = {s: {**common.options_for(s, shared), "devices": args.devices} for s in strategies}
     failed: list[str] = []
-    dims = dims_from_args(args)
-    level = optimize_from_args(args)
+    dims = common.dims_from_args(args)
+    level = common.optimize_from_args(args)
     _check_executor_args(args)
     if os.path.isdir(args.model):
         if dims:
@@ -123,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
         model = load_graph(args.model, dims=dims, optimize=level)
         check_op_types(args.selector, model.op_types)
         res = compare(model, args.selector, strategies, cons, args.fallback, options,
-                      name=model_label(args.model), coalesce_after=args.coalesce)
+                      name=common.model_label(args.model), coalesce_after=args.coalesce)
         print_comparison(res)
         payload = res.to_json()
         if args.dot:

@@ -13,7 +13,7 @@ import argparse
 import logging
 import os
 
-from clusterkit.cli.common import add_problem_args, check_output_args, dims_from_args, model_label
+from clusterkit.cli import common
 from clusterkit.cli.run_cmd import (
     add_plan_arg,
     add_weights_arg,
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write the fused model as ONNX (clusters as functions)")
-    add_problem_args(p, selector_required=False)
+    common.add_problem_args(p, selector_required=False)
     add_plan_arg(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="the model to write")
     p.add_argument("--format", choices=("onnx", "openvino"), default="onnx",
@@ -61,7 +61,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    check_output_args(args, ("output", "json"))
+    common.check_output_args(args, ("output", "json"))
     if (args.embed_context or args.backend) and not args.compile:
         raise UsageError("--embed-context and --backend go with --compile", "clusterkit export")
     if args.format == "openvino" and (args.compile or args.no_check):
@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
         return export_ir(args, part, fused)
     if args.compile:
         return export_compiled(args, part, fused)
-    name = model_label(args.model)
+    name = common.model_label(args.model)
     model = export_fused(fused, model_name=name, check=not args.no_check)
     outputs: list[tuple[str, str | bytes]] = (
         [(args.json, partition_json_text(part, name))] if args.json else [])
@@ -119,7 +119,7 @@ def export_compiled(args: argparse.Namespace, part, fused) -> int:
         executor = Executor(fused, backends={d: chosen.get(d, "ep") for d in part.problem.devices},
                             backend_config=config, merge_steps=False)
         stem = os.path.splitext(os.path.basename(args.output))[0]
-        model, binaries = compiled_model(executor, stem, model_label(args.model))
+        model, binaries = compiled_model(executor, stem, common.model_label(args.model))
     written = write_compiled(model, binaries, args.output)
     ctx = [nd for nd in model.graph.node if nd.op_type == "EPContext"]
     print_clusters(executor)
@@ -127,7 +127,7 @@ def export_compiled(args: argparse.Namespace, part, fused) -> int:
     log.info("wrote %s: %s (context %s), %s", args.output, plural(len(ctx), "EPContext node"),
              where, plural(len(model.graph.node) - len(ctx), "host node"))
     if args.json:
-        write_all([(args.json, partition_json_text(part, model_label(args.model)))])
+        write_all([(args.json, partition_json_text(part, common.model_label(args.model)))])
         log.info("wrote %s", args.json)
     if not args.verify:
         return 0
@@ -143,7 +143,7 @@ def verify_compiled(args: argparse.Namespace, fused, executor) -> int:
     if len({b.ep for b in backends}) != 1:
         raise UsageError("--verify of a compiled export runs one plugin EP; the devices use "
                          f"{len({b.ep for b in backends})}", "clusterkit export")
-    feeds = random_inputs(fused, dims=dims_from_args(args))
+    feeds = random_inputs(fused, dims=common.dims_from_args(args))
     actual, facts = run_deployed(args.output, backends[0].ep, backends[0].provider_options, feeds)
     rtol, atol = executor.tolerance()
     cmp = compare_outputs(run_model(original_model(args, fused), feeds), actual, rtol=rtol,
@@ -169,7 +169,7 @@ def export_ir(args: argparse.Namespace, part, fused) -> int:
           + f" ({len(aff.unmapped)} mapped to nothing: given {part.fallback})")
     print(f"compile with {hetero_devices(aff.device, part.fallback)}")
     if args.json:
-        write_all([(args.json, partition_json_text(part, model_label(args.model)))])
+        write_all([(args.json, partition_json_text(part, common.model_label(args.model)))])
         log.info("wrote %s", args.json)
     return verify_ir(args, part, fused) if args.verify else 0
 
@@ -179,7 +179,7 @@ def verify_ir(args: argparse.Namespace, part, fused) -> int:
     and its outputs against onnxruntime on the original."""
     from clusterkit.runtime.hetero_check import check_hetero
 
-    feeds = random_inputs(fused, dims=dims_from_args(args))
+    feeds = random_inputs(fused, dims=common.dims_from_args(args))
     expected = run_model(original_model(args, fused), feeds)
     r = check_hetero(part, args.output, feeds, expected)
     stand = "".join(f" ({d}: the CPU plugin registered as {n})"

@@ -11,32 +11,10 @@ import logging
 import os
 from typing import Iterable, Iterator
 
-from clusterkit.analysis.report import (
-    DEVICE_COLUMNS,
-    FALLBACK_COLUMNS,
-    REASON_COLUMNS,
-    device_rows,
-    fallback_rows,
-    folded_line,
-    get_placement,
-    reason_rows,
-    reasons_line,
-    shown_fallbacks,
-)
+from clusterkit.analysis import report
 from clusterkit.analysis.verify import ep_grouping_notes
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (
-    add_devices_arg,
-    add_explain_limit_arg,
-    add_platform_arg,
-    add_problem_args,
-    check_output_args,
-    model_label,
-    optimize_from_args,
-    problem_from_args,
-    raw_graph_hint,
-    strategy_options,
-)
+from clusterkit.cli import common
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.cli.tables import print_table
 from clusterkit.engines.throughput import partition_split_text
@@ -53,9 +31,9 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("partition", help="partition a model and report the clusters")
-    add_problem_args(p, selector_required=False,
+    common.add_problem_args(p, selector_required=False,
                      unless="MODEL is a placement instance or --platform is given")
-    add_platform_arg(p)
+    common.add_platform_arg(p)
     p.add_argument("--json", metavar="FILE", help="write the partition JSON here")
     p.add_argument("--split", metavar="FILE", help="placement instances and --platform: write "
                    "the split in the paper's format ({fpgas: [{nodes}], cpus: [{nodes}]}, "
@@ -68,28 +46,28 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true",
                    help="say why adjacent supported nodes ended in different clusters, grouped "
                    "by reason")
-    add_explain_limit_arg(p, 30)
+    common.add_explain_limit_arg(p, 30)
     add_gate_args(p)
-    add_devices_arg(p)
+    common.add_devices_arg(p)
     return p
 
 
 def main(args: argparse.Namespace) -> int:
-    check_output_args(args, ("json", "split", "dot", "svg"), ("dump_dot",))
+    common.check_output_args(args, ("json", "split", "dot", "svg"), ("dump_dot",))
     # the graph's millions of objects live until the command ends and hold no cycles: the
     # collector is kept from walking them while they are made and in every later collection
     gc.disable()
     try:
-        problem = problem_from_args(args)
+        problem = common.problem_from_args(args)
     finally:
         gc.freeze()
         gc.enable()
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                           coalesce_after=args.coalesce, devices=args.devices,
-                          **strategy_options(args))
+                          **common.strategy_options(args))
     log.debug("strategy %s: %d clusters in %.3f s", result.strategy, len(result.clusters),
               result.seconds)
-    name = model_label(args.model)
+    name = common.model_label(args.model)
     print(result.summary())
     if "throughput" in result.info:
         print(throughput_line(result.info["throughput"]))
@@ -101,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
 
         print(f"cpsat: {status_line(result.info)}")
     print_placement(result)
-    hint = raw_graph_hint(args, result.problem.properties)
+    hint = common.raw_graph_hint(args, result.problem.properties)
     if hint:
         print(hint)
     for note in ep_grouping_notes(result):
@@ -186,17 +164,17 @@ def print_placement(partition: Partition, max_nodes: int = 10) -> None:
     """The placement report as tables: one row per device, then one per fallback reason (its
     nodes by op type) and the first ``max_nodes`` fallen-back nodes (an equal share per
     reason)."""
-    rep = get_placement(partition)
-    print_table(DEVICE_COLUMNS, device_rows(rep), title="placement:")
-    folded = folded_line(rep)
+    rep = report.get_placement(partition)
+    print_table(report.DEVICE_COLUMNS, report.device_rows(rep), title="placement:")
+    folded = report.folded_line(rep)
     if folded:
         print(folded)
-    print(reasons_line(rep))
+    print(report.reasons_line(rep))
     if rep["fallen_back"]:
-        print_table(REASON_COLUMNS, reason_rows(rep))
-    shown = [e for entries in shown_fallbacks(rep, max_nodes).values() for e in entries]
+        print_table(report.REASON_COLUMNS, report.reason_rows(rep))
+    shown = [e for entries in report.shown_fallbacks(rep, max_nodes).values() for e in entries]
     if shown:
-        print_table(FALLBACK_COLUMNS, fallback_rows(shown))
+        print_table(report.FALLBACK_COLUMNS, report.fallback_rows(shown))
     more = len(rep["fallen_back"]) - len(shown)
     if more > 0:
         print(f"... {more} more nodes in the JSON's placement.fallen_back")
@@ -248,7 +226,7 @@ def _json_outputs(args: argparse.Namespace, result, name: str
                   ) -> list[tuple[str, str | bytes | Iterable[str]]]:
     """The partition JSON, and with ``--optimize`` the optimized model its indices refer to
     (written beside it, named in its ``model_file``)."""
-    level = optimize_from_args(args)
+    level = common.optimize_from_args(args)
     if level == "none":
         return [(args.json, _prepared(partition_json_chunks(result, name)))]
     model_path = optimized_model_path(args.json)

@@ -13,17 +13,7 @@ from clusterkit.analysis.compare import compare, cpsat_note, default_strategies
 from clusterkit.analysis.explain import explain
 from clusterkit.analysis.html_page import draw_partition, report_page
 from clusterkit.api import run_strategy
-from clusterkit.cli.common import (
-    add_devices_arg,
-    add_explain_limit_arg,
-    add_problem_args,
-    check_output_args,
-    constraints_from_args,
-    model_label,
-    options_for,
-    problem_from_args,
-    strategy_options,
-)
+from clusterkit.cli import common
 from clusterkit.cli.gates import add_gate_args, gate_status, metrics_failures
 from clusterkit.engines import strategy_names
 from clusterkit.errors import StrategyError
@@ -34,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write one self-contained HTML page about a partition")
-    add_problem_args(p)
+    common.add_problem_args(p)
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the HTML page to write")
     p.add_argument("--strategies", default=None, metavar="A,B,...",
@@ -42,28 +32,28 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "strategy; 'none': no comparison)")
     p.add_argument("--svg-max-nodes", type=int, default=2000, metavar="N",
                    help="draw the picture only for graphs of at most N nodes (default: 2000)")
-    add_explain_limit_arg(p, 200)
+    common.add_explain_limit_arg(p, 200)
     add_gate_args(p)
-    add_devices_arg(p)
+    common.add_devices_arg(p)
     return p
 
 
 def main(args: argparse.Namespace) -> int:
-    check_output_args(args, ("output",))
+    common.check_output_args(args, ("output",))
     strategies = _strategies(args.strategies)
-    problem = problem_from_args(args)
-    shared = strategy_options(args)
-    compared = {s: {**options_for(s, shared), "devices": args.devices} for s in strategies}
+    problem = common.problem_from_args(args)
+    shared = common.strategy_options(args)
+    compared = {s: {**common.options_for(s, shared), "devices": args.devices} for s in strategies}
     result = run_strategy(problem, args.strategy, selector=" ".join(args.selector),
                           coalesce_after=args.coalesce, devices=args.devices,
                           **_main_options(args.strategy, shared, compared))
     print(result.summary())
-    name = model_label(args.model)
+    name = common.model_label(args.model)
     comparison = None
     if strategies:
         log.info("comparing %s", ", ".join(strategies))
         comparison = compare(problem.graph, args.selector, strategies,
-                             constraints_from_args(args), args.fallback, compared, name=name,
+                             common.constraints_from_args(args), args.fallback, compared, name=name,
                              coalesce_after=args.coalesce)
         note = cpsat_note(comparison)
         if note:  # the compared cpsat's budget (10 s unless --time-limit) and its status
@@ -83,7 +73,7 @@ def _main_options(strategy: str, shared: dict[str, Any],
     """The options for the report's own strategy: those it takes, and those no strategy of the
     report takes (so that the strategy refuses them by name), but not the ones meant for a
     compared strategy only (``--time-limit`` for cpsat while the report's strategy is auto)."""
-    takes = options_for(strategy, shared)
+    takes = common.options_for(strategy, shared)
     elsewhere = {k for opts in compared.values() for k in opts}
     return {k: v for k, v in shared.items() if k in takes or k not in elsewhere}
 

@@ -264,7 +264,7 @@ def _dropped_member(problem: Problem, options: dict[str, Any],
 
 
 def _dropped_after(problem: Problem, options: dict[str, Any]) -> Partition:
-    """``auto`` on ``problem`` without its ``min_size``, then every accelerator cluster below
+    """``auto`` on ``problem`` without its ``min_size``, then every offloaded cluster below
     it sent to the fallback: what dropping the small clusters afterwards gives."""
     free = dataclasses.replace(  # the limits rebuilt from the loosest ones, without min_size
         problem.with_limits(min_size=1, max_size=problem.limits.loosest_max,

@@ -20,7 +20,7 @@ SPLIT_FOR_CYCLE = "its cluster was split to break a cycle between clusters"
 
 
 def enforce_min_size(problem: Problem, labels: np.ndarray, devices: np.ndarray) -> np.ndarray:
-    """Send accelerator clusters below their device's minimum (``problem.limits.min_nodes``:
+    """Send offloaded clusters below their device's minimum (``problem.limits.min_nodes``:
     ``min_size`` or the device's own ``min_nodes``) back to the fallback (device -1).
 
     Splitting a convex cluster of an acyclic cluster graph into single nodes keeps the cluster

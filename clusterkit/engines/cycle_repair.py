@@ -21,7 +21,7 @@ from clusterkit.graph.graphcycles import OneSidedGraphCycles
 
 def break_cycles(contracted: SuperNodeGraph, pieces: list[GrowingCluster]
                  ) -> tuple[list[GrowingCluster], int]:
-    """Make the graph of clusters acyclic. ``pieces`` are accelerator clusters in the order they
+    """Make the graph of clusters acyclic. ``pieces`` are offloaded clusters in the order they
     were formed (each convex on its own); super-nodes in no piece are single-super-node clusters.
 
     Clusters in no cycle of the cluster graph (strongly connected components, computed once) are

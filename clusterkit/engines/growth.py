@@ -559,9 +559,13 @@ class GrowthTracker:
             fwd = h0 - x0 > 1 and h1 - x1 > 1 and h2 - x2 > 1
         if not (back or fwd):
             return False
-        # bound to locals for speed: the loop below reads them often
-        # the commonest witness: a rejected neighbour next to a member
-        rej = self.rejected_stamp
+        return self._neighbour_witness(x, back, fwd)
+
+    def _neighbour_witness(self, x: int, back: bool, fwd: bool) -> bool:
+        """:meth:`_through` past its quick answers: the commonest witness first (a rejected
+        neighbour of ``x`` next to a member), then a scan or the phase search."""
+        mem, gid, rej = self.member_stamp, self.growth_id, self.rejected_stamp
+        pred, succ = self.pred[x], self.succ[x]
         if back:
             for r in pred:
                 if rej[r] == gid:

@@ -165,7 +165,7 @@ def _overrides(sel: SubgraphSelector, name: str) -> bool:
 def selector_pass(problem: Problem, plan_: Plan, labels: np.ndarray, dev: np.ndarray,
                   selectors: Callable[[int], SubgraphSelector | None] | None = None,
                   regrow: bool = False) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """Re-grow (``regrow``, edge-sensitive selectors) and ``filter`` every accelerator cluster;
+    """Re-grow (``regrow``, edge-sensitive selectors) and ``filter`` every offloaded cluster;
     dropped super-nodes go to the fallback and the rest is re-split with :func:`convex_split`.
 
     ``selectors(label)`` gives the grown selector of a cluster (``cycles``) or ``None`` for a

@@ -1,4 +1,4 @@
-"""The final pass of every strategy: every accelerator cluster acceptable to its device.
+"""The final pass of every strategy: every offloaded cluster acceptable to its device.
 
 A cluster its device does not accept (:mod:`clusterkit.constraints.acceptance`: a stateful
 selector that would not grow it, a ``filter`` that drops a node, a limit of the device, a
@@ -27,7 +27,7 @@ Carving = tuple[list[list[int]], dict[int, str]]  # acceptable pieces, fallen no
 
 
 def make_acceptable(partition: Partition, cache: dict | None = None) -> Partition:
-    """``partition`` with every accelerator cluster acceptable to its device (see the module
+    """``partition`` with every offloaded cluster acceptable to its device (see the module
     docstring). Returns ``partition`` itself when every cluster already is (always, at no cost,
     for devices :meth:`Acceptance.plain` vouches for), else a new partition
     (:meth:`Partition.derive`) with the fallen nodes' reasons added. ``cache`` is accepted for

@@ -1,6 +1,6 @@
 """Coalesce: merge clusters of one device while the partition stays valid.
 
-Merging two accelerator clusters never raises ``cut_bytes``: a tensor that went from one to the
+Merging two offloaded clusters never raises ``cut_bytes``: a tensor that went from one to the
 other is no longer moved, and a tensor that both read is now counted once for the merged unit
 instead of once for each (``cut_bytes`` counts each tensor once per distinct consuming unit). The
 number of partitions drops by one. So coalescing never makes any objective of the form
@@ -41,7 +41,7 @@ from clusterkit.result.model import Partition
 PAIR_LIMIT = 20000
 #: how a cluster joins an adjacent one: along the edge from it (after) or into it (before)
 _AFTER, _BEFORE = 1, 2
-#: up to this many accelerator clusters the reachability matrix of the independent merges
+#: up to this many offloaded clusters the reachability matrix of the independent merges
 #: holds one bool per pair (at most this squared bytes), above it one bit
 DENSE_REACH = 4096
 
@@ -349,7 +349,7 @@ class _Merger:
 
 
 class _Reach:
-    """Which accelerator clusters each accelerator cluster reaches: one row of a bit matrix per
+    """Which offloaded clusters each offloaded cluster reaches: one row of a bit matrix per
     cluster, computed once over the whole cluster graph (paths through fallback clusters
     included) and kept up to date through merges, so that testing a pair costs two bit tests
     instead of a search, and a merge updates the rows that reach it in one numpy operation.

@@ -2,10 +2,10 @@
 
 Every cluster gets a class, its device's index (the fallback, and any barrier, after all
 devices), and every edge of the cluster graph a weight: 1 when it goes from a later class into an
-accelerator cluster of an earlier one, or joins two clusters of one device that may never share a
+offloaded cluster of an earlier one, or joins two clusters of one device that may never share a
 cluster (a cut or refused edge between them), else 0. A cluster's level is the heaviest path
 ending at it (``asap``) or, read backwards, the heaviest one starting at it (``alap``). All the
-accelerator clusters of one device and one level form one partition: ordering the partitions and
+offloaded clusters of one device and one level form one partition: ordering the partitions and
 the fallback clusters by (level, class, topological position) orders every edge forward, so the
 result is acyclic. For one device and no size limits this is the fewest partitions the clusters
 allow: along a path, accelerator runs separated by fallback clusters must lie in different
@@ -77,7 +77,7 @@ class _Levels:
                   | np.isin(src * k + dst, _blocked_keys(part, a, dev_a)))
         # a fallback cluster whose one successor is a fallback cluster, over a weight-0 edge,
         # lies on every path through it at the same levels: folded into that successor, the
-        # accelerator clusters' levels stay (fewer nodes to walk)
+        # offloaded clusters' levels stay (fewer nodes to walk)
         rep = _fold_fallback(k, src, dst, weight, dev_a < 0)
         self.walk = order_a[rep[order_a] == order_a].tolist()  # the order, folded left out
         self.succ, self.weight = _folded_adjacency(k, src, dst, weight, rep)
@@ -89,7 +89,7 @@ class _Levels:
 
     def levels(self) -> tuple[list[int], list[int]]:
         """Two levelings: the heaviest path ending at each cluster (``asap``) and minus the
-        heaviest path starting at it (``alap``); read for the accelerator clusters only."""
+        heaviest path starting at it (``alap``); read for the offloaded clusters only."""
         head, tail = heaviest_paths(self.walk, self.succ, self.weight)
         return head, [-t for t in tail]
 
@@ -118,7 +118,7 @@ class _Levels:
         return labels if merged else None
 
     def _free_bins(self, levels: list[int]) -> list[int]:
-        """:meth:`bins` without a limit (every cluster fits every run): each accelerator
+        """:meth:`bins` without a limit (every cluster fits every run): each offloaded
         cluster takes the label of the first cluster of its (device, level) in
         ``acc_order``."""
         acc = np.asarray(self.acc_order, dtype=np.int64)

@@ -115,7 +115,7 @@ class _Mover:
 
     def costs(self, tensors, moved: set[int], dst: int) -> tuple[int, int]:
         """The cut bytes of ``tensors`` under the current assignment and after the nodes
-        ``moved`` (of one accelerator cluster) went to the accelerator cluster ``dst``, in one
+        ``moved`` (of one offloaded cluster) went to the offloaded cluster ``dst``, in one
         pass over the tensors' readers."""
         # bound locally: the hot loop of the refinement
         a, dev = self.cluster_of, self.cluster_device

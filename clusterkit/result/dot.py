@@ -1,7 +1,7 @@
 """Graphviz DOT pictures of a graph and of a partition, with one palette and one cluster writer.
 
 - :func:`graph_dot` — the plain graph, one box per node (``op`` and ``name``).
-- :func:`partition_dot` — every accelerator cluster as a box (``device #id (n nodes)``) filled with
+- :func:`partition_dot` — every offloaded cluster as a box (``device #id (n nodes)``) filled with
   its device's colour, fallback nodes outside any box.
 - :func:`affinity_dot` and :func:`subgraphs_dot` — the two dumps of OpenVINO HETERO's
   ``KEY_HETERO_DUMP_GRAPH_DOT``, written by :func:`dump_dot` as ``<model>_affinity.dot`` and
@@ -70,7 +70,7 @@ def device_colors(partition: "Partition") -> dict[str, str]:
 
 def partition_dot(partition: "Partition", *, name: str | None = None, legend: bool = False,
                   bold_cuts: bool = False) -> str:
-    """DOT with one box per accelerator cluster, coloured by device. ``name`` is the digraph's
+    """DOT with one box per offloaded cluster, coloured by device. ``name`` is the digraph's
     name (default: the graph's); ``legend`` adds a box of device colours; ``bold_cuts`` draws
     edges between clusters bold."""
     g = partition.graph

@@ -231,7 +231,7 @@ class Partition:
 
     def transfer_units(self, assignment: np.ndarray | None = None) -> np.ndarray:
         """Transfer unit per node (one side of a transfer in ``cut_bytes``): the cluster position
-        for accelerator clusters, HOST (-1) for every fallback node."""
+        for offloaded clusters, HOST (-1) for every fallback node."""
         a = self.assignment() if assignment is None else assignment
         return np.where(~self._on_device()[a], HOST, a)
 

@@ -235,7 +235,7 @@ def by_name_summary(report: dict[str, Any]) -> str:
 
 
 def _valid_by_name(part: Partition, where: str) -> Partition:
-    """``part`` validated; an invalid one has its accelerator clusters split into their
+    """``part`` validated; an invalid one has its offloaded clusters split into their
     connected pieces (a node moved to the fallback may have cut one in two) and is tried
     again. Raises :class:`PartitionError` when that is not enough."""
     try:

@@ -11,7 +11,7 @@ for the accelerator; on a machine with the real device the same IR compiles with
 load_hetero`), reads ``HETERO_NUMBER_OF_SUBMODELS`` and each submodel's device (the compiled
 model's exported header lists them), reads each submodel's ops from HETERO's per-subgraph
 performance counters (``subgraphK: <op>``), and compares them with clusterkit's clusters: each
-accelerator cluster must be one submodel of its device holding its ops and no other cluster's;
+offloaded cluster must be one submodel of its device holding its ops and no other cluster's;
 the fallback's ops make as many submodels as they have connected groups. Where HETERO's own
 subgraph collector merges or splits differently, the verdict names the cluster and says why.
 """
@@ -141,7 +141,7 @@ _WHY = ("HETERO's collector walks the ops in order and joins each to the subgrap
 
 def _cluster_verdict(k: int, where: dict[int, list[str]], holds: dict[int, set[int]],
                      partition: Any) -> tuple[str, str]:
-    """(verdict, why) for one accelerator cluster: the submodels holding its ops (``where``:
+    """(verdict, why) for one offloaded cluster: the submodels holding its ops (``where``:
     submodel → its op names there)."""
     if not where:
         return "absent", "none of its ops is in a submodel (all folded as constants)"

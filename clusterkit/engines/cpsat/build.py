@@ -18,7 +18,7 @@ inside a cluster have ``same`` true (equal ranks and devices with ``same`` false
 the strict inequality), so their device follows them and no must-cut edge lies inside. (Complete-
 ness) Given any valid partition, number its clusters in a topological order of the quotient and
 give every node the number of its cluster: ranks are non-decreasing along edges and strictly
-increasing across clusters, two accelerator clusters never share a (rank, device), and the
+increasing across clusters, two offloaded clusters never share a (rank, device), and the
 numbers fit the rank domains (a topological position is at least the number of forced cuts on
 any path from a source and leaves room for those after it).
 

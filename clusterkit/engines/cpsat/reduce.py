@@ -6,13 +6,13 @@ per reduction. Throughout, "optimal" is the lexicographic optimum of
 :mod:`clusterkit.constraints.objectives`: fewest fallback nodes first, then
 ``w_cut * cut_bytes + w_partitions * partitions``.
 
-Notation: a *unit* is an accelerator cluster or the host (every fallback node). ``cut_bytes``
+Notation: a *unit* is an offloaded cluster or the host (every fallback node). ``cut_bytes``
 charges each non-constant tensor once per distinct consuming unit other than its producer's unit,
 plus once more when it is a graph output produced off the host (docs/design.md). A node is *fixed
 acc* when every optimal partition we keep offloads it, *fixed host* when it is always on the
 fallback.
 
-Lemma M (used by the proofs below). *Let S be a set of nodes of one accelerator cluster C_S and
+Lemma M (used by the proofs below). *Let S be a set of nodes of one offloaded cluster C_S and
 C another cluster whose device takes S and follows every edge between C and S. If every
 predecessor of S lies in C or S and some edge runs from C into S, moving S into C keeps the
 graph of clusters acyclic; likewise with successors and an edge from S into C.* Proof (the
@@ -32,7 +32,7 @@ R1 *offload is forced* (``fix``): when ``min_size <= 1``, every node some device
    hostable group as one cluster) is valid - singletons and convex groups cannot form a cycle, no
    edge lies inside a singleton, a group's internal edges are followed by its device - and it
    leaves on the fallback only nodes that no partition can offload (no device takes them, or the
-   group can never be one accelerator cluster: a refused internal edge or too many constant bytes
+   group can never be one offloaded cluster: a refused internal edge or too many constant bytes
    stay refused/too many in any larger cluster). So it reaches the lower bound of the first
    criterion, and every optimum has exactly that fallback set.
 R2 *constant nodes are free* (``constants``; cut objective, ``min_size <= 1``): a node computing
