@@ -2,11 +2,12 @@
 :class:`~clusterkit.selection.protocol.SubgraphProperty`, MXNet's name for a selector).
 
 The selectors shipped in ``clusterkit.selectors`` are declared here once, by name with their
-traits (:data:`SHIPPED_TRAITS`: the execution provider each mirrors, its op table, whether it is
-verified against the real EP), and imported on first use, so this layer never imports the
-higher one; a shipped module that fails to import raises its own ImportError instead of turning
-into "unknown selector". A factory's keyword parameters (other than ``device``) are the
-selector's settings (:func:`selector_settings`), which a spec sets as ``NAME[key=value,...]``.
+traits (:data:`SHIPPED_TRAITS`: the execution provider each mirrors, whether it is verified
+against the real EP; its op table is its module's ``TABLE``), and imported on first use, so
+this layer never imports the higher one; a shipped module that fails to import raises its own
+ImportError instead of turning into "unknown selector". A factory's keyword parameters (other
+than ``device``) are the selector's settings (:func:`selector_settings`), which a spec sets as
+``NAME[key=value,...]``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class SelectorEntry:
     """A property factory (called with ``device=`` when one is given), a one-line doc, and the
     selector's traits: ``ep``, the onnxruntime execution provider it mirrors (which sees the
     graph after onnxruntime's optimizations); ``table``, its op table in the ``data`` folder of
-    ``clusterkit.selectors``; ``verified``, whether it is checked against that EP's real
+    ``clusterkit.selectors`` (the module's ``TABLE``); ``verified``, whether it is checked against that EP's real
     session (``tests/test_verify_eps.py``). A registered selector has none of them."""
 
     factory: Callable[..., SubgraphProperty]
@@ -38,23 +39,21 @@ class SelectorEntry:
 
 
 class SelectorTraits(NamedTuple):
-    """A shipped selector's traits (the fields of :class:`SelectorEntry` after ``doc``)."""
+    """A shipped selector's declared traits (its ``table`` is its module's ``TABLE``)."""
 
     ep: str | None = None
-    table: str | None = None
     verified: bool = False
 
 
 #: the shipped selectors (modules of ``clusterkit.selectors``), each with its traits, once
 SHIPPED_TRAITS: dict[str, SelectorTraits] = {
-    "coreml": SelectorTraits("CoreMLExecutionProvider", "coreml_ep.json"),
-    "nnapi": SelectorTraits("NnapiExecutionProvider", "nnapi_ep.json"),
-    "xnnpack": SelectorTraits("XnnpackExecutionProvider", "xnnpack_ep.json"),
-    "qnn": SelectorTraits("QNNExecutionProvider", "qnn_ep.json", verified=True),
-    "dnnl": SelectorTraits("DnnlExecutionProvider", "dnnl_ep.json"),
-    "tensorrt": SelectorTraits("TensorrtExecutionProvider", "tensorrt_onnx_parser.json"),
-    "openvino_npu": SelectorTraits("OpenVINOExecutionProvider", "openvino_ep_npu.json",
-                                   verified=True),
+    "coreml": SelectorTraits("CoreMLExecutionProvider"),
+    "nnapi": SelectorTraits("NnapiExecutionProvider"),
+    "xnnpack": SelectorTraits("XnnpackExecutionProvider"),
+    "qnn": SelectorTraits("QNNExecutionProvider", verified=True),
+    "dnnl": SelectorTraits("DnnlExecutionProvider"),
+    "tensorrt": SelectorTraits("TensorrtExecutionProvider"),
+    "openvino_npu": SelectorTraits("OpenVINOExecutionProvider", verified=True),
 }
 
 #: shipped ``--selector`` names → ``module:factory`` in the ``clusterkit.selectors`` package
@@ -64,12 +63,14 @@ _TRAITS_OF_TARGET = {SHIPPED[name]: traits for name, traits in SHIPPED_TRAITS.it
 
 def _entry(factory: Any) -> SelectorEntry:
     """A loaded factory with its module's first docstring line as the description and, when it
-    is a shipped one, its traits."""
-    module = getattr(factory, "__module__", None)
-    doc = getattr(sys.modules.get(module or ""), "__doc__", None) or ""
-    traits = _TRAITS_OF_TARGET.get(f"{module}:{getattr(factory, '__name__', '')}",
-                                   SelectorTraits())
-    return SelectorEntry(factory, (doc.strip().splitlines() or [""])[0], *traits)
+    is a shipped one, its traits and its module's ``TABLE``."""
+    module = sys.modules.get(getattr(factory, "__module__", None) or "")
+    doc = getattr(module, "__doc__", None) or ""
+    traits = _TRAITS_OF_TARGET.get(f"{getattr(module, '__name__', '')}:"
+                                   f"{getattr(factory, '__name__', '')}")
+    table = getattr(module, "TABLE", None) if traits else None
+    return SelectorEntry(factory, (doc.strip().splitlines() or [""])[0],
+                         (traits or SelectorTraits()).ep, table, bool(traits and traits.verified))
 
 
 SELECTORS: Registry[SelectorEntry] = Registry("selector", SelectorError, SHIPPED, wrap=_entry,
