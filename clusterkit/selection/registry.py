@@ -28,8 +28,9 @@ class SelectorEntry:
     """A property factory (called with ``device=`` when one is given), a one-line doc, and the
     selector's traits: ``ep``, the onnxruntime execution provider it mirrors (which sees the
     graph after onnxruntime's optimizations); ``table``, its op table in the ``data`` folder of
-    ``clusterkit.selectors`` (the module's ``TABLE``); ``verified``, whether it is checked against that EP's real
-    session (``tests/test_verify_eps.py``). A registered selector has none of them."""
+    ``clusterkit.selectors`` (the module's ``TABLE``); ``verified``, whether it is checked
+    against that EP's real session (``tests/test_verify_eps.py``). A registered selector has
+    none of them."""
 
     factory: Callable[..., SubgraphProperty]
     doc: str = ""
