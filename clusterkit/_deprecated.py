@@ -135,6 +135,9 @@ def keyword_only_after(n: int) -> Callable[[F], F]:
     def decorate(func: F) -> F:
         sig = inspect.signature(func)
         params = list(sig.parameters.values())
+        if any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in params[n:]):
+            raise TypeError(f"keyword_only_after({n}): {func.__qualname__} has positional-only "
+                            f"or *args parameters after the first {n}")
         names = [p.name for p in params[n:] if p.kind is p.POSITIONAL_OR_KEYWORD]
         params[n:] = [p.replace(kind=p.KEYWORD_ONLY) if p.kind is p.POSITIONAL_OR_KEYWORD else p
                       for p in params[n:]]

@@ -255,6 +255,22 @@ def test_an_old_positional_option_warns_and_gives_the_same(k, tmp_path):
         assert figure(got) == figure(func(*first, **new))
 
 
+def test_keyword_only_after_refuses_a_signature_it_cannot_keep():
+    from clusterkit._deprecated import keyword_only_after
+
+    def spread(model, *more, strict=False):
+        return model
+
+    def fixed(model, selectors, /, strict=False):
+        return model
+
+    with pytest.raises(TypeError, match=r"spread has positional-only or \*args parameters"):
+        keyword_only_after(1)(spread)
+    with pytest.raises(TypeError, match="fixed has positional-only"):
+        keyword_only_after(1)(fixed)
+    assert keyword_only_after(2)(fixed)(1, 2, strict=True) == 1
+
+
 def test_one_positional_option_of_two_names_that_one():
     with pytest.warns(DeprecationWarning, match=r"^load_graph\(\.\.\., dims\) is deprecated, "
                                                 r"use load_graph\(\.\.\., dims=\.\.\.\) "):

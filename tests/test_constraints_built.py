@@ -86,6 +86,9 @@ def test_built_constraints_cannot_change_after_their_check():
     given["cut_edges"].append(("b", 0))  # the caller's lists are not the object's
     values["Reshape"].append(-1)
     assert cons.cut_edges == ((0, "b"),) and cons.value_inputs["Reshape"] == (1,)
+    assert Constraints(together=[{"c", "a", "b"}]).together == (("a", "b", "c"),)  # one order
+    with pytest.raises(TypeError, match="unhashable type: 'Constraints'"):
+        hash(cons)
     for name in ("cut_edges", "together", "never_together"):
         assert isinstance(getattr(cons, name), tuple)
         assert all(isinstance(item, tuple) for item in getattr(cons, name))

@@ -367,5 +367,10 @@ def test_the_problem_limits_are_read_from_limits_alone():
     only_a = problem.with_limits(max_size=None)
     assert only_a.limits.global_max is None and only_a.limits.max_nodes == (2, None)
     assert only_a.limits.loosest_max is None and only_a.limits.bounded
+    with pytest.warns(DeprecationWarning, match=r"Limits.max_size is deprecated, use "
+                      r"Limits.global_max "):
+        assert lim.max_size == 5  # the old field: the global limit, not the loosest
+    with pytest.warns(DeprecationWarning, match=r"Limits.loosest\(\) is deprecated"):
+        assert lim.loosest() == (1, 5, 10**6)
     with pytest.raises(TypeError, match="with_limits"):
         problem.with_limits(max_nodes=3)

@@ -139,13 +139,12 @@ def _sweep(args: argparse.Namespace, strategies: list[str], cons, options: dict,
                    glob.glob(os.path.join(args.model, "*.json")))
     if not paths:
         raise ClusterkitError(f"no .onnx or .json models in folder {args.model!r}")
-    common = dict(isolate=True, timeout=args.timeout, jsonl=args.jsonl,
-                  progress=not args.no_progress, coalesce_after=args.coalesce,
-                  optimize=optimize)
+    sweep = dict(isolate=True, timeout=args.timeout, jsonl=args.jsonl,
+                 progress=not args.no_progress, coalesce_after=args.coalesce, optimize=optimize)
     try:
         with _executor(args) as executor:
             results = compare_many(paths, args.selector, strategies, cons, args.fallback,
-                                   options, executor=executor, **common)
+                                   options, executor=executor, **sweep)
     except SweepInterrupted as stop:  # Ctrl-C: the finished models' tables, then one line
         _print_all(stop.results)
         kept = (f", kept in {args.jsonl}" if args.jsonl and stop.results

@@ -70,12 +70,14 @@ class Constraints:
     min_size: int = 1
     max_size: int | None = None
     max_const_bytes: int | None = None
+    __hash__ = None  # type: ignore[assignment]  # frozen, but value_inputs is a mapping
 
     def __post_init__(self) -> None:
         check_constraints(self)
         frozen = {"cut_edges": tuple(tuple(p) for p in self.cut_edges),
                   "never_together": tuple(tuple(p) for p in self.never_together),
-                  "together": tuple(tuple(g) for g in self.together),
+                  "together": tuple(tuple(sorted(g, key=str)) if isinstance(g, (set, frozenset))
+                                    else tuple(g) for g in self.together),
                   "value_inputs": MappingProxyType({op: tuple(pos) for op, pos in
                                                     self.value_inputs.items()})}
         for name, value in frozen.items():

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from clusterkit._deprecated import renamed_attribute, warn_renamed
 from clusterkit.errors import ConstraintError
 from clusterkit.selection.protocol import check_device_limits, device_limits
 
@@ -62,6 +63,9 @@ class Limits:
     max_nodes: tuple[int | None, ...]
     min_nodes: tuple[int, ...]
     max_const: tuple[int | None, ...]
+    min_size = renamed_attribute("global_min")
+    max_size = renamed_attribute("global_max")
+    max_const_bytes = renamed_attribute("global_bytes")
 
     @classmethod
     def build(cls, graph: "Graph", min_size: int, max_size: int | None,
@@ -127,6 +131,11 @@ class Limits:
         """The largest constant budget some device allows, ``None`` for no limit (the global
         one without devices)."""
         return _loosest_max(self.max_const) if self.devices else self.global_bytes
+
+    def loosest(self) -> tuple[int, int | None, int | None]:
+        """Deprecated: ``(loosest_min, loosest_max, loosest_bytes)``."""
+        warn_renamed("Limits.loosest()", "Limits.loosest_min, loosest_max, loosest_bytes")
+        return self.loosest_min, self.loosest_max, self.loosest_bytes
 
     def fits(self, nodes: Sequence[int], device: int | str, minimum: bool = True) -> bool:
         """Whether a cluster of ``nodes`` on ``device`` (index or name) meets every limit
