@@ -73,19 +73,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="how long to try to reach --scheduler (default 10)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from clusterkit.cli.common import (
-        add_constraint_args,
-        add_devices_arg,
-        add_dim_arg,
-        add_optimize_arg,
-    )
-
-    add_devices_arg(p)
-
-    add_dim_arg(p)
-    add_optimize_arg(p)
-    add_constraint_args(p)
-    add_gate_args(p)
+    for add in (common.add_devices_arg, common.add_dim_arg, common.add_optimize_arg,
+                common.add_constraint_args, add_gate_args):
+        add(p)
     return p
 
 
